@@ -1,0 +1,33 @@
+# The two commands of the README, over CMake:
+#   make test   install what is missing, configure, build, run every test
+#               (GPU tests skip with a reason on a machine without a GPU)
+#   make tune   install what is missing, configure, build, tune FLCE for the
+#               local GPU into detfuse.db (fails clearly without a GPU)
+BUILD ?= build
+BUILD_TYPE ?= Release
+JOBS ?= $(shell nproc)
+CUDA_HOME ?= /usr/local/cuda
+export PATH := $(PATH):$(CUDA_HOME)/bin
+CMAKE_ARGS ?=
+
+.PHONY: all deps configure build test tune clean
+
+all: build
+
+deps:
+	@bash cmake/install-deps.sh
+
+configure: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_ARGS) >/dev/null
+
+build: configure
+	@cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+tune: build
+	@$(BUILD)/detfuse tune --preset llm-heads --db detfuse.db
+
+clean:
+	rm -rf $(BUILD)

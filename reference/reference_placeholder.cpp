@@ -1,0 +1,1 @@
+// replaced by the FLCE and attention references

@@ -1,0 +1,56 @@
+#include <gtest/gtest.h>
+
+#include "kernels/common/error.h"
+#include "kernels/registry.h"
+
+namespace detfuse {
+namespace {
+
+FlceVariant fake_variant(const std::string& strategy, int64_t bm) {
+  FlceVariant v;
+  v.desc.family = Family::flce;
+  v.desc.dtype = DType::bf16;
+  v.desc.strategy = strategy;
+  v.desc.params = {{"bm", bm}, {"w", 4}};
+  v.desc.name = VariantDesc::canonical_name(v.desc.family, v.desc.dtype, v.desc.strategy, v.desc.params);
+  v.can_run = [bm](const FlceProblem& p, FlceMode, const DeviceInfo&) -> std::optional<std::string> {
+    if (p.N < bm) return "N smaller than bm";
+    return std::nullopt;
+  };
+  v.workspace_bytes = [](const FlceProblem&, FlceMode) { return size_t(0); };
+  v.launch = [](const FlceProblem&, FlceMode, const FlceArgs&, cudaStream_t) {};
+  return v;
+}
+
+TEST(Registry, CanonicalNameSpellsEveryParameter) {
+  EXPECT_EQ(VariantDesc::canonical_name(Family::flce, DType::bf16, "owning", {{"bm", 128}, {"bn", 64}, {"s", 3}}),
+            "flce.bf16.owning.bm128_bn64_s3");
+}
+
+TEST(Registry, AddFindAndRejectDuplicatesOrBadNames) {
+  Registry r;
+  r.add(fake_variant("owning", 64));
+  r.add(fake_variant("atomic", 64));
+  EXPECT_EQ(r.flce().size(), 2u);
+  ASSERT_NE(r.find_flce("flce.bf16.owning.bm64_w4"), nullptr);
+  EXPECT_EQ(r.find_flce("flce.bf16.owning.bm32_w4"), nullptr);
+  EXPECT_THROW(r.add(fake_variant("owning", 64)), Error);
+  FlceVariant bad = fake_variant("partials", 32);
+  bad.desc.name = "flce.bf16.partials.whatever";
+  EXPECT_THROW(r.add(bad), Error);
+  FlceVariant incomplete = fake_variant("partials", 32);
+  incomplete.launch = nullptr;
+  EXPECT_THROW(r.add(incomplete), Error);
+  EXPECT_EQ(r.descriptors().size(), 2u);
+}
+
+TEST(Registry, BuiltinVariantsAreCanonicalAndUnique) {
+  const Registry& r = builtin_registry();
+  for (const VariantDesc* d : r.descriptors()) {
+    EXPECT_EQ(d->name, VariantDesc::canonical_name(d->family, d->dtype, d->strategy, d->params));
+    EXPECT_FALSE(d->summary.empty()) << d->name;
+  }
+}
+
+}  // namespace
+}  // namespace detfuse
