@@ -1,0 +1,43 @@
+// FLCE public C++ API: fused linear + cross-entropy, loss and gradients of
+// CE(softmax(X W^T), y) without materialising the [N, V] logits (see
+// kernels/common/problem.h for the exact semantics of every option).
+//
+// Every entry point validates its arguments first (problem fields, the
+// pointers the mode needs, targets outside [0, V) that are not ignore_index)
+// and throws detfuse::Error naming the bad argument, leaving outputs untouched.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+
+#include "kernels/common/problem.h"
+#include "kernels/registry.h"
+
+namespace detfuse::flce {
+
+// Number of targets outside [0, V) that are not ignore_index (one device pass,
+// synchronises `stream`).
+int64_t count_bad_targets(const FlceProblem& p, const int64_t* y, cudaStream_t stream = nullptr);
+
+// Checks the problem, the pointers `mode` needs and the targets; throws
+// detfuse::Error (invalid_argument) naming the first bad one.
+void validate_call(const FlceProblem& p, FlceMode mode, const FlceArgs& args, cudaStream_t stream = nullptr);
+
+// Runs one registered variant: validates, checks can_run, allocates the
+// workspace the variant asks for (unless args already carries enough) and
+// launches. Peak extra device memory is the workspace.
+void run(const FlceVariant& v, const FlceProblem& p, FlceMode mode, const FlceArgs& args,
+         cudaStream_t stream = nullptr);
+
+// The variant the built-in heuristic picks for a problem on a device (used when
+// nothing was tuned): the fastest deterministic family by design.
+const FlceVariant& heuristic_variant(const FlceProblem& p, FlceMode mode, const DeviceInfo& dev);
+
+// Entry points on the heuristic's choice (tuner/ adds the tuned selection).
+void forward(const FlceProblem& p, const FlceArgs& args, cudaStream_t stream = nullptr);
+void forward_backward(const FlceProblem& p, const FlceArgs& args, cudaStream_t stream = nullptr);
+void backward(const FlceProblem& p, const FlceArgs& args, cudaStream_t stream = nullptr);
+
+}  // namespace detfuse::flce

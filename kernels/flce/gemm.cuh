@@ -1,0 +1,104 @@
+// The GEMM interface shared by the FLCE engines (CUDA only).
+//
+// C[m, n] = sum_k A(m, k) * B(n, k) for m < M, n < N, k in the block's K range,
+// with fp32 accumulation. Each operand is stored either K-contiguous
+// (Major::K: A(m,k) = A[m*lda + k]) or M/N-contiguous (Major::MN:
+// A(m,k) = A[k*lda + m]). The three FLCE products use:
+//   logits  Z  = X W^T : A = X  [Nc, D] Major::K,  B = W [V, D] Major::K
+//   dX      G W       : A = G  [Nc, V] Major::K,  B = W [V, D] Major::MN
+//   dW      G^T X     : A = G  [Nc, V] Major::MN, B = X [Nc, D] Major::MN
+// Engines: gemm_bf16.cuh (tensor cores, mma.sync m16n8k16, bf16 in, fp32 acc)
+// and gemm_f32.cuh (exact fp32 FMA, no TF32). Both take GemmParams and an
+// epilogue functor called once per in-range element with its split index.
+//
+// Split-K: gridDim.z = splits; split s covers k in [s*k_per_split,
+// min(K, (s+1)*k_per_split)); k_per_split is a multiple of the engine's BK.
+// Loads outside [0,M) x [0,K) / [0,N) x [0,K) read as zero.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace detfuse::flce {
+
+enum class Major { K, MN };
+
+struct GemmParams {
+  int M = 0, N = 0, K = 0;
+  const void* A = nullptr;
+  int64_t lda = 0;
+  const void* B = nullptr;
+  int64_t ldb = 0;
+  int splits = 1;
+  int k_per_split = 0;  // 0 means K (no split)
+};
+
+// ----------------------------------------------------------------- epilogues
+// Logits: C = softcap > 0 ? softcap * tanh(v / softcap) : v (fp32).
+struct EpiStoreLogits {
+  float* C;
+  int64_t ldc;
+  float softcap;
+  __device__ __forceinline__ void operator()(int m, int n, float v, int) const {
+    if (softcap > 0.f) v = softcap * tanhf(v / softcap);
+    C[int64_t(m) * ldc + n] = v;
+  }
+};
+
+// Plain store, converting to the output type (dX).
+template <class T>
+struct EpiStore {
+  T* C;
+  int64_t ldc;
+  __device__ __forceinline__ void operator()(int m, int n, float v, int) const {
+    if constexpr (sizeof(T) == 2)
+      C[int64_t(m) * ldc + n] = __float2bfloat16_rn(v);
+    else
+      C[int64_t(m) * ldc + n] = v;
+  }
+};
+
+// Owning accumulation into an fp32 gradient: the block that owns (m, n) adds
+// its sum over this chunk's rows; chunks run in a fixed order, so bits are
+// reproducible. first != 0 overwrites (first chunk), avoiding a memset.
+struct EpiAccumulate {
+  float* C;
+  int64_t ldc;
+  int first;
+  __device__ __forceinline__ void operator()(int m, int n, float v, int) const {
+    float* p = C + int64_t(m) * ldc + n;
+    *p = first ? v : *p + v;
+  }
+};
+
+// Contention baseline: every split adds with an fp32 atomic (order varies).
+struct EpiAtomic {
+  float* C;
+  int64_t ldc;
+  __device__ __forceinline__ void operator()(int m, int n, float v, int) const {
+    atomicAdd(C + int64_t(m) * ldc + n, v);
+  }
+};
+
+// Partials: split s writes its sum to its own slice of the workspace; a later
+// fixed-order pass adds the slices.
+struct EpiPartial {
+  float* P;
+  int64_t ldc;
+  int64_t split_stride;
+  __device__ __forceinline__ void operator()(int m, int n, float v, int split) const {
+    P[split * split_stride + int64_t(m) * ldc + n] = v;
+  }
+};
+
+// Engine entry points (defined in gemm_bf16.cuh / gemm_f32.cuh, instantiated
+// in the per-variant .cu files). They throw detfuse::Error on launch failure.
+template <class Cfg, Major AM, Major BM, class Epi>
+void launch_gemm_bf16(const GemmParams& p, const Epi& epi, cudaStream_t stream);
+
+template <class Cfg, Major AM, Major BM, class Epi>
+void launch_gemm_f32(const GemmParams& p, const Epi& epi, cudaStream_t stream);
+
+}  // namespace detfuse::flce
