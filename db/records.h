@@ -1,0 +1,240 @@
+// Plain records of the detfuse results store: what the tuner hands to the store
+// and what queries hand back. Strings, integers, doubles and small containers
+// only; no SQLite and no CUDA types, so tuner/, cli/ and experiments/ can fill
+// them from whatever they measured.
+//
+// Conventions
+//   - Ids (`Id`) are the store's integer row ids; they are only meaningful inside
+//     one database file (merge() maps them by natural keys).
+//   - Timestamps are UTC ISO 8601 text with milliseconds, "2025-05-01T12:34:56.789Z"
+//     (db::now_utc()); the store fills an empty one.
+//   - Output names ("loss", "lse", "dX", "dW"; "O", "LSE", "dQ", "dK", "dV") are
+//     shared by correctness errors, digests and distinct-digest counts.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace detfuse::db {
+
+using Id = int64_t;
+
+// One GPU as the store keys it. Natural key (a device row):
+// (uuid, name, cc, sm_count, driver_version, driver_release). Memory, L2 and the
+// runtime version are recorded facts, not part of the key.
+struct DeviceRecord {
+  std::string uuid;            // "GPU-xxxxxxxx-..." as nvidia-smi prints it
+  std::string name;            // "NVIDIA H200"
+  std::string cc;              // compute capability, "9.0"
+  int sm_count = 0;
+  int64_t total_memory_bytes = 0;
+  int64_t l2_bytes = 0;
+  int driver_version = 0;      // CUDA API version the driver supports, e.g. 13000
+  std::string driver_release;  // e.g. "580.159.04" (NVML); may be empty
+  int runtime_version = 0;     // e.g. 13000
+  friend bool operator==(const DeviceRecord&, const DeviceRecord&) = default;
+};
+
+// The binary that measured. Natural key: all five fields.
+struct BuildRecord {
+  std::string version;     // "0.1.0"
+  std::string git_commit;  // "c5e17a4abcde" or "...-dirty"
+  std::string compiler;    // "GNU 12.2.0 / nvcc 13.0"
+  std::string flags;       // compile flags that change code generation
+  std::string build_type;  // "Release"
+  friend bool operator==(const BuildRecord&, const BuildRecord&) = default;
+};
+
+// One problem (shape and options). Natural key: `key`, the canonical problem key
+// (FlceProblem::key(), AttentionProblem::key()). `shape` holds the named shape
+// dimensions (all > 0) used by the nearest-shape query; `options_key` is the key
+// with the shape dimensions removed: two problems are comparable (nearest-shape)
+// only when family and options_key are equal. make_problem_record() derives all
+// of it from a canonical key.
+struct ProblemRecord {
+  std::string family;  // "flce" or "attention"
+  std::string key;     // "flce:N=4096,D=4096,V=128256,dtype=bf16,..."
+  std::string dtype;   // "bf16", "fp32"
+  std::map<std::string, int64_t> shape;  // {"N":4096,"D":4096,"V":128256}
+  std::string options_key;  // "flce:dtype=bf16,grad=fp32,ii=-100,..."
+  friend bool operator==(const ProblemRecord&, const ProblemRecord&) = default;
+};
+
+// One compiled variant. Natural key: `name`, the canonical variant name.
+struct VariantRecord {
+  std::string name;      // "flce.bf16.owning.bn128_bv128_bd64_w8_s3"
+  std::string family;    // "flce"
+  std::string strategy;  // "atomic", "partials", "owning"
+  std::string dtype;     // "bf16"
+  std::string params;    // free text, e.g. "bn=128,bv=128,bd=64,warps=8,stages=3"
+  bool deterministic_by_design = false;
+  friend bool operator==(const VariantRecord&, const VariantRecord&) = default;
+};
+
+// Run statuses.
+inline constexpr const char* kRunRunning = "running";
+inline constexpr const char* kRunComplete = "complete";
+inline constexpr const char* kRunBudget = "budget";  // stopped by --budget
+inline constexpr const char* kRunInterrupted = "interrupted";
+inline constexpr const char* kRunFailed = "failed";
+
+// One tuning invocation. Natural key: `uid` (random 32 hex, filled by begin_run
+// when empty), so runs of several machines never collide in merge().
+struct RunRecord {
+  std::string uid;
+  std::string started_at;   // filled by begin_run when empty
+  std::string finished_at;  // empty while running; filled by finish_run
+  double budget_seconds = 0;  // 0 = no budget
+  std::string status = kRunRunning;
+  std::string command_line;
+  int repeats = 0;  // K
+  int64_t seed = 0;
+  bool allow_nondeterministic = false;
+  friend bool operator==(const RunRecord&, const RunRecord&) = default;
+};
+
+// Result statuses. "running" is bookkeeping (mark_running) and is replaced by
+// the final status when record_result() stores the finished result.
+inline constexpr const char* kResultRunning = "running";
+inline constexpr const char* kResultOk = "ok";
+inline constexpr const char* kResultCannotRun = "cannot_run";
+inline constexpr const char* kResultError = "error";
+inline constexpr const char* kResultCrashed = "crashed";
+inline constexpr const char* kResultIncorrect = "incorrect";
+
+// Correctness against the float64 reference.
+struct Correctness {
+  // What was compared: "full", or e.g. "rows:16 sampled + grads at N=512".
+  std::string checked_what;
+  // Error metric per output ("loss", "lse", "dX", "dW", ...), as the tuner
+  // defines it (e.g. max |a - ref| / (atol + rtol |ref|)). NaN is allowed
+  // (stored as NULL, read back as NaN).
+  std::map<std::string, double> errors;
+  double tolerance = 0;  // the bound the metric is compared with
+  bool pass = false;
+  friend bool operator==(const Correctness&, const Correctness&) = default;
+};
+
+// Determinism levels a result can reach on its own (config_invariant is a
+// property of a set of variants, computed by callers from digests).
+inline constexpr const char* kLevelNone = "none";
+inline constexpr const char* kLevelRunToRun = "run_to_run";
+
+struct DigestRow {
+  int repeat = 0;      // 0 .. repeats-1
+  std::string output;  // "loss", "lse", "dX", "dW", ...
+  std::string digest;  // 32 lowercase hex digits (XXH3-128)
+  friend bool operator==(const DigestRow&, const DigestRow&) = default;
+  friend auto operator<=>(const DigestRow&, const DigestRow&) = default;
+};
+
+struct Determinism {
+  int repeats = 0;
+  std::vector<DigestRow> digests;  // every output of every repeat
+  // Number of distinct digests per output. When left empty, record_result()
+  // computes it from `digests`; when given, it must agree with them.
+  std::map<std::string, int> distinct;
+  std::string level = kLevelNone;  // "none" or "run_to_run"
+  friend bool operator==(const Determinism&, const Determinism&) = default;
+};
+
+struct Timing {
+  std::vector<double> samples_ms;  // every sample, in measurement order
+  double median_ms = 0, min_ms = 0, max_ms = 0;
+  int warmup = 0;         // warm-up launches not in samples_ms
+  int clock_min_mhz = 0;  // SM clock seen during timing; 0 = unknown
+  int clock_max_mhz = 0;
+  int64_t peak_extra_bytes = 0;  // peak device memory beyond inputs and outputs
+  double flops = 0;              // per call, by the DESIGN.md convention
+  double tflops = 0;             // flops / median
+  friend bool operator==(const Timing&, const Timing&) = default;
+};
+
+// Fills median/min/max from samples_ms, and tflops from flops and the median.
+// Throws db::Error if samples_ms is empty.
+void summarize(Timing& t);
+
+// One result per (run, device, build, problem, variant, seed).
+struct ResultRecord {
+  Id run_id = 0, device_id = 0, build_id = 0, problem_id = 0, variant_id = 0;
+  int64_t seed = 0;
+  std::string status = kResultOk;
+  std::string reason;       // why not ok (cannot_run, error, crashed, incorrect)
+  std::string recorded_at;  // filled by the store when empty
+  std::optional<Correctness> correctness;
+  std::optional<Determinism> determinism;
+  std::optional<Timing> timing;
+  friend bool operator==(const ResultRecord&, const ResultRecord&) = default;
+};
+
+// A record together with its id in this store.
+template <class R>
+struct Entry {
+  Id id = 0;
+  R record;
+};
+
+// A result as read back, with the variant's name for convenience.
+struct StoredResult {
+  Id id = 0;
+  ResultRecord record;
+  std::string variant_name;
+};
+
+// Resume bookkeeping: the latest result row of one variant for a
+// (device, build, problem, seed).
+struct VariantState {
+  Id result_id = 0;
+  Id run_id = 0;
+  Id variant_id = 0;
+  std::string variant_name;
+  std::string status;  // "running" or a final status
+  std::string reason;
+};
+
+// best(): the fastest qualifying result, and where it came from.
+struct BestResult {
+  Id result_id = 0;
+  Id run_id = 0;
+  Id device_id = 0;
+  Id problem_id = 0;
+  Id variant_id = 0;
+  Id build_id = 0;
+  std::string variant_name;
+  std::string problem_key;
+  BuildRecord build;  // the build that produced it: compare with the running one
+  int64_t seed = 0;
+  double median_ms = 0;
+  double tflops = 0;
+  std::string level;  // determinism level of the result
+  std::string recorded_at;
+};
+
+// nearest_tuned(): the closest tuned problem and its distance (db/README.md).
+struct NearestMatch {
+  Entry<ProblemRecord> problem;
+  double distance = 0;  // sum over shape dims of |log2(a / b)|; 0 = same shape
+  BestResult best;      // best() of that problem
+};
+
+// Stored digests of one result, for `verify`.
+struct StoredDigests {
+  Id result_id = 0;
+  Id run_id = 0;
+  std::string variant_name;
+  int repeats = 0;
+  std::string level;
+  std::vector<DigestRow> digests;  // sorted by (repeat, output)
+};
+
+// Rows added by merge(), per table.
+struct MergeCounts {
+  int64_t devices = 0, builds = 0, problems = 0, variants = 0, runs = 0, results = 0;
+  int64_t total() const { return devices + builds + problems + variants + runs + results; }
+};
+
+}  // namespace detfuse::db
