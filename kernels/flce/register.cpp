@@ -1,8 +1,13 @@
-// FLCE variants register here (see kernels/flce/README.md).
+// Explicit registration of every FLCE variant (DESIGN.md: no static-init magic).
+#include "kernels/flce/variants.h"
 #include "kernels/registry.h"
 
 namespace detfuse {
 
-void register_flce(Registry&) {}
+void register_flce(Registry& r) {
+  flce::register_flce_bf16_bm128_bn128(r);
+  flce::register_flce_bf16_bm128_bn256(r);
+  flce::register_flce_bf16_bm64_bn128(r);
+}
 
 }  // namespace detfuse

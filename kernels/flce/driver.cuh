@@ -1,0 +1,231 @@
+// FLCE driver: the chunked fused linear + cross-entropy shared by every
+// hand-written variant, templated on the GEMM engine (bf16 tensor cores or
+// exact fp32) and its tile configuration; the dW strategy is a run-time choice
+// so one instantiation file serves all three strategies of a tile shape.
+//
+// Per chunk of Nc rows (Nc from the variant's memory budget, so extra memory is
+// bounded whatever N is):
+//   1. logits  Z_c = X_c W^T            GEMM, fp32 into the chunk buffer [Nc, Vp]
+//   2. row pass: LSE, row loss; then G_c = dL/dZ_c written over Z_c in place
+//      (bf16 for the tensor-core engine: it is the next GEMMs' operand)
+//   3. dX_c = G_c W                      GEMM, owned by output tile: deterministic
+//   4. dW  += G_c^T X_c                  by strategy:
+//        owning   each block owns a dW tile and walks the chunk's rows; chunks
+//                 in order; no atomics, no extra memory (bitwise reproducible)
+//        atomic   the chunk's rows are split sk ways; every split adds its
+//                 contribution with fp32 atomics (order varies: not reproducible)
+//        partials the rows are split sk ways; each split writes its partial of a
+//                 vs-row vocabulary slab to the workspace, then a CUB pass sums
+//                 the sk partials in fixed order (reproducible; costs memory+pass)
+// Work: 2NDV (logits) + 2NDV (dX) + 2NDV (dW) = 6NDV, nothing recomputed; the
+// price is the Nc x V chunk buffer (the tuning parameter `mb`, MiB).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernels/common/error.h"
+#include "kernels/flce/gemm.cuh"
+#include "kernels/flce/rowwise.h"
+#include "kernels/registry.h"
+
+namespace detfuse::flce {
+
+enum class Strategy { atomic, partials, owning };
+inline const char* to_string(Strategy s) {
+  return s == Strategy::atomic ? "atomic" : s == Strategy::partials ? "partials" : "owning";
+}
+
+struct StrategyParams {
+  Strategy strategy = Strategy::owning;
+  int chunk_mib = 1024;  // budget of the logits chunk buffer
+  int splits = 1;        // atomic / partials: row splits of the dW GEMM
+  int slab_rows = 0;     // partials: vocabulary rows per partial slab
+};
+
+inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// Byte layout of one call's workspace.
+struct Plan {
+  int64_t Vp = 0;          // V rounded up to 8: leading dimension of the chunk buffer
+  int64_t chunk_rows = 0;  // Nc
+  size_t counts = 0, loss_rows = 0, logits = 0, dw_acc = 0, partials = 0, total = 0;
+  bool need_loss_rows = false, need_dw_acc = false, need_partials = false;
+};
+
+inline Plan make_plan(const FlceProblem& p, FlceMode mode, const StrategyParams& sp, int block_m) {
+  Plan pl;
+  pl.Vp = round_up(p.V, 8);
+  int64_t budget_rows = (int64_t(sp.chunk_mib) << 20) / (pl.Vp * 4);
+  int64_t rows = std::max<int64_t>(block_m, budget_rows / block_m * block_m);
+  pl.chunk_rows = std::min<int64_t>(rows, p.N);
+  const bool fwd = mode != FlceMode::backward, bwd = mode != FlceMode::forward;
+  pl.need_loss_rows = fwd && p.reduction != Reduction::none;
+  pl.need_dw_acc = bwd && p.grad_dtype != DType::f32;
+  pl.need_partials = bwd && sp.strategy == Strategy::partials;
+  size_t off = 0;
+  auto take = [&](size_t bytes) {
+    size_t at = off;
+    off += round_up(int64_t(bytes), 256);
+    return at;
+  };
+  pl.counts = take(3 * sizeof(int64_t));
+  pl.loss_rows = take(pl.need_loss_rows ? size_t(p.N) * 4 : 0);
+  pl.logits = take(size_t(pl.chunk_rows) * size_t(pl.Vp) * 4);
+  pl.dw_acc = take(pl.need_dw_acc ? size_t(p.V) * size_t(p.D) * 4 : 0);
+  pl.partials = take(pl.need_partials ? size_t(sp.splits) * size_t(std::min<int64_t>(sp.slab_rows, p.V)) * size_t(p.D) * 4 : 0);
+  pl.total = off;
+  return pl;
+}
+
+template <class Engine, class Cfg>
+struct FlceDriver {
+  using T = typename Engine::T;  // input element type
+
+  static std::optional<std::string> can_run(const FlceProblem& p, FlceMode mode, const DeviceInfo& dev,
+                                            const StrategyParams& sp) {
+    if (p.dtype != Engine::dtype) return std::string("variant is for ") + to_string(Engine::dtype) + " inputs";
+    if (auto why = Engine::template can_run<Cfg>(p, dev)) return why;
+    if (p.V > (int64_t(1) << 30) || p.N > (int64_t(1) << 30) || p.D > (int64_t(1) << 30))
+      return "N, D and V must each be below 2^30";
+    if (mode != FlceMode::forward && sp.strategy == Strategy::partials && sp.slab_rows % 8 != 0)
+      return "partials slab rows must be a multiple of 8";
+    return std::nullopt;
+  }
+
+  static size_t workspace_bytes(const FlceProblem& p, FlceMode mode, const StrategyParams& sp) {
+    return make_plan(p, mode, sp, Cfg::BM).total;
+  }
+
+  static void launch(const FlceProblem& p, FlceMode mode, const FlceArgs& a, const StrategyParams& sp,
+                     cudaStream_t s) {
+    const Plan pl = make_plan(p, mode, sp, Cfg::BM);
+    if (a.workspace_size < pl.total || (pl.total && !a.workspace))
+      throw invalid_argument("workspace: variant needs " + std::to_string(pl.total) + " bytes, got " +
+                             std::to_string(a.workspace_size));
+    auto* ws = static_cast<unsigned char*>(a.workspace);
+    auto* counts = reinterpret_cast<int64_t*>(ws + pl.counts);
+    auto* L = reinterpret_cast<float*>(ws + pl.logits);
+    const bool fwd = mode != FlceMode::backward, bwd = mode != FlceMode::forward;
+    float* loss_rows = p.reduction == Reduction::none ? a.loss : reinterpret_cast<float*>(ws + pl.loss_rows);
+    float* dw = bwd ? (pl.need_dw_acc ? reinterpret_cast<float*>(ws + pl.dw_acc) : static_cast<float*>(a.dW)) : nullptr;
+    auto* partials = reinterpret_cast<float*>(ws + pl.partials);
+    const T* X = static_cast<const T*>(a.X);
+    const T* W = static_cast<const T*>(a.W);
+    const int D = int(p.D), V = int(p.V);
+
+    launch_count_targets(p, a.y, counts, s);
+    if (bwd && sp.strategy == Strategy::atomic)
+      DETFUSE_CUDA_CHECK(cudaMemsetAsync(dw, 0, size_t(p.V) * size_t(p.D) * 4, s));
+
+    // G overwrites Z in place: bf16 with twice the element leading dimension, or fp32.
+    const int64_t ldg = Engine::grad_bf16 ? 2 * pl.Vp : pl.Vp;
+    for (int64_t r0 = 0, chunk = 0; r0 < p.N; r0 += pl.chunk_rows, ++chunk) {
+      const int nc = int(std::min<int64_t>(pl.chunk_rows, p.N - r0));
+      const T* Xc = X + r0 * p.D;
+
+      GemmParams g1;  // Z = Xc W^T : [nc, V], K = D
+      g1.M = nc; g1.N = V; g1.K = D;
+      g1.A = Xc; g1.lda = p.D;
+      g1.B = W; g1.ldb = p.D;
+      Engine::template gemm<Cfg, Major::K, Major::K>(g1, EpiStoreLogits{L, pl.Vp, float(p.softcap)},
+                                                     /*group_m: X chunk stays in L2*/ 1 << 30, s);
+
+      RowPass rp;
+      rp.L = L; rp.ldl = pl.Vp; rp.rows = nc; rp.row0 = r0;
+      rp.y = a.y; rp.counts = counts; rp.dloss = a.dloss;
+      rp.lse_in = fwd ? nullptr : a.lse_in;
+      rp.lse_out = fwd ? a.lse : nullptr;
+      rp.loss_rows = fwd ? loss_rows : nullptr;
+      rp.write_grad = bwd;
+      rp.grad_bf16 = Engine::grad_bf16;
+      launch_row_pass(p, rp, s);
+      if (!bwd) continue;
+
+      GemmParams g3;  // dXc = G W : [nc, D], K = V
+      g3.M = nc; g3.N = D; g3.K = V;
+      g3.A = L; g3.lda = ldg;
+      g3.B = W; g3.ldb = p.D;
+      if (p.grad_dtype == DType::f32)
+        Engine::template gemm<Cfg, Major::K, Major::MN>(g3, EpiStore<float>{static_cast<float*>(a.dX) + r0 * p.D, p.D}, 8, s);
+      else
+        Engine::template gemm<Cfg, Major::K, Major::MN>(
+            g3, EpiStore<T>{static_cast<T*>(a.dX) + r0 * p.D, p.D}, 8, s);
+
+      GemmParams g4;  // dW += G^T Xc : [V, D], K = nc
+      g4.M = V; g4.N = D; g4.K = nc;
+      g4.A = L; g4.lda = ldg;
+      g4.B = Xc; g4.ldb = p.D;
+      switch (sp.strategy) {
+        case Strategy::owning:
+          Engine::template gemm<Cfg, Major::MN, Major::MN>(g4, EpiAccumulate{dw, p.D, chunk == 0 ? 1 : 0}, 1, s);
+          break;
+        case Strategy::atomic:
+          g4.splits = sp.splits;
+          g4.k_per_split = int(round_up((nc + sp.splits - 1) / sp.splits, Cfg::BK));
+          Engine::template gemm<Cfg, Major::MN, Major::MN>(g4, EpiAtomic{dw, p.D}, 1, s);
+          break;
+        case Strategy::partials: {
+          const int64_t slab = std::min<int64_t>(sp.slab_rows, p.V);
+          g4.splits = sp.splits;
+          g4.k_per_split = int(round_up((nc + sp.splits - 1) / sp.splits, Cfg::BK));
+          for (int64_t v0 = 0; v0 < p.V; v0 += slab) {
+            const int64_t rows = std::min<int64_t>(slab, p.V - v0);
+            GemmParams gs = g4;
+            gs.M = int(rows);
+            gs.A = Engine::grad_bf16 ? static_cast<const void*>(reinterpret_cast<const unsigned short*>(L) + v0)
+                                     : static_cast<const void*>(L + v0);
+            Engine::template gemm<Cfg, Major::MN, Major::MN>(gs, EpiPartial{partials, p.D, slab * p.D}, 1, s);
+            launch_sum_partials(dw + v0 * p.D, partials, sp.splits, slab * p.D, rows * p.D, chunk == 0, s);
+          }
+          break;
+        }
+      }
+    }
+    if (fwd && p.reduction != Reduction::none) launch_reduce_loss(p, loss_rows, counts, a.loss, s);
+    if (bwd && pl.need_dw_acc) launch_to_bf16(a.dW, dw, p.V * p.D, s);
+  }
+};
+
+// Registers the three strategies of one engine/tile configuration:
+// owning at each chunk budget in `owning_mib`, atomic and partials at `mib`.
+template <class Engine, class Cfg>
+void register_tile_config(Registry& r, const std::vector<int>& owning_mib, int mib, int splits, int slab_rows) {
+  auto add = [&](const StrategyParams& sp) {
+    FlceVariant v;
+    v.desc.family = Family::flce;
+    v.desc.dtype = Engine::dtype;
+    v.desc.strategy = to_string(sp.strategy);
+    v.desc.params = Engine::template config_params<Cfg>();
+    v.desc.params.push_back({"mb", sp.chunk_mib});
+    if (sp.strategy != Strategy::owning) v.desc.params.push_back({"sk", sp.splits});
+    if (sp.strategy == Strategy::partials) v.desc.params.push_back({"vs", sp.slab_rows});
+    v.desc.name = VariantDesc::canonical_name(v.desc.family, v.desc.dtype, v.desc.strategy, v.desc.params);
+    v.desc.deterministic = sp.strategy != Strategy::atomic;
+    v.desc.summary = std::string(Engine::summary) + "; logits chunk " + std::to_string(sp.chunk_mib) + " MiB; dW " +
+                     (sp.strategy == Strategy::owning ? "owned tiles walk the rows in order"
+                      : sp.strategy == Strategy::atomic
+                          ? std::to_string(sp.splits) + "-way row split, fp32 atomics"
+                          : std::to_string(sp.splits) + "-way row split, partials of " + std::to_string(sp.slab_rows) +
+                                "-row slabs summed in order (CUB)");
+    v.can_run = [sp](const FlceProblem& p, FlceMode m, const DeviceInfo& d) {
+      return FlceDriver<Engine, Cfg>::can_run(p, m, d, sp);
+    };
+    v.workspace_bytes = [sp](const FlceProblem& p, FlceMode m) {
+      return FlceDriver<Engine, Cfg>::workspace_bytes(p, m, sp);
+    };
+    v.launch = [sp](const FlceProblem& p, FlceMode m, const FlceArgs& a, cudaStream_t s) {
+      FlceDriver<Engine, Cfg>::launch(p, m, a, sp, s);
+    };
+    r.add(std::move(v));
+  };
+  for (int mb : owning_mib) add({Strategy::owning, mb, 1, 0});
+  add({Strategy::atomic, mib, splits, 0});
+  add({Strategy::partials, mib, splits, slab_rows});
+}
+
+}  // namespace detfuse::flce

@@ -1,0 +1,101 @@
+#include "kernels/flce/flce.h"
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/common/buffer.h"
+#include "kernels/common/error.h"
+#include "kernels/flce/rowwise.h"
+
+namespace detfuse::flce {
+
+namespace {
+void require_ptr(const void* p, const char* name, FlceMode mode) {
+  if (!p) throw invalid_argument(std::string(name) + ": null pointer (required for " + to_string(mode) + ")");
+}
+}  // namespace
+
+int64_t count_bad_targets(const FlceProblem& p, const int64_t* y, cudaStream_t stream) {
+  DeviceBuffer<int64_t> counts(3);
+  launch_count_targets(p, y, counts.data(), stream);
+  return counts.download(stream)[1];
+}
+
+void validate_call(const FlceProblem& p, FlceMode mode, const FlceArgs& a, cudaStream_t stream) {
+  p.validate();
+  require_ptr(a.X, "X", mode);
+  require_ptr(a.W, "W", mode);
+  require_ptr(a.y, "y", mode);
+  if (p.reduction == Reduction::none && mode != FlceMode::forward) require_ptr(a.dloss, "dloss", mode);
+  if (mode != FlceMode::backward) {
+    require_ptr(a.loss, "loss", mode);
+    require_ptr(a.lse, "lse", mode);
+  } else {
+    require_ptr(a.lse_in, "lse_in", mode);
+  }
+  if (mode != FlceMode::forward) {
+    require_ptr(a.dX, "dX", mode);
+    require_ptr(a.dW, "dW", mode);
+  }
+  DeviceBuffer<int64_t> counts(3);
+  launch_count_targets(p, a.y, counts.data(), stream);
+  std::vector<int64_t> c = counts.download(stream);
+  if (c[1] > 0) {
+    int64_t row = c[2];
+    int64_t value = 0;
+    DETFUSE_CUDA_CHECK(cudaMemcpy(&value, a.y + row, sizeof value, cudaMemcpyDeviceToHost));
+    throw invalid_argument("y: " + std::to_string(c[1]) + " target(s) outside [0, " + std::to_string(p.V) +
+                           ") that are not ignore_index=" + std::to_string(p.ignore_index) + "; first at row " +
+                           std::to_string(row) + " (value " + std::to_string(value) + ")");
+  }
+}
+
+void run(const FlceVariant& v, const FlceProblem& p, FlceMode mode, const FlceArgs& args, cudaStream_t stream) {
+  validate_call(p, mode, args, stream);
+  int dev = 0;
+  DETFUSE_CUDA_CHECK(cudaGetDevice(&dev));
+  if (auto why = v.can_run(p, mode, query_device(dev)))
+    throw invalid_argument("variant " + v.desc.name + " cannot run " + p.key() + ": " + *why);
+  const size_t need = v.workspace_bytes(p, mode);
+  if (args.workspace_size >= need) {
+    v.launch(p, mode, args, stream);
+    return;
+  }
+  DeviceBytes ws(need);  // freed after the stream drains
+  FlceArgs a = args;
+  a.workspace = ws.get();
+  a.workspace_size = need;
+  v.launch(p, mode, a, stream);
+  DETFUSE_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+const FlceVariant& heuristic_variant(const FlceProblem& p, FlceMode mode, const DeviceInfo& dev) {
+  // Built-in default before any tuning: the deterministic owning strategy with
+  // the middle tile shape and chunk budget, else the first variant that can run.
+  const Registry& r = builtin_registry();
+  const std::string preferred = p.dtype == DType::bf16 ? "flce.bf16.owning.bm128_bn128_bk32_wm2_wn4_st4_mb1024"
+                                                       : "flce.fp32.owning.";
+  for (const auto& v : r.flce())
+    if (v.desc.name.rfind(preferred, 0) == 0 && !v.can_run(p, mode, dev)) return v;
+  for (const auto& v : r.flce())
+    if (v.desc.deterministic && !v.can_run(p, mode, dev)) return v;
+  for (const auto& v : r.flce())
+    if (!v.can_run(p, mode, dev)) return v;
+  throw invalid_argument("no registered FLCE variant can run " + p.key());
+}
+
+namespace {
+void run_heuristic(const FlceProblem& p, FlceMode mode, const FlceArgs& a, cudaStream_t s) {
+  int dev = 0;
+  DETFUSE_CUDA_CHECK(cudaGetDevice(&dev));
+  p.validate();
+  run(heuristic_variant(p, mode, query_device(dev)), p, mode, a, s);
+}
+}  // namespace
+
+void forward(const FlceProblem& p, const FlceArgs& a, cudaStream_t s) { run_heuristic(p, FlceMode::forward, a, s); }
+void forward_backward(const FlceProblem& p, const FlceArgs& a, cudaStream_t s) {
+  run_heuristic(p, FlceMode::forward_backward, a, s);
+}
+void backward(const FlceProblem& p, const FlceArgs& a, cudaStream_t s) { run_heuristic(p, FlceMode::backward, a, s); }
+
+}  // namespace detfuse::flce

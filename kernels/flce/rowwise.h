@@ -1,0 +1,54 @@
+// Row-owned FLCE passes (no GEMM): target checks and valid-row counts, the
+// per-row softmax statistics / loss / in-place gradient over a chunk of
+// materialised logits, the fixed-order loss reduction, the fixed-order sum of
+// dW partials and the fp32 -> bf16 gradient conversion. Every reduction here
+// has a fixed shape and order, so each is bitwise deterministic run to run.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/common/problem.h"
+
+namespace detfuse::flce {
+
+// counts[0] = rows whose target is not ignore_index and lies in [0, V);
+// counts[1] = targets outside [0, V) that are not ignore_index;
+// counts[2] = smallest row index with a bad target (INT64_MAX if none).
+// counts must hold 3 int64 and is overwritten.
+void launch_count_targets(const FlceProblem& p, const int64_t* y, int64_t* counts, cudaStream_t stream);
+
+// One chunk of rows [row0, row0 + rows) whose logits z (softcap applied) sit in
+// L [rows, ldl] fp32 (ldl a multiple of 8, >= V).
+struct RowPass {
+  const float* L = nullptr;
+  int64_t ldl = 0;
+  int rows = 0;
+  int64_t row0 = 0;
+  const int64_t* y = nullptr;        // [N] global
+  const int64_t* counts = nullptr;   // from launch_count_targets
+  const float* dloss = nullptr;      // [N] for reduction none
+  const float* lse_in = nullptr;     // [N]: use instead of computing statistics (backward mode)
+  float* lse_out = nullptr;          // [N] or nullptr
+  float* loss_rows = nullptr;        // [N] per-row loss or nullptr
+  // When write_grad: G = dL/dz overwrites L in place, as bf16 with leading
+  // dimension 2*ldl (bf16 elements) or as fp32 with ldl; columns [V, ldl) are zeroed.
+  bool write_grad = false;
+  bool grad_bf16 = false;
+};
+void launch_row_pass(const FlceProblem& p, const RowPass& r, cudaStream_t stream);
+
+// loss[0] = sum_i loss_rows[i] (sum) or that / n_valid (mean; 0 when no valid row).
+void launch_reduce_loss(const FlceProblem& p, const float* loss_rows, const int64_t* counts, float* loss,
+                        cudaStream_t stream);
+
+// dst[i] = (first ? 0 : dst[i]) + sum_{s < splits} partials[s * stride + i], s in order,
+// for i < count. Built on cub::DeviceFor.
+void launch_sum_partials(float* dst, const float* partials, int splits, int64_t stride, int64_t count, bool first,
+                         cudaStream_t stream);
+
+// dst (bf16) = src (fp32), round to nearest even.
+void launch_to_bf16(void* dst, const float* src, int64_t count, cudaStream_t stream);
+
+}  // namespace detfuse::flce

@@ -1,0 +1,25 @@
+// The registered FLCE variant set: which tile configurations exist (one
+// instantiation file each) and the strategy parameters registered for each.
+// Measured alternatives go in the comments next to the chosen values once the
+// tuner has data for them (kernels/flce/README.md, experiments/flce_bench_log.md).
+#pragma once
+
+#include <vector>
+
+#include "kernels/registry.h"
+
+namespace detfuse::flce {
+
+// Chunk buffer budgets (MiB) registered for the owning strategy: a larger chunk
+// means fewer read-modify-write sweeps over dW, at the price of memory.
+inline const std::vector<int> kOwningChunkMiB = {512, 1024, 1920};
+// Chunk budget, row splits and partial slab rows of the atomic and partials variants.
+constexpr int kChunkMiB = 1024;
+constexpr int kSplits = 4;
+constexpr int kSlabRows = 8192;
+
+void register_flce_bf16_bm128_bn128(Registry& r);
+void register_flce_bf16_bm128_bn256(Registry& r);
+void register_flce_bf16_bm64_bn128(Registry& r);
+
+}  // namespace detfuse::flce
