@@ -1,0 +1,121 @@
+// Free helpers of the store: timestamps, uids, problem keys, shape distance and
+// timing summaries. No SQLite here.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <random>
+#include <set>
+
+#include "db/store.h"
+
+namespace detfuse::db {
+
+std::string now_utc() {
+  using namespace std::chrono;
+  const auto now = system_clock::now();
+  const auto ms = duration_cast<milliseconds>(now.time_since_epoch()).count() % 1000;
+  const std::time_t t = system_clock::to_time_t(now);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, int(ms));
+  return buf;
+}
+
+std::string new_uid() {
+  static thread_local std::mt19937_64 gen([] {
+    std::random_device rd;
+    std::seed_seq seq{rd(), rd(), rd(), rd(),
+                      unsigned(std::chrono::steady_clock::now().time_since_epoch().count())};
+    return std::mt19937_64(seq);
+  }());
+  char buf[33];
+  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(gen()),
+                static_cast<unsigned long long>(gen()));
+  return buf;
+}
+
+ProblemRecord make_problem_record(const std::string& key, const std::vector<std::string>& shape_dims) {
+  const auto colon = key.find(':');
+  if (colon == std::string::npos || colon == 0) {
+    throw Error("detfuse db: problem key '" + key + "' has no 'family:' prefix");
+  }
+  ProblemRecord p;
+  p.family = key.substr(0, colon);
+  p.key = key;
+  const std::set<std::string> wanted(shape_dims.begin(), shape_dims.end());
+  std::string options;
+  size_t pos = colon + 1;
+  while (pos <= key.size()) {
+    size_t comma = key.find(',', pos);
+    if (comma == std::string::npos) comma = key.size();
+    const std::string field = key.substr(pos, comma - pos);
+    pos = comma + 1;
+    if (field.empty()) {
+      if (comma == key.size()) break;
+      throw Error("detfuse db: problem key '" + key + "' has an empty field");
+    }
+    const auto eq = field.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw Error("detfuse db: problem key '" + key + "': field '" + field + "' is not name=value");
+    }
+    const std::string name = field.substr(0, eq), value = field.substr(eq + 1);
+    if (wanted.count(name)) {
+      int64_t v = 0;
+      size_t used = 0;
+      try {
+        v = std::stoll(value, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != value.size() || v <= 0) {
+        throw Error("detfuse db: problem key '" + key + "': shape dim " + name +
+                    " must be an integer > 0, got '" + value + "'");
+      }
+      if (!p.shape.emplace(name, v).second) {
+        throw Error("detfuse db: problem key '" + key + "': dim " + name + " appears twice");
+      }
+      continue;
+    }
+    if (name == "dtype") p.dtype = value;
+    if (!options.empty()) options += ',';
+    options += field;
+  }
+  for (const auto& d : shape_dims) {
+    if (!p.shape.count(d)) throw Error("detfuse db: problem key '" + key + "' lacks shape dim " + d);
+  }
+  p.options_key = p.family + ":" + options;
+  return p;
+}
+
+double shape_distance(const std::map<std::string, int64_t>& a, const std::map<std::string, int64_t>& b) {
+  if (a.size() != b.size()) throw Error("detfuse db: shape_distance: shapes have different dims");
+  double d = 0;
+  auto ib = b.begin();
+  for (auto ia = a.begin(); ia != a.end(); ++ia, ++ib) {
+    if (ia->first != ib->first) {
+      throw Error("detfuse db: shape_distance: dim " + ia->first + " vs " + ib->first);
+    }
+    if (ia->second <= 0 || ib->second <= 0) {
+      throw Error("detfuse db: shape_distance: dim " + ia->first + " must be > 0");
+    }
+    d += std::fabs(std::log2(double(ia->second) / double(ib->second)));
+  }
+  return d;
+}
+
+void summarize(Timing& t) {
+  if (t.samples_ms.empty()) throw Error("detfuse db: summarize: Timing has no samples");
+  std::vector<double> s = t.samples_ms;
+  std::sort(s.begin(), s.end());
+  const size_t n = s.size();
+  t.median_ms = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+  t.min_ms = s.front();
+  t.max_ms = s.back();
+  t.tflops = t.median_ms > 0 ? t.flops / (t.median_ms * 1e-3) / 1e12 : 0.0;
+}
+
+}  // namespace detfuse::db
