@@ -365,7 +365,8 @@ std::optional<Id> Store::find_device(const DeviceRecord& d) const {
 
 Id Store::find_or_create_device(const DeviceRecord& d) {
   if (d.uuid.empty() && d.name.empty()) impl_->fail("device record has neither uuid nor name");
-  Transaction tx(*this);
+  if (auto id = find_device(d)) return *id;  // no write lock for the common case
+  Transaction tx(*this);  // look again under the write lock: another writer may have added it
   if (auto id = find_device(d)) {
     tx.commit();
     return *id;
@@ -431,6 +432,7 @@ std::optional<Id> Store::find_build(const BuildRecord& b) const {
 }
 
 Id Store::find_or_create_build(const BuildRecord& b) {
+  if (auto id = find_build(b)) return *id;
   Transaction tx(*this);
   if (auto id = find_build(b)) {
     tx.commit();
@@ -494,14 +496,20 @@ Id Store::find_or_create_problem(const ProblemRecord& p) {
   for (const auto& [dim, v] : p.shape) {
     if (v <= 0) impl_->fail("problem '" + p.key + "': shape dim " + dim + " must be > 0");
   }
-  Transaction tx(*this);
-  if (auto id = find_problem(p.key)) {
+  auto existing = [&]() -> std::optional<Id> {
+    auto id = find_problem(p.key);
+    if (!id) return std::nullopt;
     const ProblemRecord have = problem(*id);
     if (have.family != p.family || have.dtype != p.dtype || have.options_key != p.options_key ||
         have.shape != p.shape) {
       impl_->fail("problem '" + p.key +
                   "' is stored with a different family, dtype, options_key or shape");
     }
+    return id;
+  };
+  if (auto id = existing()) return *id;
+  Transaction tx(*this);
+  if (auto id = existing()) {
     tx.commit();
     return *id;
   }
@@ -566,12 +574,18 @@ VariantRecord Store::variant(Id id) const {
 
 Id Store::find_or_create_variant(const VariantRecord& v) {
   if (v.name.empty()) impl_->fail("variant record has no name");
-  Transaction tx(*this);
-  if (auto id = find_variant(v.name)) {
+  auto existing = [&]() -> std::optional<Id> {
+    auto id = find_variant(v.name);
+    if (!id) return std::nullopt;
     const VariantRecord have = variant(*id);
     if (have.family != v.family || have.strategy != v.strategy || have.dtype != v.dtype) {
       impl_->fail("variant '" + v.name + "' is stored with a different family, strategy or dtype");
     }
+    return id;
+  };
+  if (auto id = existing()) return *id;
+  Transaction tx(*this);
+  if (auto id = existing()) {
     tx.commit();
     return *id;
   }
@@ -1218,8 +1232,10 @@ std::vector<std::filesystem::path> Store::export_csv(const std::filesystem::path
            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' ORDER BY name");
     while (s.step()) tables.push_back(s.text(0));
   }
-  // One read transaction: every CSV shows the same snapshot.
-  impl_->exec("BEGIN", "export_csv: begin read transaction");
+  // One read transaction: every CSV shows the same snapshot (inside a caller's
+  // Transaction that one already holds).
+  const bool own_tx = impl_->tx_depth == 0;
+  if (own_tx) impl_->exec("BEGIN", "export_csv: begin read transaction");
   std::vector<std::filesystem::path> files;
   try {
     for (const auto& t : tables) {
@@ -1239,10 +1255,10 @@ std::vector<std::filesystem::path> Store::export_csv(const std::filesystem::path
       files.push_back(file);
     }
   } catch (...) {
-    sqlite3_exec(impl_->db, "ROLLBACK", nullptr, nullptr, nullptr);
+    if (own_tx) sqlite3_exec(impl_->db, "ROLLBACK", nullptr, nullptr, nullptr);
     throw;
   }
-  impl_->exec("COMMIT", "export_csv: end read transaction");
+  if (own_tx) impl_->exec("COMMIT", "export_csv: end read transaction");
   return files;
 }
 

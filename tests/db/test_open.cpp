@@ -175,6 +175,21 @@ TEST(DbOpen, RefusesNewerVersionAndLeavesItUntouched) {
   EXPECT_EQ(raw_count(file, "PRAGMA user_version"), kSchemaVersion + 1);
 }
 
+TEST(DbOpen, ReadOnlyStoreAnswersQueriesAndRefusesWrites) {
+  TempDir dir;
+  const auto file = dir / "ro.db";
+  Id dev = 0;
+  {
+    Store s(file);
+    dev = s.find_or_create_device(h200());
+  }
+  Store ro(file, OpenOptions{false, true, 1000});
+  EXPECT_EQ(ro.find_or_create_device(h200()), dev);  // found without writing
+  EXPECT_EQ(ro.find_devices("GPU-1111").size(), 1u);
+  EXPECT_THROW(ro.find_or_create_variant(variant("owning")), Error);
+  EXPECT_TRUE(ro.list_variants().empty());
+}
+
 TEST(DbOpen, EmptyFileBecomesAStore) {
   TempDir dir;
   const auto file = dir / "empty.db";

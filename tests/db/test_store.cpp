@@ -41,6 +41,19 @@ TEST(DbRecords, ShapeDistanceIsSumOfAbsLog2Ratios) {
   EXPECT_THROW(shape_distance({{"N", 3}}, {{"M", 3}}), Error);
 }
 
+TEST(DbRecords, SummarizeTiming) {
+  Timing t;
+  t.samples_ms = {3.0, 1.0, 2.0, 10.0};
+  t.flops = 2e12;
+  summarize(t);
+  EXPECT_DOUBLE_EQ(t.median_ms, 2.5);
+  EXPECT_DOUBLE_EQ(t.min_ms, 1.0);
+  EXPECT_DOUBLE_EQ(t.max_ms, 10.0);
+  EXPECT_DOUBLE_EQ(t.tflops, 2e12 / 2.5e-3 / 1e12);
+  Timing empty;
+  EXPECT_THROW(summarize(empty), Error);
+}
+
 TEST(DbStore, NaturalKeysFindOrCreate) {
   Fixture f;
   auto& s = f.store;
