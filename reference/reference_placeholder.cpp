@@ -1,1 +1,0 @@
-// replaced by the FLCE and attention references
