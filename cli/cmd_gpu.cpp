@@ -1,0 +1,182 @@
+// detfuse verify and detfuse bench: commands that run variants on the GPU
+// without tuning.
+#include <cstdio>
+#include <sstream>
+
+#include "cli/common.h"
+#include "db/store.h"
+#include "kernels/common/error.h"
+#include "tuner/bench.h"
+#include "tuner/best.h"
+#include "tuner/interrupt.h"
+#include "tuner/json.h"
+#include "tuner/records.h"
+#include "tuner/text.h"
+#include "tuner/tuner.h"
+#include "tuner/verify.h"
+
+namespace detfuse::cli {
+
+namespace {
+std::unique_ptr<db::Store> open_if_exists(const std::string& path) {
+  if (!std::filesystem::exists(path)) return nullptr;
+  db::OpenOptions o;
+  o.create = false;
+  o.read_only = true;
+  return std::make_unique<db::Store>(path, o);
+}
+}  // namespace
+
+int cmd_verify(Env& env, const std::vector<std::string>& args) {
+  po::options_description d("verify options");
+  add_problem_options(d);
+  d.add_options()
+      ("variant", po::value<std::vector<std::string>>()->composing(), "a variant name, or `best` (repeatable)")
+      ("all-variants", "every variant that can run; groups bitwise-identical ones (config-invariance classes)")
+      ("seed", po::value<int64_t>()->default_value(0), "seed of the random inputs (as tuned)")
+      ("repeats", po::value<int>()->default_value(5), "K: runs per variant")
+      ("inputs", po::value<std::string>(), "DIR with X.npy, W.npy (float32) and y.npy (int64) instead of seeded inputs")
+      ("dump", po::value<std::string>(), "DIR to write every output as .npy (per variant when several)")
+      ("db", po::value<std::string>()->default_value(db::kDefaultPath), "the database holding the stored digests")
+      ("allow-nondeterministic", "`best` may resolve to a nondeterministic variant")
+      ("device", po::value<int>()->default_value(0), "CUDA device ordinal");
+  po::variables_map vm;
+  if (!parse(args, d, nullptr, vm,
+             "usage: detfuse verify --kernel flce --shape N,D,V --dtype bf16 (--variant NAME|best | --all-variants)\n"
+             "                      [--seed S] [--repeats K] [--inputs DIR] [--dump DIR] [--db PATH]\n\n"
+             "Runs each variant K times on the seeded inputs, prints the digest of every output, and\n"
+             "compares them with the digests stored for this GPU, build, variant, problem and seed:\n"
+             "`reproduced` (exit 0) or `mismatch` (exit 1); says so when nothing was stored.",
+             env.out))
+    return 0;
+  require_flce(vm);
+  const bool all = vm.count("all-variants") > 0;
+  if (!all && !vm.count("variant")) throw UsageError("give --variant NAME|best or --all-variants");
+  if (all && vm.count("variant")) throw UsageError("--all-variants and --variant exclude each other");
+  tuner::VerifyOptions o;
+  o.problem = problem_from(vm, !vm.count("inputs"));
+  o.seed = vm["seed"].as<int64_t>();
+  o.repeats = vm["repeats"].as<int>();
+  if (o.repeats < 1) throw UsageError("--repeats: must be >= 1");
+  if (vm.count("inputs")) o.inputs = load_inputs(vm["inputs"].as<std::string>(), o.problem, vm.count("shape") > 0);
+  if (vm.count("dump")) o.dump_dir = vm["dump"].as<std::string>();
+  const std::string path = vm["db"].as<std::string>();
+  // Names are checked before the GPU is touched (bad names: exit 2).
+  std::vector<std::string> names;
+  if (vm.count("variant"))
+    for (const auto& n : vm["variant"].as<std::vector<std::string>>())
+      if (n != "best") tuner::plan_variants(env.reg, o.problem, {n});
+
+  const DeviceInfo dev = require_device(env, vm["device"].as<int>());
+  auto store = open_if_exists(path);
+  if (vm.count("variant")) {
+    for (const auto& n : vm["variant"].as<std::vector<std::string>>()) {
+      if (n != "best") {
+        names.push_back(n);
+        continue;
+      }
+      std::vector<db::Id> ids = store ? tuner::device_rows_for(*store, dev) : std::vector<db::Id>{};
+      auto a = tuner::resolve_best(store.get(), ids, dev, o.problem, FlceMode::forward_backward,
+                                   vm.count("allow-nondeterministic") > 0, env.reg, heuristic(env));
+      env.out << "best: " << a.variant << " (" << tuner::to_string(a.source) << ")\n";
+      names.push_back(a.variant);
+    }
+  }
+  o.variants = names;
+  tuner::clear_interrupt();
+  tuner::install_sigint_handler();
+  auto rows = tuner::run_verify(store.get(), env.reg, dev, o, &env.err);
+
+  env.out << "problem " << o.problem.key() << ", seed " << o.seed << (o.inputs ? " (inputs from " + vm["inputs"].as<std::string>() + ")" : "")
+          << ", " << o.repeats << " repeats on " << dev.name << " (" << dev.uuid << ")\n";
+  bool failed = false;
+  for (const auto& r : rows) {
+    env.out << "\n" << r.variant << ": " << r.status << (r.reason.empty() ? "" : " (" + r.reason + ")") << "\n";
+    if (!r.local.digests.empty()) {
+      for (const auto& out : tuner::flce_output_names()) {
+        std::vector<std::string> ds;
+        for (const auto& dr : r.local.digests)
+          if (dr.output == out) ds.push_back(dr.digest);
+        if (ds.empty()) continue;
+        char b[64];
+        std::snprintf(b, sizeof b, "  %-5s", out.c_str());
+        env.out << b;
+        bool same = true;
+        for (const auto& x : ds) same = same && x == ds.front();
+        if (same) env.out << ds.front() << "  x" << ds.size();
+        else for (size_t i = 0; i < ds.size(); ++i) env.out << (i ? "\n         " : "") << ds[i] << "  (repeat " << i << ")";
+        if (r.stored) {
+          for (const auto& sd : r.stored->digests)
+            if (sd.output == out && sd.repeat == 0) env.out << "  stored " << (sd.digest == ds.front() ? "same" : sd.digest);
+        }
+        env.out << "\n";
+      }
+    }
+    for (const auto& w : r.differences) env.out << "  differs: " << w << "\n";
+    if (r.status == tuner::kMismatch || r.status == "error") failed = true;
+    if (r.status == tuner::kNotStored && !r.differences.empty()) failed = true;
+    if (!all && r.status == "cannot_run") failed = true;
+  }
+  if (all) {
+    auto classes = tuner::invariance_classes(rows);
+    env.out << "\nconfig-invariance classes (bitwise-identical outputs): " << classes.size() << "\n";
+    int k = 0;
+    for (const auto& c : classes) {
+      env.out << "  class " << ++k << (c.self_consistent ? "" : " (differs run to run)") << ":";
+      for (const auto& v : c.variants) env.out << " " << v;
+      env.out << "\n";
+    }
+  }
+  return failed ? 1 : 0;
+}
+
+int cmd_bench(Env& env, const std::vector<std::string>& args) {
+  po::options_description d("bench options");
+  add_problem_options(d);
+  d.add_options()
+      ("family", po::value<std::string>(), "positional: flce")
+      ("variant", po::value<std::vector<std::string>>()->composing(), "only these variants (repeatable)")
+      ("repeats", po::value<int>()->default_value(5), "K: repeats for the distinct-digest count")
+      ("seed", po::value<int64_t>()->default_value(0), "seed of the random inputs")
+      ("inputs", po::value<std::string>(), "DIR with X.npy, W.npy (float32) and y.npy (int64)")
+      ("no-baseline", "skip the three cuBLAS GEMMs")
+      ("json", "machine-readable output")
+      ("device", po::value<int>()->default_value(0), "CUDA device ordinal");
+  po::positional_options_description pos;
+  pos.add("family", 1);
+  po::variables_map vm;
+  if (!parse(args, d, &pos, vm,
+             "usage: detfuse bench flce --shape N,D,V --dtype bf16|fp32 [--variant NAME] [--repeats K] [--json]\n"
+             "                          [--inputs DIR]\n\n"
+             "Per variant: median and spread of forward_backward time, TFLOP/s (6*N*D*V), ratio to three\n"
+             "cuBLAS GEMMs of the shape timed in the same run, peak extra device memory, and the number\n"
+             "of distinct dW digests over K repeats.",
+             env.out))
+    return 0;
+  if (vm.count("family")) {
+    const std::string f = vm["family"].as<std::string>();
+    if (!vm["kernel"].defaulted() && vm["kernel"].as<std::string>() != f)
+      throw UsageError("bench " + f + " and --kernel " + vm["kernel"].as<std::string>() + " disagree");
+    if (parse_family(f) != Family::flce) throw invalid_argument("bench: only flce can be benchmarked yet");
+  }
+  require_flce(vm);
+  tuner::BenchOptions o;
+  o.problem = problem_from(vm, !vm.count("inputs"));
+  o.repeats = vm["repeats"].as<int>();
+  if (o.repeats < 1) throw UsageError("--repeats: must be >= 1");
+  o.seed = vm["seed"].as<int64_t>();
+  if (vm.count("variant")) o.variants = vm["variant"].as<std::vector<std::string>>();
+  o.baseline = !vm.count("no-baseline");
+  if (vm.count("inputs")) o.inputs = load_inputs(vm["inputs"].as<std::string>(), o.problem, vm.count("shape") > 0);
+  tuner::plan_variants(env.reg, o.problem, o.variants);  // bad names: exit 2 before the GPU
+  const DeviceInfo dev = require_device(env, vm["device"].as<int>());
+  tuner::clear_interrupt();
+  tuner::install_sigint_handler();
+  auto r = tuner::run_bench(env.reg, dev, o, &env.err);
+  env.out << (vm.count("json") ? tuner::bench_json(r) : tuner::format_bench_table(r));
+  for (const auto& row : r.rows)
+    if (row.status == "error") return 1;
+  return 0;
+}
+
+}  // namespace detfuse::cli

@@ -1,0 +1,69 @@
+// Internal helpers shared by the subcommands of the detfuse command.
+#pragma once
+
+#include <boost/program_options.hpp>
+
+#include <filesystem>
+#include <optional>
+#include <ostream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cli/cli.h"
+#include "kernels/common/device_info.h"
+#include "kernels/common/problem.h"
+#include "tuner/flce_gpu.h"
+
+namespace detfuse::cli {
+
+namespace po = boost::program_options;
+
+// Bad usage: exit code 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// A GPU is needed and there is none: exit code 1.
+struct NoDevice : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct Env {
+  const CliContext& ctx;
+  const Registry& reg;
+  std::ostream& out;
+  std::ostream& err;
+  std::string command_line;
+};
+
+// Parses args (after the subcommand) into vm; --help prints `usage` and desc and
+// returns false (the caller returns 0).
+bool parse(const std::vector<std::string>& args, const po::options_description& desc,
+           const po::positional_options_description* pos, po::variables_map& vm, const std::string& usage,
+           std::ostream& out);
+
+// FLCE problem options shared by tune, best, verify and bench.
+void add_problem_options(po::options_description& d, bool shape_required_text = true);
+// The problem from the options; the shape from --shape (or `shape_override`).
+FlceProblem problem_from(const po::variables_map& vm, bool need_shape = true);
+// --kernel must be flce (attention is not tunable yet).
+void require_flce(const po::variables_map& vm);
+
+// The current device, or NoDevice with the reason.
+DeviceInfo require_device(const Env& env, int ordinal = 0);
+tuner::HeuristicFn heuristic(const Env& env);
+
+// --inputs DIR: X.npy [N,D] <f4, W.npy [V,D] <f4, y.npy [N] <i8; values
+// rounded to the dtype; the problem's N, D, V set from the files (they must
+// agree with --shape when it is given).
+tuner::FlceHostInputs load_inputs(const std::filesystem::path& dir, FlceProblem& p, bool shape_given);
+
+int cmd_devices(Env& env, const std::vector<std::string>& args);
+int cmd_list(Env& env, const std::vector<std::string>& args);
+int cmd_tune(Env& env, const std::vector<std::string>& args);
+int cmd_best(Env& env, const std::vector<std::string>& args);
+int cmd_verify(Env& env, const std::vector<std::string>& args);
+int cmd_bench(Env& env, const std::vector<std::string>& args);
+int cmd_db(Env& env, const std::vector<std::string>& args);
+
+}  // namespace detfuse::cli

@@ -1,0 +1,139 @@
+// Test doubles for the tuner and the command on a machine without a GPU: FLCE
+// variants whose launch does nothing, a measurer that returns scripted
+// outcomes, a controllable clock, a fake device and a temporary database path.
+#pragma once
+
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+
+#include "db/store.h"
+#include "kernels/registry.h"
+#include "tuner/tuner.h"
+
+namespace detfuse::testing {
+
+inline FlceVariant fake_flce(const std::string& strategy, int64_t bm, DType dtype = DType::bf16,
+                             bool deterministic = true, int64_t max_n = 1 << 30) {
+  FlceVariant v;
+  v.desc.family = Family::flce;
+  v.desc.dtype = dtype;
+  v.desc.strategy = strategy;
+  v.desc.params = {{"bm", bm}};
+  v.desc.name = VariantDesc::canonical_name(Family::flce, dtype, strategy, v.desc.params);
+  v.desc.deterministic = deterministic;
+  v.desc.summary = "fake " + strategy + " variant for tests";
+  v.can_run = [max_n](const FlceProblem& p, FlceMode, const DeviceInfo&) -> std::optional<std::string> {
+    if (p.N > max_n) return "N above " + std::to_string(max_n);
+    return std::nullopt;
+  };
+  v.workspace_bytes = [](const FlceProblem&, FlceMode) { return size_t(0); };
+  v.launch = [](const FlceProblem&, FlceMode, const FlceArgs&, cudaStream_t) {};
+  return v;
+}
+
+// owning bm64/bm128 (deterministic), atomic bm64 (not), partials bm64 (refuses N > 4096), fp32 owning bm64.
+inline Registry fake_registry() {
+  Registry r;
+  r.add(fake_flce("owning", 64));
+  r.add(fake_flce("owning", 128));
+  r.add(fake_flce("atomic", 64, DType::bf16, false));
+  r.add(fake_flce("partials", 64, DType::bf16, true, 4096));
+  r.add(fake_flce("owning", 64, DType::f32));
+  return r;
+}
+
+inline DeviceInfo fake_device() {
+  DeviceInfo d;
+  d.ordinal = 0;
+  d.name = "NVIDIA H200";
+  d.uuid = "GPU-00000000-1111-2222-3333-444444444444";
+  d.cc_major = 9;
+  d.cc_minor = 0;
+  d.sm_count = 132;
+  d.total_memory_bytes = 150ull << 30;
+  d.l2_bytes = 60 << 20;
+  d.driver_version = 13000;
+  d.driver_release = "580.00.00";
+  d.runtime_version = 13000;
+  return d;
+}
+
+struct FakeClock {
+  double now = 1000.0;
+  tuner::Budget::Clock fn() {
+    return [this] { return now; };
+  }
+};
+
+// Outcomes by variant name; defaults: ok, correct, run_to_run unless the
+// variant is atomic (5 distinct dW digests); time by name.
+class FakeMeasurer : public tuner::FlceMeasurer {
+ public:
+  FakeClock* clock = nullptr;
+  double seconds_per_variant = 10;
+  std::map<std::string, double> median_ms;  // default 10
+  std::map<std::string, tuner::VariantOutcome> scripted;
+  std::function<void(const std::string&)> on_measure;  // called first
+  std::vector<std::string> measured;
+  int prepares = 0;
+
+  void prepare(const FlceProblem&, FlceMode, int64_t) override { ++prepares; }
+  tuner::VariantOutcome measure(const FlceVariant& v, const tuner::MeasureControl&) override {
+    if (on_measure) on_measure(v.desc.name);
+    measured.push_back(v.desc.name);
+    if (clock) clock->now += seconds_per_variant;
+    auto it = scripted.find(v.desc.name);
+    if (it != scripted.end()) return it->second;
+    tuner::VariantOutcome o;
+    o.correctness = db::Correctness{"full", {{"loss", 1e-6}, {"dW", 1e-3}}, 1e-2, true};
+    db::Determinism d;
+    d.repeats = 5;
+    bool nondet = v.desc.strategy == "atomic";
+    for (int r = 0; r < 5; ++r) {
+      d.digests.push_back({r, "loss", std::string(32, 'a')});
+      std::string dw(32, 'b');
+      if (nondet) dw[0] = char('0' + r);
+      d.digests.push_back({r, "dW", dw});
+    }
+    d.level = nondet ? db::kLevelNone : db::kLevelRunToRun;
+    o.determinism = d;
+    db::Timing t;
+    double ms = median_ms.count(v.desc.name) ? median_ms[v.desc.name] : 10.0;
+    t.samples_ms = {ms, ms * 1.01, ms * 0.99, ms, ms};
+    t.flops = 1e12;
+    t.warmup = 1;
+    db::summarize(t);
+    o.timing = t;
+    return o;
+  }
+};
+
+// A fresh path in a fresh temporary directory (removed by the destructor).
+struct TempDir {
+  std::filesystem::path dir;
+  TempDir() {
+    std::random_device rd;
+    dir = std::filesystem::temp_directory_path() / ("detfuse-test-" + std::to_string(rd()) + std::to_string(rd()));
+    std::filesystem::create_directories(dir);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+  std::filesystem::path operator/(const std::string& name) const { return dir / name; }
+};
+
+inline FlceProblem problem(int64_t N, int64_t D, int64_t V, DType t = DType::bf16) {
+  FlceProblem p;
+  p.N = N;
+  p.D = D;
+  p.V = V;
+  p.dtype = t;
+  return p;
+}
+
+}  // namespace detfuse::testing

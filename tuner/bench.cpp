@@ -1,0 +1,182 @@
+#include "tuner/bench.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include "kernels/common/error.h"
+#include "reference/inputs.h"
+#include "tuner/interrupt.h"
+#include "tuner/json.h"
+#include "tuner/text.h"
+#include "tuner/tuner.h"
+#ifdef DETFUSE_HAVE_BASELINE
+#include "kernels/baseline/three_gemms.h"
+#endif
+
+namespace detfuse::tuner {
+
+BenchReport run_bench(const Registry& reg, const DeviceInfo& dev, const BenchOptions& o, std::ostream* progress) {
+  o.problem.validate();
+  if (o.repeats < 1) throw invalid_argument("--repeats: must be >= 1");
+  BenchReport rep;
+  rep.problem = o.problem;
+  rep.device = dev;
+  rep.repeats = o.repeats;
+  const auto variants = plan_variants(reg, o.problem, o.variants);
+  if (variants.empty()) throw invalid_argument("no " + std::string(to_string(o.problem.dtype)) + " FLCE variant is registered");
+
+  std::unique_ptr<FlceGpuCase> gc;
+  {
+    FlceHostInputs in;
+    if (o.inputs) {
+      in = *o.inputs;
+    } else {
+      auto g = reference::make_flce_inputs(o.problem, uint64_t(o.seed));
+      in.X = std::move(g.X);
+      in.W = std::move(g.W);
+      in.y = std::move(g.y);
+      in.dloss = std::move(g.dloss);
+    }
+    gc = std::make_unique<FlceGpuCase>(o.problem, FlceMode::forward_backward, in, dev);
+  }
+
+#ifdef DETFUSE_HAVE_BASELINE
+  if (o.baseline) {
+    if (progress) *progress << "timing three cuBLAS GEMMs of the shape...\n";
+    try {
+      auto t = baseline::time_three_gemms(o.problem, 2, std::max(5, o.reps.min_reps));
+      rep.gemms.available = true;
+      rep.gemms.logits_ms = t.logits_ms;
+      rep.gemms.dx_ms = t.dx_ms;
+      rep.gemms.dw_ms = t.dw_ms;
+      rep.gemms.total_ms = t.total_ms();
+      rep.gemms.note = t.note;
+    } catch (const std::exception& e) {
+      rep.gemms.note = std::string("three-GEMM baseline failed: ") + one_line(e.what());
+    }
+  }
+#else
+  rep.gemms.note = "this build has no cuBLAS baseline (kernels/baseline)";
+#endif
+
+  int i = 0;
+  for (const FlceVariant* v : variants) {
+    ++i;
+    if (interrupt_requested()) throw Error("interrupted");
+    BenchRow row;
+    row.variant = v->desc.name;
+    row.strategy = v->desc.strategy;
+    row.deterministic_by_design = v->desc.deterministic;
+    if (auto why = v->can_run(o.problem, FlceMode::forward_backward, dev)) {
+      row.status = "cannot_run";
+      row.reason = *why;
+      rep.rows.push_back(row);
+      continue;
+    }
+    if (progress) *progress << "[" << i << "/" << variants.size() << "] " << v->desc.name << "...\n";
+    try {
+      db::Timing t;
+      if (!gc->time(*v, o.reps, interrupt_requested, t)) throw Error("interrupted");
+      row.timing = t;
+      row.stats = summarize_samples(t.samples_ms);
+      if (rep.gemms.available && rep.gemms.total_ms > 0) row.ratio_to_gemms = t.median_ms / rep.gemms.total_ms;
+      db::Determinism d;
+      if (!gc->repeat_digests(*v, o.repeats, interrupt_requested, d)) throw Error("interrupted");
+      row.distinct = d.distinct;
+    } catch (const std::exception& e) {
+      if (interrupt_requested()) throw;
+      row.status = "error";
+      row.reason = one_line(e.what());
+      if (cuda_context_lost()) {
+        rep.rows.push_back(row);
+        throw Error("CUDA context lost while benchmarking " + v->desc.name + ": " + row.reason);
+      }
+    }
+    rep.rows.push_back(row);
+  }
+  return rep;
+}
+
+std::string format_bench_table(const BenchReport& r) {
+  std::ostringstream os;
+  char b[512];
+  os << "FLCE forward_backward " << r.problem.shape() << " " << to_string(r.problem.dtype) << " on " << r.device.name
+     << " (" << r.device.uuid << "), " << r.repeats << " repeats for digests\n";
+  if (r.gemms.available) {
+    std::snprintf(b, sizeof b, "three cuBLAS GEMMs: %.3f ms (logits %.3f, dX %.3f, dW %.3f)%s%s\n", r.gemms.total_ms,
+                  r.gemms.logits_ms, r.gemms.dx_ms, r.gemms.dw_ms, r.gemms.note.empty() ? "" : "; ",
+                  r.gemms.note.c_str());
+    os << b;
+  } else if (!r.gemms.note.empty()) {
+    os << r.gemms.note << "\n";
+  }
+  size_t w = 7;
+  for (const auto& row : r.rows) w = std::max(w, row.variant.size());
+  std::snprintf(b, sizeof b, "%-*s  %10s  %7s  %8s  %7s  %10s  %5s  %s\n", int(w), "variant", "median ms", "spread",
+                "TFLOP/s", "x GEMMs", "extra mem", "dW#", "notes");
+  os << b;
+  for (const auto& row : r.rows) {
+    if (row.status != "ok") {
+      std::snprintf(b, sizeof b, "%-*s  %10s  %7s  %8s  %7s  %10s  %5s  %s: %s\n", int(w), row.variant.c_str(), "-",
+                    "-", "-", "-", "-", "-", row.status.c_str(), row.reason.c_str());
+      os << b;
+      continue;
+    }
+    std::string ratio = "-";
+    if (row.ratio_to_gemms > 0) {
+      char rb[32];
+      std::snprintf(rb, sizeof rb, "%.2f", row.ratio_to_gemms);
+      ratio = rb;
+    }
+    auto it = row.distinct.find("dW");
+    std::string nd;
+    for (const auto& [k, n] : row.distinct)
+      if (n > 1 && k != "dW") nd += (nd.empty() ? "" : " ") + k + ":" + std::to_string(n) + " distinct";
+    std::snprintf(b, sizeof b, "%-*s  %10.3f  %6.1f%%  %8.1f  %7s  %10s  %5d  %s\n", int(w), row.variant.c_str(),
+                  row.stats.median, row.stats.spread * 100, row.timing.tflops, ratio.c_str(),
+                  format_bytes(double(row.timing.peak_extra_bytes)).c_str(), it == row.distinct.end() ? 0 : it->second,
+                  nd.c_str());
+    os << b;
+  }
+  return os.str();
+}
+
+std::string bench_json(const BenchReport& r) {
+  std::ostringstream os;
+  os << "{\"problem\": " << json_str(r.problem.key()) << ", \"shape\": " << json_str(r.problem.shape())
+     << ", \"dtype\": " << json_str(to_string(r.problem.dtype)) << ", \"device\": {\"name\": " << json_str(r.device.name)
+     << ", \"uuid\": " << json_str(r.device.uuid) << "}, \"repeats\": " << r.repeats << ", \"flops\": "
+     << json_num(r.problem.flops_forward_backward()) << ", \"three_gemms\": ";
+  if (r.gemms.available)
+    os << "{\"total_ms\": " << json_num(r.gemms.total_ms) << ", \"logits_ms\": " << json_num(r.gemms.logits_ms)
+       << ", \"dx_ms\": " << json_num(r.gemms.dx_ms) << ", \"dw_ms\": " << json_num(r.gemms.dw_ms)
+       << ", \"note\": " << json_str(r.gemms.note) << "}";
+  else
+    os << "null";
+  os << ", \"variants\": [";
+  for (size_t i = 0; i < r.rows.size(); ++i) {
+    const auto& row = r.rows[i];
+    os << (i ? ", " : "") << "{\"name\": " << json_str(row.variant) << ", \"strategy\": " << json_str(row.strategy)
+       << ", \"deterministic_by_design\": " << (row.deterministic_by_design ? "true" : "false")
+       << ", \"status\": " << json_str(row.status) << ", \"reason\": " << json_str(row.reason);
+    if (row.status == "ok") {
+      os << ", \"median_ms\": " << json_num(row.stats.median) << ", \"min_ms\": " << json_num(row.stats.min)
+         << ", \"max_ms\": " << json_num(row.stats.max) << ", \"spread\": " << json_num(row.stats.spread)
+         << ", \"tflops\": " << json_num(row.timing.tflops) << ", \"ratio_to_three_gemms\": "
+         << (row.ratio_to_gemms > 0 ? json_num(row.ratio_to_gemms) : "null")
+         << ", \"peak_extra_bytes\": " << row.timing.peak_extra_bytes << ", \"clock_mhz\": [" << row.timing.clock_min_mhz
+         << ", " << row.timing.clock_max_mhz << "], \"samples_ms\": [";
+      for (size_t k = 0; k < row.timing.samples_ms.size(); ++k)
+        os << (k ? ", " : "") << json_num(row.timing.samples_ms[k]);
+      os << "], \"distinct_digests\": {";
+      size_t k = 0;
+      for (const auto& [name, n] : row.distinct) os << (k++ ? ", " : "") << json_str(name) << ": " << n;
+      os << "}";
+    }
+    os << "}";
+  }
+  os << "]}\n";
+  return os.str();
+}
+
+}  // namespace detfuse::tuner

@@ -1,0 +1,124 @@
+#include "tuner/best.h"
+
+#include <cstdio>
+
+#include "kernels/common/error.h"
+#include "kernels/flce/flce.h"
+#include "tuner/records.h"
+
+namespace detfuse::tuner {
+
+const char* to_string(ChoiceSource s) {
+  switch (s) {
+    case ChoiceSource::tuned: return "tuned";
+    case ChoiceSource::nearest: return "nearest";
+    case ChoiceSource::heuristic: return "heuristic";
+  }
+  return "?";
+}
+
+HeuristicFn default_heuristic() {
+  return [](const FlceProblem& p, FlceMode m, const DeviceInfo& d) -> const FlceVariant& {
+    return flce::heuristic_variant(p, m, d);
+  };
+}
+
+std::vector<db::Id> device_rows_for(const db::Store& store, const DeviceInfo& dev) {
+  std::vector<db::Id> ids;
+  if (auto id = store.find_device(device_record(dev))) ids.push_back(*id);
+  if (!dev.uuid.empty())
+    for (const auto& e : store.find_devices(dev.uuid))
+      if (e.record.uuid == dev.uuid && (ids.empty() || e.id != ids.front())) ids.push_back(e.id);
+  return ids;
+}
+
+namespace {
+std::string usable(const Registry& reg, const std::string& name, const FlceProblem& p, FlceMode mode,
+                   const DeviceInfo& dev) {
+  const FlceVariant* v = reg.find_flce(name);
+  if (!v) return "this build has no variant '" + name + "'";
+  try {
+    if (auto why = v->can_run(p, mode, dev)) return name + " cannot run this problem: " + *why;
+  } catch (const std::exception& e) {
+    return name + ": can_run failed: " + e.what();
+  }
+  return "";
+}
+
+std::string fmt_ms(double ms) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.3f ms", ms);
+  return b;
+}
+}  // namespace
+
+BestAnswer resolve_best(const db::Store* store, const std::vector<db::Id>& device_ids, const DeviceInfo& dev,
+                        const FlceProblem& p, FlceMode mode, bool allow_nondeterministic, const Registry& reg,
+                        const HeuristicFn& heuristic) {
+  p.validate();
+  BestAnswer a;
+  a.problem_key = p.key();
+  a.device = dev.name + " (" + dev.uuid + ")";
+  const db::BuildRecord build = this_build();
+  auto build_note = [&](const db::BestResult& r) {
+    if (!(r.build == build))
+      a.notes.push_back("measured by build " + r.build.version + " " + r.build.git_commit + " (this is " +
+                        build.version + " " + build.git_commit + ")");
+  };
+  if (store && !device_ids.empty()) {
+    const db::ProblemRecord pr = problem_record(p);
+    const auto pid = store->find_problem(pr.key);
+    // 1. exact problem
+    for (size_t i = 0; pid && i < device_ids.size(); ++i) {
+      auto r = store->best(device_ids[i], *pid, allow_nondeterministic);
+      if (!r) continue;
+      std::string why = usable(reg, r->variant_name, p, mode, dev);
+      if (!why.empty()) {
+        a.notes.push_back("tuned best passed over: " + why);
+        continue;
+      }
+      a.source = ChoiceSource::tuned;
+      a.variant = r->variant_name;
+      a.tuned_problem_key = r->problem_key;
+      if (i > 0) a.notes.push_back("tuned on this GPU under another driver (" + store->device(device_ids[i]).driver_release + ")");
+      build_note(*r);
+      a.result = r;
+      return a;
+    }
+    // 2. nearest tuned shape
+    for (size_t i = 0; i < device_ids.size(); ++i) {
+      auto m = store->nearest_tuned(device_ids[i], pr, allow_nondeterministic);
+      if (!m) continue;
+      if (m->problem.record.key == pr.key) continue;  // exact, already passed over
+      std::string why = usable(reg, m->best.variant_name, p, mode, dev);
+      if (!why.empty()) {
+        a.notes.push_back("nearest tuned shape passed over: " + why);
+        continue;
+      }
+      a.source = ChoiceSource::nearest;
+      a.variant = m->best.variant_name;
+      a.tuned_problem_key = m->problem.record.key;
+      a.distance = m->distance;
+      a.notes.push_back("this shape was not tuned; nearest tuned shape " + m->problem.record.key +
+                        " (distance " + std::to_string(m->distance) + "), where it ran in " +
+                        fmt_ms(m->best.median_ms));
+      if (i > 0) a.notes.push_back("tuned on this GPU under another driver");
+      build_note(m->best);
+      a.result = m->best;
+      return a;
+    }
+    a.notes.push_back("nothing tuned for this dtype and these options on this GPU");
+  } else if (!store) {
+    a.notes.push_back("no tuning database");
+  } else {
+    a.notes.push_back("this GPU has no results in the database");
+  }
+  // 3. heuristic
+  const FlceVariant& h = heuristic(p, mode, dev);
+  a.source = ChoiceSource::heuristic;
+  a.variant = h.desc.name;
+  a.notes.push_back("built-in heuristic choice (not measured)");
+  return a;
+}
+
+}  // namespace detfuse::tuner

@@ -1,0 +1,26 @@
+#include "tuner/budget.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace detfuse::tuner {
+
+double monotonic_seconds() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+Budget::Budget(double total_s, Clock clock) : total_(total_s > 0 ? total_s : 0), clock_(std::move(clock)) {
+  start_ = clock_();
+}
+
+double Budget::elapsed() const { return clock_() - start_; }
+
+double Budget::remaining() const {
+  if (!limited()) return std::numeric_limits<double>::infinity();
+  return std::max(0.0, total_ - elapsed());
+}
+
+double Budget::cap(double cap_s) const { return std::min(cap_s, remaining()); }
+
+}  // namespace detfuse::tuner

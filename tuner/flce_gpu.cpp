@@ -1,0 +1,168 @@
+#include "tuner/flce_gpu.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "db/store.h"
+#include "kernels/common/error.h"
+#include "kernels/common/timer.h"
+#include "kernels/flce/flce.h"
+#include "reference/inputs.h"
+
+namespace detfuse::tuner {
+
+std::vector<std::pair<std::string, Digest>> flce_digest_list(const flce::DeviceCase::Digests& d, FlceMode mode) {
+  std::vector<std::pair<std::string, Digest>> out;
+  if (mode != FlceMode::backward) {
+    out.emplace_back("loss", d.loss);
+    out.emplace_back("lse", d.lse);
+  }
+  if (mode != FlceMode::forward) {
+    out.emplace_back("dX", d.dX);
+    out.emplace_back("dW", d.dW);
+  }
+  return out;
+}
+
+FlceGpuCase::FlceGpuCase(const FlceProblem& p, FlceMode mode, const FlceHostInputs& in, const DeviceInfo& dev)
+    : mode_(mode), dev_(dev), case_(p, in.X, in.W, in.y, in.dloss) {
+  if (mode == FlceMode::backward)
+    throw invalid_argument("mode: the tuner measures forward and forward_backward only");
+  flce::validate_call(p, mode, case_.args(mode));
+  // Twice the L2 size, written between repetitions, evicts the inputs from L2.
+  flush_.allocate(size_t(std::max(dev.l2_bytes, 1 << 20)) * 2);
+}
+
+void FlceGpuCase::launch(const FlceVariant& v, const DeviceBytes& ws) {
+  FlceArgs a = case_.args(mode_);
+  a.workspace = ws.get();
+  a.workspace_size = ws.bytes();
+  v.launch(case_.problem(), mode_, a, nullptr);
+}
+
+void FlceGpuCase::flush_l2() { DETFUSE_CUDA_CHECK(cudaMemsetAsync(flush_.get(), 0, flush_.bytes(), nullptr)); }
+
+void FlceGpuCase::run_once(const FlceVariant& v) {
+  DeviceBytes ws(v.workspace_bytes(case_.problem(), mode_));
+  case_.poison();
+  launch(v, ws);
+  DETFUSE_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+bool FlceGpuCase::repeat_digests(const FlceVariant& v, int repeats, const std::function<bool()>& stop,
+                                 db::Determinism& d) {
+  DeviceBytes ws(v.workspace_bytes(case_.problem(), mode_));
+  d = db::Determinism{};
+  d.repeats = repeats;
+  std::map<std::string, std::set<Digest>> seen;
+  for (int r = 0; r < repeats; ++r) {
+    if (stop && stop()) return false;
+    case_.poison();
+    launch(v, ws);
+    DETFUSE_CUDA_CHECK(cudaDeviceSynchronize());
+    for (const auto& [name, dg] : flce_digest_list(case_.digests(mode_), mode_)) {
+      d.digests.push_back(db::DigestRow{r, name, dg.hex()});
+      seen[name].insert(dg);
+    }
+  }
+  bool all_one = true;
+  for (const auto& [name, s] : seen) {
+    d.distinct[name] = int(s.size());
+    all_one = all_one && s.size() == 1;
+  }
+  d.level = all_one ? db::kLevelRunToRun : db::kLevelNone;
+  return true;
+}
+
+namespace {
+size_t free_device_memory() {
+  size_t free = 0, total = 0;
+  DETFUSE_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  return free;
+}
+}  // namespace
+
+bool FlceGpuCase::time(const FlceVariant& v, const RepetitionPolicy& policy, const std::function<bool()>& stop,
+                       db::Timing& t) {
+  t = db::Timing{};
+  const FlceProblem& p = case_.problem();
+  DETFUSE_CUDA_CHECK(cudaDeviceSynchronize());
+  const size_t free0 = free_device_memory();
+  const size_t ws_bytes = v.workspace_bytes(p, mode_);
+  DeviceBytes ws(ws_bytes);
+  size_t free_min = free_device_memory();
+
+  int clock_min = 0, clock_max = 0;
+  auto see_clock = [&]() {
+    if (auto c = current_sm_clock_mhz(dev_.ordinal)) {
+      clock_min = clock_min ? std::min(clock_min, *c) : *c;
+      clock_max = std::max(clock_max, *c);
+    }
+  };
+
+  EventTimer timer;
+  // First warm-up launch, timed, gives the estimate.
+  flush_l2();
+  timer.start();
+  launch(v, ws);
+  double estimate = timer.stop_ms();
+  DETFUSE_CUDA_CHECK(cudaDeviceSynchronize());
+  free_min = std::min(free_min, free_device_memory());
+  const int warmup = plan_warmup(estimate);
+  for (int i = 1; i < warmup; ++i) {
+    if (stop && stop()) return false;
+    flush_l2();
+    timer.start();
+    launch(v, ws);
+    estimate = std::min<double>(estimate, timer.stop_ms());
+  }
+  t.warmup = warmup;
+  const int reps = plan_repetitions(estimate, policy);
+  see_clock();
+  for (int i = 0; i < reps; ++i) {
+    if (stop && stop()) return false;
+    flush_l2();
+    timer.start();
+    launch(v, ws);
+    t.samples_ms.push_back(timer.stop_ms());
+    if (i % 4 == 0 || i + 1 == reps) see_clock();
+  }
+  DETFUSE_CUDA_CHECK(cudaDeviceSynchronize());
+  free_min = std::min(free_min, free_device_memory());
+  t.clock_min_mhz = clock_min;
+  t.clock_max_mhz = clock_max;
+  // The workspace, or more if the variant allocated device memory itself and
+  // kept it (cudaMemGetInfo sees only what is still allocated when asked).
+  t.peak_extra_bytes = int64_t(std::max<size_t>(ws_bytes, free0 > free_min ? free0 - free_min : 0));
+  t.flops = mode_ == FlceMode::forward ? p.flops_forward() : p.flops_forward_backward();
+  db::summarize(t);
+  return true;
+}
+
+bool cuda_context_lost() {
+  cudaError_t e = cudaDeviceSynchronize();
+  if (e == cudaSuccess) return false;
+  (void)cudaGetLastError();
+  e = cudaDeviceSynchronize();
+  return e != cudaSuccess;
+}
+
+std::vector<int64_t> sample_rows(int64_t N, int count, int64_t seed) {
+  std::set<int64_t> rows;
+  if (N <= 0) return {};
+  if (count >= N) {
+    std::vector<int64_t> all(static_cast<size_t>(N));
+    for (int64_t i = 0; i < N; ++i) all[size_t(i)] = i;
+    return all;
+  }
+  rows.insert(0);
+  if (count > 1) rows.insert(N - 1);
+  const uint64_t key = reference::stream_key(uint64_t(seed), 0x726f7773ull /* "rows" */);
+  for (uint64_t i = 0; int(rows.size()) < count; ++i) rows.insert(int64_t(reference::splitmix64_at(key, i) % uint64_t(N)));
+  return {rows.begin(), rows.end()};
+}
+
+}  // namespace detfuse::tuner

@@ -1,0 +1,85 @@
+// Measuring FLCE variants on the GPU: one problem's device state (inputs,
+// outputs, an L2-flush buffer) and the three measurements the tuner, `bench`
+// and `verify` share: a checked single run, K repeats with digests of every
+// output, and timing (warm-up, L2 flushed between repetitions, CUDA events
+// around the launch only, every sample kept, SM clocks seen, peak extra memory).
+//
+// Variants are launched directly (validate_call and can_run are checked once
+// per problem, not inside the timed region) with a workspace allocated once per
+// measurement, so allocation is never timed. Everything runs on the legacy
+// default stream and synchronises after each launch.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "db/records.h"
+#include "kernels/common/buffer.h"
+#include "kernels/common/device_info.h"
+#include "kernels/common/digest.h"
+#include "kernels/common/problem.h"
+#include "kernels/flce/device_case.h"
+#include "kernels/registry.h"
+#include "tuner/stats.h"
+
+namespace detfuse::tuner {
+
+// Host inputs of one FLCE problem (values as the problem's dtype holds them).
+struct FlceHostInputs {
+  std::vector<float> X, W;
+  std::vector<int64_t> y;
+  std::vector<float> dloss;  // [N] (reduction none), may be empty otherwise
+};
+
+// The output names in digest order.
+inline const std::vector<std::string>& flce_output_names() {
+  static const std::vector<std::string> n = {"loss", "lse", "dX", "dW"};
+  return n;
+}
+
+// Digests of the outputs `mode` writes, as (name, digest) in flce_output_names() order.
+std::vector<std::pair<std::string, Digest>> flce_digest_list(const flce::DeviceCase::Digests& d, FlceMode mode);
+
+class FlceGpuCase {
+ public:
+  // Uploads the inputs; validate_call() runs once here (bad targets throw
+  // invalid_argument). `dev` is the current device.
+  FlceGpuCase(const FlceProblem& p, FlceMode mode, const FlceHostInputs& in, const DeviceInfo& dev);
+
+  const FlceProblem& problem() const { return case_.problem(); }
+  FlceMode mode() const { return mode_; }
+  flce::DeviceCase& device_case() { return case_; }
+
+  // Poisons the outputs, runs v once, synchronises. Throws on failure.
+  void run_once(const FlceVariant& v);
+
+  // K repeats, each poisoned then run; every output's digest of every repeat.
+  // Returns false when stop() asked to abandon (d then holds what was done).
+  bool repeat_digests(const FlceVariant& v, int repeats, const std::function<bool()>& stop, db::Determinism& d);
+
+  // Warm-up then timed repetitions (plan_repetitions with `policy`), L2 flushed
+  // before each. Fills samples, median/min/max, clocks, peak extra memory,
+  // flops/tflops. Returns false when stop() asked to abandon.
+  bool time(const FlceVariant& v, const RepetitionPolicy& policy, const std::function<bool()>& stop, db::Timing& t);
+
+ private:
+  void launch(const FlceVariant& v, const DeviceBytes& ws);
+  void flush_l2();
+
+  FlceMode mode_;
+  DeviceInfo dev_;
+  flce::DeviceCase case_;
+  DeviceBytes flush_;
+};
+
+// True when the CUDA context of the current device is unusable after an error
+// (a sticky error: illegal address, launch failure...): the process must stop.
+bool cuda_context_lost();
+
+// Picks `count` distinct rows of [0, N) from the seed (always row 0 and N-1), sorted.
+std::vector<int64_t> sample_rows(int64_t N, int count, int64_t seed);
+
+}  // namespace detfuse::tuner

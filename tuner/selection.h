@@ -1,0 +1,53 @@
+// Ranking of measured variants and the choice of the best one (pure).
+//
+// Eligible to win: status ok, correctness checked and passed, and determinism
+// run_to_run (any level when allow_nondeterministic). Eligible variants are
+// ranked by median time (ties: name); the others follow, those with a timing
+// first, each with the reason it cannot win.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "db/records.h"
+
+namespace detfuse::tuner {
+
+struct Candidate {
+  std::string variant;
+  std::string status = db::kResultOk;  // db result status
+  std::string reason;                  // why not ok
+  std::optional<bool> correct;         // empty: not checked
+  std::string correctness_note;        // e.g. "dW 3.1e-02 > 1.0e-02"
+  std::string level;                   // "run_to_run", "none", or empty: not checked
+  int max_distinct = 0;                // most distinct digests of any output
+  std::string nondeterministic_outputs;  // "dW:5" etc.
+  std::optional<double> median_ms;
+  double spread = 0;
+  double tflops = 0;
+  int64_t peak_extra_bytes = 0;
+};
+
+Candidate candidate_from(const db::ResultRecord& r, const std::string& variant_name);
+
+struct RankedRow {
+  Candidate c;
+  int rank = 0;      // 1 = the choice; 0 = cannot win
+  std::string note;  // why it cannot win, or "" for eligible rows
+};
+
+// Whether a candidate may be selected; `why` gets the reason when not.
+bool eligible(const Candidate& c, bool allow_nondeterministic, std::string* why = nullptr);
+
+std::vector<RankedRow> rank_candidates(std::vector<Candidate> cands, bool allow_nondeterministic);
+
+// The rank-1 row, if any candidate is eligible.
+std::optional<Candidate> choose_best(const std::vector<Candidate>& cands, bool allow_nondeterministic);
+
+// The ranked table as text (columns: rank, variant, median ms, spread, TFLOP/s,
+// extra memory, determinism, status/notes).
+std::string format_ranked_table(const std::vector<RankedRow>& rows);
+
+}  // namespace detfuse::tuner

@@ -1,0 +1,117 @@
+#include "tuner/tuned.h"
+
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "kernels/common/error.h"
+#include "kernels/flce/flce.h"
+
+namespace detfuse::tuner {
+
+Selection tuned(const std::filesystem::path& db_path, bool allow_nondeterministic) {
+  return Selection{db_path, allow_nondeterministic};
+}
+
+Selection heuristic_only() { return Selection{}; }
+
+namespace {
+
+struct Cached {
+  std::string variant;
+  ChoiceSource source;
+  std::string tuned_problem_key;
+  double distance;
+  std::string note;
+};
+
+std::mutex g_mutex;
+std::map<std::tuple<std::string, std::string, std::string, int, bool>, Cached> g_cache;
+std::map<int, DeviceInfo> g_devices;
+
+DeviceInfo current_device() {
+  int ordinal = 0;
+  DETFUSE_CUDA_CHECK(cudaGetDevice(&ordinal));
+  auto it = g_devices.find(ordinal);
+  if (it == g_devices.end()) it = g_devices.emplace(ordinal, query_device(ordinal)).first;
+  return it->second;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : "; ") + x;
+  return s;
+}
+
+}  // namespace
+
+FlceChoice choose_flce(const FlceProblem& p, FlceMode mode, const Selection& sel) {
+  p.validate();
+  std::lock_guard<std::mutex> lock(g_mutex);
+  const DeviceInfo dev = current_device();
+  const auto key = std::make_tuple(sel.db_path.string(), dev.uuid, p.key(), int(mode), sel.allow_nondeterministic);
+  auto it = g_cache.find(key);
+  if (it == g_cache.end()) {
+    const Registry& reg = builtin_registry();
+    BestAnswer a;
+    std::string open_note;
+    std::unique_ptr<db::Store> store;
+    if (!sel.db_path.empty()) {
+      std::error_code ec;
+      if (!std::filesystem::exists(sel.db_path, ec)) {
+        open_note = "no tuning database at " + sel.db_path.string();
+      } else {
+        try {
+          db::OpenOptions o;
+          o.create = false;
+          o.read_only = true;
+          store = std::make_unique<db::Store>(sel.db_path, o);
+        } catch (const std::exception& e) {
+          open_note = std::string("tuning database unusable: ") + e.what();
+        }
+      }
+    }
+    std::vector<db::Id> ids = store ? device_rows_for(*store, dev) : std::vector<db::Id>{};
+    a = resolve_best(store.get(), ids, dev, p, mode, sel.allow_nondeterministic, reg, default_heuristic());
+    if (!open_note.empty()) a.notes.insert(a.notes.begin(), open_note);
+    it = g_cache.emplace(key, Cached{a.variant, a.source, a.tuned_problem_key, a.distance, join(a.notes)}).first;
+  }
+  FlceChoice c;
+  c.variant = builtin_registry().find_flce(it->second.variant);
+  if (!c.variant) throw Error("selection: variant '" + it->second.variant + "' is not in this build");
+  c.source = it->second.source;
+  c.tuned_problem_key = it->second.tuned_problem_key;
+  c.distance = it->second.distance;
+  c.note = it->second.note;
+  return c;
+}
+
+const FlceVariant& select_flce(const FlceProblem& p, FlceMode mode, const Selection& sel) {
+  return *choose_flce(p, mode, sel).variant;
+}
+
+namespace {
+FlceChoice run_selected(const FlceProblem& p, FlceMode mode, const FlceArgs& a, cudaStream_t s,
+                        const Selection& sel) {
+  FlceChoice c = choose_flce(p, mode, sel);
+  flce::run(*c.variant, p, mode, a, s);
+  return c;
+}
+}  // namespace
+
+FlceChoice forward(const FlceProblem& p, const FlceArgs& a, cudaStream_t s, const Selection& sel) {
+  return run_selected(p, FlceMode::forward, a, s, sel);
+}
+FlceChoice forward_backward(const FlceProblem& p, const FlceArgs& a, cudaStream_t s, const Selection& sel) {
+  return run_selected(p, FlceMode::forward_backward, a, s, sel);
+}
+FlceChoice backward(const FlceProblem& p, const FlceArgs& a, cudaStream_t s, const Selection& sel) {
+  return run_selected(p, FlceMode::backward, a, s, sel);
+}
+
+void clear_selection_cache() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_cache.clear();
+}
+
+}  // namespace detfuse::tuner

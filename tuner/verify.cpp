@@ -1,0 +1,155 @@
+#include "tuner/verify.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "kernels/common/error.h"
+#include "reference/inputs.h"
+#include "tuner/interrupt.h"
+#include "tuner/npy.h"
+#include "tuner/records.h"
+#include "tuner/text.h"
+#include "tuner/tuner.h"
+
+namespace detfuse::tuner {
+
+bool digests_reproduce(const db::Determinism& local, const std::vector<db::DigestRow>& stored,
+                       std::vector<std::string>* why) {
+  std::map<std::string, std::set<std::string>> l, s;
+  for (const auto& d : local.digests) l[d.output].insert(d.digest);
+  for (const auto& d : stored) s[d.output].insert(d.digest);
+  bool ok = true;
+  bool any = false;
+  auto say = [&](const std::string& w) {
+    ok = false;
+    if (why) why->push_back(w);
+  };
+  for (const auto& [out, ld] : l) {
+    auto it = s.find(out);
+    if (it == s.end()) continue;
+    any = true;
+    const auto& sd = it->second;
+    if (ld.size() > 1) say(out + ": " + std::to_string(ld.size()) + " distinct digests in " + std::to_string(local.repeats) + " repeats here");
+    if (sd.size() > 1) say(out + ": " + std::to_string(sd.size()) + " distinct digests were stored");
+    if (ld.size() == 1 && sd.size() == 1 && *ld.begin() != *sd.begin())
+      say(out + ": " + ld.begin()->substr(0, 16) + "... here, " + sd.begin()->substr(0, 16) + "... stored");
+  }
+  if (!any) say("no output in common with the stored digests");
+  return ok;
+}
+
+std::vector<InvarianceClass> invariance_classes(const std::vector<VerifyRow>& rows) {
+  std::vector<InvarianceClass> classes;
+  std::map<std::vector<std::pair<std::string, std::string>>, size_t> index;
+  for (const auto& r : rows) {
+    if (r.local.digests.empty()) continue;
+    std::vector<std::pair<std::string, std::string>> key;
+    for (const auto& d : r.local.digests)
+      if (d.repeat == 0) key.emplace_back(d.output, d.digest);
+    std::sort(key.begin(), key.end());
+    bool consistent = true;
+    for (const auto& [out, n] : r.local.distinct) consistent = consistent && n == 1;
+    if (!consistent) {
+      classes.push_back(InvarianceClass{{r.variant}, key, false});
+      continue;
+    }
+    auto it = index.find(key);
+    if (it == index.end()) {
+      index[key] = classes.size();
+      classes.push_back(InvarianceClass{{r.variant}, key, true});
+    } else {
+      classes[it->second].variants.push_back(r.variant);
+    }
+  }
+  return classes;
+}
+
+void dump_outputs(flce::DeviceCase& c, const std::filesystem::path& dir) {
+  std::filesystem::create_directories(dir);
+  const FlceProblem& p = c.problem();
+  write_npy(dir / "loss.npy", c.loss(), {int64_t(c.loss_count())});
+  write_npy(dir / "lse.npy", c.lse(), {p.N});
+  write_npy(dir / "dX.npy", c.dX(), {p.N, p.D});
+  write_npy(dir / "dW.npy", c.dW(), {p.V, p.D});
+}
+
+std::vector<VerifyRow> run_verify(const db::Store* store, const Registry& reg, const DeviceInfo& dev,
+                                  const VerifyOptions& o, std::ostream* progress) {
+  o.problem.validate();
+  if (o.repeats < 1) throw invalid_argument("--repeats: must be >= 1");
+  const auto variants = plan_variants(reg, o.problem, o.variants);
+  FlceHostInputs in;
+  if (o.inputs) {
+    in = *o.inputs;
+  } else {
+    auto g = reference::make_flce_inputs(o.problem, uint64_t(o.seed));
+    in.X = std::move(g.X);
+    in.W = std::move(g.W);
+    in.y = std::move(g.y);
+    in.dloss = std::move(g.dloss);
+  }
+  FlceGpuCase gc(o.problem, FlceMode::forward_backward, in, dev);
+  in = FlceHostInputs{};
+
+  std::optional<db::Id> dev_id, build_id, problem_id;
+  if (store && !o.inputs) {
+    dev_id = store->find_device(device_record(dev));
+    build_id = store->find_build(this_build());
+    problem_id = store->find_problem(o.problem.key());
+  }
+
+  std::vector<VerifyRow> rows;
+  for (const FlceVariant* v : variants) {
+    if (interrupt_requested()) throw Error("interrupted");
+    VerifyRow row;
+    row.variant = v->desc.name;
+    if (auto why = v->can_run(o.problem, FlceMode::forward_backward, dev)) {
+      row.status = "cannot_run";
+      row.reason = *why;
+      rows.push_back(row);
+      continue;
+    }
+    if (progress) *progress << "running " << v->desc.name << " " << o.repeats << " times...\n";
+    try {
+      if (!gc.repeat_digests(*v, o.repeats, interrupt_requested, row.local)) throw Error("interrupted");
+    } catch (const std::exception& e) {
+      if (interrupt_requested()) throw;
+      row.status = "error";
+      row.reason = one_line(e.what());
+      if (cuda_context_lost()) {
+        rows.push_back(row);
+        throw Error("CUDA context lost while running " + v->desc.name + ": " + row.reason);
+      }
+      rows.push_back(row);
+      continue;
+    }
+    if (o.dump_dir) dump_outputs(gc.device_case(), variants.size() > 1 ? *o.dump_dir / v->desc.name : *o.dump_dir);
+    std::optional<db::Id> var_id = store && !o.inputs ? store->find_variant(v->desc.name) : std::nullopt;
+    if (dev_id && build_id && problem_id && var_id)
+      row.stored = store->stored_digests(*dev_id, *build_id, *var_id, *problem_id, o.seed);
+    if (!row.stored) {
+      row.status = kNotStored;
+      if (o.inputs)
+        row.reason = "user inputs: nothing stored to compare against";
+      else if (!store)
+        row.reason = "no database";
+      else if (!dev_id)
+        row.reason = "this GPU (and driver) has no results in the database";
+      else if (!build_id)
+        row.reason = "this build (" + this_build().git_commit + ") has no results in the database";
+      else
+        row.reason = "no digests stored for this GPU, build, variant, problem and seed";
+      // The local repeats still say whether this run agrees with itself.
+      for (const auto& [out, n] : row.local.distinct)
+        if (n > 1) row.differences.push_back(out + ": " + std::to_string(n) + " distinct digests in " +
+                                             std::to_string(o.repeats) + " repeats here");
+    } else {
+      row.status = digests_reproduce(row.local, row.stored->digests, &row.differences) ? kReproduced : kMismatch;
+    }
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+}  // namespace detfuse::tuner

@@ -1,0 +1,64 @@
+// `detfuse verify`: run variants K times on seeded (or user-supplied) inputs,
+// digest every output, and compare with the digests the store holds for the
+// same GPU, build, variant, problem and seed. Also the config-invariance
+// classes: variants whose outputs are bitwise identical.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "db/store.h"
+#include "kernels/common/device_info.h"
+#include "kernels/registry.h"
+#include "tuner/flce_gpu.h"
+
+namespace detfuse::tuner {
+
+inline constexpr const char* kReproduced = "reproduced";
+inline constexpr const char* kMismatch = "mismatch";
+inline constexpr const char* kNotStored = "not stored";
+
+// Pure comparison of local repeats with stored ones. Reproduced when, for
+// every output both have, all local digests and all stored digests are one and
+// the same value. `why` lists the differences.
+bool digests_reproduce(const db::Determinism& local, const std::vector<db::DigestRow>& stored,
+                       std::vector<std::string>* why = nullptr);
+
+struct VerifyRow {
+  std::string variant;
+  std::string status;  // reproduced, mismatch, not stored, cannot_run, error
+  std::string reason;
+  db::Determinism local;
+  std::optional<db::StoredDigests> stored;
+  std::vector<std::string> differences;
+};
+
+// Variants grouped by the digests of their first repeat over every output;
+// a variant whose own repeats differ is put alone and flagged.
+struct InvarianceClass {
+  std::vector<std::string> variants;
+  std::vector<std::pair<std::string, std::string>> digests;  // (output, hex) of repeat 0
+  bool self_consistent = true;
+};
+std::vector<InvarianceClass> invariance_classes(const std::vector<VerifyRow>& rows);
+
+struct VerifyOptions {
+  FlceProblem problem;
+  std::vector<std::string> variants;  // names (already resolved from "best")
+  int repeats = 5;
+  int64_t seed = 0;
+  std::optional<FlceHostInputs> inputs;  // --inputs: nothing stored to compare with
+  std::optional<std::filesystem::path> dump_dir;
+};
+
+// store may be null. Runs on the current device `dev`.
+std::vector<VerifyRow> run_verify(const db::Store* store, const Registry& reg, const DeviceInfo& dev,
+                                  const VerifyOptions& o, std::ostream* progress);
+
+// Writes loss.npy, lse.npy, dX.npy, dW.npy (float32; bf16 gradients widened).
+void dump_outputs(flce::DeviceCase& c, const std::filesystem::path& dir);
+
+}  // namespace detfuse::tuner
