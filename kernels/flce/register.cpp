@@ -8,6 +8,9 @@ void register_flce(Registry& r) {
   flce::register_flce_bf16_bm128_bn128(r);
   flce::register_flce_bf16_bm128_bn256(r);
   flce::register_flce_bf16_bm64_bn128(r);
+  flce::register_flce_f32_bm128_bn128(r);
+  flce::register_flce_f32_bm128_bn64(r);
+  flce::register_flce_f32_bm64_bn64(r);
 }
 
 }  // namespace detfuse

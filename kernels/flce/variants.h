@@ -21,5 +21,8 @@ constexpr int kSlabRows = 8192;
 void register_flce_bf16_bm128_bn128(Registry& r);
 void register_flce_bf16_bm128_bn256(Registry& r);
 void register_flce_bf16_bm64_bn128(Registry& r);
+void register_flce_f32_bm128_bn128(Registry& r);
+void register_flce_f32_bm128_bn64(Registry& r);
+void register_flce_f32_bm64_bn64(Registry& r);
 
 }  // namespace detfuse::flce

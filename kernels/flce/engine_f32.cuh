@@ -1,0 +1,40 @@
+// The exact-fp32 SIMT engine as the FLCE driver sees it (high-precision mode:
+// fp32 FMA only, no TF32, no tensor cores). Any D works: the engine falls back
+// to scalar loads where rows are not 16-byte aligned.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/common/device_info.h"
+#include "kernels/common/problem.h"
+#include "kernels/flce/gemm_f32.cuh"
+
+namespace detfuse::flce {
+
+struct F32Engine {
+  using T = float;
+  static constexpr DType dtype = DType::f32;
+  static constexpr bool grad_bf16 = false;
+  static constexpr const char* summary = "exact fp32 FMA (no TF32), register-blocked SIMT tiles";
+
+  template <class Cfg, Major AM, Major BM, class Epi>
+  static void gemm(const GemmParams& p, const Epi& e, int /*group_m*/, cudaStream_t s) {
+    launch_gemm_f32<Cfg, AM, BM, Epi>(p, e, s);
+  }
+
+  template <class Cfg>
+  static std::vector<std::pair<std::string, int64_t>> config_params() {
+    return {{"bm", Cfg::BM}, {"bn", Cfg::BN}, {"bk", Cfg::BK}, {"tm", Cfg::TM}, {"tn", Cfg::TN}};
+  }
+
+  template <class Cfg>
+  static std::optional<std::string> can_run(const FlceProblem&, const DeviceInfo& dev) {
+    if (dev.compute_capability() < 70) return "needs compute capability 7.0 or newer";
+    return std::nullopt;
+  }
+};
+
+}  // namespace detfuse::flce

@@ -1,0 +1,98 @@
+// CPU tests of the FLCE variant set: every variant is registered with an
+// honest can_run (refusals carry a reason) and a bounded workspace.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "kernels/registry.h"
+
+namespace detfuse {
+namespace {
+
+DeviceInfo h200() {
+  DeviceInfo d;
+  d.name = "NVIDIA H200";
+  d.cc_major = 9;
+  d.cc_minor = 0;
+  d.sm_count = 132;
+  d.max_smem_per_block_optin = 232448;
+  return d;
+}
+
+FlceProblem llama(DType t) {
+  FlceProblem p;
+  p.N = 16384;
+  p.D = 4096;
+  p.V = 128256;
+  p.dtype = t;
+  return p;
+}
+
+TEST(FlceVariants, EveryStrategyHasThreeBlockShapesPerDtype) {
+  std::map<std::pair<std::string, std::string>, std::set<std::string>> shapes;
+  for (const auto& v : builtin_registry().flce()) {
+    std::string tiles;
+    for (const auto& [k, val] : v.desc.params)
+      if (k != "mb" && k != "sk" && k != "vs") tiles += k + std::to_string(val);
+    shapes[{to_string(v.desc.dtype), v.desc.strategy}].insert(tiles);
+  }
+  for (const char* strategy : {"atomic", "partials", "owning"}) {
+    EXPECT_GE((shapes[{"bf16", strategy}].size()), 3u) << strategy;
+    EXPECT_GE((shapes[{"fp32", strategy}].size()), 3u) << strategy;
+  }
+}
+
+TEST(FlceVariants, DeterminismPromiseFollowsStrategy) {
+  for (const auto& v : builtin_registry().flce())
+    EXPECT_EQ(v.desc.deterministic, v.desc.strategy != "atomic") << v.desc.name;
+}
+
+TEST(FlceVariants, RefusalsHaveReasons) {
+  for (const auto& v : builtin_registry().flce()) {
+    FlceProblem p = llama(v.desc.dtype == DType::bf16 ? DType::f32 : DType::bf16);
+    auto why = v.can_run(p, FlceMode::forward_backward, h200());
+    ASSERT_TRUE(why.has_value()) << v.desc.name << " accepted the other dtype";
+    EXPECT_FALSE(why->empty());
+    if (v.desc.dtype == DType::bf16) {
+      FlceProblem odd = llama(DType::bf16);
+      odd.D = 4095;
+      auto w = v.can_run(odd, FlceMode::forward_backward, h200());
+      ASSERT_TRUE(w.has_value()) << v.desc.name << " accepted D=4095";
+      EXPECT_NE(w->find("D must be a multiple of 8"), std::string::npos) << *w;
+      DeviceInfo old = h200();
+      old.cc_major = 7;
+      EXPECT_TRUE(v.can_run(llama(DType::bf16), FlceMode::forward, old).has_value());
+    }
+  }
+}
+
+TEST(FlceVariants, WorkspaceIsBoundedByTheChunkBudget) {
+  for (const auto& v : builtin_registry().flce()) {
+    FlceProblem p = llama(v.desc.dtype);
+    EXPECT_TRUE(!v.can_run(p, FlceMode::forward_backward, h200()).has_value()) << v.desc.name;
+    int64_t mb = 0, sk = 1, vs = 0;
+    for (const auto& [k, val] : v.desc.params) {
+      if (k == "mb") mb = val;
+      if (k == "sk") sk = val;
+      if (k == "vs") vs = val;
+    }
+    size_t bytes = v.workspace_bytes(p, FlceMode::forward_backward);
+    size_t bound = size_t(mb) * (1 << 20) + size_t(p.N) * 4 + 4096 + size_t(sk) * size_t(vs) * size_t(p.D) * 4;
+    EXPECT_LE(bytes, bound) << v.desc.name;
+    // The chunk buffer grows with the budget, not with N.
+    FlceProblem big = p;
+    big.N = 4 * p.N;
+    EXPECT_LE(v.workspace_bytes(big, FlceMode::forward_backward), bytes + size_t(3 * p.N) * 4 + 4096) << v.desc.name;
+    // bf16 gradients need the fp32 dW accumulator on top.
+    if (v.desc.dtype == DType::bf16) {
+      FlceProblem g = p;
+      g.grad_dtype = DType::bf16;
+      EXPECT_EQ(v.workspace_bytes(g, FlceMode::forward_backward), bytes + size_t(p.V) * size_t(p.D) * 4) << v.desc.name;
+    }
+    // Forward needs no gradient workspace.
+    EXPECT_LE(v.workspace_bytes(p, FlceMode::forward), bytes);
+  }
+}
+
+}  // namespace
+}  // namespace detfuse
