@@ -9,6 +9,8 @@
 //   2. row pass: LSE, row loss; then G_c = dL/dZ_c written over Z_c in place
 //      (bf16 for the tensor-core engine: it is the next GEMMs' operand)
 //   3. dX_c = G_c W                      GEMM, owned by output tile: deterministic
+//      (K split in a fixed number of parts summed in order when the chunk has
+//      too few output tiles to fill the GPU)
 //   4. dW  += G_c^T X_c                  by strategy:
 //        owning   each block owns a dW tile and walks the chunk's rows; chunks
 //                 in order; no atomics, no extra memory (bitwise reproducible)
@@ -53,11 +55,19 @@ inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 struct Plan {
   int64_t Vp = 0;          // V rounded up to 8: leading dimension of the chunk buffer
   int64_t chunk_rows = 0;  // Nc
-  size_t counts = 0, loss_rows = 0, logits = 0, dw_acc = 0, partials = 0, total = 0;
+  int dx_splits = 1;       // K splits of the dX GEMM (fixed by the shape, summed in order)
+  size_t counts = 0, loss_rows = 0, logits = 0, dw_acc = 0, partials = 0, dx_partials = 0, total = 0;
   bool need_loss_rows = false, need_dw_acc = false, need_partials = false;
 };
 
-inline Plan make_plan(const FlceProblem& p, FlceMode mode, const StrategyParams& sp, int block_m) {
+// The dX GEMM of a chunk has only ceil(Nc/BM) * ceil(D/BN) output tiles but a
+// K of V: when that is too few tiles to fill the GPU (the Gemma-2 head: 270
+// tiles of K = 256000), K is split and the partials summed in fixed order.
+// The count depends on the shape only, never on the device, so the bits do not.
+constexpr int kDxTargetTiles = 1024;
+constexpr int kDxMaxSplits = 8;
+
+inline Plan make_plan(const FlceProblem& p, FlceMode mode, const StrategyParams& sp, int block_m, int block_n) {
   Plan pl;
   pl.Vp = round_up(p.V, 8);
   int64_t budget_rows = (int64_t(sp.chunk_mib) << 20) / (pl.Vp * 4);
@@ -78,6 +88,13 @@ inline Plan make_plan(const FlceProblem& p, FlceMode mode, const StrategyParams&
   pl.logits = take(size_t(pl.chunk_rows) * size_t(pl.Vp) * 4);
   pl.dw_acc = take(pl.need_dw_acc ? size_t(p.V) * size_t(p.D) * 4 : 0);
   pl.partials = take(pl.need_partials ? size_t(sp.splits) * size_t(std::min<int64_t>(sp.slab_rows, p.V)) * size_t(p.D) * 4 : 0);
+  if (bwd) {
+    int64_t tiles = ((pl.chunk_rows + block_m - 1) / block_m) * ((p.D + block_n - 1) / block_n);
+    pl.dx_splits = int(std::clamp<int64_t>(kDxTargetTiles / tiles, 1, kDxMaxSplits));
+    pl.dx_splits = int(std::min<int64_t>(pl.dx_splits, (p.V + 255) / 256));  // keep >= 256 of K per split
+    pl.dx_splits = std::max(pl.dx_splits, 1);
+  }
+  pl.dx_partials = take(pl.dx_splits > 1 ? size_t(pl.dx_splits) * size_t(pl.chunk_rows) * size_t(p.D) * 4 : 0);
   pl.total = off;
   return pl;
 }
@@ -98,12 +115,12 @@ struct FlceDriver {
   }
 
   static size_t workspace_bytes(const FlceProblem& p, FlceMode mode, const StrategyParams& sp) {
-    return make_plan(p, mode, sp, Cfg::BM).total;
+    return make_plan(p, mode, sp, Cfg::BM, Cfg::BN).total;
   }
 
   static void launch(const FlceProblem& p, FlceMode mode, const FlceArgs& a, const StrategyParams& sp,
                      cudaStream_t s) {
-    const Plan pl = make_plan(p, mode, sp, Cfg::BM);
+    const Plan pl = make_plan(p, mode, sp, Cfg::BM, Cfg::BN);
     if (a.workspace_size < pl.total || (pl.total && !a.workspace))
       throw invalid_argument("workspace: variant needs " + std::to_string(pl.total) + " bytes, got " +
                              std::to_string(a.workspace_size));
@@ -150,11 +167,26 @@ struct FlceDriver {
       g3.M = nc; g3.N = D; g3.K = V;
       g3.A = L; g3.lda = ldg;
       g3.B = W; g3.ldb = p.D;
-      if (p.grad_dtype == DType::f32)
+      if (pl.dx_splits > 1) {
+        // Split K; slice s of the partials holds split s; summed in order into
+        // slice 0 (each element read fully before it is written), then stored.
+        auto* dxp = reinterpret_cast<float*>(ws + pl.dx_partials);
+        const int64_t slice = int64_t(nc) * p.D;
+        g3.splits = pl.dx_splits;
+        g3.k_per_split = int(round_up((V + pl.dx_splits - 1) / pl.dx_splits, Cfg::BK));
+        Engine::template gemm<Cfg, Major::K, Major::MN>(g3, EpiPartial{dxp, p.D, slice}, 8, s);
+        if (p.grad_dtype == DType::f32) {
+          launch_sum_partials(static_cast<float*>(a.dX) + r0 * p.D, dxp, pl.dx_splits, slice, slice, true, s);
+        } else {
+          launch_sum_partials(dxp, dxp, pl.dx_splits, slice, slice, true, s);
+          launch_to_bf16(static_cast<T*>(a.dX) + r0 * p.D, dxp, slice, s);
+        }
+      } else if (p.grad_dtype == DType::f32) {
         Engine::template gemm<Cfg, Major::K, Major::MN>(g3, EpiStore<float>{static_cast<float*>(a.dX) + r0 * p.D, p.D}, 8, s);
-      else
+      } else {
         Engine::template gemm<Cfg, Major::K, Major::MN>(
             g3, EpiStore<T>{static_cast<T*>(a.dX) + r0 * p.D, p.D}, 8, s);
+      }
 
       GemmParams g4;  // dW += G^T Xc : [V, D], K = nc
       g4.M = V; g4.N = D; g4.K = nc;

@@ -7,6 +7,7 @@
 // are reported, not hidden.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -80,6 +81,13 @@ std::vector<Case> cases() {
     cs.push_back(c);
   }
   {
+    // Logits spread over about +-1e3: large magnitudes, well conditioned.
+    Case c{"wide_logits", shape(96, 128, 3001), {}, 18};
+    c.opts.logit_std = 300.0;
+    cs.push_back(c);
+  }
+  {
+    // Logits near +-1e4 through a common offset (x_i0 = +-1, w_j0 = 1e4).
     Case c{"large_logits", shape(96, 128, 3001), {}, 16};
     c.opts.logit_offset = 1e4;
     cs.push_back(c);
@@ -114,10 +122,30 @@ const Expected& expected(const Case& c) {
 struct Tol {
   double grad, loss;
 };
-Tol tolerance(const FlceProblem& p) {
+Tol tolerance(const Case& c) {
   // Issue #3: relative norm error <= 1e-5 (fp32), 1e-2 (bf16; loss 1e-4).
-  if (p.dtype == DType::f32) return {1e-5, 1e-5};
-  return {1e-2, 1e-4};
+  Tol t = c.p.dtype == DType::f32 ? Tol{1e-5, 1e-5} : Tol{1e-2, 1e-4};
+  // With a common logit offset of size |z|, fp32 logits carry an absolute
+  // error of order eps_fp32 * |z| (inputs are exact; the accumulation is not),
+  // which every softmax-derived output inherits: 1e4 * 2^-24 = 6e-4. No fp32
+  // kernel can do better than a small multiple of that; 8x is allowed.
+  const double cond = 8.0 * std::ldexp(1.0, -24) * c.opts.logit_offset;
+  t.grad = std::max(t.grad, cond);
+  t.loss = std::max(t.loss, cond);
+  return t;
+}
+
+// dX without column 0. With the common offset, W's column 0 is the constant
+// 1e4, and the exact dX_i0 = 1e4 * sum_j G_ij = 0 (each gradient row sums to
+// zero); a rounded G (bf16, or fp32) cannot cancel exactly, so column 0 holds
+// rounding noise times 1e4. It is checked to be finite, not compared.
+template <class T>
+std::vector<T> without_column0(const std::vector<T>& m, int64_t cols) {
+  std::vector<T> out;
+  out.reserve(m.size());
+  for (size_t i = 0; i < m.size(); ++i)
+    if (int64_t(i) % cols != 0) out.push_back(m[i]);
+  return out;
 }
 
 void expect_all_finite(const std::vector<float>& v, const char* what) {
@@ -154,7 +182,7 @@ TEST_P(FlceVariantTest, MatchesReferenceInEveryMode) {
         continue;
       }
       const Expected& e = expected(c);
-      const Tol tol = tolerance(c.p);
+      const Tol tol = tolerance(c);
       // bf16 gradients are rounded once more on output.
       const double gtol = gt == DType::bf16 ? std::max(tol.grad, 1e-2) : tol.grad;
       flce::DeviceCase dc(c.p, e.in.X, e.in.W, e.in.y, e.in.dloss);
@@ -169,7 +197,10 @@ TEST_P(FlceVariantTest, MatchesReferenceInEveryMode) {
       expect_all_finite(dX, "dX");
       expect_all_finite(dW, "dW");
       double el = loss_error(loss, e.ref, c.p), es = reference::rel_norm_error(lse, e.ref.lse),
-             ex = reference::rel_norm_error(dX, e.ref.dX), ew = reference::rel_norm_error(dW, e.ref.dW);
+             ex = c.opts.logit_offset != 0
+                      ? reference::rel_norm_error(without_column0(dX, c.p.D), without_column0(e.ref.dX, c.p.D))
+                      : reference::rel_norm_error(dX, e.ref.dX),
+             ew = reference::rel_norm_error(dW, e.ref.dW);
       std::printf("  [%s grad=%s] rel errors: loss %.2e lse %.2e dX %.2e dW %.2e\n", c.name.c_str(),
                   to_string(gt), el, es, ex, ew);
       EXPECT_LE(el, tol.loss);
