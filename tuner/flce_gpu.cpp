@@ -63,7 +63,7 @@ bool FlceGpuCase::repeat_digests(const FlceVariant& v, int repeats, const std::f
     case_.poison();
     launch(v, ws);
     DETFUSE_CUDA_CHECK(cudaDeviceSynchronize());
-    for (const auto& [name, dg] : flce_digest_list(case_.digests(mode_), mode_)) {
+    for (const auto& [name, dg] : digest_outputs()) {
       d.digests.push_back(db::DigestRow{r, name, dg.hex()});
       seen[name].insert(dg);
     }
@@ -75,6 +75,46 @@ bool FlceGpuCase::repeat_digests(const FlceVariant& v, int repeats, const std::f
   }
   d.level = all_one ? db::kLevelRunToRun : db::kLevelNone;
   return true;
+}
+
+FlceGpuCase::Pinned::~Pinned() {
+  if (p) cudaFreeHost(p);
+}
+
+Digest FlceGpuCase::digest_device_bytes(const void* src, size_t bytes) {
+  constexpr size_t kChunk = size_t(256) << 20;
+  const size_t want = std::min(bytes, kChunk);
+  if (pinned_.bytes < want) {
+    if (pinned_.p) cudaFreeHost(pinned_.p);
+    pinned_.p = nullptr;
+    pinned_.bytes = 0;
+    DETFUSE_CUDA_CHECK(cudaMallocHost(&pinned_.p, want));
+    pinned_.bytes = want;
+  }
+  Digester d;
+  for (size_t off = 0; off < bytes; off += kChunk) {
+    const size_t n = std::min(kChunk, bytes - off);
+    DETFUSE_CUDA_CHECK(cudaMemcpy(pinned_.p, static_cast<const char*>(src) + off, n, cudaMemcpyDeviceToHost));
+    d.add_host(pinned_.p, n);
+  }
+  return d.finish();
+}
+
+std::vector<std::pair<std::string, Digest>> FlceGpuCase::digest_outputs() {
+  DETFUSE_CUDA_CHECK(cudaDeviceSynchronize());
+  const FlceProblem& p = case_.problem();
+  const FlceArgs a = case_.args(mode_);
+  const size_t g = dtype_bytes(p.grad_dtype);
+  std::vector<std::pair<std::string, Digest>> out;
+  if (mode_ != FlceMode::backward) {
+    out.emplace_back("loss", digest_device_bytes(a.loss, case_.loss_count() * sizeof(float)));
+    out.emplace_back("lse", digest_device_bytes(a.lse, size_t(p.N) * sizeof(float)));
+  }
+  if (mode_ != FlceMode::forward) {
+    out.emplace_back("dX", digest_device_bytes(a.dX, size_t(p.N) * size_t(p.D) * g));
+    out.emplace_back("dW", digest_device_bytes(a.dW, size_t(p.V) * size_t(p.D) * g));
+  }
+  return out;
 }
 
 namespace {

@@ -65,7 +65,13 @@ class FlceGpuCase {
   // flops/tflops. Returns false when stop() asked to abandon.
   bool time(const FlceVariant& v, const RepetitionPolicy& policy, const std::function<bool()>& stop, db::Timing& t);
 
+  // XXH3-128 of the raw bytes of every output `mode` writes, in
+  // flce_output_names() order: the same values as DeviceCase::digests(), read
+  // back through a reused pinned buffer (several times faster for a multi-GiB dW).
+  std::vector<std::pair<std::string, Digest>> digest_outputs();
+
  private:
+  Digest digest_device_bytes(const void* p, size_t bytes);
   void launch(const FlceVariant& v, const DeviceBytes& ws);
   void flush_l2();
 
@@ -73,6 +79,11 @@ class FlceGpuCase {
   DeviceInfo dev_;
   flce::DeviceCase case_;
   DeviceBytes flush_;
+  struct Pinned {
+    void* p = nullptr;
+    size_t bytes = 0;
+    ~Pinned();
+  } pinned_;
 };
 
 // True when the CUDA context of the current device is unusable after an error

@@ -21,7 +21,7 @@ SampleStats summarize_samples(const std::vector<double>& samples);
 struct RepetitionPolicy {
   int min_reps = 5;
   int max_reps = 200;
-  double target_ms = 1000;  // timed work to aim for per variant
+  double target_ms = 500;   // timed work to aim for per variant
   double cap_ms = 20000;    // per-variant timing cap (the budget may lower it)
 };
 int plan_repetitions(double estimate_ms, const RepetitionPolicy& p);

@@ -91,8 +91,9 @@ TEST(Stats, MedianMinMaxSpread) {
 }
 
 TEST(Stats, RepetitionPlan) {
-  RepetitionPolicy p;  // min 5, max 200, target 1000 ms, cap 20 s
-  EXPECT_EQ(plan_repetitions(100, p), 10);
+  RepetitionPolicy p;  // min 5, max 200, target 500 ms, cap 20 s
+  EXPECT_EQ(plan_repetitions(100, p), 5);
+  EXPECT_EQ(plan_repetitions(50, p), 10);
   EXPECT_EQ(plan_repetitions(1, p), 200);     // short kernels: more, up to max
   EXPECT_EQ(plan_repetitions(500, p), 5);     // long ones: the minimum
   EXPECT_EQ(plan_repetitions(10000, p), 5);   // the cap never cuts below the minimum
