@@ -45,6 +45,12 @@ std::string usable(const Registry& reg, const std::string& name, const FlceProbl
   return "";
 }
 
+std::string fmt_g(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.3g", v);
+  return b;
+}
+
 std::string fmt_ms(double ms) {
   char b[32];
   std::snprintf(b, sizeof b, "%.3f ms", ms);
@@ -100,7 +106,7 @@ BestAnswer resolve_best(const db::Store* store, const std::vector<db::Id>& devic
       a.tuned_problem_key = m->problem.record.key;
       a.distance = m->distance;
       a.notes.push_back("this shape was not tuned; nearest tuned shape " + m->problem.record.key +
-                        " (distance " + std::to_string(m->distance) + "), where it ran in " +
+                        " (distance " + fmt_g(m->distance) + "), where it ran in " +
                         fmt_ms(m->best.median_ms));
       if (i > 0) a.notes.push_back("tuned on this GPU under another driver");
       build_note(m->best);
