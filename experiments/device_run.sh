@@ -1,35 +1,54 @@
 #!/usr/bin/env bash
-# One device call: run the GPU tests, the sanitizer and benchmarks from a
-# carried folder of Release binaries (dist/, made by `experiments/make_dist.sh`),
-# writing logs under $OUT. Stages are named on the command line:
-#   smoke tests sanitize probe-bf16 probe-fp32 bench tune
+# One device call: GPU tests, sanitizers, benchmarks and a tuning session from
+# a carried folder of Release binaries (dist/, made by experiments/make_dist.sh).
+# The device tool returns at most 8 files, so each stage appends to one log of
+# its group under $OUT. Stages: tests sanitize probe-bf16 probe-fp32 tune
 set -u
 D=${DIST:-dist}
 OUT=${OUT:-out}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64
-run() {  # run NAME TIMEOUT CMD...: log to $OUT/NAME.log, print the tail
-  local name=$1 t=$2; shift 2
-  echo "=== $name: $*"
-  timeout "$t" "$@" > "$OUT/$name.log" 2>&1
-  echo "=== $name exit $?"
-  tail -n "${TAIL:-6}" "$OUT/$name.log"
+run() {  # run GROUP TIMEOUT CMD...: append to $OUT/GROUP.log, print the tail
+  local group=$1 t=$2; shift 2
+  local log="$OUT/$group.log" start=$SECONDS
+  echo "=== $*" >> "$log"
+  timeout -s INT -k 10 "$t" "$@" >> "$log" 2>&1
+  local rc=$?
+  echo "=== exit $rc after $((SECONDS - start)) s" >> "$log"
+  echo "=== $group: $* -> exit $rc ($((SECONDS - start)) s)"
 }
 for stage in "$@"; do
   case $stage in
-    smoke) nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
-           run smoke 60 "$D/test_gpu_smoke" ;;
-    tests) run engines 240 "$D/test_engines"
-           run flce_variants 60 "$D/test_flce_variants"
-           TAIL=3 run flce_gpu 400 "$D/test_flce_gpu"
-           grep -E "FAILED|rel errors|distinct" "$OUT/flce_gpu.log" | grep -E "FAILED|distinct" | sort | uniq -c | head -40 ;;
-    sanitize) F='*bf16_owning_bm128_bn128*mb512*:*bf16_partials_bm64*:*fp32_atomic_bm64*:FlceBadInput*'
-           run memcheck 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$D/test_flce_gpu" --gtest_filter="$F"
-           run racecheck 300 compute-sanitizer --tool racecheck --error-exitcode 9 "$D/test_flce_gpu" --gtest_filter='*bf16_owning_bm64*mb512*MatchesReference*:*fp32_owning_bm64*mb512*MatchesReference*'
-           run synccheck 300 compute-sanitizer --tool synccheck --error-exitcode 9 "$D/test_flce_gpu" --gtest_filter='*bf16_partials_bm128_bn256*MatchesReference*' ;;
-    probe-bf16) TAIL=20 run probe_llama_bf16 200 "$D/flce_probe" 16384 4096 128256 bf16 "" 3
-           TAIL=20 run probe_gemma_bf16 200 "$D/flce_probe" 8192 2304 256000 bf16 "" 3 ;;
-    probe-fp32) TAIL=6 run probe_llama_fp32 300 "$D/flce_probe" 16384 4096 128256 fp32 owning 1 ;;
+    tests)
+      nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv >> "$OUT/tests.log"
+      run tests 60 "$D/test_gpu_smoke"
+      run tests 150 "$D/test_engines"
+      run tests 30 "$D/test_flce_variants"
+      run tests 240 "$D/test_flce_gpu"
+      grep -E "^\[  (PASSED|FAILED) |tests? ran" "$OUT/tests.log" | tail -8
+      grep -E "distinct digests" "$OUT/tests.log" | sort | uniq -c ;;
+    sanitize)
+      run sanitize 100 compute-sanitizer --tool memcheck --error-exitcode 9 "$D/test_flce_gpu" \
+        --gtest_filter='*MatchesReference*bf16_owning_bm128_bn128*mb512:*MatchesReference*fp32_partials_bm64*:FlceBadInput*'
+      run sanitize 80 compute-sanitizer --tool racecheck --error-exitcode 9 "$D/test_engines" --gtest_filter='GemmBf16*'
+      run sanitize 60 compute-sanitizer --tool synccheck --error-exitcode 9 "$D/test_flce_gpu" \
+        --gtest_filter='*RepeatsBitwise*bf16_partials_bm64*'
+      grep -E "ERROR SUMMARY|^=== exit" "$OUT/sanitize.log" ;;
+    probe-bf16)
+      run bench 120 "$D/flce_probe" 16384 4096 128256 bf16 "" 3
+      run bench 120 "$D/flce_probe" 8192 2304 256000 bf16 "" 3
+      grep -E "cuBLAS|owning.bm128_bn128.*mb1920" "$OUT/bench.log" ;;
+    probe-fp32)
+      run bench 90 "$D/flce_probe" 16384 4096 128256 fp32 owning.bm128_bn128 1
+      grep -E "fp32" "$OUT/bench.log" | tail -4 ;;
+    tune)
+      run tune 200 "$D/detfuse" tune --preset llm-heads --budget 100s --db "$OUT/detfuse.db"
+      run tune 30 "$D/detfuse" best --kernel flce --shape 16384,4096,128256 --dtype bf16 --db "$OUT/detfuse.db"
+      run tune 60 "$D/detfuse" verify --kernel flce --shape 16384,4096,128256 --dtype bf16 --variant best \
+        --seed 0 --repeats 3 --db "$OUT/detfuse.db"
+      run tune 60 "$D/detfuse" verify --kernel flce --shape 257,200,4099 --dtype bf16 \
+        --variant flce.bf16.atomic.bm128_bn128_bk32_wm2_wn4_st4_mb1024_sk4 --seed 0 --repeats 5 --db "$OUT/detfuse.db"
+      tail -n 40 "$OUT/tune.log" ;;
     *) echo "unknown stage $stage" ;;
   esac
 done
