@@ -2,13 +2,17 @@
 #   make test   install what is missing, configure, build, run every test
 #               (GPU tests skip with a reason on a machine without a GPU)
 #   make tune   install what is missing, configure, build, tune FLCE for the
-#               local GPU into detfuse.db (fails clearly without a GPU)
+#               local GPU into detfuse.db (fails clearly without a GPU). Each
+#               call is bounded by TUNE_BUDGET and resumes the unfinished run,
+#               so a preset longer than the budget completes over several calls.
 BUILD ?= build
 BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc)
 CUDA_HOME ?= /usr/local/cuda
 export PATH := $(PATH):$(CUDA_HOME)/bin
 CMAKE_ARGS ?=
+TUNE_BUDGET ?= 7m30s
+TUNE_PRESET ?= llm-heads
 
 .PHONY: all deps configure build test tune clean
 
@@ -27,7 +31,7 @@ test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 tune: build
-	@$(BUILD)/detfuse tune --preset llm-heads --db detfuse.db
+	@$(BUILD)/detfuse tune --kernel flce --preset $(TUNE_PRESET) --db detfuse.db --budget $(TUNE_BUDGET) --resume
 
 clean:
 	rm -rf $(BUILD)
