@@ -27,16 +27,7 @@ BenchReport run_bench(const Registry& reg, const DeviceInfo& dev, const BenchOpt
 
   std::unique_ptr<FlceGpuCase> gc;
   {
-    FlceHostInputs in;
-    if (o.inputs) {
-      in = *o.inputs;
-    } else {
-      auto g = reference::make_flce_inputs(o.problem, uint64_t(o.seed));
-      in.X = std::move(g.X);
-      in.W = std::move(g.W);
-      in.y = std::move(g.y);
-      in.dloss = std::move(g.dloss);
-    }
+    FlceHostInputs in = inputs_or_seeded(o.inputs, o.problem, o.seed);
     gc = std::make_unique<FlceGpuCase>(o.problem, FlceMode::forward_backward, in, dev);
   }
 

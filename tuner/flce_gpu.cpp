@@ -27,6 +27,10 @@ std::vector<std::pair<std::string, Digest>> flce_digest_list(const flce::DeviceC
   return out;
 }
 
+FlceHostInputs inputs_or_seeded(const std::optional<FlceHostInputs>& user, const FlceProblem& p, int64_t seed) {
+  return user ? *user : reference::make_flce_inputs(p, uint64_t(seed));
+}
+
 FlceGpuCase::FlceGpuCase(const FlceProblem& p, FlceMode mode, const FlceHostInputs& in, const DeviceInfo& dev)
     : mode_(mode), dev_(dev), case_(p, in.X, in.W, in.y, in.dloss) {
   if (mode == FlceMode::backward)

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,16 +24,17 @@
 #include "kernels/common/problem.h"
 #include "kernels/flce/device_case.h"
 #include "kernels/registry.h"
+#include "reference/inputs.h"
 #include "tuner/stats.h"
 
 namespace detfuse::tuner {
 
-// Host inputs of one FLCE problem (values as the problem's dtype holds them).
-struct FlceHostInputs {
-  std::vector<float> X, W;
-  std::vector<int64_t> y;
-  std::vector<float> dloss;  // [N] (reduction none), may be empty otherwise
-};
+// Host inputs of one FLCE problem (values as the problem's dtype holds them):
+// the reference's input type, so seeded and user (--inputs) inputs are one type.
+using FlceHostInputs = reference::FlceInputs;
+
+// The user's inputs when given, else the seeded ones of (problem, seed).
+FlceHostInputs inputs_or_seeded(const std::optional<FlceHostInputs>& user, const FlceProblem& p, int64_t seed);
 
 // The output names in digest order.
 inline const std::vector<std::string>& flce_output_names() {

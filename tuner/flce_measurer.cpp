@@ -33,15 +33,6 @@ std::string sci(double v) {
   std::snprintf(b, sizeof b, "%.0e", v);
   return b;
 }
-
-FlceHostInputs to_host(reference::FlceInputs&& in) {
-  FlceHostInputs h;
-  h.X = std::move(in.X);
-  h.W = std::move(in.W);
-  h.y = std::move(in.y);
-  h.dloss = std::move(in.dloss);
-  return h;
-}
 }  // namespace
 
 void FlceGpuMeasurer::prepare(const FlceProblem& p, FlceMode mode, int64_t seed) {
@@ -55,7 +46,7 @@ void FlceGpuMeasurer::prepare(const FlceProblem& p, FlceMode mode, int64_t seed)
   if (macs <= check_.full_check_macs) {
     ref_full_ = reference::flce_reference(p, in, backward, check_.reference_threads);
     checked_what_ = "full; " + tol_text;
-    full_ = std::make_unique<FlceGpuCase>(p, mode, to_host(std::move(in)), dev_);
+    full_ = std::make_unique<FlceGpuCase>(p, mode, in, dev_);
     return;
   }
   // Large: sampled rows at full size, and everything at a reduced N.
@@ -75,7 +66,7 @@ void FlceGpuMeasurer::prepare(const FlceProblem& p, FlceMode mode, int64_t seed)
                   std::string(p.reduction == Reduction::none ? ", loss" : "") + (backward ? ", dX" : "") +
                   ") + all outputs at N=" + std::to_string(ps.N) + "; " + tol_text;
   small_ = std::make_unique<FlceGpuCase>(ps, mode, small, dev_);
-  full_ = std::make_unique<FlceGpuCase>(p, mode, to_host(std::move(in)), dev_);
+  full_ = std::make_unique<FlceGpuCase>(p, mode, in, dev_);
 }
 
 db::Correctness FlceGpuMeasurer::check(const FlceVariant& v) {

@@ -79,16 +79,7 @@ std::vector<VerifyRow> run_verify(const db::Store* store, const Registry& reg, c
   o.problem.validate();
   if (o.repeats < 1) throw invalid_argument("--repeats: must be >= 1");
   const auto variants = plan_variants(reg, o.problem, o.variants);
-  FlceHostInputs in;
-  if (o.inputs) {
-    in = *o.inputs;
-  } else {
-    auto g = reference::make_flce_inputs(o.problem, uint64_t(o.seed));
-    in.X = std::move(g.X);
-    in.W = std::move(g.W);
-    in.y = std::move(g.y);
-    in.dloss = std::move(g.dloss);
-  }
+  FlceHostInputs in = inputs_or_seeded(o.inputs, o.problem, o.seed);
   FlceGpuCase gc(o.problem, FlceMode::forward_backward, in, dev);
   in = FlceHostInputs{};
 
