@@ -1067,7 +1067,8 @@ std::optional<BestResult> Store::best(Id device_id, Id problem_id, bool allow_no
         "JOIN timing t ON t.result_id = r.id "
         "LEFT JOIN determinism d ON d.result_id = r.id "
         "WHERE r.device_id=?1 AND r.problem_id=?2 AND r.status='ok' AND c.pass=1 "
-        "  AND (d.level='run_to_run' OR ?3=1) AND (?4 IS NULL OR r.build_id=?4) "
+        "  AND ((d.level='run_to_run' AND v.deterministic_by_design=1) OR ?3=1) "
+        "  AND (?4 IS NULL OR r.build_id=?4) "
         "ORDER BY t.median_ms, r.id LIMIT 1"));
     s->bind(1, device_id);
     s->bind(2, problem_id);

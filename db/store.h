@@ -163,9 +163,9 @@ class Store {
   StoredResult result(Id result_id) const;
   std::vector<StoredResult> run_results(Id run_id) const;  // in id order
 
-  // Fastest result for (device, problem): status ok, correctness pass, and
-  // determinism run_to_run (any level, or none checked, when
-  // allow_nondeterministic). Ties: lower median, then lower result id.
+  // Fastest result for (device, problem): status ok, correctness pass,
+  // determinism run_to_run observed and promised by the variant's design
+  // (any level, or none checked, when allow_nondeterministic). Ties: lower median, then lower result id.
   // `build_id` restricts it to one build; otherwise any build (BestResult says
   // which one produced it).
   std::optional<BestResult> best(Id device_id, Id problem_id, bool allow_nondeterministic,

@@ -54,6 +54,10 @@ bool eligible(const Candidate& c, bool allow_nondeterministic, std::string* why)
   if (!c.correct.has_value()) return no("correctness not checked");
   if (!*c.correct) return no("incorrect" + (c.correctness_note.empty() ? "" : " (" + c.correctness_note + ")"));
   if (!c.median_ms) return no("not timed");
+  if (!allow_nondeterministic && !c.deterministic_by_design)
+    return no(std::string("nondeterministic by design (fp32 atomics") +
+              (c.level == db::kLevelRunToRun ? "; its repeats happened to agree" : "") +
+              "); --allow-nondeterministic lets it win");
   if (!allow_nondeterministic && c.level != db::kLevelRunToRun) {
     if (c.level.empty()) return no("determinism not checked");
     return no("nondeterministic" +

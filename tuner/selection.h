@@ -22,6 +22,10 @@ struct Candidate {
   std::optional<bool> correct;         // empty: not checked
   std::string correctness_note;        // e.g. "dW 3.1e-02 > 1.0e-02"
   std::string level;                   // "run_to_run", "none", or empty: not checked
+  // What the variant's design promises. Digests that agree over K repeats are
+  // evidence, not a promise: a variant built on atomics (whose order nothing
+  // fixes) never wins by default even when its repeats happened to agree.
+  bool deterministic_by_design = true;
   int max_distinct = 0;                // most distinct digests of any output
   std::string nondeterministic_outputs;  // "dW:5" etc.
   std::optional<double> median_ms;

@@ -43,8 +43,11 @@ ProblemReport report_problem(const db::Store& store, const std::set<db::Id>& run
     for (const auto& r : store.run_results(run_id)) {
       if (r.record.problem_id != problem_id || r.record.status == db::kResultRunning) continue;
       auto it = latest.find(r.variant_name);
-      if (it == latest.end() || it->second.first < r.id)
-        latest[r.variant_name] = {r.id, candidate_from(r.record, r.variant_name)};
+      if (it == latest.end() || it->second.first < r.id) {
+        Candidate c = candidate_from(r.record, r.variant_name);
+        c.deterministic_by_design = store.variant(r.record.variant_id).deterministic_by_design;
+        latest[r.variant_name] = {r.id, std::move(c)};
+      }
     }
   std::vector<Candidate> cands;
   for (auto& [name, v] : latest) cands.push_back(std::move(v.second));

@@ -48,6 +48,18 @@ TEST(Selection, AllowNondeterministicLetsAtomicWinButNeverIncorrect) {
   EXPECT_EQ(choose_best(cs, false)->variant, "owning");
 }
 
+TEST(Selection, AgreeingRepeatsDoNotMakeAtomicsDeterministic) {
+  Candidate lucky = cand("atomic", 5);  // its K repeats happened to agree
+  lucky.deterministic_by_design = false;
+  std::vector<Candidate> cs = {cand("owning", 20), lucky};
+  EXPECT_EQ(choose_best(cs, false)->variant, "owning");
+  EXPECT_EQ(choose_best(cs, true)->variant, "atomic");
+  std::string why;
+  EXPECT_FALSE(eligible(lucky, false, &why));
+  EXPECT_NE(why.find("by design"), std::string::npos) << why;
+  EXPECT_NE(why.find("happened to agree"), std::string::npos) << why;
+}
+
 TEST(Selection, NothingEligible) {
   std::vector<Candidate> cs = {cand("atomic", 5, true, db::kLevelNone), cand("unchecked", 3, true, "")};
   EXPECT_FALSE(choose_best(cs, false).has_value());
