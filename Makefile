@@ -11,7 +11,7 @@ JOBS ?= $(shell nproc)
 CUDA_HOME ?= /usr/local/cuda
 export PATH := $(PATH):$(CUDA_HOME)/bin
 CMAKE_ARGS ?=
-TUNE_BUDGET ?= 7m30s
+TUNE_BUDGET ?= 7m
 TUNE_PRESET ?= llm-heads
 
 .PHONY: all deps configure build test tune clean
