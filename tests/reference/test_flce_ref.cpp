@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/common/error.h"
+#include "tests/reference/finite_diff.h"
 #include "reference/compare.h"
 #include "reference/flce_ref.h"
 #include "reference/inputs.h"
@@ -49,18 +50,7 @@ double objective(const Case& c) {
 }
 
 std::vector<double> finite_diff(Case& c, std::vector<double>& v) {
-  constexpr double h = 1e-5;
-  std::vector<double> g(v.size());
-  for (size_t k = 0; k < v.size(); ++k) {
-    const double v0 = v[k];
-    v[k] = v0 + h;
-    const double fp = objective(c);
-    v[k] = v0 - h;
-    const double fm = objective(c);
-    v[k] = v0;
-    g[k] = (fp - fm) / (2 * h);
-  }
-  return g;
+  return testing::finite_diff([&] { return objective(c); }, v);
 }
 
 struct FdParam {
