@@ -27,14 +27,10 @@ struct Cached {
 
 std::mutex g_mutex;
 std::map<std::tuple<std::string, std::string, std::string, int, bool>, Cached> g_cache;
-std::map<int, DeviceInfo> g_devices;
-
-DeviceInfo current_device() {
+const DeviceInfo& current_device() {
   int ordinal = 0;
   DETFUSE_CUDA_CHECK(cudaGetDevice(&ordinal));
-  auto it = g_devices.find(ordinal);
-  if (it == g_devices.end()) it = g_devices.emplace(ordinal, query_device(ordinal)).first;
-  return it->second;
+  return cached_device(ordinal);
 }
 
 std::string join(const std::vector<std::string>& v) {

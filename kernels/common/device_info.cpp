@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 
 #include <cstdio>
+#include <map>
 #include <mutex>
 
 #include "kernels/common/error.h"
@@ -105,6 +106,15 @@ DeviceInfo query_device(int ordinal) {
   }
   d.current_sm_clock_mhz = current_sm_clock_mhz(ordinal);
   return d;
+}
+
+const DeviceInfo& cached_device(int ordinal) {
+  static std::mutex mu;
+  static std::map<int, DeviceInfo> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(ordinal);
+  if (it == cache.end()) it = cache.emplace(ordinal, query_device(ordinal)).first;
+  return it->second;
 }
 
 std::vector<DeviceInfo> query_all_devices() {

@@ -39,6 +39,11 @@ int cuda_device_count(std::string* why = nullptr);
 DeviceInfo query_device(int ordinal = 0);
 std::vector<DeviceInfo> query_all_devices();
 
+// The facts of a device queried once per process and kept (thread-safe), for
+// hot paths such as can_run checks on every call; current_sm_clock_mhz is the
+// reading of that first query. Throws like query_device.
+const DeviceInfo& cached_device(int ordinal);
+
 // Current SM clock of a device in MHz through NVML, if NVML can be loaded.
 std::optional<int> current_sm_clock_mhz(int ordinal);
 

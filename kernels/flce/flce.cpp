@@ -53,7 +53,7 @@ void run(const FlceVariant& v, const FlceProblem& p, FlceMode mode, const FlceAr
   validate_call(p, mode, args, stream);
   int dev = 0;
   DETFUSE_CUDA_CHECK(cudaGetDevice(&dev));
-  if (auto why = v.can_run(p, mode, query_device(dev)))
+  if (auto why = v.can_run(p, mode, cached_device(dev)))
     throw invalid_argument("variant " + v.desc.name + " cannot run " + p.key() + ": " + *why);
   const size_t need = v.workspace_bytes(p, mode);
   if (args.workspace_size >= need) {
@@ -88,7 +88,7 @@ void run_heuristic(const FlceProblem& p, FlceMode mode, const FlceArgs& a, cudaS
   int dev = 0;
   DETFUSE_CUDA_CHECK(cudaGetDevice(&dev));
   p.validate();
-  run(heuristic_variant(p, mode, query_device(dev)), p, mode, a, s);
+  run(heuristic_variant(p, mode, cached_device(dev)), p, mode, a, s);
 }
 }  // namespace
 

@@ -22,7 +22,9 @@ namespace detfuse::flce {
 int64_t count_bad_targets(const FlceProblem& p, const int64_t* y, cudaStream_t stream = nullptr);
 
 // Checks the problem, the pointers `mode` needs and the targets; throws
-// detfuse::Error (invalid_argument) naming the first bad one.
+// detfuse::Error (invalid_argument) naming the first bad one. The target check
+// synchronises `stream` (that is what lets a bad call leave outputs untouched);
+// the tuner and benchmarks launch variants directly after one check.
 void validate_call(const FlceProblem& p, FlceMode mode, const FlceArgs& args, cudaStream_t stream = nullptr);
 
 // Runs one registered variant: validates, checks can_run, allocates the
