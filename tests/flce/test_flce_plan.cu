@@ -1,0 +1,76 @@
+// CPU tests of the FLCE driver's workspace plan (host code of driver.cuh):
+// chunk sizing by the memory budget, the shape-fixed dX split, and a layout
+// whose regions are aligned and disjoint.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "kernels/flce/driver.cuh"
+
+namespace detfuse::flce {
+namespace {
+
+FlceProblem shape(int64_t N, int64_t D, int64_t V) {
+  FlceProblem p;
+  p.N = N;
+  p.D = D;
+  p.V = V;
+  return p;
+}
+
+TEST(FlcePlan, ChunkRowsFollowTheBudget) {
+  FlceProblem p = shape(16384, 4096, 128256);
+  Plan pl = make_plan(p, FlceMode::forward_backward, {Strategy::owning, 1920, 1, 0}, 128, 128);
+  EXPECT_EQ(pl.Vp, 128256);
+  EXPECT_EQ(pl.chunk_rows % 128, 0);
+  EXPECT_LE(pl.chunk_rows * pl.Vp * 4, int64_t(1920) << 20);
+  EXPECT_GT((pl.chunk_rows + 128) * pl.Vp * 4, int64_t(1920) << 20);  // the largest multiple of BM that fits
+  // Never fewer than one block of rows, never more than N.
+  Plan tiny = make_plan(p, FlceMode::forward_backward, {Strategy::owning, 1, 1, 0}, 128, 128);
+  EXPECT_EQ(tiny.chunk_rows, 128);
+  Plan few = make_plan(shape(5, 64, 1000), FlceMode::forward_backward, {Strategy::owning, 512, 1, 0}, 128, 128);
+  EXPECT_EQ(few.chunk_rows, 5);
+  EXPECT_EQ(few.Vp, 1000);
+  EXPECT_EQ(make_plan(shape(5, 64, 1009), FlceMode::forward, {}, 128, 128).Vp, 1016);  // padded to 8
+}
+
+TEST(FlcePlan, DxSplitDependsOnTheShapeOnly) {
+  // Llama head at mb1920: 31 x 32 = 992 dX tiles per chunk -> 1 split.
+  Plan llama = make_plan(shape(16384, 4096, 128256), FlceMode::forward_backward, {Strategy::owning, 1920, 1, 0}, 128, 128);
+  EXPECT_EQ(llama.dx_splits, 1);
+  // Gemma-2 head at mb1920: 15 x 18 = 270 tiles -> 3 ordered splits.
+  Plan gemma = make_plan(shape(8192, 2304, 256000), FlceMode::forward_backward, {Strategy::owning, 1920, 1, 0}, 128, 128);
+  EXPECT_EQ(gemma.dx_splits, 3);
+  // Small problems: at most 8 splits and at least 256 of K per split.
+  Plan small = make_plan(shape(10, 64, 700), FlceMode::forward_backward, {Strategy::owning, 512, 1, 0}, 128, 128);
+  EXPECT_EQ(small.dx_splits, 3);
+  Plan one = make_plan(shape(1, 64, 100), FlceMode::forward_backward, {Strategy::owning, 512, 1, 0}, 128, 128);
+  EXPECT_EQ(one.dx_splits, 1);
+  // Forward needs no dX at all.
+  EXPECT_EQ(make_plan(shape(8192, 2304, 256000), FlceMode::forward, {Strategy::owning, 1920, 1, 0}, 128, 128).dx_splits, 1);
+}
+
+TEST(FlcePlan, RegionsAreAlignedAndDisjoint) {
+  FlceProblem p = shape(3000, 200, 4099);
+  p.grad_dtype = DType::bf16;
+  Plan pl = make_plan(p, FlceMode::forward_backward, {Strategy::partials, 512, 4, 1024}, 64, 128);
+  struct Region {
+    size_t at, bytes;
+  };
+  std::vector<Region> r = {{pl.counts, 24},
+                           {pl.loss_rows, size_t(p.N) * 4},
+                           {pl.logits, size_t(pl.chunk_rows * pl.Vp) * 4},
+                           {pl.dw_acc, size_t(p.V * p.D) * 4},
+                           {pl.partials, size_t(4) * 1024 * size_t(p.D) * 4},
+                           {pl.dx_partials, size_t(pl.dx_splits) * size_t(pl.chunk_rows * p.D) * 4}};
+  std::sort(r.begin(), r.end(), [](const Region& a, const Region& b) { return a.at < b.at; });
+  for (size_t i = 0; i < r.size(); ++i) {
+    EXPECT_EQ(r[i].at % 256, 0u);
+    EXPECT_LE(r[i].at + r[i].bytes, i + 1 < r.size() ? r[i + 1].at : pl.total);
+  }
+  EXPECT_TRUE(pl.need_dw_acc && pl.need_partials && pl.need_loss_rows);
+}
+
+}  // namespace
+}  // namespace detfuse::flce
