@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "cli/common.h"
@@ -159,9 +160,11 @@ tuner::FlceHostInputs load_inputs(const std::filesystem::path& dir, FlceProblem&
 int cmd_list(Env& env, const std::vector<std::string>& args) {
   po::options_description d("list options");
   d.add_options()("kernel", po::value<std::string>()->default_value("all"), "flce, attention or all")(
-      "dtype", po::value<std::string>(), "only this dtype (bf16 or fp32)");
+      "dtype", po::value<std::string>(), "only this dtype (bf16 or fp32)")(
+      "engine", po::value<std::string>(), "only this engine (fma, mma, wgmma or cublaslt)");
   po::variables_map vm;
-  if (!parse(args, d, nullptr, vm, "usage: detfuse list [--kernel flce|attention|all] [--dtype bf16|fp32]\n\n"
+  if (!parse(args, d, nullptr, vm,
+             "usage: detfuse list [--kernel flce|attention|all] [--dtype bf16|fp32] [--engine E]\n\n"
                                    "Prints every registered variant: canonical name, strategy, dtype, whether it is\n"
                                    "deterministic by design, its parameters and a summary. No GPU needed.",
              env.out))
@@ -171,9 +174,16 @@ int cmd_list(Env& env, const std::vector<std::string>& args) {
   if (k != "all") fam = parse_family(k);
   std::optional<DType> dt;
   if (vm.count("dtype")) dt = parse_dtype(vm["dtype"].as<std::string>());
+  std::optional<std::string> engine;
+  if (vm.count("engine")) {
+    engine = vm["engine"].as<std::string>();
+    static const std::set<std::string> known = {"fma", "mma", "wgmma", "cublaslt"};
+    if (!known.count(*engine))
+      throw invalid_argument("--engine: unknown engine '" + *engine + "' (expected fma, mma, wgmma or cublaslt)");
+  }
   std::vector<const VariantDesc*> ds;
   for (const VariantDesc* v : env.reg.descriptors())
-    if ((!fam || v->family == *fam) && (!dt || v->dtype == *dt)) ds.push_back(v);
+    if ((!fam || v->family == *fam) && (!dt || v->dtype == *dt) && (!engine || v->engine == *engine)) ds.push_back(v);
   for (Family f : {Family::flce, Family::attention}) {
     if (fam && f != *fam) continue;
     std::vector<const VariantDesc*> fs;
@@ -181,7 +191,7 @@ int cmd_list(Env& env, const std::vector<std::string>& args) {
       if (v->family == f) fs.push_back(v);
     if (fs.empty()) {
       env.out << to_string(f) << ": no variants registered in this build"
-              << (dt ? std::string(" for ") + to_string(*dt) : "") << "\n";
+              << (dt ? std::string(" for ") + to_string(*dt) : "") << (engine ? " on engine " + *engine : "") << "\n";
       continue;
     }
     size_t w = 4;

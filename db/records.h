@@ -66,7 +66,7 @@ struct ProblemRecord {
 
 // One compiled variant. Natural key: `name`, the canonical variant name.
 struct VariantRecord {
-  std::string name;      // "flce.bf16.owning.bn128_bv128_bd64_w8_s3"
+  std::string name;      // "flce.bf16.mma.owning.bn128_bv128_bd64_w8_s3"
   std::string family;    // "flce"
   std::string strategy;  // "atomic", "partials", "owning"
   std::string dtype;     // "bf16"

@@ -29,10 +29,10 @@ for stage in "$@"; do
       grep -E "distinct digests" "$OUT/tests.log" | sort | uniq -c ;;
     sanitize)
       run sanitize 100 compute-sanitizer --tool memcheck --error-exitcode 9 "$D/test_flce_gpu" \
-        --gtest_filter='*MatchesReference*bf16_owning_bm128_bn128*mb512:*MatchesReference*fp32_partials_bm64*:FlceBadInput*'
+        --gtest_filter='*MatchesReference*bf16_mma_owning_bm128_bn128*mb512:*MatchesReference*fp32_fma_partials_bm64*:FlceBadInput*'
       run sanitize 80 compute-sanitizer --tool racecheck --error-exitcode 9 "$D/test_engines" --gtest_filter='GemmBf16*'
       run sanitize 60 compute-sanitizer --tool synccheck --error-exitcode 9 "$D/test_flce_gpu" \
-        --gtest_filter='*RepeatsBitwise*bf16_partials_bm64*'
+        --gtest_filter='*RepeatsBitwise*bf16_mma_partials_bm64*'
       grep -E "ERROR SUMMARY|^=== exit" "$OUT/sanitize.log" ;;
     probe-bf16)
       run bench 120 "$D/flce_probe" 16384 4096 128256 bf16 "" 3
@@ -47,7 +47,7 @@ for stage in "$@"; do
       run tune 60 "$D/detfuse" verify --kernel flce --shape 16384,4096,128256 --dtype bf16 --variant best \
         --seed 0 --repeats 3 --db "$OUT/detfuse.db"
       run tune 60 "$D/detfuse" verify --kernel flce --shape 257,200,4099 --dtype bf16 \
-        --variant flce.bf16.atomic.bm128_bn128_bk32_wm2_wn4_st4_mb1024_sk4 --seed 0 --repeats 5 --db "$OUT/detfuse.db"
+        --variant flce.bf16.mma.atomic.bm128_bn128_bk32_wm2_wn4_st4_mb1024_sk4 --seed 0 --repeats 5 --db "$OUT/detfuse.db"
       tail -n 40 "$OUT/tune.log" ;;
     *) echo "unknown stage $stage" ;;
   esac

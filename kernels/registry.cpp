@@ -23,9 +23,9 @@ const char* to_string(FlceMode m) {
   return "?";
 }
 
-std::string VariantDesc::canonical_name(Family f, DType t, const std::string& strategy,
+std::string VariantDesc::canonical_name(Family f, DType t, const std::string& engine, const std::string& strategy,
                                         const std::vector<std::pair<std::string, int64_t>>& params) {
-  std::string n = std::string(to_string(f)) + "." + to_string(t) + "." + strategy + ".";
+  std::string n = std::string(to_string(f)) + "." + to_string(t) + "." + engine + "." + strategy + ".";
   for (size_t i = 0; i < params.size(); ++i) {
     if (i) n += "_";
     n += params[i].first + std::to_string(params[i].second);
@@ -41,9 +41,11 @@ std::string VariantDesc::params_text() const {
 
 void Registry::check_new(const VariantDesc& d) const {
   if (d.name.empty()) throw Error("registry: variant with an empty name");
-  if (d.name != VariantDesc::canonical_name(d.family, d.dtype, d.strategy, d.params))
+  if (d.engine.empty() || d.engine.find_first_of("._") != std::string::npos)
+    throw Error("registry: variant '" + d.name + "' needs an engine token without '.' or '_'");
+  if (d.name != VariantDesc::canonical_name(d.family, d.dtype, d.engine, d.strategy, d.params))
     throw Error("registry: name '" + d.name + "' is not canonical (expected '" +
-                VariantDesc::canonical_name(d.family, d.dtype, d.strategy, d.params) + "')");
+                VariantDesc::canonical_name(d.family, d.dtype, d.engine, d.strategy, d.params) + "')");
   if (find_flce(d.name) || find_attention(d.name)) throw Error("registry: duplicate variant '" + d.name + "'");
 }
 

@@ -1,7 +1,7 @@
 // The run-time list of compiled kernel variants (DESIGN.md, "Variants").
 //
 // Every compile-time instantiation of a kernel is mirrored by a descriptor with
-// a canonical name that spells every parameter (flce.bf16.owning.bm128_bn128_bk32_w8_s3),
+// a canonical name that spells every parameter (flce.bf16.mma.owning.bm128_bn128_bk32_wm2_wn4_st4_mb1024),
 // paired with can_run / workspace_bytes / launch. Tests, the tuner, experiments
 // and `detfuse list` walk this list, so adding a variant is one registration line.
 // Registration is explicit: builtin_registry() calls register_flce() and
@@ -31,13 +31,14 @@ struct VariantDesc {
   std::string name;      // canonical; the key in the database, tests and CLI
   Family family = Family::flce;
   DType dtype = DType::bf16;
+  std::string engine;    // the matrix engine: "fma", "mma", "wgmma", "cublaslt"
   std::string strategy;  // gradient accumulation: "atomic", "partials", "owning", ...
   std::vector<std::pair<std::string, int64_t>> params;  // block sizes etc., in name order
   bool deterministic = false;  // what the design promises run to run; the tuner checks it
   std::string summary;         // one line for `detfuse list`
 
-  // "family.dtype.strategy.k1v1_k2v2..." from the other fields.
-  static std::string canonical_name(Family f, DType t, const std::string& strategy,
+  // "family.dtype.engine.strategy.k1v1_k2v2..." from the other fields.
+  static std::string canonical_name(Family f, DType t, const std::string& engine, const std::string& strategy,
                                     const std::vector<std::pair<std::string, int64_t>>& params);
   std::string params_text() const;  // "bm=128 bn=128 ..."
 };

@@ -21,7 +21,7 @@ std::string format_duration(double seconds);
 double estimate_remaining_seconds(int done, int total, double elapsed_s);
 std::string format_eta(int done, int total, double elapsed_s);
 
-// "[3/18] flce.bf16.owning.bn128... 4.2 s, ETA 1m10s" (index is 1-based).
+// "[3/18] flce.bf16.mma.owning.bn128... 4.2 s, ETA 1m10s" (index is 1-based).
 std::string progress_line(int index, int total, const std::string& what, double item_seconds,
                           int done, double elapsed_s);
 

@@ -231,12 +231,13 @@ void register_tile_config(Registry& r, const std::vector<int>& owning_mib, int m
     FlceVariant v;
     v.desc.family = Family::flce;
     v.desc.dtype = Engine::dtype;
+    v.desc.engine = Engine::engine;
     v.desc.strategy = to_string(sp.strategy);
     v.desc.params = Engine::template config_params<Cfg>();
     v.desc.params.push_back({"mb", sp.chunk_mib});
     if (sp.strategy != Strategy::owning) v.desc.params.push_back({"sk", sp.splits});
     if (sp.strategy == Strategy::partials) v.desc.params.push_back({"vs", sp.slab_rows});
-    v.desc.name = VariantDesc::canonical_name(v.desc.family, v.desc.dtype, v.desc.strategy, v.desc.params);
+    v.desc.name = VariantDesc::canonical_name(v.desc.family, v.desc.dtype, v.desc.engine, v.desc.strategy, v.desc.params);
     v.desc.deterministic = sp.strategy != Strategy::atomic;
     v.desc.summary = std::string(Engine::summary) + "; logits chunk " + std::to_string(sp.chunk_mib) + " MiB; dW " +
                      (sp.strategy == Strategy::owning ? "owned tiles walk the rows in order"

@@ -20,6 +20,7 @@ struct Bf16Engine {
   using T = __nv_bfloat16;
   static constexpr DType dtype = DType::bf16;
   static constexpr bool grad_bf16 = true;
+  static constexpr const char* engine = "mma";
   static constexpr const char* summary = "bf16 tensor cores (mma.sync m16n8k16), fp32 accumulation";
 
   template <class Cfg, Major AM, Major BM, class Epi>

@@ -18,6 +18,7 @@ struct F32Engine {
   using T = float;
   static constexpr DType dtype = DType::f32;
   static constexpr bool grad_bf16 = false;
+  static constexpr const char* engine = "fma";
   static constexpr const char* summary = "exact fp32 FMA (no TF32), register-blocked SIMT tiles";
 
   template <class Cfg, Major AM, Major BM, class Epi>

@@ -72,8 +72,8 @@ const FlceVariant& heuristic_variant(const FlceProblem& p, FlceMode mode, const 
   // Built-in default before any tuning: the deterministic owning strategy with
   // the middle tile shape and chunk budget, else the first variant that can run.
   const Registry& r = builtin_registry();
-  const std::string preferred = p.dtype == DType::bf16 ? "flce.bf16.owning.bm128_bn128_bk32_wm2_wn4_st4_mb1024"
-                                                       : "flce.fp32.owning.bm128_bn128_bk8_tm8_tn8_mb1024";
+  const std::string preferred = p.dtype == DType::bf16 ? "flce.bf16.mma.owning.bm128_bn128_bk32_wm2_wn4_st4_mb1024"
+                                                       : "flce.fp32.fma.owning.bm128_bn128_bk8_tm8_tn8_mb1024";
   for (const auto& v : r.flce())
     if (v.desc.name.rfind(preferred, 0) == 0 && !v.can_run(p, mode, dev)) return v;
   for (const auto& v : r.flce())

@@ -24,7 +24,7 @@ struct Cli : ::testing::Test {
   void SetUp() override {
     ctx.registry = &reg;
     ctx.heuristic = [this](const FlceProblem& p, FlceMode, const DeviceInfo&) -> const FlceVariant& {
-      return p.dtype == DType::f32 ? *reg.find_flce("flce.fp32.owning.bm64") : *reg.find_flce("flce.bf16.partials.bm64");
+      return p.dtype == DType::f32 ? *reg.find_flce("flce.fp32.fma.owning.bm64") : *reg.find_flce("flce.bf16.mma.partials.bm64");
     };
     ctx.device_count = [](std::string* why) {
       if (why) *why = "no CUDA device found (test)";
@@ -55,7 +55,7 @@ struct Cli : ::testing::Test {
     const std::string path = (tmp / "tuned.db").string();
     db::Store store(path);
     testing::FakeMeasurer m;
-    m.median_ms = {{"flce.bf16.owning.bm64", 20}, {"flce.bf16.owning.bm128", 15}, {"flce.bf16.partials.bm64", 50}};
+    m.median_ms = {{"flce.bf16.mma.owning.bm64", 20}, {"flce.bf16.mma.owning.bm128", 15}, {"flce.bf16.mma.partials.bm64", 50}};
     tuner::Tuner t(store, reg, testing::fake_device(), m);
     t.set_stop([] { return false; });
     tuner::TuneOptions o;
@@ -108,6 +108,7 @@ TEST_F(Cli, ParseErrorsExitTwoWithOneLine) {
   expect_usage_error({"bench", "flce", "--shape", "64,64"}, "--shape");
   expect_usage_error({"bench", "attention", "--shape", "64,64,64"});
   expect_usage_error({"list", "--kernel", "conv"}, "conv");
+  expect_usage_error({"list", "--engine", "tpu"}, "tpu");
   expect_usage_error({"db"});
   expect_usage_error({"db", "export"}, "--csv");
   expect_usage_error({"db", "merge"});
@@ -119,7 +120,7 @@ TEST_F(Cli, GpuCommandsWithoutAGpuSayNoCudaDeviceAndExitOne) {
        {std::vector<std::string>{"devices"},
         {"tune", "--shape", "1024,256,1000", "--db", (tmp / "a.db").string()},
         {"tune", "--preset", "llm-heads", "--db", (tmp / "a.db").string()},
-        {"verify", "--shape", "1024,256,1000", "--variant", "flce.bf16.owning.bm64"},
+        {"verify", "--shape", "1024,256,1000", "--variant", "flce.bf16.mma.owning.bm64"},
         {"bench", "flce", "--shape", "1024,256,1000"},
         {"best", "--shape", "1024,256,1000"}}) {
     EXPECT_EQ(run(args), 1) << args[0];
@@ -139,9 +140,14 @@ TEST_F(Cli, ListPrintsEveryVariantWithoutAGpu) {
   EXPECT_NE(o.find("fake atomic variant for tests"), std::string::npos);
   EXPECT_NE(o.find("attention: no variants registered"), std::string::npos);
   EXPECT_EQ(run({"list", "--kernel", "flce", "--dtype", "fp32"}), 0);
-  EXPECT_NE(out.str().find("flce.fp32.owning.bm64"), std::string::npos);
+  EXPECT_NE(out.str().find("flce.fp32.fma.owning.bm64"), std::string::npos);
   EXPECT_EQ(out.str().find("flce.bf16"), std::string::npos);
   EXPECT_EQ(out.str().find("attention"), std::string::npos);
+  EXPECT_EQ(run({"list", "--kernel", "flce", "--engine", "mma"}), 0);
+  EXPECT_NE(out.str().find("flce.bf16.mma.owning.bm64"), std::string::npos);
+  EXPECT_EQ(out.str().find("flce.fp32"), std::string::npos);
+  EXPECT_EQ(run({"list", "--kernel", "flce", "--engine", "cublaslt"}), 0);
+  EXPECT_NE(out.str().find("flce: no variants registered in this build on engine cublaslt"), std::string::npos);
 }
 
 TEST_F(Cli, ListOfTheBuiltinRegistry) {
@@ -155,7 +161,7 @@ TEST_F(Cli, BestFromTheStoreWithoutAGpu) {
   const std::string db = tuned_db();
   // Exact shape.
   EXPECT_EQ(run({"best", "--shape", "4096,1024,32000", "--gpu", "NVIDIA H200", "--db", db}), 0) << err.str();
-  EXPECT_EQ(out.str().rfind("flce.bf16.owning.bm128  (tuned)", 0), 0u) << out.str();
+  EXPECT_EQ(out.str().rfind("flce.bf16.mma.owning.bm128  (tuned)", 0), 0u) << out.str();
   // Nearest tuned shape, marked as such.
   EXPECT_EQ(run({"best", "--shape", "8192,4096,128256", "--gpu", "GPU-0000", "--db", db}), 0) << err.str();
   EXPECT_NE(out.str().find("(nearest)"), std::string::npos) << out.str();
@@ -166,7 +172,7 @@ TEST_F(Cli, BestFromTheStoreWithoutAGpu) {
   EXPECT_NE(out.str().find("\"distance\": 1"), std::string::npos) << out.str();
   // Other options were never tuned: heuristic, marked as such.
   EXPECT_EQ(run({"best", "--shape", "4096,1024,32000", "--z-loss", "1e-4", "--gpu", "NVIDIA H200", "--db", db}), 0);
-  EXPECT_NE(out.str().find("flce.bf16.partials.bm64  (heuristic)"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("flce.bf16.mma.partials.bm64  (heuristic)"), std::string::npos) << out.str();
   EXPECT_EQ(run({"best", "--shape", "4096,1024,32000", "--dtype", "fp32", "--gpu", "NVIDIA H200", "--db", db, "--json"}), 0);
   EXPECT_NE(out.str().find("\"source\": \"heuristic\""), std::string::npos);
   // Unknown GPU, or no database: exit 2 with one line.
@@ -202,7 +208,7 @@ TEST_F(Cli, MalformedInputsAreRefusedBeforeTheGpu) {
   tuner::write_npy(dir / "X.npy", std::vector<float>(6, 1.f), {3, 2});
   tuner::write_npy(dir / "W.npy", std::vector<float>(10, 1.f), {5, 2});
   tuner::write_npy(dir / "y.npy", std::vector<int64_t>{0, 9, -100}, {3});  // 9 >= V
-  expect_usage_error({"verify", "--inputs", dir.string(), "--variant", "flce.bf16.owning.bm64"}, "y.npy");
+  expect_usage_error({"verify", "--inputs", dir.string(), "--variant", "flce.bf16.mma.owning.bm64"}, "y.npy");
   tuner::write_npy(dir / "y.npy", std::vector<int64_t>{0, 1}, {2});  // wrong N
   expect_usage_error({"bench", "flce", "--inputs", dir.string()}, "y.npy");
   tuner::write_npy(dir / "y.npy", std::vector<int64_t>{0, 1, -100}, {3});

@@ -10,9 +10,10 @@ FlceVariant fake_variant(const std::string& strategy, int64_t bm) {
   FlceVariant v;
   v.desc.family = Family::flce;
   v.desc.dtype = DType::bf16;
+  v.desc.engine = "mma";
   v.desc.strategy = strategy;
   v.desc.params = {{"bm", bm}, {"w", 4}};
-  v.desc.name = VariantDesc::canonical_name(v.desc.family, v.desc.dtype, v.desc.strategy, v.desc.params);
+  v.desc.name = VariantDesc::canonical_name(v.desc.family, v.desc.dtype, v.desc.engine, v.desc.strategy, v.desc.params);
   v.can_run = [bm](const FlceProblem& p, FlceMode, const DeviceInfo&) -> std::optional<std::string> {
     if (p.N < bm) return "N smaller than bm";
     return std::nullopt;
@@ -23,8 +24,8 @@ FlceVariant fake_variant(const std::string& strategy, int64_t bm) {
 }
 
 TEST(Registry, CanonicalNameSpellsEveryParameter) {
-  EXPECT_EQ(VariantDesc::canonical_name(Family::flce, DType::bf16, "owning", {{"bm", 128}, {"bn", 64}, {"s", 3}}),
-            "flce.bf16.owning.bm128_bn64_s3");
+  EXPECT_EQ(VariantDesc::canonical_name(Family::flce, DType::bf16, "wgmma", "owning", {{"bm", 128}, {"bn", 64}, {"s", 3}}),
+            "flce.bf16.wgmma.owning.bm128_bn64_s3");
 }
 
 TEST(Registry, AddFindAndRejectDuplicatesOrBadNames) {
@@ -32,11 +33,11 @@ TEST(Registry, AddFindAndRejectDuplicatesOrBadNames) {
   r.add(fake_variant("owning", 64));
   r.add(fake_variant("atomic", 64));
   EXPECT_EQ(r.flce().size(), 2u);
-  ASSERT_NE(r.find_flce("flce.bf16.owning.bm64_w4"), nullptr);
-  EXPECT_EQ(r.find_flce("flce.bf16.owning.bm32_w4"), nullptr);
+  ASSERT_NE(r.find_flce("flce.bf16.mma.owning.bm64_w4"), nullptr);
+  EXPECT_EQ(r.find_flce("flce.bf16.mma.owning.bm32_w4"), nullptr);
   EXPECT_THROW(r.add(fake_variant("owning", 64)), Error);
   FlceVariant bad = fake_variant("partials", 32);
-  bad.desc.name = "flce.bf16.partials.whatever";
+  bad.desc.name = "flce.bf16.mma.partials.whatever";
   EXPECT_THROW(r.add(bad), Error);
   FlceVariant incomplete = fake_variant("partials", 32);
   incomplete.launch = nullptr;
@@ -47,7 +48,7 @@ TEST(Registry, AddFindAndRejectDuplicatesOrBadNames) {
 TEST(Registry, BuiltinVariantsAreCanonicalAndUnique) {
   const Registry& r = builtin_registry();
   for (const VariantDesc* d : r.descriptors()) {
-    EXPECT_EQ(d->name, VariantDesc::canonical_name(d->family, d->dtype, d->strategy, d->params));
+    EXPECT_EQ(d->name, VariantDesc::canonical_name(d->family, d->dtype, d->engine, d->strategy, d->params));
     EXPECT_FALSE(d->summary.empty()) << d->name;
   }
 }

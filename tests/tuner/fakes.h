@@ -21,9 +21,10 @@ inline FlceVariant fake_flce(const std::string& strategy, int64_t bm, DType dtyp
   FlceVariant v;
   v.desc.family = Family::flce;
   v.desc.dtype = dtype;
+  v.desc.engine = dtype == DType::bf16 ? "mma" : "fma";
   v.desc.strategy = strategy;
   v.desc.params = {{"bm", bm}};
-  v.desc.name = VariantDesc::canonical_name(Family::flce, dtype, strategy, v.desc.params);
+  v.desc.name = VariantDesc::canonical_name(Family::flce, dtype, v.desc.engine, strategy, v.desc.params);
   v.desc.deterministic = deterministic;
   v.desc.summary = "fake " + strategy + " variant for tests";
   v.can_run = [max_n](const FlceProblem& p, FlceMode, const DeviceInfo&) -> std::optional<std::string> {

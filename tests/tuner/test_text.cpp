@@ -47,7 +47,7 @@ TEST(Progress, EtaFromMeanTimePerItem) {
   EXPECT_DOUBLE_EQ(estimate_remaining_seconds(3, 18, 15.0), 75.0);
   EXPECT_EQ(format_eta(3, 18, 15.0), "ETA 1m15s");
   EXPECT_EQ(format_eta(18, 18, 100.0), "ETA 0 ms");
-  EXPECT_EQ(progress_line(3, 18, "flce.bf16.owning.bm64", 4.2, 3, 14.0), "[3/18] flce.bf16.owning.bm64... 4.2 s, ETA 1m10s");
+  EXPECT_EQ(progress_line(3, 18, "flce.bf16.mma.owning.bm64", 4.2, 3, 14.0), "[3/18] flce.bf16.mma.owning.bm64... 4.2 s, ETA 1m10s");
 }
 
 TEST(Shape, ParsesThreePositiveIntegers) {

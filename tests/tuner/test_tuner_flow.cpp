@@ -49,7 +49,7 @@ struct Fixture : ::testing::Test {
 
 TEST_F(Fixture, CompleteRunRecordsEveryVariantAndSelectsTheFastestDeterministic) {
   db::Store store(tmp / "t.db");
-  meas.median_ms = {{"flce.bf16.owning.bm64", 20}, {"flce.bf16.owning.bm128", 15}, {"flce.bf16.atomic.bm64", 5}};
+  meas.median_ms = {{"flce.bf16.mma.owning.bm64", 20}, {"flce.bf16.mma.owning.bm128", 15}, {"flce.bf16.mma.atomic.bm64", 5}};
   auto rep = tune(store, opts({testing::problem(8192, 256, 1000)}));
   EXPECT_EQ(rep.status, db::kRunComplete);
   EXPECT_EQ(rep.measured, 3);
@@ -57,30 +57,30 @@ TEST_F(Fixture, CompleteRunRecordsEveryVariantAndSelectsTheFastestDeterministic)
   EXPECT_EQ(meas.prepares, 1);   // the reference is prepared once per problem
   auto st = statuses(store, rep.run_id);
   EXPECT_EQ(st.size(), 4u);  // fp32 variant not planned for a bf16 problem
-  EXPECT_EQ(st["flce.bf16.partials.bm64"], db::kResultCannotRun);
+  EXPECT_EQ(st["flce.bf16.mma.partials.bm64"], db::kResultCannotRun);
   for (const auto& r : store.run_results(rep.run_id))
-    if (r.variant_name == "flce.bf16.partials.bm64") EXPECT_NE(r.record.reason.find("N above"), std::string::npos);
+    if (r.variant_name == "flce.bf16.mma.partials.bm64") EXPECT_NE(r.record.reason.find("N above"), std::string::npos);
   ASSERT_EQ(rep.problems.size(), 1u);
   ASSERT_TRUE(rep.problems[0].best);
-  EXPECT_EQ(rep.problems[0].best->variant, "flce.bf16.owning.bm128");  // atomic is faster but nondeterministic
+  EXPECT_EQ(rep.problems[0].best->variant, "flce.bf16.mma.owning.bm128");  // atomic is faster but nondeterministic
   EXPECT_EQ(store.run(rep.run_id).status, db::kRunComplete);
   // The store agrees.
   auto dev_id = store.find_device(device_record(dev));
   auto pid = store.find_problem(testing::problem(8192, 256, 1000).key());
   ASSERT_TRUE(dev_id && pid);
-  EXPECT_EQ(store.best(*dev_id, *pid, false)->variant_name, "flce.bf16.owning.bm128");
-  EXPECT_EQ(store.best(*dev_id, *pid, true)->variant_name, "flce.bf16.atomic.bm64");
+  EXPECT_EQ(store.best(*dev_id, *pid, false)->variant_name, "flce.bf16.mma.owning.bm128");
+  EXPECT_EQ(store.best(*dev_id, *pid, true)->variant_name, "flce.bf16.mma.atomic.bm64");
   EXPECT_NE(progress.str().find("[1/4]"), std::string::npos) << progress.str();
   EXPECT_NE(progress.str().find("ETA"), std::string::npos);
 }
 
 TEST_F(Fixture, AllowNondeterministicLetsAtomicWin) {
   db::Store store(tmp / "t.db");
-  meas.median_ms = {{"flce.bf16.atomic.bm64", 5}};
+  meas.median_ms = {{"flce.bf16.mma.atomic.bm64", 5}};
   auto o = opts({testing::problem(1024, 256, 1000)});
   o.allow_nondeterministic = true;
   auto rep = tune(store, o);
-  EXPECT_EQ(rep.problems[0].best->variant, "flce.bf16.atomic.bm64");
+  EXPECT_EQ(rep.problems[0].best->variant, "flce.bf16.mma.atomic.bm64");
 }
 
 TEST_F(Fixture, IncorrectAndErroringVariantsAreRecordedNotSelected) {
@@ -89,11 +89,11 @@ TEST_F(Fixture, IncorrectAndErroringVariantsAreRecordedNotSelected) {
   bad.status = db::kResultIncorrect;
   bad.reason = "error above tolerance";
   bad.correctness = db::Correctness{"full", {{"dW", 0.5}}, 1e-2, false};
-  meas.scripted["flce.bf16.owning.bm128"] = bad;
-  meas.median_ms = {{"flce.bf16.owning.bm128", 1}};
+  meas.scripted["flce.bf16.mma.owning.bm128"] = bad;
+  meas.median_ms = {{"flce.bf16.mma.owning.bm128", 1}};
   auto rep = tune(store, opts({testing::problem(1024, 256, 1000)}));
-  EXPECT_EQ(rep.problems[0].best->variant, "flce.bf16.owning.bm64");
-  EXPECT_EQ(statuses(store, rep.run_id)["flce.bf16.owning.bm128"], db::kResultIncorrect);
+  EXPECT_EQ(rep.problems[0].best->variant, "flce.bf16.mma.owning.bm64");
+  EXPECT_EQ(statuses(store, rep.run_id)["flce.bf16.mma.owning.bm128"], db::kResultIncorrect);
 }
 
 TEST_F(Fixture, BadOptionsAreRejectedBeforeAnythingIsWritten) {
@@ -101,7 +101,7 @@ TEST_F(Fixture, BadOptionsAreRejectedBeforeAnythingIsWritten) {
   auto o = opts({testing::problem(1024, 256, 1000)});
   o.variants = {"flce.bf16.nope.bm1"};
   EXPECT_THROW(tune(store, o), Error);
-  o.variants = {"flce.fp32.owning.bm64"};  // another dtype
+  o.variants = {"flce.fp32.fma.owning.bm64"};  // another dtype
   EXPECT_THROW(tune(store, o), Error);
   o.variants = {};
   o.repeats = 1;
@@ -112,9 +112,9 @@ TEST_F(Fixture, BadOptionsAreRejectedBeforeAnythingIsWritten) {
 TEST_F(Fixture, VariantFilter) {
   db::Store store(tmp / "t.db");
   auto o = opts({testing::problem(1024, 256, 1000)});
-  o.variants = {"flce.bf16.owning.bm64"};
+  o.variants = {"flce.bf16.mma.owning.bm64"};
   auto rep = tune(store, o);
-  EXPECT_EQ(meas.measured, (std::vector<std::string>{"flce.bf16.owning.bm64"}));
+  EXPECT_EQ(meas.measured, (std::vector<std::string>{"flce.bf16.mma.owning.bm64"}));
   EXPECT_EQ(rep.measured, 1);
 }
 
@@ -151,11 +151,11 @@ TEST_F(Fixture, InterruptAbandonsTheVariantAndResumeRedoesIt) {
   auto o = opts({testing::problem(1024, 256, 1000)});
   VariantOutcome intr;
   intr.interrupted = true;  // Ctrl-C arrived while it ran
-  meas.scripted["flce.bf16.owning.bm128"] = intr;
+  meas.scripted["flce.bf16.mma.owning.bm128"] = intr;
   auto rep = tune(store, o);
   EXPECT_EQ(rep.status, db::kRunInterrupted);
   EXPECT_EQ(store.run(rep.run_id).status, db::kRunInterrupted);
-  EXPECT_EQ(meas.measured, (std::vector<std::string>{"flce.bf16.owning.bm64", "flce.bf16.owning.bm128"}));
+  EXPECT_EQ(meas.measured, (std::vector<std::string>{"flce.bf16.mma.owning.bm64", "flce.bf16.mma.owning.bm128"}));
   meas.scripted.clear();
   meas.measured.clear();
   o.resume = true;
@@ -164,8 +164,8 @@ TEST_F(Fixture, InterruptAbandonsTheVariantAndResumeRedoesIt) {
   EXPECT_EQ(rep2.status, db::kRunComplete);
   EXPECT_EQ(rep2.crashed_marked, 0);
   // bm64 done; bm128 re-run; the others measured.
-  EXPECT_EQ(meas.measured, (std::vector<std::string>{"flce.bf16.owning.bm128", "flce.bf16.atomic.bm64",
-                                                     "flce.bf16.partials.bm64"}));
+  EXPECT_EQ(meas.measured, (std::vector<std::string>{"flce.bf16.mma.owning.bm128", "flce.bf16.mma.atomic.bm64",
+                                                     "flce.bf16.mma.partials.bm64"}));
   EXPECT_EQ(rep2.problems[0].ranked.size(), 4u);
 }
 
@@ -182,7 +182,7 @@ TEST_F(Fixture, ResumeAfterTheProcessDiedRecordsTheRunningVariantAsCrashed) {
   // Simulate a process killed while measuring owning.bm128: the run is still
   // "running" and so is that variant's marker.
   meas.on_measure = [&](const std::string& name) {
-    if (name == "flce.bf16.owning.bm128") throw std::string("killed");  // not a std::exception: escapes
+    if (name == "flce.bf16.mma.owning.bm128") throw std::string("killed");  // not a std::exception: escapes
   };
   try {
     tune(store, o);
@@ -198,10 +198,10 @@ TEST_F(Fixture, ResumeAfterTheProcessDiedRecordsTheRunningVariantAsCrashed) {
   auto rep = tune(store, o);
   EXPECT_TRUE(rep.resumed);
   EXPECT_EQ(rep.crashed_marked, 1);
-  EXPECT_EQ(meas.measured, (std::vector<std::string>{"flce.bf16.atomic.bm64", "flce.bf16.partials.bm64"}));
+  EXPECT_EQ(meas.measured, (std::vector<std::string>{"flce.bf16.mma.atomic.bm64", "flce.bf16.mma.partials.bm64"}));
   bool found = false;
   for (const auto& r : rep.problems[0].ranked)
-    if (r.c.variant == "flce.bf16.owning.bm128") {
+    if (r.c.variant == "flce.bf16.mma.owning.bm128") {
       found = true;
       EXPECT_EQ(r.c.status, db::kResultCrashed);
       EXPECT_EQ(r.rank, 0);
@@ -220,8 +220,8 @@ TEST_F(Fixture, ResumeOfARunStillMarkedRunning) {
   rr.seed = 0;
   rr.repeats = 5;
   const db::Id run = store.begin_run(rr);
-  const db::Id v1 = store.find_or_create_variant(variant_record(reg.find_flce("flce.bf16.owning.bm64")->desc));
-  const db::Id v2 = store.find_or_create_variant(variant_record(reg.find_flce("flce.bf16.atomic.bm64")->desc));
+  const db::Id v1 = store.find_or_create_variant(variant_record(reg.find_flce("flce.bf16.mma.owning.bm64")->desc));
+  const db::Id v2 = store.find_or_create_variant(variant_record(reg.find_flce("flce.bf16.mma.atomic.bm64")->desc));
   db::ResultRecord done;
   done.run_id = run;
   done.device_id = dev_id;
@@ -238,11 +238,11 @@ TEST_F(Fixture, ResumeOfARunStillMarkedRunning) {
   EXPECT_TRUE(rep.resumed);
   EXPECT_EQ(rep.crashed_marked, 1);
   EXPECT_EQ(rep.skipped, 1);
-  EXPECT_EQ(meas.measured, (std::vector<std::string>{"flce.bf16.owning.bm128", "flce.bf16.partials.bm64"}));
+  EXPECT_EQ(meas.measured, (std::vector<std::string>{"flce.bf16.mma.owning.bm128", "flce.bf16.mma.partials.bm64"}));
   EXPECT_EQ(store.result(store.variant_states(dev_id, build_id, pid, 0)[0].result_id).record.status.empty(), false);
   bool crashed = false;
   for (const auto& s : store.variant_states(dev_id, build_id, pid, 0))
-    if (s.variant_name == "flce.bf16.atomic.bm64") crashed = s.status == db::kResultCrashed;
+    if (s.variant_name == "flce.bf16.mma.atomic.bm64") crashed = s.status == db::kResultCrashed;
   EXPECT_TRUE(crashed);
 }
 
@@ -282,23 +282,23 @@ TEST(Resume, PlanAndTags) {
 // ------------------------------------------------------- best / nearest shape
 TEST_F(Fixture, BestFallsBackToTheNearestTunedShapeThenTheHeuristic) {
   db::Store store(tmp / "t.db");
-  meas.median_ms = {{"flce.bf16.owning.bm64", 20}, {"flce.bf16.owning.bm128", 15}, {"flce.bf16.partials.bm64", 50}};
+  meas.median_ms = {{"flce.bf16.mma.owning.bm64", 20}, {"flce.bf16.mma.owning.bm128", 15}, {"flce.bf16.mma.partials.bm64", 50}};
   tune(store, opts({testing::problem(4096, 1024, 32000)}));
-  meas.median_ms = {{"flce.bf16.owning.bm64", 10}, {"flce.bf16.owning.bm128", 15}};
+  meas.median_ms = {{"flce.bf16.mma.owning.bm64", 10}, {"flce.bf16.mma.owning.bm128", 15}};
   tune(store, opts({testing::problem(16384, 4096, 128256)}));
   HeuristicFn h = [this](const FlceProblem&, FlceMode, const DeviceInfo&) -> const FlceVariant& {
-    return *reg.find_flce("flce.bf16.partials.bm64");
+    return *reg.find_flce("flce.bf16.mma.partials.bm64");
   };
   auto ids = device_rows_for(store, dev);
   ASSERT_EQ(ids.size(), 1u);
   // Exact.
   auto a = resolve_best(&store, ids, dev, testing::problem(4096, 1024, 32000), FlceMode::forward_backward, false, reg, h);
   EXPECT_EQ(a.source, ChoiceSource::tuned);
-  EXPECT_EQ(a.variant, "flce.bf16.owning.bm128");
+  EXPECT_EQ(a.variant, "flce.bf16.mma.owning.bm128");
   // Nearest: 8192,4096,128256 is one doubling from the big one.
   a = resolve_best(&store, ids, dev, testing::problem(8192, 4096, 128256), FlceMode::forward_backward, false, reg, h);
   EXPECT_EQ(a.source, ChoiceSource::nearest);
-  EXPECT_EQ(a.variant, "flce.bf16.owning.bm64");
+  EXPECT_EQ(a.variant, "flce.bf16.mma.owning.bm64");
   EXPECT_DOUBLE_EQ(a.distance, 1.0);
   EXPECT_EQ(a.tuned_problem_key, testing::problem(16384, 4096, 128256).key());
   // Nothing tuned with these options (label smoothing): heuristic, said so.
@@ -306,7 +306,7 @@ TEST_F(Fixture, BestFallsBackToTheNearestTunedShapeThenTheHeuristic) {
   p.label_smoothing = 0.1;
   a = resolve_best(&store, ids, dev, p, FlceMode::forward_backward, false, reg, h);
   EXPECT_EQ(a.source, ChoiceSource::heuristic);
-  EXPECT_EQ(a.variant, "flce.bf16.partials.bm64");
+  EXPECT_EQ(a.variant, "flce.bf16.mma.partials.bm64");
   // No store at all.
   a = resolve_best(nullptr, {}, dev, p, FlceMode::forward_backward, false, reg, h);
   EXPECT_EQ(a.source, ChoiceSource::heuristic);
