@@ -3,6 +3,7 @@
 # a carried folder of Release binaries (dist/, made by experiments/make_dist.sh).
 # The device tool returns at most 8 files, so each stage appends to one log of
 # its group under $OUT. Stages: tests sanitize probe-bf16 probe-fp32 tune
+# wgmma-tests wgmma-sanitize wgmma-probe (the Hopper engine, issue #7)
 set -u
 D=${DIST:-dist}
 OUT=${OUT:-out}
@@ -49,6 +50,28 @@ for stage in "$@"; do
       run tune 60 "$D/detfuse" verify --kernel flce --shape 257,200,4099 --dtype bf16 \
         --variant flce.bf16.mma.atomic.bm128_bn128_bk32_wm2_wn4_st4_mb1024_sk4 --seed 0 --repeats 5 --db "$OUT/detfuse.db"
       tail -n 40 "$OUT/tune.log" ;;
+    wgmma-tests)
+      nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv >> "$OUT/wgmma.log"
+      run wgmma 120 "$D/test_engines_wgmma"
+      run wgmma 300 "$D/test_flce_gpu" --gtest_filter='*wgmma*:*cublaslt*'
+      grep -E "^\[  (PASSED|FAILED) |FAILED  \]|tests? ran" "$OUT/wgmma.log" | tail -20
+      grep -E "distinct digests" "$OUT/wgmma.log" | sort | uniq -c ;;
+    wgmma-sanitize)
+      run sanitize 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$D/test_engines_wgmma" \
+        --gtest_filter='GemmWgmma.Wg256c2_AK_BMN:GemmWgmma.SplitK:GemmWgmma.LogitsRowStatistics'
+      run sanitize 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$D/test_flce_gpu" \
+        --gtest_filter='*MatchesReference*wgmma_partials_bm128_bn256_bk64_c2*'
+      run sanitize 120 compute-sanitizer --tool racecheck --error-exitcode 9 "$D/test_engines_wgmma" \
+        --gtest_filter='GemmWgmma.Wg256c2_AMN_BMN'
+      run sanitize 120 compute-sanitizer --tool synccheck --error-exitcode 9 "$D/test_engines_wgmma" \
+        --gtest_filter='GemmWgmma.Wg128c2_AK_BK:GemmWgmma.SplitK'
+      grep -E "ERROR SUMMARY|^=== exit" "$OUT/sanitize.log" ;;
+    wgmma-probe)
+      run bench 60 "$D/wgmma_probe" 16384 4096 128256 5
+      run bench 60 "$D/wgmma_probe" 8192 2304 256000 5
+      run bench 150 "$D/flce_probe" 16384 4096 128256 bf16 "" 3
+      run bench 150 "$D/flce_probe" 8192 2304 256000 bf16 "" 3
+      grep -E "cuBLAS|wgmma|cublaslt|bm128_bn128_bk32_wm2_wn4_st4_mb1920|TF/s" "$OUT/bench.log" ;;
     *) echo "unknown stage $stage" ;;
   esac
 done

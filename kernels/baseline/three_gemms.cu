@@ -41,15 +41,6 @@ __global__ void fill_random_kernel(T* p, uint64_t n, uint32_t seed, float scale)
   }
 }
 
-void fill_random(void* p, DType t, uint64_t n, uint32_t seed, float scale, cudaStream_t stream) {
-  if (n == 0) return;
-  const unsigned blocks = unsigned(std::min<uint64_t>((n + 255) / 256, 65536));
-  if (t == DType::bf16)
-    fill_random_kernel<<<blocks, 256, 0, stream>>>(static_cast<__nv_bfloat16*>(p), n, seed, scale);
-  else
-    fill_random_kernel<<<blocks, 256, 0, stream>>>(static_cast<float*>(p), n, seed, scale);
-  DETFUSE_CHECK_LAUNCH();
-}
 
 DeviceBytes alloc_named(const char* what, uint64_t bytes) {
   try {
@@ -61,6 +52,16 @@ DeviceBytes alloc_named(const char* what, uint64_t bytes) {
 }
 
 }  // namespace
+
+void fill_random(void* p, DType t, uint64_t n, uint32_t seed, float scale, cudaStream_t stream) {
+  if (n == 0) return;
+  const unsigned blocks = unsigned(std::min<uint64_t>((n + 255) / 256, 65536));
+  if (t == DType::bf16)
+    fill_random_kernel<<<blocks, 256, 0, stream>>>(static_cast<__nv_bfloat16*>(p), n, seed, scale);
+  else
+    fill_random_kernel<<<blocks, 256, 0, stream>>>(static_cast<float*>(p), n, seed, scale);
+  DETFUSE_CHECK_LAUNCH();
+}
 
 double median_ms(std::vector<double> v) {
   if (v.empty()) return 0.0;

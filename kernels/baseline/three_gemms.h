@@ -12,6 +12,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -37,5 +38,9 @@ ThreeGemmTiming time_three_gemms(const FlceProblem& p, int warmup, int reps, cud
 
 // Median of a sample (the mean of the two middle values for an even count).
 double median_ms(std::vector<double> v);
+
+// Fills n elements of p (bf16 or fp32) with a counter-based hash, uniform in
+// [-scale, scale): random-looking device data without a host copy.
+void fill_random(void* p, DType t, uint64_t n, uint32_t seed, float scale, cudaStream_t stream = nullptr);
 
 }  // namespace detfuse::baseline

@@ -7,7 +7,10 @@
 // bounded whatever N is):
 //   1. logits  Z_c = X_c W^T            GEMM, fp32 into the chunk buffer [Nc, Vp]
 //   2. row pass: LSE, row loss; then G_c = dL/dZ_c written over Z_c in place
-//      (bf16 for the tensor-core engine: it is the next GEMMs' operand)
+//      (bf16 for the tensor-core engines: it is the next GEMMs' operand). With
+//      an engine that fuses row statistics into the logits epilogue (wgmma),
+//      LSE comes from the per-tile {max, sum exp, sum z} in a fixed order and
+//      the row pass reads the logits once instead of twice
 //   3. dX_c = G_c W                      GEMM, owned by output tile: deterministic
 //      (K split in a fixed number of parts summed in order when the chunk has
 //      too few output tiles to fill the GPU)
@@ -56,7 +59,8 @@ struct Plan {
   int64_t Vp = 0;          // V rounded up to 8: leading dimension of the chunk buffer
   int64_t chunk_rows = 0;  // Nc
   int dx_splits = 1;       // K splits of the dX GEMM (fixed by the shape, summed in order)
-  size_t counts = 0, loss_rows = 0, logits = 0, dw_acc = 0, partials = 0, dx_partials = 0, total = 0;
+  int64_t stats_cols = 0;  // column tiles of the logits GEMM when its epilogue writes row statistics
+  size_t counts = 0, loss_rows = 0, logits = 0, stats = 0, dw_acc = 0, partials = 0, dx_partials = 0, total = 0;
   bool need_loss_rows = false, need_dw_acc = false, need_partials = false;
 };
 
@@ -67,7 +71,10 @@ struct Plan {
 constexpr int kDxTargetTiles = 1024;
 constexpr int kDxMaxSplits = 8;
 
-inline Plan make_plan(const FlceProblem& p, FlceMode mode, const StrategyParams& sp, int block_m, int block_n) {
+// row_stats: the engine's logits epilogue writes per-tile row statistics;
+// split_dx: the dX GEMM may be split along K when it has too few output tiles.
+inline Plan make_plan(const FlceProblem& p, FlceMode mode, const StrategyParams& sp, int block_m, int block_n,
+                      bool row_stats = false, bool split_dx = true) {
   Plan pl;
   pl.Vp = round_up(p.V, 8);
   int64_t budget_rows = (int64_t(sp.chunk_mib) << 20) / (pl.Vp * 4);
@@ -86,9 +93,11 @@ inline Plan make_plan(const FlceProblem& p, FlceMode mode, const StrategyParams&
   pl.counts = take(3 * sizeof(int64_t));
   pl.loss_rows = take(pl.need_loss_rows ? size_t(p.N) * 4 : 0);
   pl.logits = take(size_t(pl.chunk_rows) * size_t(pl.Vp) * 4);
+  if (row_stats && fwd) pl.stats_cols = (p.V + block_n - 1) / block_n;
+  pl.stats = take(size_t(pl.chunk_rows) * size_t(pl.stats_cols) * 16);
   pl.dw_acc = take(pl.need_dw_acc ? size_t(p.V) * size_t(p.D) * 4 : 0);
   pl.partials = take(pl.need_partials ? size_t(sp.splits) * size_t(std::min<int64_t>(sp.slab_rows, p.V)) * size_t(p.D) * 4 : 0);
-  if (bwd) {
+  if (bwd && split_dx) {
     int64_t tiles = ((pl.chunk_rows + block_m - 1) / block_m) * ((p.D + block_n - 1) / block_n);
     pl.dx_splits = int(std::clamp<int64_t>(kDxTargetTiles / tiles, 1, kDxMaxSplits));
     pl.dx_splits = int(std::min<int64_t>(pl.dx_splits, (p.V + 255) / 256));  // keep >= 256 of K per split
@@ -114,13 +123,17 @@ struct FlceDriver {
     return std::nullopt;
   }
 
+  static Plan plan(const FlceProblem& p, FlceMode mode, const StrategyParams& sp) {
+    return make_plan(p, mode, sp, Cfg::BM, Cfg::BN, Engine::fused_row_stats, Engine::split_dx);
+  }
+
   static size_t workspace_bytes(const FlceProblem& p, FlceMode mode, const StrategyParams& sp) {
-    return make_plan(p, mode, sp, Cfg::BM, Cfg::BN).total;
+    return plan(p, mode, sp).total;
   }
 
   static void launch(const FlceProblem& p, FlceMode mode, const FlceArgs& a, const StrategyParams& sp,
                      cudaStream_t s) {
-    const Plan pl = make_plan(p, mode, sp, Cfg::BM, Cfg::BN);
+    const Plan pl = plan(p, mode, sp);
     if (a.workspace_size < pl.total || (pl.total && !a.workspace))
       throw invalid_argument("workspace: variant needs " + std::to_string(pl.total) + " bytes, got " +
                              std::to_string(a.workspace_size));
@@ -149,13 +162,25 @@ struct FlceDriver {
       g1.M = nc; g1.N = V; g1.K = D;
       g1.A = Xc; g1.lda = p.D;
       g1.B = W; g1.ldb = p.D;
-      Engine::template gemm<Cfg, Major::K, Major::K>(g1, EpiStoreLogits{L, pl.Vp, float(p.softcap)},
-                                                     /*group_m: X chunk stays in L2*/ 1 << 30, s);
+      float* stats = pl.stats_cols ? reinterpret_cast<float*>(ws + pl.stats) : nullptr;
+      constexpr int kLogitsGroup = 1 << 30;  // one W column tile meets every row tile: the X chunk stays in L2
+      bool fused = false;
+      if constexpr (Engine::fused_row_stats) {
+        if (stats) {
+          Engine::template gemm<Cfg, Major::K, Major::K>(
+              g1, EpiLogitsStats{L, pl.Vp, float(p.softcap), stats, pl.stats_cols}, kLogitsGroup, s);
+          fused = true;
+        }
+      }
+      if (!fused)
+        Engine::template gemm<Cfg, Major::K, Major::K>(g1, EpiStoreLogits{L, pl.Vp, float(p.softcap)}, kLogitsGroup, s);
 
       RowPass rp;
       rp.L = L; rp.ldl = pl.Vp; rp.rows = nc; rp.row0 = r0;
       rp.y = a.y; rp.counts = counts; rp.dloss = a.dloss;
       rp.lse_in = fwd ? nullptr : a.lse_in;
+      rp.stats = stats;
+      rp.stats_cols = pl.stats_cols;
       rp.lse_out = fwd ? a.lse : nullptr;
       rp.loss_rows = fwd ? loss_rows : nullptr;
       rp.write_grad = bwd;
@@ -224,9 +249,11 @@ struct FlceDriver {
 };
 
 // Registers the three strategies of one engine/tile configuration:
-// owning at each chunk budget in `owning_mib`, atomic and partials at `mib`.
+// owning at each chunk budget in `owning_mib`, atomic (unless the engine has no
+// atomic epilogue) and partials at `mib`.
 template <class Engine, class Cfg>
-void register_tile_config(Registry& r, const std::vector<int>& owning_mib, int mib, int splits, int slab_rows) {
+void register_tile_config(Registry& r, const std::vector<int>& owning_mib, int mib, int splits, int slab_rows,
+                          bool with_atomic = true) {
   auto add = [&](const StrategyParams& sp) {
     FlceVariant v;
     v.desc.family = Family::flce;
@@ -257,7 +284,7 @@ void register_tile_config(Registry& r, const std::vector<int>& owning_mib, int m
     r.add(std::move(v));
   };
   for (int mb : owning_mib) add({Strategy::owning, mb, 1, 0});
-  add({Strategy::atomic, mib, splits, 0});
+  if (with_atomic) add({Strategy::atomic, mib, splits, 0});
   add({Strategy::partials, mib, splits, slab_rows});
 }
 

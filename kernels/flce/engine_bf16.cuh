@@ -19,6 +19,8 @@ namespace detfuse::flce {
 struct Bf16Engine {
   using T = __nv_bfloat16;
   static constexpr DType dtype = DType::bf16;
+  static constexpr bool fused_row_stats = false;  // the row pass computes LSE from the logits
+  static constexpr bool split_dx = true;  // split dX along K when it has too few output tiles
   static constexpr bool grad_bf16 = true;
   static constexpr const char* engine = "mma";
   static constexpr const char* summary = "bf16 tensor cores (mma.sync m16n8k16), fp32 accumulation";

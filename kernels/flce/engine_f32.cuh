@@ -17,6 +17,8 @@ namespace detfuse::flce {
 struct F32Engine {
   using T = float;
   static constexpr DType dtype = DType::f32;
+  static constexpr bool fused_row_stats = false;  // the row pass computes LSE from the logits
+  static constexpr bool split_dx = true;  // split dX along K when it has too few output tiles
   static constexpr bool grad_bf16 = false;
   static constexpr const char* engine = "fma";
   static constexpr const char* summary = "exact fp32 FMA (no TF32), register-blocked SIMT tiles";

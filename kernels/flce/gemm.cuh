@@ -47,6 +47,19 @@ struct EpiStoreLogits {
   }
 };
 
+// Logits with per-tile row statistics (engines with fused_row_stats only):
+// besides storing C as EpiStoreLogits does, the block that owns column tile t
+// of row m writes stats[m * ld_stats + t] = {max_j z, sum_j exp(z - max),
+// sum_j z, 0} over its in-range columns j, so the row pass combines ld_stats
+// entries in a fixed order instead of reading the whole row of logits again.
+struct EpiLogitsStats {
+  float* C;
+  int64_t ldc;
+  float softcap;
+  float* stats;  // [rows, ld_stats] float4 (16-byte aligned)
+  int64_t ld_stats;
+};
+
 // Plain store, converting to the output type (dX).
 template <class T>
 struct EpiStore {

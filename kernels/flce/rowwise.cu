@@ -2,7 +2,8 @@
 // pass 1 reads the row once (online max / rescaled sum / sum of z, per thread
 // in a fixed element order, then a fixed butterfly + in-order warp combine),
 // giving LSE and the row loss; pass 2 reads it again and overwrites it with the
-// gradient dL/dz. In bf16 the gradient row is written into the first half of
+// gradient dL/dz. When the logits GEMM wrote per-tile statistics, pass 1
+// combines those instead (one read of the row in all). In bf16 the gradient row is written into the first half of
 // the fp32 row's bytes: tile t's bf16 bytes end where tile t's fp32 reads began,
 // so one barrier between each tile's reads and writes makes it safe.
 #include <cub/device/device_for.cuh>
@@ -107,19 +108,30 @@ __global__ void __launch_bounds__(ROW_THREADS) row_kernel(const RowPass r, const
   } else {
     MaxSum ms{-INFINITY, 0.f};
     float sz = 0.f;
-    for (int j = threadIdx.x * 4; j < V; j += ROW_THREADS * 4) {
-      float4 v = *reinterpret_cast<const float4*>(L + j);
-      float z[4] = {v.x, v.y, v.z, v.w};
+    if (r.stats) {
+      // Combine the logits epilogue's per-tile statistics, each thread a fixed
+      // strided subset in order, then the fixed block reduction.
+      const float4* st = reinterpret_cast<const float4*>(r.stats) + int64_t(row) * r.stats_cols;
+      for (int64_t c = threadIdx.x; c < r.stats_cols; c += ROW_THREADS) {
+        float4 v = st[c];
+        ms = combine(ms, MaxSum{v.x, v.y});
+        sz += v.z;
+      }
+    } else {
+      for (int j = threadIdx.x * 4; j < V; j += ROW_THREADS * 4) {
+        float4 v = *reinterpret_cast<const float4*>(L + j);
+        float z[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        if (j + q < V) {
-          if (z[q] > ms.m) {
-            ms.s = ms.s * expf(ms.m - z[q]) + 1.f;
-            ms.m = z[q];
-          } else {
-            ms.s += expf(z[q] - ms.m);
+        for (int q = 0; q < 4; ++q) {
+          if (j + q < V) {
+            if (z[q] > ms.m) {
+              ms.s = ms.s * expf(ms.m - z[q]) + 1.f;
+              ms.m = z[q];
+            } else {
+              ms.s += expf(z[q] - ms.m);
+            }
+            sz += z[q];
           }
-          sz += z[q];
         }
       }
     }

@@ -30,6 +30,11 @@ struct RowPass {
   const int64_t* counts = nullptr;   // from launch_count_targets
   const float* dloss = nullptr;      // [N] for reduction none
   const float* lse_in = nullptr;     // [N]: use instead of computing statistics (backward mode)
+  // Per-tile row statistics from the logits epilogue (EpiLogitsStats): [rows,
+  // stats_cols] of {max, sum exp(z - max), sum z, 0}; when set, LSE and sum z
+  // are combined from them in a fixed order and the logits are read once.
+  const float* stats = nullptr;
+  int64_t stats_cols = 0;
   float* lse_out = nullptr;          // [N] or nullptr
   float* loss_rows = nullptr;        // [N] per-row loss or nullptr
   // When write_grad: G = dL/dz overwrites L in place, as bf16 with leading

@@ -1,0 +1,108 @@
+// Development probe for the Hopper engine alone (llm.c habit): times
+// launch_gemm_wgmma on the three FLCE products at a full shape, as cuBLAS
+// computes them (logits X W^T [N, V] fp32, dX = G W [N, D], dW = G^T X [V, D]),
+// for each registered wgmma configuration, beside three cuBLASLt GEMMs timed
+// in the same process. Random bf16 data, L2 flushed before every timing,
+// median of the repetitions. The logits are timed with and without the fused
+// row statistics, so the cost of that epilogue shows.
+//   wgmma_probe N D V [reps]
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kernels/baseline/three_gemms.h"
+#include "kernels/common/buffer.h"
+#include "kernels/common/timer.h"
+#include "kernels/flce/gemm_wgmma.cuh"
+
+using namespace detfuse;
+using namespace detfuse::flce;
+
+namespace {
+
+struct Bufs {
+  DeviceBytes X, W, G, Z, S, dX, dW, flush;
+};
+
+double time_ms(const std::function<void()>& f, Bufs& b, int reps) {
+  f();  // warm-up (descriptor encode, occupancy query, module load)
+  DETFUSE_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<double> ms;
+  EventTimer t;
+  for (int r = 0; r < reps; ++r) {
+    DETFUSE_CUDA_CHECK(cudaMemsetAsync(b.flush.get(), 0, b.flush.bytes()));
+    t.start();
+    f();
+    ms.push_back(t.stop_ms());
+  }
+  return baseline::median_ms(ms);
+}
+
+template <class Cfg>
+void probe(const char* name, int N, int D, int V, Bufs& b, int reps) {
+  const double f = 2.0 * N * double(D) * V;
+  GemmParams lg;  // logits: A = X [N, D] (K), B = W [V, D] (K)
+  lg.M = N; lg.N = V; lg.K = D; lg.A = b.X.get(); lg.lda = D; lg.B = b.W.get(); lg.ldb = D;
+  GemmParams dx;  // dX: A = G [N, V] (K), B = W (MN)
+  dx.M = N; dx.N = D; dx.K = V; dx.A = b.G.get(); dx.lda = V; dx.B = b.W.get(); dx.ldb = D;
+  GemmParams dw;  // dW: A = G^T (MN), B = X (MN)
+  dw.M = V; dw.N = D; dw.K = N; dw.A = b.G.get(); dw.lda = V; dw.B = b.X.get(); dw.ldb = D;
+  const int64_t tiles = (V + Cfg::BN - 1) / Cfg::BN;
+  auto* Z = static_cast<float*>(b.Z.get());
+  const double t_logits = time_ms([&] {
+    launch_gemm_wgmma<Cfg, Major::K, Major::K>(lg, to_wg_epilogue(EpiStoreLogits{Z, V, 0.f}), 1 << 30, nullptr);
+  }, b, reps);
+  const double t_stats = time_ms([&] {
+    launch_gemm_wgmma<Cfg, Major::K, Major::K>(
+        lg, to_wg_epilogue(EpiLogitsStats{Z, V, 0.f, static_cast<float*>(b.S.get()), tiles}), 1 << 30, nullptr);
+  }, b, reps);
+  const double t_dx = time_ms([&] {
+    launch_gemm_wgmma<Cfg, Major::K, Major::MN>(dx, to_wg_epilogue(EpiStore<float>{static_cast<float*>(b.dX.get()), D}),
+                                                8, nullptr);
+  }, b, reps);
+  const double t_dw = time_ms([&] {
+    launch_gemm_wgmma<Cfg, Major::MN, Major::MN>(
+        dw, to_wg_epilogue(EpiAccumulate{static_cast<float*>(b.dW.get()), D, 1}), 1, nullptr);
+  }, b, reps);
+  std::printf("%-28s logits %7.2f ms (%5.0f TF/s)  +stats %7.2f ms  dX %7.2f ms (%5.0f)  dW %7.2f ms (%5.0f)  sum %7.2f\n",
+              name, t_logits, f / t_logits / 1e9, t_stats, t_dx, f / t_dx / 1e9, t_dw, f / t_dw / 1e9,
+              t_stats + t_dx + t_dw);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: wgmma_probe N D V [reps]\n");
+    return 2;
+  }
+  const int N = std::atoi(argv[1]), D = std::atoi(argv[2]), V = std::atoi(argv[3]);
+  const int reps = argc > 4 ? std::atoi(argv[4]) : 5;
+  FlceProblem p;
+  p.N = N; p.D = D; p.V = V;
+  auto base = baseline::time_three_gemms(p, 2, reps);
+  const double f = 2.0 * N * double(D) * V;
+  std::printf("shape %d,%d,%d: cuBLASLt logits %.2f ms (%.0f TF/s)  dX %.2f ms (%.0f)  dW %.2f ms (%.0f)  sum %.2f\n", N,
+              D, V, base.logits_ms, f / base.logits_ms / 1e9, base.dx_ms, f / base.dx_ms / 1e9, base.dw_ms,
+              f / base.dw_ms / 1e9, base.total_ms());
+  Bufs b;
+  b.X.allocate(size_t(N) * D * 2);
+  b.W.allocate(size_t(V) * D * 2);
+  b.G.allocate(size_t(N) * V * 2);
+  b.Z.allocate(size_t(N) * V * 4);
+  b.S.allocate(size_t(N) * ((V + 63) / 64) * 16);
+  b.dX.allocate(size_t(N) * D * 4);
+  b.dW.allocate(size_t(V) * D * 4);
+  b.flush.allocate(size_t(100) << 20);
+  baseline::fill_random(b.X.get(), DType::bf16, uint64_t(N) * D, 1u, 1.0f);
+  baseline::fill_random(b.W.get(), DType::bf16, uint64_t(V) * D, 2u, 0.05f);
+  baseline::fill_random(b.G.get(), DType::bf16, uint64_t(N) * V, 3u, 1e-3f);
+  probe<WgConfig<128, 256, 64, 2, 4>>("bm128_bn256_bk64_c2_st4", N, D, V, b, reps);
+  probe<WgConfig<128, 256, 64, 1, 4>>("bm128_bn256_bk64_c1_st4", N, D, V, b, reps);
+  probe<WgConfig<128, 128, 64, 2, 6>>("bm128_bn128_bk64_c2_st6", N, D, V, b, reps);
+  return 0;
+}

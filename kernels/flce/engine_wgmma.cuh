@@ -1,0 +1,55 @@
+// The Hopper wgmma/TMA engine as the FLCE driver sees it: element type, the
+// gradient chunk kept in bf16, fused row statistics in the logits epilogue,
+// the canonical parameters of a WgConfig and the engine's own can_run.
+// Only sm_90a translation units (DETFUSE_HAVE_WGMMA) include this file.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/common/device_info.h"
+#include "kernels/common/problem.h"
+#include "kernels/flce/gemm_wgmma.cuh"
+
+namespace detfuse::flce {
+
+struct WgmmaEngine {
+  using T = __nv_bfloat16;
+  static constexpr DType dtype = DType::bf16;
+  static constexpr bool split_dx = true;  // split dX along K when it has too few output tiles
+  static constexpr bool grad_bf16 = true;
+  static constexpr bool fused_row_stats = true;
+  static constexpr const char* engine = "wgmma";
+  static constexpr const char* summary =
+      "bf16 wgmma fed by TMA (sm_90a, CUTLASS 4.2 mainloop), warp-specialized persistent kernel, fp32 accumulation";
+
+  template <class Cfg, Major AM, Major BM, class Epi>
+  static void gemm(const GemmParams& p, const Epi& e, int group_m, cudaStream_t s) {
+    launch_gemm_wgmma<Cfg, AM, BM>(p, to_wg_epilogue(e), group_m, s);
+  }
+
+  template <class Cfg>
+  static std::vector<std::pair<std::string, int64_t>> config_params() {
+    return {{"bm", Cfg::BM}, {"bn", Cfg::BN}, {"bk", Cfg::BK}, {"c", Cfg::CLUSTER_M}, {"st", Cfg::STAGES}};
+  }
+
+  template <class Cfg>
+  static std::optional<std::string> can_run(const FlceProblem& p, const DeviceInfo& dev) {
+    // sm_90a code runs on compute capability 9.0 exactly (H100, H200, GH200).
+    if (dev.compute_capability() != 90)
+      return "wgmma/TMA code is built for sm_90a and runs on compute capability 9.0 only, device has " +
+             std::to_string(dev.compute_capability());
+    if (p.D % 8 != 0)
+      return "D must be a multiple of 8 (TMA needs 16-byte aligned rows of X and W), got " + std::to_string(p.D);
+    if (dev.max_smem_per_block_optin > 0 && Cfg::ring_bytes() + 1024 > size_t(dev.max_smem_per_block_optin))
+      return "needs " + std::to_string(Cfg::ring_bytes()) + " bytes of shared memory per block, device allows " +
+             std::to_string(dev.max_smem_per_block_optin);
+    return std::nullopt;
+  }
+};
+
+}  // namespace detfuse::flce

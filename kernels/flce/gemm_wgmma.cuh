@@ -1,0 +1,518 @@
+// Hopper (sm_90a) GEMM engine for FLCE: C = A B^T with bf16 operands and fp32
+// accumulation on wgmma, operands fed by the tensor memory accelerator (TMA)
+// through a multi-stage shared-memory ring on mbarriers (see gemm.cuh for the
+// contract every engine follows).
+//
+// Why this shape. The mma.sync engine (gemm_bf16.cuh) reaches 300-330 TFLOP/s
+// on the FLCE products because every warp moves its own fragments through
+// registers; wgmma reads both operands straight from swizzled shared memory and
+// a single producer thread issues bulk tensor copies, which is how cuBLAS
+// reaches 580-660 TFLOP/s on the same shapes. The kernel is warp-specialized:
+//   warpgroup 0   producer: one elected thread issues TMA loads of A and B
+//                 tiles into a STAGES-deep ring (B multicast to the other CTA
+//                 of a 2x1 cluster), the rest of the warpgroup idles with 40
+//                 registers (setmaxnreg);
+//   warpgroups 1-2 consumers ("cooperative"): each owns BM/2 rows of the
+//                 BM x BN tile, issues wgmma on the ring's stages with fp32
+//                 accumulators in registers (232 registers each), then runs
+//                 the epilogue straight from the accumulators.
+// The grid is persistent: each CTA (cluster) walks work units (split, tile) in
+// a grouped raster, so the producer already loads the next tile's stages while
+// the consumers store the last one.
+//
+// What comes from CUTLASS 4.2 (pinned, kernels/flce/README.md): the mainloop
+// collective (CollectiveMma for MainloopSm90TmaGmmaWarpSpecialized, built by
+// CollectiveBuilder: smem layouts with 128-byte swizzle, TMA descriptors, the
+// wgmma atoms, the PipelineTmaAsync ring). What is ours: the kernel around it
+// (split-K work units with arbitrary k ranges, the raster, the persistent
+// loop) and the epilogues, which FLCE needs fused (softcap and per-tile row
+// statistics on the logits; owning accumulate, vector atomics and partial
+// slices on dW) and which CUTLASS's epilogue collectives do not express.
+//
+// Every epilogue works on pairs of adjacent columns: the wgmma accumulator
+// layout gives each thread values (m, n) and (m, n+1) next to each other, so
+// stores, loads and atomics are 8 bytes wide (float2 / bf16x2, and the sm_90
+// vector atomicAdd(float2*)).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/common/error.h"
+#include "kernels/flce/gemm.cuh"
+
+#if defined(DETFUSE_HAVE_WGMMA)
+#include <cute/tensor.hpp>
+#include <cutlass/arch/reg_reconfig.h>
+#include <cutlass/cutlass.h>
+#include <cutlass/gemm/collective/collective_builder.hpp>
+#include <cutlass/gemm/dispatch_policy.hpp>
+#include <cutlass/pipeline/sm90_pipeline.hpp>
+#endif
+
+namespace detfuse::flce {
+
+// Block tile BM x BN x BK (BM = 128: two consumer warpgroups of 64 rows),
+// CM CTAs per cluster along M (B tiles multicast between them), STAGES-deep ring.
+template <int BM_, int BN_, int BK_, int CM_, int STAGES_>
+struct WgConfig {
+  static constexpr int BM = BM_, BN = BN_, BK = BK_, CLUSTER_M = CM_, STAGES = STAGES_;
+  static constexpr int CONSUMERS = 2;
+  static constexpr int THREADS = 128 * (1 + CONSUMERS);
+  static_assert(BM == 128 || BM == 256, "two consumer warpgroups of 64 or 128 rows each");
+  static_assert(BN % 64 == 0 && BN >= 64 && BN <= 256, "wgmma N from 64 to 256 in steps of 64 here");
+  static_assert(BK == 64, "one 128-byte swizzle atom of bf16 along K");
+  static_assert(CM_ == 1 || CM_ == 2, "clusters of one or two CTAs along M");
+  static_assert(STAGES >= 2, "the TMA ring needs at least two stages");
+  // Shared memory of the ring (the pipeline barriers add a few hundred bytes).
+  static constexpr size_t ring_bytes() { return size_t(STAGES) * (BM + BN) * BK * 2; }
+};
+
+// The epilogue of one wgmma GEMM call, chosen at run time so that one kernel
+// instantiation per operand layout serves every FLCE epilogue (fewer, faster
+// builds; the branch is uniform across the grid).
+struct WgEpilogue {
+  enum Kind : int { store_f32, store_bf16, logits, accumulate, atomic, partial };
+  int kind = store_f32;
+  void* C = nullptr;
+  int64_t ldc = 0;
+  float softcap = 0.f;        // logits
+  int first = 0;              // accumulate: overwrite instead of add
+  int64_t split_stride = 0;   // partial: elements between split slices
+  float4* stats = nullptr;    // logits: per (row, column tile) {max, sum exp(z - max), sum z, 0}
+  int64_t ld_stats = 0;       // column tiles per stats row
+  int pairs = 1;              // set by the launcher: 8-byte accesses are aligned (else element by element)
+};
+
+inline WgEpilogue to_wg_epilogue(const EpiStoreLogits& e) {
+  WgEpilogue w;
+  w.kind = WgEpilogue::logits;
+  w.C = e.C;
+  w.ldc = e.ldc;
+  w.softcap = e.softcap;
+  return w;
+}
+inline WgEpilogue to_wg_epilogue(const EpiLogitsStats& e) {
+  WgEpilogue w = to_wg_epilogue(EpiStoreLogits{e.C, e.ldc, e.softcap});
+  w.stats = reinterpret_cast<float4*>(e.stats);
+  w.ld_stats = e.ld_stats;
+  return w;
+}
+inline WgEpilogue to_wg_epilogue(const EpiStore<float>& e) {
+  WgEpilogue w;
+  w.kind = WgEpilogue::store_f32;
+  w.C = e.C;
+  w.ldc = e.ldc;
+  return w;
+}
+inline WgEpilogue to_wg_epilogue(const EpiStore<__nv_bfloat16>& e) {
+  WgEpilogue w;
+  w.kind = WgEpilogue::store_bf16;
+  w.C = e.C;
+  w.ldc = e.ldc;
+  return w;
+}
+inline WgEpilogue to_wg_epilogue(const EpiAccumulate& e) {
+  WgEpilogue w;
+  w.kind = WgEpilogue::accumulate;
+  w.C = e.C;
+  w.ldc = e.ldc;
+  w.first = e.first;
+  return w;
+}
+inline WgEpilogue to_wg_epilogue(const EpiAtomic& e) {
+  WgEpilogue w;
+  w.kind = WgEpilogue::atomic;
+  w.C = e.C;
+  w.ldc = e.ldc;
+  return w;
+}
+inline WgEpilogue to_wg_epilogue(const EpiPartial& e) {
+  WgEpilogue w;
+  w.kind = WgEpilogue::partial;
+  w.C = e.P;
+  w.ldc = e.ldc;
+  w.split_stride = e.split_stride;
+  return w;
+}
+
+// Launches C = A B^T for one operand layout (defined below when the engine is
+// built, i.e. in sm_90a translation units). Throws detfuse::Error when the
+// operands break TMA's rules (16-byte aligned bases and leading dimensions).
+template <class Cfg, Major AM, Major BMj>
+void launch_gemm_wgmma(const GemmParams& p, const WgEpilogue& epi, int group_m, cudaStream_t stream);
+
+#if defined(DETFUSE_HAVE_WGMMA)
+
+namespace wg {
+
+using namespace cute;
+
+template <class Cfg, Major AM, Major BMj>
+struct Kernel {
+  using TileShape = Shape<Int<Cfg::BM>, Int<Cfg::BN>, Int<Cfg::BK>>;
+  using ClusterShape = Shape<Int<Cfg::CLUSTER_M>, _1, _1>;
+  // CUTLASS's tags: A is M x K (RowMajor = K contiguous); B is K x N
+  // (ColumnMajor = K contiguous).
+  using LayoutA = std::conditional_t<AM == Major::K, cutlass::layout::RowMajor, cutlass::layout::ColumnMajor>;
+  using LayoutB = std::conditional_t<BMj == Major::K, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>;
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cutlass::bfloat16_t, LayoutA, 8, cutlass::bfloat16_t,
+      LayoutB, 8, float, TileShape, ClusterShape, cutlass::gemm::collective::StageCount<Cfg::STAGES>,
+      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
+  using TiledMma = typename Mainloop::TiledMma;
+  using Pipeline = typename Mainloop::MainloopPipeline;
+  using PipelineState = typename Mainloop::PipelineState;
+
+  struct SharedStorage {
+    typename Mainloop::TensorStorage tensors;
+    alignas(16) typename Mainloop::PipelineStorage pipeline;
+  };
+  static constexpr size_t smem_bytes = sizeof(SharedStorage);
+
+  struct Params {
+    typename Mainloop::Params mainloop;
+    int M, N, K;
+    int k_per_split;  // multiple of BK
+    int splits;
+    int tiles_m, tiles_n, tiles_mc;  // tiles_mc: cluster tiles along M
+    int group_mc;                    // raster group, in cluster tiles
+    WgEpilogue epi;
+  };
+
+  // Work unit u -> (split, m tile of this CTA, n tile); the raster is grouped
+  // over cluster tiles exactly as the mma.sync engine groups block tiles.
+  struct Unit {
+    int split, tm, tn, kt0, kt_count;
+  };
+  static __device__ __forceinline__ Unit unit(const Params& P, int u, int rank_m) {
+    Unit w;
+    const int per_split = P.tiles_mc * P.tiles_n;
+    w.split = u / per_split;
+    const int t = u - w.split * per_split;
+    const int per_group = P.group_mc * P.tiles_n;
+    const int first = (t / per_group) * P.group_mc;
+    const int gm = min(P.tiles_mc - first, P.group_mc);
+    const int r = t - (t / per_group) * per_group;
+    w.tm = (first + r % gm) * Cfg::CLUSTER_M + rank_m;
+    w.tn = r / gm;
+    const int k0 = w.split * P.k_per_split;
+    const int k1 = min(P.K, k0 + P.k_per_split);
+    w.kt0 = k0 / Cfg::BK;
+    w.kt_count = k1 > k0 ? (k1 - k0 + Cfg::BK - 1) / Cfg::BK : 0;
+    return w;
+  }
+
+  // Epilogue of one consumer thread over its accumulator fragment.
+  template <class Accum>
+  static __device__ __forceinline__ void epilogue(const Params& P, Accum& acc, int mma_tid, const Unit& w) {
+    TiledMma tiled_mma;
+    auto thr = tiled_mma.get_thread_slice(mma_tid);
+    Tensor cD = make_identity_tensor(make_shape(Int<Cfg::BM>{}, Int<Cfg::BN>{}));  // (BM,BN) -> (m,n)
+    Tensor tCcD = thr.partition_C(cD);                                              // (MMA,MMA_M,MMA_N)
+    static_assert(rank(decltype(acc.layout()){}) == 3 && size<0, 0>(decltype(acc.layout()){}) == 2 &&
+                      size<0, 1>(decltype(acc.layout()){}) == 2,
+                  "sm90 accumulator fragment ((2,2,N/8),MMA_M,MMA_N): value pairs are adjacent columns");
+    const WgEpilogue& e = P.epi;
+    const int m0 = w.tm * Cfg::BM, n0 = w.tn * Cfg::BN;
+    const int M = P.M, N = P.N;
+    const int64_t ldc = e.ldc;
+
+    if (e.kind == WgEpilogue::logits) {
+      const float cap = e.softcap, inv_cap = cap > 0.f ? 1.f / cap : 0.f;
+      // Softcap in place in the fragment, then store pairs.
+      constexpr int NV = size<0, 2>(decltype(acc.layout()){});
+      CUTE_UNROLL
+      for (int mm = 0; mm < size<1>(acc); ++mm) {
+        CUTE_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          const int m = m0 + get<0>(tCcD(make_coord(make_coord(0, h, 0), mm, 0)));
+          float mx = -INFINITY;
+          CUTE_UNROLL
+          for (int mn = 0; mn < size<2>(acc); ++mn) {
+            CUTE_UNROLL
+            for (int j = 0; j < NV; ++j) {
+              const int n = n0 + get<1>(tCcD(make_coord(make_coord(0, h, j), mm, mn)));
+              CUTE_UNROLL
+              for (int c = 0; c < 2; ++c) {
+                float& v = acc(make_coord(make_coord(c, h, j), mm, mn));
+                if (cap > 0.f) v = cap * tanhf(v * inv_cap);
+                if (n + c < N) mx = fmaxf(mx, v);
+              }
+              const float z0 = acc(make_coord(make_coord(0, h, j), mm, mn));
+              const float z1 = acc(make_coord(make_coord(1, h, j), mm, mn));
+              if (m < M) {
+                float* p = static_cast<float*>(e.C) + int64_t(m) * ldc + n;
+                if (n + 1 < N && e.pairs) {
+                  *reinterpret_cast<float2*>(p) = make_float2(z0, z1);
+                } else {
+                  if (n < N) p[0] = z0;
+                  if (n + 1 < N) p[1] = z1;
+                }
+              }
+            }
+          }
+          if (e.stats) {
+            // Row statistics over this tile's columns: the four lanes of a quad
+            // hold one row; fixed xor-butterfly order, so bitwise reproducible.
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            float se = 0.f, sz = 0.f;
+            CUTE_UNROLL
+            for (int mn = 0; mn < size<2>(acc); ++mn) {
+              CUTE_UNROLL
+              for (int j = 0; j < NV; ++j) {
+                const int n = n0 + get<1>(tCcD(make_coord(make_coord(0, h, j), mm, mn)));
+                CUTE_UNROLL
+                for (int c = 0; c < 2; ++c) {
+                  if (n + c < N) {
+                    const float v = acc(make_coord(make_coord(c, h, j), mm, mn));
+                    se += expf(v - mx);
+                    sz += v;
+                  }
+                }
+              }
+            }
+            se += __shfl_xor_sync(0xffffffffu, se, 1);
+            sz += __shfl_xor_sync(0xffffffffu, sz, 1);
+            se += __shfl_xor_sync(0xffffffffu, se, 2);
+            sz += __shfl_xor_sync(0xffffffffu, sz, 2);
+            if ((threadIdx.x & 3) == 0 && m < M) e.stats[int64_t(m) * e.ld_stats + w.tn] = make_float4(mx, se, sz, 0.f);
+          }
+        }
+      }
+      return;
+    }
+
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc); i += 2) {
+      const auto c = tCcD(i);
+      const int m = m0 + get<0>(c), n = n0 + get<1>(c);
+      if (m >= M || n >= N) continue;
+      const bool two = n + 1 < N;           // the second column is in range
+      const bool pair = two && e.pairs;     // ... and one 8-byte access can do both
+      const float v0 = acc(i), v1 = acc(i + 1);
+      const int64_t off = int64_t(m) * ldc + n;
+      switch (e.kind) {
+        case WgEpilogue::store_f32: {
+          float* p = static_cast<float*>(e.C) + off;
+          if (pair) {
+            *reinterpret_cast<float2*>(p) = make_float2(v0, v1);
+          } else {
+            p[0] = v0;
+            if (two) p[1] = v1;
+          }
+          break;
+        }
+        case WgEpilogue::store_bf16: {
+          __nv_bfloat16* p = static_cast<__nv_bfloat16*>(e.C) + off;
+          if (pair) {
+            *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(v0, v1);
+          } else {
+            p[0] = __float2bfloat16_rn(v0);
+            if (two) p[1] = __float2bfloat16_rn(v1);
+          }
+          break;
+        }
+        case WgEpilogue::accumulate: {
+          float* p = static_cast<float*>(e.C) + off;
+          if (pair) {
+            float2 o = e.first ? make_float2(0.f, 0.f) : *reinterpret_cast<const float2*>(p);
+            *reinterpret_cast<float2*>(p) = e.first ? make_float2(v0, v1) : make_float2(o.x + v0, o.y + v1);
+          } else {
+            p[0] = e.first ? v0 : p[0] + v0;
+            if (two) p[1] = e.first ? v1 : p[1] + v1;
+          }
+          break;
+        }
+        case WgEpilogue::atomic: {
+          float* p = static_cast<float*>(e.C) + off;
+          if (pair) {
+            atomicAdd(reinterpret_cast<float2*>(p), make_float2(v0, v1));  // red.global.add.v2.f32
+          } else {
+            atomicAdd(p, v0);
+            if (two) atomicAdd(p + 1, v1);
+          }
+          break;
+        }
+        case WgEpilogue::partial: {
+          float* p = static_cast<float*>(e.C) + int64_t(w.split) * e.split_stride + off;
+          if (pair) {
+            *reinterpret_cast<float2*>(p) = make_float2(v0, v1);
+          } else {
+            p[0] = v0;
+            if (two) p[1] = v1;
+          }
+          break;
+        }
+        default: break;
+      }
+    }
+  }
+};
+
+template <class Cfg, Major AM, Major BMj>
+__global__ void __launch_bounds__(Cfg::THREADS, 1)
+    gemm_wgmma_kernel(const __grid_constant__ typename Kernel<Cfg, AM, BMj>::Params P) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using K_ = Kernel<Cfg, AM, BMj>;
+  using Mainloop = typename K_::Mainloop;
+  using Pipeline = typename K_::Pipeline;
+  using PipelineState = typename K_::PipelineState;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  auto& ss = *reinterpret_cast<typename K_::SharedStorage*>(smem_raw);
+
+  const int warp = threadIdx.x / 32;
+  const int warp_group = threadIdx.x / 128;
+  const uint32_t rank = cute::block_rank_in_cluster();
+  if (warp == 0 && cute::elect_one_sync()) Mainloop::prefetch_tma_descriptors(P.mainloop);
+
+  typename Pipeline::Params pp;
+  pp.role = warp_group == 0 ? (warp == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::NonParticipant)
+                            : Pipeline::ThreadCategory::Consumer;
+  pp.is_leader = threadIdx.x == 0;
+  pp.num_consumers = 128 * Cfg::CONSUMERS;
+  pp.transaction_bytes = P.mainloop.tma_transaction_bytes;
+  Pipeline pipeline(ss.pipeline, pp, typename K_::ClusterShape{});
+  // The barriers' initialisation must be visible to every CTA of the cluster.
+  if constexpr (Cfg::CLUSTER_M > 1) {
+    cute::cluster_arrive_relaxed();
+    cute::cluster_wait();
+  } else {
+    __syncthreads();
+  }
+
+  Mainloop collective;
+  auto load_inputs = collective.load_init(make_shape(P.M, P.N, P.K, 1), P.mainloop);
+  const int units = P.tiles_mc * P.tiles_n * P.splits;
+  const int cluster = blockIdx.x / Cfg::CLUSTER_M, clusters = gridDim.x / Cfg::CLUSTER_M;
+  const int rank_m = int(rank) % Cfg::CLUSTER_M;
+
+  if (warp_group == 0) {
+    cutlass::arch::warpgroup_reg_dealloc<40>();
+    if (warp == 0) {
+      PipelineState write = cutlass::make_producer_start_state<Pipeline>();
+      const int lane = threadIdx.x % 32;
+      for (int u = cluster; u < units; u += clusters) {
+        const auto w = K_::unit(P, u, rank_m);
+        if (w.kt_count == 0) continue;
+        auto k_iter = cute::make_coord_iterator(w.kt0, shape<3>(get<0>(load_inputs)));
+        collective.load(P.mainloop, pipeline, write, load_inputs, make_coord(w.tm, w.tn, _, 0), k_iter, w.kt_count,
+                        lane, rank, ss.tensors);
+        write.advance(w.kt_count);
+      }
+      collective.load_tail(pipeline, write);
+    }
+  } else {
+    cutlass::arch::warpgroup_reg_alloc<232>();
+    const int mma_tid = threadIdx.x - 128;
+    PipelineState read;
+    typename K_::TiledMma tiled_mma;
+    for (int u = cluster; u < units; u += clusters) {
+      const auto w = K_::unit(P, u, rank_m);
+      Tensor acc = partition_fragment_C(tiled_mma, make_shape(Int<Cfg::BM>{}, Int<Cfg::BN>{}));  // (MMA,MMA_M,MMA_N)
+      if (w.kt_count > 0) {
+        collective.mma(pipeline, read, acc, w.kt_count, mma_tid, ss.tensors, P.mainloop);
+        collective.mma_tail(pipeline, read, w.kt_count);
+        read.advance(w.kt_count);
+      } else {
+        clear(acc);  // an empty k range (a split past K) contributes zeros
+      }
+      K_::epilogue(P, acc, mma_tid, w);
+    }
+  }
+#endif
+}
+
+}  // namespace wg
+
+// Active clusters of one instantiation on the current device (cached per device).
+template <class Kern>
+int wgmma_max_clusters(Kern kernel, int cluster_m, size_t smem, int threads) {
+  static int cache[64] = {};
+  int dev = 0;
+  DETFUSE_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev < 64 && cache[dev] > 0) return cache[dev];
+  DETFUSE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(cluster_m), 1, 1);
+  cfg.blockDim = dim3(unsigned(threads), 1, 1);
+  cfg.dynamicSmemBytes = smem;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = unsigned(cluster_m);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  int n = 0;
+  DETFUSE_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, kernel, &cfg));
+  if (n <= 0) throw Error("wgmma engine: no cluster of this kernel fits on the device");
+  if (dev < 64) cache[dev] = n;
+  return n;
+}
+
+template <class Cfg, Major AM, Major BMj>
+void launch_gemm_wgmma(const GemmParams& p, const WgEpilogue& epi, int group_m, cudaStream_t stream) {
+  using K_ = wg::Kernel<Cfg, AM, BMj>;
+  if (p.M <= 0 || p.N <= 0) return;
+  auto aligned16 = [](const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15) == 0; };
+  if (!aligned16(p.A) || !aligned16(p.B) || p.lda % 8 != 0 || p.ldb % 8 != 0)
+    throw invalid_argument("wgmma engine: TMA needs 16-byte aligned operand bases and leading dimensions (multiples of 8)");
+  if (p.K <= 0) throw invalid_argument("wgmma engine: K must be positive (a TMA tensor cannot be empty)");
+
+  using StrideA = typename K_::Mainloop::StrideA;
+  using StrideB = typename K_::Mainloop::StrideB;
+  StrideA dA{};
+  StrideB dB{};
+  if constexpr (AM == Major::K) cute::get<0>(dA) = p.lda; else cute::get<1>(dA) = p.lda;
+  if constexpr (BMj == Major::K) cute::get<0>(dB) = p.ldb; else cute::get<1>(dB) = p.ldb;
+  typename K_::Mainloop::Arguments args{static_cast<const cutlass::bfloat16_t*>(p.A), dA,
+                                        static_cast<const cutlass::bfloat16_t*>(p.B), dB};
+  typename K_::Params P;
+  P.mainloop = K_::Mainloop::to_underlying_arguments(cute::make_shape(p.M, p.N, p.K, 1), args, nullptr);
+  P.M = p.M;
+  P.N = p.N;
+  P.K = p.K;
+  P.splits = p.splits > 0 ? p.splits : 1;
+  P.k_per_split = p.k_per_split > 0 ? p.k_per_split : (p.K + Cfg::BK - 1) / Cfg::BK * Cfg::BK;
+  if (P.k_per_split % Cfg::BK != 0) throw Error("wgmma engine: k_per_split must be a multiple of BK");
+  P.tiles_m = (p.M + Cfg::BM - 1) / Cfg::BM;
+  P.tiles_n = (p.N + Cfg::BN - 1) / Cfg::BN;
+  P.tiles_mc = (P.tiles_m + Cfg::CLUSTER_M - 1) / Cfg::CLUSTER_M;
+  int gm = group_m < 1 ? P.tiles_m : group_m;
+  P.group_mc = std::max(1, std::min(P.tiles_mc, (gm + Cfg::CLUSTER_M - 1) / Cfg::CLUSTER_M));
+  P.epi = epi;
+  // Column pairs go out as one 8-byte access when every row start is 8-byte
+  // aligned: element offsets even, base aligned to the element pair.
+  const size_t pair_bytes = epi.kind == WgEpilogue::store_bf16 ? 4 : 8;
+  P.epi.pairs = epi.ldc % 2 == 0 && epi.split_stride % 2 == 0 &&
+                reinterpret_cast<uintptr_t>(epi.C) % pair_bytes == 0;
+
+  auto kernel = wg::gemm_wgmma_kernel<Cfg, AM, BMj>;
+  const int clusters = wgmma_max_clusters(kernel, Cfg::CLUSTER_M, K_::smem_bytes, Cfg::THREADS);
+  const int64_t units = int64_t(P.tiles_mc) * P.tiles_n * P.splits;
+  if (units > INT32_MAX) throw invalid_argument("wgmma engine: too many tiles for one launch");
+  const int grid_clusters = int(std::min<int64_t>(units, clusters));
+
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(grid_clusters * Cfg::CLUSTER_M), 1, 1);
+  cfg.blockDim = dim3(unsigned(Cfg::THREADS), 1, 1);
+  cfg.dynamicSmemBytes = K_::smem_bytes;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = unsigned(Cfg::CLUSTER_M);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  DETFUSE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, P));
+  DETFUSE_CHECK_LAUNCH();
+}
+
+#endif  // DETFUSE_HAVE_WGMMA
+
+}  // namespace detfuse::flce
