@@ -100,8 +100,9 @@ inline ProblemRecord flce_problem(int64_t N, int64_t D, int64_t V, const std::st
 
 inline VariantRecord variant(const std::string& strategy, const std::string& tile = "bn128_bv128_bd64_w8_s3") {
   VariantRecord v;
-  v.name = "flce.bf16." + strategy + "." + tile;
+  v.name = "flce.bf16.mma." + strategy + "." + tile;
   v.family = "flce";
+  v.engine = "mma";
   v.strategy = strategy;
   v.dtype = "bf16";
   v.params = tile;
