@@ -30,14 +30,16 @@ struct Store::Impl {
   int version = 0;       // the schema this connection presents (kSchemaVersion)
   int file_version = 0;  // user_version of the file when opened
   int tx_depth = 0;
+  // Read-only opens in a writable directory: SQLite creates FILE-wal and
+  // FILE-shm for a WAL file and a read-only connection cannot remove them.
+  // When neither existed before the open, the destructor removes them the way
+  // SQLite does (tidy_sidecars in store_open.cpp).
+  bool tidy_sidecars = false;
   // Prepared statements by SQL text. Caching is not an observable change, so
   // the cache is mutable and const queries use it directly.
   mutable std::unordered_map<std::string, std::unique_ptr<detail::Stmt>> cache;
 
-  ~Impl() {
-    cache.clear();  // finalize statements before closing
-    if (db) sqlite3_close_v2(db);
-  }
+  ~Impl();
 
   [[noreturn]] void fail(const std::string& what, Error::Kind kind = Error::Kind::runtime) const {
     throw Error("detfuse db '" + file + "': " + what, kind);

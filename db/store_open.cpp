@@ -70,10 +70,34 @@ std::string file_uri(const std::filesystem::path& p) {
   return out;
 }
 
+// After a read-only connection closed: a short read-write handle that reads
+// the schema (so SQLite opens the log) and closes. SQLite's close takes the
+// exclusive lock, checkpoints (the log is empty: nothing reaches the file) and
+// deletes -wal and -shm, and does nothing of that while any other connection
+// has the file open. Only called when the file and its directory are writable.
+void tidy_sidecars_of(const std::string& file) {
+  sqlite3* c = nullptr;
+  if (sqlite3_open_v2(file.c_str(), &c, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK) {
+    sqlite3_exec(c, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr);
+  }
+  sqlite3_close_v2(c);
+}
+
+bool sidecars_absent(const std::string& file) {
+  std::error_code ec;
+  return !std::filesystem::exists(file + "-wal", ec) && !std::filesystem::exists(file + "-shm", ec);
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
-// Impl: statements that are not cached
+// Impl: lifetime, statements that are not cached
+
+Store::Impl::~Impl() {
+  cache.clear();  // finalize statements before closing
+  if (db) sqlite3_close_v2(db);
+  if (tidy_sidecars) tidy_sidecars_of(file);
+}
 
 void Store::Impl::exec(const std::string& sql, const std::string& what) const {
   char* err = nullptr;
@@ -173,6 +197,7 @@ void Store::Impl::open() {
                 "(that folds the log into the file), or copy the file and its -wal elsewhere");
     }
   }
+  tidy_sidecars = header.wal && can_access(path, W_OK) && can_access(dir, W_OK) && sidecars_absent(file);
   open_connection(uri, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
   check_and_migrate();
 }
@@ -328,6 +353,10 @@ void Store::Impl::migrate_read_only_copy(int from) {
   cache.clear();
   sqlite3_close_v2(db);
   db = mem;
+  if (tidy_sidecars) {
+    tidy_sidecars_of(file);
+    tidy_sidecars = false;
+  }
   sqlite3_extended_result_codes(db, 1);
   exec("BEGIN", "begin in-memory migration");
   try {
