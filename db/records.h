@@ -73,10 +73,10 @@ struct VariantRecord {
   std::string family;    // "flce"
   std::string strategy;  // "atomic", "partials", "owning"
   std::string dtype;     // "bf16"
-  std::string engine;    // "fma", "mma", "wgmma", "cublaslt"; "" = unknown (a row
-                         // migrated from v2 whose name had no recognisable engine)
   std::string params;    // free text, e.g. "bn=128,bv=128,bd=64,warps=8,stages=3"
   bool deterministic_by_design = false;
+  std::string engine;  // "fma", "mma", "wgmma", "cublaslt"; "" = unknown (a row
+                       // migrated from v2 whose name had no recognisable engine)
   friend bool operator==(const VariantRecord&, const VariantRecord&) = default;
 };
 
