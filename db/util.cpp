@@ -28,15 +28,13 @@ std::string now_utc() {
 }
 
 std::string new_uid() {
-  static thread_local std::mt19937_64 gen([] {
-    std::random_device rd;
-    std::seed_seq seq{rd(), rd(), rd(), rd(),
-                      unsigned(std::chrono::steady_clock::now().time_since_epoch().count())};
-    return std::mt19937_64(seq);
-  }());
+  // Fresh bits from the OS for every uid: a generator seeded once per thread
+  // would hand the same sequence to processes forked after its first use (two
+  // forked tuners then collide on runs.uid). begin_run is rare; this is cheap.
+  std::random_device rd;
   char buf[33];
-  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(gen()),
-                static_cast<unsigned long long>(gen()));
+  std::snprintf(buf, sizeof buf, "%08x%08x%08x%08x", unsigned(rd()), unsigned(rd()), unsigned(rd()),
+                unsigned(rd()));
   return buf;
 }
 
