@@ -16,7 +16,7 @@
 #include "kernels/baseline/three_gemms.h"
 #include "kernels/common/buffer.h"
 #include "kernels/common/timer.h"
-#include "kernels/flce/gemm_wgmma.cuh"
+#include "kernels/flce/wgmma_configs.h"
 
 using namespace detfuse;
 using namespace detfuse::flce;
@@ -101,8 +101,10 @@ int main(int argc, char** argv) {
   baseline::fill_random(b.X.get(), DType::bf16, uint64_t(N) * D, 1u, 1.0f);
   baseline::fill_random(b.W.get(), DType::bf16, uint64_t(V) * D, 2u, 0.05f);
   baseline::fill_random(b.G.get(), DType::bf16, uint64_t(N) * V, 3u, 1e-3f);
-  probe<WgConfig<128, 256, 64, 2, 4>>("bm128_bn256_bk64_c2_st4", N, D, V, b, reps);
-  probe<WgConfig<128, 256, 64, 1, 4>>("bm128_bn256_bk64_c1_st4", N, D, V, b, reps);
-  probe<WgConfig<128, 128, 64, 2, 6>>("bm128_bn128_bk64_c2_st6", N, D, V, b, reps);
+  probe<WgCoop256c2>("coop bm128_bn256_c2_st4", N, D, V, b, reps);
+  probe<WgCoop256c1>("coop bm128_bn256_c1_st4", N, D, V, b, reps);
+  probe<WgCoop128c2>("coop bm128_bn128_c2_st6", N, D, V, b, reps);
+  probe<WgPing128c2>("ping bm128_bn128_c2_st6", N, D, V, b, reps);
+  probe<WgPing128c1>("ping bm128_bn128_c1_st6", N, D, V, b, reps);
   return 0;
 }

@@ -1,7 +1,7 @@
 // The Hopper wgmma/TMA engine as the FLCE driver sees it: element type, the
 // gradient chunk kept in bf16, fused row statistics in the logits epilogue,
 // the canonical parameters of a WgConfig and the engine's own can_run.
-// Only sm_90a translation units (DETFUSE_HAVE_WGMMA) include this file.
+// Only the sm_90a variant translation units (DETFUSE_WGMMA_IMPL) include this file.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -34,7 +34,8 @@ struct WgmmaEngine {
 
   template <class Cfg>
   static std::vector<std::pair<std::string, int64_t>> config_params() {
-    return {{"bm", Cfg::BM}, {"bn", Cfg::BN}, {"bk", Cfg::BK}, {"c", Cfg::CLUSTER_M}, {"st", Cfg::STAGES}};
+    return {{"bm", Cfg::BM}, {"bn", Cfg::BN},      {"bk", Cfg::BK},
+            {"c", Cfg::CLUSTER_M}, {"st", Cfg::STAGES}, {"pp", Cfg::PINGPONG ? 1 : 0}};
   }
 
   template <class Cfg>

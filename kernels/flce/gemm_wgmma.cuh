@@ -43,7 +43,11 @@
 #include "kernels/common/error.h"
 #include "kernels/flce/gemm.cuh"
 
-#if defined(DETFUSE_HAVE_WGMMA)
+// The implementation needs CUTLASS and sm_90a: only the variant translation
+// units (kernels/flce/flce_wgmma_*.cu, built with DETFUSE_WGMMA_IMPL) see it
+// and instantiate launch_gemm_wgmma explicitly for their configurations
+// (wgmma_configs.h); everything else calls those instances.
+#if defined(DETFUSE_WGMMA_IMPL)
 #include <cute/tensor.hpp>
 #include <cutlass/arch/reg_reconfig.h>
 #include <cutlass/cutlass.h>
@@ -54,14 +58,23 @@
 
 namespace detfuse::flce {
 
-// Block tile BM x BN x BK (BM = 128: two consumer warpgroups of 64 rows),
-// CM CTAs per cluster along M (B tiles multicast between them), STAGES-deep ring.
-template <int BM_, int BN_, int BK_, int CM_, int STAGES_>
+// Tile BM x BN x BK, CM CTAs per cluster along M (B tiles multicast between
+// them), STAGES-deep ring, and the consumers' schedule:
+//   cooperative (PP = false): both consumer warpgroups share one BM x BN tile
+//     (BM/2 rows each) and run its epilogue together, the tensor cores idle
+//     meanwhile;
+//   ping-pong (PP = true): each consumer warpgroup owns a whole BM x BN tile,
+//     the two take alternate work units and take turns on the tensor cores
+//     (an ordered barrier), so one's epilogue runs under the other's mainloop.
+template <int BM_, int BN_, int BK_, int CM_, int STAGES_, bool PP_ = false>
 struct WgConfig {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, CLUSTER_M = CM_, STAGES = STAGES_;
+  static constexpr bool PINGPONG = PP_;
   static constexpr int CONSUMERS = 2;
   static constexpr int THREADS = 128 * (1 + CONSUMERS);
-  static_assert(BM == 128 || BM == 256, "two consumer warpgroups of 64 or 128 rows each");
+  static_assert(PP_ ? (BM == 64 || BM == 128) : (BM == 128 || BM == 256),
+                "cooperative: two warpgroups of BM/2 rows; ping-pong: one warpgroup of BM rows per tile");
+  static_assert(BM * BN <= 128 * 256 / (PP_ ? 2 : 1), "at most 128 fp32 accumulators per consumer thread");
   static_assert(BN % 64 == 0 && BN >= 64 && BN <= 256, "wgmma N from 64 to 256 in steps of 64 here");
   static_assert(BK == 64, "one 128-byte swizzle atom of bf16 along K");
   static_assert(CM_ == 1 || CM_ == 2, "clusters of one or two CTAs along M");
@@ -138,13 +151,13 @@ inline WgEpilogue to_wg_epilogue(const EpiPartial& e) {
   return w;
 }
 
-// Launches C = A B^T for one operand layout (defined below when the engine is
-// built, i.e. in sm_90a translation units). Throws detfuse::Error when the
-// operands break TMA's rules (16-byte aligned bases and leading dimensions).
+// Launches C = A B^T for one operand layout on the current device's stream.
+// Throws detfuse::Error when the operands break TMA's rules (16-byte aligned
+// bases and leading dimensions, K > 0).
 template <class Cfg, Major AM, Major BMj>
 void launch_gemm_wgmma(const GemmParams& p, const WgEpilogue& epi, int group_m, cudaStream_t stream);
 
-#if defined(DETFUSE_HAVE_WGMMA)
+#if defined(DETFUSE_WGMMA_IMPL)
 
 namespace wg {
 
@@ -161,14 +174,20 @@ struct Kernel {
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cutlass::bfloat16_t, LayoutA, 8, cutlass::bfloat16_t,
       LayoutB, 8, float, TileShape, ClusterShape, cutlass::gemm::collective::StageCount<Cfg::STAGES>,
-      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
+      std::conditional_t<Cfg::PINGPONG, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
+                         cutlass::gemm::KernelTmaWarpSpecializedCooperative>>::CollectiveOp;
   using TiledMma = typename Mainloop::TiledMma;
   using Pipeline = typename Mainloop::MainloopPipeline;
   using PipelineState = typename Mainloop::PipelineState;
+  // Ping-pong: the consumer warpgroups' mainloops run in turn (depth 1, two groups).
+  using OrderBarrier = cutlass::OrderedSequenceBarrier<1, 2>;
+  // Threads that consume (and release) each stage of the ring.
+  static constexpr int kStageConsumers = Cfg::PINGPONG ? 128 : 128 * Cfg::CONSUMERS;
 
   struct SharedStorage {
     typename Mainloop::TensorStorage tensors;
     alignas(16) typename Mainloop::PipelineStorage pipeline;
+    alignas(16) typename OrderBarrier::SharedStorage order;
   };
   static constexpr size_t smem_bytes = sizeof(SharedStorage);
 
@@ -221,6 +240,7 @@ struct Kernel {
     const int64_t ldc = e.ldc;
 
     if (e.kind == WgEpilogue::logits) {
+      constexpr float kLog2e = 1.4426950408889634f;
       const float cap = e.softcap, inv_cap = cap > 0.f ? 1.f / cap : 0.f;
       // Softcap in place in the fragment, then store pairs.
       constexpr int NV = size<0, 2>(decltype(acc.layout()){});
@@ -269,7 +289,7 @@ struct Kernel {
                 for (int c = 0; c < 2; ++c) {
                   if (n + c < N) {
                     const float v = acc(make_coord(make_coord(c, h, j), mm, mn));
-                    se += expf(v - mx);
+                    se += exp2f((v - mx) * kLog2e);  // one MUFU.EX2 (expf costs a range reduction more)
                     sz += v;
                   }
                 }
@@ -373,9 +393,13 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
   pp.role = warp_group == 0 ? (warp == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::NonParticipant)
                             : Pipeline::ThreadCategory::Consumer;
   pp.is_leader = threadIdx.x == 0;
-  pp.num_consumers = 128 * Cfg::CONSUMERS;
+  pp.num_consumers = K_::kStageConsumers;
   pp.transaction_bytes = P.mainloop.tma_transaction_bytes;
   Pipeline pipeline(ss.pipeline, pp, typename K_::ClusterShape{});
+  typename K_::OrderBarrier::Params op;
+  op.group_id = warp_group > 0 ? uint32_t(warp_group - 1) : 0u;
+  op.group_size = 128;
+  typename K_::OrderBarrier order(ss.order, op);
   // The barriers' initialisation must be visible to every CTA of the cluster.
   if constexpr (Cfg::CLUSTER_M > 1) {
     cute::cluster_arrive_relaxed();
@@ -407,17 +431,36 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<232>();
-    const int mma_tid = threadIdx.x - 128;
+    // Cooperative: the 256 consumer threads index one tiled MMA. Ping-pong:
+    // each warpgroup is its own MMA and takes every other unit of the CTA.
+    const int mma_tid = Cfg::PINGPONG ? threadIdx.x % 128 : threadIdx.x - 128;
+    const int my_parity = warp_group - 1;
     PipelineState read;
     typename K_::TiledMma tiled_mma;
-    for (int u = cluster; u < units; u += clusters) {
+    int seq = 0;
+    for (int u = cluster; u < units; u += clusters, ++seq) {
       const auto w = K_::unit(P, u, rank_m);
+      if (Cfg::PINGPONG && (seq & 1) != my_parity) {
+        read.advance(w.kt_count);  // the other warpgroup's stages
+        continue;
+      }
       Tensor acc = partition_fragment_C(tiled_mma, make_shape(Int<Cfg::BM>{}, Int<Cfg::BN>{}));  // (MMA,MMA_M,MMA_N)
+      // Ping-pong: wait for the other warpgroup to have issued its mainloop
+      // (also for an empty unit, so the turns stay in step). Besides taking
+      // turns on the tensor cores, this keeps a warpgroup at most one pass of
+      // the ring ahead of the stages it waits on (the full-barrier wait is by
+      // phase parity).
       if (w.kt_count > 0) {
+        if constexpr (Cfg::PINGPONG) order.wait();
         collective.mma(pipeline, read, acc, w.kt_count, mma_tid, ss.tensors, P.mainloop);
+        if constexpr (Cfg::PINGPONG) order.arrive();
         collective.mma_tail(pipeline, read, w.kt_count);
         read.advance(w.kt_count);
       } else {
+        if constexpr (Cfg::PINGPONG) {
+          order.wait();
+          order.arrive();
+        }
         clear(acc);  // an empty k range (a split past K) contributes zeros
       }
       K_::epilogue(P, acc, mma_tid, w);
@@ -513,6 +556,6 @@ void launch_gemm_wgmma(const GemmParams& p, const WgEpilogue& epi, int group_m, 
   DETFUSE_CHECK_LAUNCH();
 }
 
-#endif  // DETFUSE_HAVE_WGMMA
+#endif  // DETFUSE_WGMMA_IMPL
 
 }  // namespace detfuse::flce

@@ -9,9 +9,11 @@ void register_flce(Registry& r) {
   flce::register_flce_bf16_bm128_bn256(r);
   flce::register_flce_bf16_bm64_bn128(r);
 #if defined(DETFUSE_HAVE_WGMMA)
-  flce::register_flce_wgmma_bn256_c2(r);
-  flce::register_flce_wgmma_bn256_c1(r);
-  flce::register_flce_wgmma_bn128_c2(r);
+  flce::register_flce_wgmma_coop256c2(r);
+  flce::register_flce_wgmma_coop256c1(r);
+  flce::register_flce_wgmma_coop128c2(r);
+  flce::register_flce_wgmma_ping128c2(r);
+  flce::register_flce_wgmma_ping128c1(r);
 #endif
   flce::register_flce_cublaslt(r);
   flce::register_flce_f32_bm128_bn128(r);

@@ -22,9 +22,11 @@ void register_flce_bf16_bm128_bn128(Registry& r);
 void register_flce_bf16_bm128_bn256(Registry& r);
 void register_flce_bf16_bm64_bn128(Registry& r);
 #if defined(DETFUSE_HAVE_WGMMA)
-void register_flce_wgmma_bn256_c2(Registry& r);
-void register_flce_wgmma_bn256_c1(Registry& r);
-void register_flce_wgmma_bn128_c2(Registry& r);
+void register_flce_wgmma_coop256c2(Registry& r);
+void register_flce_wgmma_coop256c1(Registry& r);
+void register_flce_wgmma_coop128c2(Registry& r);
+void register_flce_wgmma_ping128c2(Registry& r);
+void register_flce_wgmma_ping128c1(Registry& r);
 #endif
 void register_flce_cublaslt(Registry& r);
 void register_flce_f32_bm128_bn128(Registry& r);

@@ -4,14 +4,15 @@
 // dimensions that force element-wise stores, tiles_m odd under 2x1 clusters),
 // split-K with ragged and empty splits (atomic and partials), owning
 // accumulation, softcap logits and the fused per-tile row statistics, against
-// a float64 GEMM of the same bf16-rounded inputs. Built for sm_90a only; skips
-// on a device that is not compute capability 9.0.
+// a float64 GEMM of the same bf16-rounded inputs. Calls the launchers the
+// variant files instantiate (wgmma_configs.h); skips on a device that is not
+// compute capability 9.0.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "kernels/common/device_info.h"
-#include "kernels/flce/gemm_wgmma.cuh"
+#include "kernels/flce/wgmma_configs.h"
 #include "tests/engines/gemm_check.h"
 #include "tests/gpu_test.h"
 
@@ -19,10 +20,11 @@ namespace detfuse::engine_test {
 namespace {
 
 using flce::GemmParams;
-// The configs of kernels/flce/flce_wgmma_*.cu.
-using Wg256c2 = flce::WgConfig<128, 256, 64, 2, 4>;
-using Wg256c1 = flce::WgConfig<128, 256, 64, 1, 4>;
-using Wg128c2 = flce::WgConfig<128, 128, 64, 2, 6>;
+using flce::WgCoop128c2;
+using flce::WgCoop256c1;
+using flce::WgCoop256c2;
+using flce::WgPing128c1;
+using flce::WgPing128c2;
 
 #define DETFUSE_REQUIRE_SM90()                                                            \
   do {                                                                                    \
@@ -64,12 +66,16 @@ void run_layout_cases() {
     run_layout_cases<CFG, Major::AM, Major::BM>(); \
   }
 
-// logits (A K, B K), dX (A K, B MN), dW (A MN, B MN).
-DETFUSE_WGMMA_LAYOUT_TEST(Wg256c2, K, K)
-DETFUSE_WGMMA_LAYOUT_TEST(Wg256c2, K, MN)
-DETFUSE_WGMMA_LAYOUT_TEST(Wg256c2, MN, MN)
-DETFUSE_WGMMA_LAYOUT_TEST(Wg128c2, K, K)
-DETFUSE_WGMMA_LAYOUT_TEST(Wg256c1, MN, MN)
+// logits (A K, B K), dX (A K, B MN), dW (A MN, B MN), every configuration.
+#define DETFUSE_WGMMA_CONFIG_TESTS(CFG)   \
+  DETFUSE_WGMMA_LAYOUT_TEST(CFG, K, K)    \
+  DETFUSE_WGMMA_LAYOUT_TEST(CFG, K, MN)   \
+  DETFUSE_WGMMA_LAYOUT_TEST(CFG, MN, MN)
+DETFUSE_WGMMA_CONFIG_TESTS(WgCoop256c2)
+DETFUSE_WGMMA_CONFIG_TESTS(WgCoop256c1)
+DETFUSE_WGMMA_CONFIG_TESTS(WgCoop128c2)
+DETFUSE_WGMMA_CONFIG_TESTS(WgPing128c2)
+DETFUSE_WGMMA_CONFIG_TESTS(WgPing128c1)
 
 // Split sizes are multiples of BK (64). K = 200: with kps 128 the second split
 // is ragged; with 4 splits of 64 the fourth is ragged; with 3 of 128 the third
@@ -77,30 +83,37 @@ DETFUSE_WGMMA_LAYOUT_TEST(Wg256c1, MN, MN)
 TEST(GemmWgmma, SplitK) {
   DETFUSE_REQUIRE_SM90();
   const OperandRules r = wgmma_rules();
-  check_split_atomic(Major::MN, Major::MN, 261, 70, 200, 4, 64, r, wgmma_launcher<Wg256c1, Major::MN, Major::MN>());
-  check_split_atomic(Major::MN, Major::MN, 133, 300, 200, 2, 128, r, wgmma_launcher<Wg256c2, Major::MN, Major::MN>());
-  check_split_partial(Major::MN, Major::MN, 261, 70, 200, 3, 128, r, wgmma_launcher<Wg256c2, Major::MN, Major::MN>());
-  check_split_partial(Major::K, Major::MN, 61, 131, 200, 4, 64, r, wgmma_launcher<Wg256c2, Major::K, Major::MN>());
+  check_split_atomic(Major::MN, Major::MN, 261, 70, 200, 4, 64, r, wgmma_launcher<WgCoop256c1, Major::MN, Major::MN>());
+  check_split_atomic(Major::MN, Major::MN, 133, 300, 200, 2, 128, r, wgmma_launcher<WgCoop256c2, Major::MN, Major::MN>());
+  check_split_partial(Major::MN, Major::MN, 261, 70, 200, 3, 128, r, wgmma_launcher<WgCoop256c2, Major::MN, Major::MN>());
+  check_split_partial(Major::K, Major::MN, 61, 131, 200, 4, 64, r, wgmma_launcher<WgCoop256c2, Major::K, Major::MN>());
+  // Ping-pong: empty and ragged splits keep the two warpgroups' turns in step.
+  check_split_partial(Major::MN, Major::MN, 261, 70, 200, 3, 128, r, wgmma_launcher<WgPing128c2, Major::MN, Major::MN>());
+  check_split_atomic(Major::MN, Major::MN, 520, 300, 1000, 5, 64, r, wgmma_launcher<WgPing128c1, Major::MN, Major::MN>());
+  check_split_partial(Major::K, Major::MN, 61, 131, 200, 4, 64, r, wgmma_launcher<WgPing128c1, Major::K, Major::MN>());
 }
 
 TEST(GemmWgmma, AccumulateFirstThenAdd) {
   DETFUSE_REQUIRE_SM90();
-  check_accumulate(Major::MN, Major::MN, 300, 97, 77, wgmma_rules(), wgmma_launcher<Wg256c2, Major::MN, Major::MN>(1));
-  check_accumulate(Major::MN, Major::MN, 131, 520, 200, wgmma_rules(), wgmma_launcher<Wg256c1, Major::MN, Major::MN>(1));
+  check_accumulate(Major::MN, Major::MN, 300, 97, 77, wgmma_rules(), wgmma_launcher<WgCoop256c2, Major::MN, Major::MN>(1));
+  check_accumulate(Major::MN, Major::MN, 131, 520, 200, wgmma_rules(), wgmma_launcher<WgCoop256c1, Major::MN, Major::MN>(1));
+  check_accumulate(Major::MN, Major::MN, 700, 520, 300, wgmma_rules(), wgmma_launcher<WgPing128c2, Major::MN, Major::MN>(1));
 }
 
 TEST(GemmWgmma, LogitsSoftcap) {
   DETFUSE_REQUIRE_SM90();
-  check_logits(Major::K, Major::K, 37, 131, 77, 5.f, wgmma_rules(), wgmma_launcher<Wg256c2, Major::K, Major::K>(1 << 30));
-  check_logits(Major::K, Major::K, 300, 1031, 136, 0.f, wgmma_rules(), wgmma_launcher<Wg128c2, Major::K, Major::K>(1 << 30));
+  check_logits(Major::K, Major::K, 37, 131, 77, 5.f, wgmma_rules(), wgmma_launcher<WgCoop256c2, Major::K, Major::K>(1 << 30));
+  check_logits(Major::K, Major::K, 300, 1031, 136, 0.f, wgmma_rules(), wgmma_launcher<WgCoop128c2, Major::K, Major::K>(1 << 30));
+  check_logits(Major::K, Major::K, 300, 1031, 136, 7.f, wgmma_rules(), wgmma_launcher<WgPing128c1, Major::K, Major::K>(1 << 30));
 }
 
 // The fused row statistics: for every row and column tile, {max, sum exp(z -
 // max), sum z} over the tile's in-range columns, against float64 on the same
 // inputs; and the logits themselves.
+template <class Cfg>
 void check_row_stats(int M, int N, int K, float softcap) {
-  SCOPED_TRACE("row stats M=" + std::to_string(M) + " N=" + std::to_string(N) + " cap=" + std::to_string(softcap));
-  using Cfg = Wg256c2;
+  SCOPED_TRACE("row stats M=" + std::to_string(M) + " N=" + std::to_string(N) + " cap=" + std::to_string(softcap) +
+               " BN=" + std::to_string(Cfg::BN));
   const OperandRules r = wgmma_rules();
   std::mt19937 rng(uint32_t(M * 3 + N * 5 + K));
   HostOperand A = make_operand(M, K, Major::K, 0, 0, rng, 2.f, true, 8, r.fill);
@@ -143,8 +156,10 @@ void check_row_stats(int M, int N, int K, float softcap) {
 
 TEST(GemmWgmma, LogitsRowStatistics) {
   DETFUSE_REQUIRE_SM90();
-  check_row_stats(300, 1031, 136, 0.f);  // ragged last column tile (1031 = 4*256 + 7)
-  check_row_stats(129, 512, 64, 15.f);   // softcap; 129 rows: a row tile of one row
+  check_row_stats<WgCoop256c2>(300, 1031, 136, 0.f);  // ragged last column tile (1031 = 4*256 + 7)
+  check_row_stats<WgCoop256c2>(129, 512, 64, 15.f);   // softcap; 129 rows: a row tile of one row
+  check_row_stats<WgPing128c2>(300, 1031, 136, 0.f);
+  check_row_stats<WgPing128c1>(129, 700, 64, 15.f);
 }
 
 }  // namespace
