@@ -221,19 +221,22 @@ int cmd_devices(Env& env, const std::vector<std::string>& args) {
   require_device(env, 0);
   auto devs = query_all_devices();
   if (vm.count("json")) {
-    env.out << "[";
-    for (size_t i = 0; i < devs.size(); ++i) {
-      const auto& x = devs[i];
-      env.out << (i ? ", " : "") << "{\"ordinal\": " << x.ordinal << ", \"name\": " << tuner::json_str(x.name)
-              << ", \"uuid\": " << tuner::json_str(x.uuid) << ", \"cc\": " << tuner::json_str(x.cc_string())
-              << ", \"sm_count\": " << x.sm_count << ", \"memory_bytes\": " << x.total_memory_bytes
-              << ", \"l2_bytes\": " << x.l2_bytes << ", \"driver_version\": " << x.driver_version
-              << ", \"driver_release\": " << tuner::json_str(x.driver_release)
-              << ", \"runtime_version\": " << x.runtime_version << ", \"max_sm_clock_mhz\": " << x.max_sm_clock_mhz
-              << ", \"current_sm_clock_mhz\": "
-              << (x.current_sm_clock_mhz ? std::to_string(*x.current_sm_clock_mhz) : "null") << "}";
-    }
-    env.out << "]\n";
+    tuner::Json list = tuner::Json::array();
+    for (const auto& x : devs)
+      list.push_back({{"ordinal", x.ordinal},
+                      {"name", x.name},
+                      {"uuid", x.uuid},
+                      {"cc", x.cc_string()},
+                      {"sm_count", x.sm_count},
+                      {"memory_bytes", x.total_memory_bytes},
+                      {"l2_bytes", x.l2_bytes},
+                      {"driver_version", x.driver_version},
+                      {"driver_release", x.driver_release},
+                      {"runtime_version", x.runtime_version},
+                      {"max_sm_clock_mhz", x.max_sm_clock_mhz},
+                      {"current_sm_clock_mhz",
+                       x.current_sm_clock_mhz ? tuner::Json(*x.current_sm_clock_mhz) : tuner::Json(nullptr)}});
+    env.out << tuner::json_text(list) << "\n";
     return 0;
   }
   for (const auto& x : devs) {
@@ -347,20 +350,22 @@ int cmd_best(Env& env, const std::vector<std::string>& args) {
                                             heuristic(env));
   if (!store) a.notes.insert(a.notes.begin(), "no database at " + path);
   if (vm.count("json")) {
-    std::ostringstream os;
-    os << "{\"source\": " << tuner::json_str(tuner::to_string(a.source)) << ", \"variant\": " << tuner::json_str(a.variant)
-       << ", \"problem\": " << tuner::json_str(a.problem_key) << ", \"device\": " << tuner::json_str(a.device);
+    tuner::Json j = {{"source", tuner::to_string(a.source)},
+                     {"variant", a.variant},
+                     {"problem", a.problem_key},
+                     {"device", a.device}};
     if (a.result) {
-      os << ", \"tuned_problem\": " << tuner::json_str(a.tuned_problem_key) << ", \"distance\": " << tuner::json_num(a.distance)
-         << ", \"median_ms\": " << tuner::json_num(a.result->median_ms) << ", \"tflops\": " << tuner::json_num(a.result->tflops)
-         << ", \"level\": " << tuner::json_str(a.result->level) << ", \"seed\": " << a.result->seed
-         << ", \"recorded_at\": " << tuner::json_str(a.result->recorded_at) << ", \"build\": "
-         << tuner::json_str(a.result->build.version + " " + a.result->build.git_commit);
+      j["tuned_problem"] = a.tuned_problem_key;
+      j["distance"] = tuner::json_number(a.distance);
+      j["median_ms"] = tuner::json_number(a.result->median_ms);
+      j["tflops"] = tuner::json_number(a.result->tflops);
+      j["level"] = a.result->level;
+      j["seed"] = a.result->seed;
+      j["recorded_at"] = a.result->recorded_at;
+      j["build"] = a.result->build.version + " " + a.result->build.git_commit;
     }
-    os << ", \"notes\": [";
-    for (size_t i = 0; i < a.notes.size(); ++i) os << (i ? ", " : "") << tuner::json_str(a.notes[i]);
-    os << "]}\n";
-    env.out << os.str();
+    j["notes"] = a.notes;
+    env.out << tuner::json_text(j) << "\n";
     return 0;
   }
   env.out << a.variant << "  (" << tuner::to_string(a.source) << ")\n";
