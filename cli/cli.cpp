@@ -13,6 +13,7 @@
 #include "kernels/common/error.h"
 #include "kernels/common/host_bf16.h"
 #include "tuner/best.h"
+#include "tuner/footprint.h"
 #include "tuner/json.h"
 #include "tuner/npy.h"
 #include "tuner/records.h"
@@ -132,6 +133,10 @@ tuner::FlceHostInputs load_inputs(const std::filesystem::path& dir, FlceProblem&
   p.D = D;
   p.V = V;
   p.validate();
+  // Non-finite inputs would make every variant "incorrect" or its digests
+  // meaningless: refused, saying how many and where the first is.
+  if (auto bad = tuner::nonfinite_values(X)) throw invalid_argument(name("X.npy") + ": " + *bad + "; inputs must be finite");
+  if (auto bad = tuner::nonfinite_values(W)) throw invalid_argument(name("W.npy") + ": " + *bad + "; inputs must be finite");
   int64_t bad = 0, first = -1;
   for (int64_t i = 0; i < N; ++i) {
     int64_t t = y.i64[size_t(i)];
@@ -386,7 +391,7 @@ int cmd_best(Env& env, const std::vector<std::string>& args) {
 int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err, const CliContext& ctx) {
   std::string cmd = args.empty() ? "" : args[0];
   auto fail = [&](int code, const std::string& msg) {
-    err << "detfuse" << (cmd.empty() || cmd[0] == '-' ? "" : " " + cmd) << ": " << tuner::one_line(msg) << "\n";
+    err << "detfuse" << (cmd.empty() || cmd[0] == '-' ? "" : " " + tuner::one_line(cmd)) << ": " << tuner::one_line(msg) << "\n";
     return code;
   };
   try {
@@ -430,6 +435,12 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     return fail(e.kind() == Error::Kind::invalid_argument ? 2 : 1, e.what());
   } catch (const db::Error& e) {
     return fail(1, e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(1, "out of host memory (std::bad_alloc); a smaller shape may fit");
+  } catch (const std::length_error& e) {
+    return fail(1, std::string("out of host memory (a size too large: ") + e.what() + ")");
+  } catch (const nlohmann::json::exception& e) {
+    return fail(1, std::string("internal JSON error: ") + e.what());
   } catch (const std::exception& e) {
     return fail(1, e.what());
   }

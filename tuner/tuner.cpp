@@ -4,6 +4,7 @@
 #include <set>
 
 #include "kernels/common/error.h"
+#include "tuner/footprint.h"
 #include "tuner/interrupt.h"
 #include "tuner/records.h"
 #include "tuner/resume.h"
@@ -87,6 +88,7 @@ TuneReport Tuner::run(const TuneOptions& o) {
   std::vector<std::vector<const FlceVariant*>> variants;
   for (const auto& p : o.problems) {
     p.validate();
+    check_fits(p, &dev_);  // a shape that cannot fit is an error before anything is written
     variants.push_back(plan_variants(reg_, p, o.variants));
   }
 
@@ -251,6 +253,7 @@ TuneReport Tuner::run(const TuneOptions& o) {
           if (progress_) *progress_ << "  preparing failed: " << prepare_error << "\n";
         }
       }
+      bool by_budget = false;  // whether the budget, not --time-cap, set this variant's cap
       if (!prepared) {
         out.status = db::kResultError;
         out.reason = "preparing the problem failed: " + prepare_error;
@@ -258,6 +261,8 @@ TuneReport Tuner::run(const TuneOptions& o) {
         MeasureControl ctl;
         ctl.repeats = o.repeats;
         ctl.time_cap_s = budget.cap(o.variant_time_cap_s);
+        by_budget = ctl.time_cap_s < o.variant_time_cap_s;
+        ctl.kill_after_s = o.kill_after_s;
         ctl.stop = stop_;
         try {
           out = measurer_.measure(*pv.v, ctl);
@@ -275,6 +280,9 @@ TuneReport Tuner::run(const TuneOptions& o) {
         if (progress_) *progress_ << label << ": interrupted\n";
         break;
       }
+      if (!out.cut.empty())
+        rep.cuts.push_back(pv.v->desc.name + ": " + out.cut +
+                           (by_budget ? " (budget)" : " (--time-cap)"));
       db::ResultRecord r = make_result(pp, pv);
       r.status = out.status;
       r.reason = out.reason;
