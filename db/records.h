@@ -64,7 +64,10 @@ struct ProblemRecord {
   friend bool operator==(const ProblemRecord&, const ProblemRecord&) = default;
 };
 
-// One compiled variant. Natural key: `name`, the canonical variant name.
+// One compiled variant. Natural key: `name`, the canonical variant name
+// "family.dtype.engine.strategy.params" (schema v3 renamed the stored names of
+// older builds, "flce.bf16.<strategy>." -> "flce.bf16.mma.<strategy>." and
+// "flce.fp32.<strategy>." -> "flce.fp32.fma.<strategy>.").
 struct VariantRecord {
   std::string name;      // "flce.bf16.mma.owning.bn128_bv128_bd64_w8_s3"
   std::string family;    // "flce"
@@ -72,15 +75,33 @@ struct VariantRecord {
   std::string dtype;     // "bf16"
   std::string params;    // free text, e.g. "bn=128,bv=128,bd=64,warps=8,stages=3"
   bool deterministic_by_design = false;
+  std::string engine;  // "fma", "mma", "wgmma", "cublaslt"; "" = unknown (a row
+                       // migrated from v2 whose name had no recognisable engine)
   friend bool operator==(const VariantRecord&, const VariantRecord&) = default;
 };
 
-// Run statuses.
+// Run statuses. The owner writes running (begin_run) and one of complete,
+// budget, interrupted, failed (finish_run). crashed and abandoned are written by
+// ANOTHER process, only through Store::mark_run_crashed / mark_run_abandoned,
+// after that process decided the owner is gone (the policy is the tuner's).
 inline constexpr const char* kRunRunning = "running";
 inline constexpr const char* kRunComplete = "complete";
 inline constexpr const char* kRunBudget = "budget";  // stopped by --budget
 inline constexpr const char* kRunInterrupted = "interrupted";
 inline constexpr const char* kRunFailed = "failed";
+inline constexpr const char* kRunCrashed = "crashed";      // owner died without ending it (v3)
+inline constexpr const char* kRunAbandoned = "abandoned";  // given up, with a reason (v3)
+
+// The process that owns a run (schema v3). Runs written before v3 have the
+// empty owner (host "", pid 0, start_time 0): unknown.
+struct RunOwner {
+  std::string host;        // host name (gethostname)
+  int64_t pid = 0;         // process id on that host
+  int64_t start_time = 0;  // process start time, an integer the caller defines
+                           // (e.g. /proc/<pid>/stat field 22): tells a reused pid apart
+  bool known() const { return !host.empty() || pid != 0; }
+  friend bool operator==(const RunOwner&, const RunOwner&) = default;
+};
 
 // One tuning invocation. Natural key: `uid` (random 32 hex, filled by begin_run
 // when empty), so runs of several machines never collide in merge().
@@ -94,11 +115,19 @@ struct RunRecord {
   int repeats = 0;  // K
   int64_t seed = 0;
   bool allow_nondeterministic = false;
+  RunOwner owner;            // v3: who runs it (begin_run stores it)
+  std::string heartbeat_at;  // v3: last heartbeat(); begin_run sets it to started_at
+                             // for a running run; "" for runs written before v3
+  std::string end_reason;    // v3: why it ended (mark_run_crashed/abandoned, finish_run)
   friend bool operator==(const RunRecord&, const RunRecord&) = default;
 };
 
 // Result statuses. "running" is bookkeeping (mark_running) and is replaced by
-// the final status when record_result() stores the finished result.
+// the final status when record_result() stores the finished result. A
+// "crashed" row is either recorded by the owner (its supervised worker died:
+// final) or presumed by another process through Store::mark_crashed (the
+// owner was judged gone): a presumed crash is replaced by a result the owner
+// records after all (VariantState::crash_presumed tells them apart).
 inline constexpr const char* kResultRunning = "running";
 inline constexpr const char* kResultOk = "ok";
 inline constexpr const char* kResultCannotRun = "cannot_run";
@@ -194,6 +223,23 @@ struct VariantState {
   std::string variant_name;
   std::string status;  // "running" or a final status
   std::string reason;
+  // v3: the row is "crashed" because another process called mark_crashed (the
+  // owner was judged gone), not because the owner recorded a crash.
+  bool crash_presumed = false;
+  // v3: the run holding the row: its status, owner and last heartbeat.
+  std::string run_status;
+  RunOwner owner;
+  std::string heartbeat_at;
+};
+
+// unfinished_runs(): a run whose owner never ended it (status "running").
+struct UnfinishedRun {
+  Id id = 0;
+  RunRecord record;  // with owner and heartbeat_at
+  // Seconds from record.heartbeat_at to now on THIS host's clock (NaN when the
+  // run has no heartbeat, i.e. was written before v3). Compare clocks of other
+  // hosts with care.
+  double heartbeat_age_s = 0;
 };
 
 // best(): the fastest qualifying result, and where it came from.

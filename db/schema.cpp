@@ -152,6 +152,72 @@ DROP INDEX devices_key;
 CREATE UNIQUE INDEX devices_key ON devices (uuid, name, cc, sm_count, driver_version, driver_release);
 )sql",
        "v2: devices.driver_release (NVML driver release text) joins the device key"},
+      {3,
+       // Foreign keys are off while a migration runs (the store checks them
+       // with PRAGMA foreign_key_check before the commit), so runs can be
+       // rebuilt: its status CHECK gains crashed and abandoned (SQLite cannot
+       // alter a CHECK; this is its documented create-copy-drop-rename).
+       R"sql(
+CREATE TABLE runs_v3 (
+  id                     INTEGER PRIMARY KEY,
+  uid                    TEXT    NOT NULL UNIQUE,
+  started_at             TEXT    NOT NULL,
+  finished_at            TEXT    NOT NULL DEFAULT '',
+  budget_seconds         REAL    NOT NULL,
+  status                 TEXT    NOT NULL
+      CHECK (status IN ('running', 'complete', 'budget', 'interrupted', 'failed', 'crashed', 'abandoned')),
+  command_line           TEXT    NOT NULL,
+  repeats                INTEGER NOT NULL,
+  seed                   INTEGER NOT NULL,
+  allow_nondeterministic INTEGER NOT NULL CHECK (allow_nondeterministic IN (0, 1)),
+  owner_host             TEXT    NOT NULL DEFAULT '',
+  owner_pid              INTEGER NOT NULL DEFAULT 0,
+  owner_start            INTEGER NOT NULL DEFAULT 0,
+  heartbeat_at           TEXT    NOT NULL DEFAULT '',
+  end_reason             TEXT    NOT NULL DEFAULT ''
+);
+INSERT INTO runs_v3 (id, uid, started_at, finished_at, budget_seconds, status, command_line, repeats, seed,
+                     allow_nondeterministic)
+  SELECT id, uid, started_at, finished_at, budget_seconds, status, command_line, repeats, seed,
+         allow_nondeterministic FROM runs;
+DROP TABLE runs;
+ALTER TABLE runs_v3 RENAME TO runs;
+CREATE INDEX runs_status ON runs (status);
+
+ALTER TABLE results ADD COLUMN crash_presumed INTEGER NOT NULL DEFAULT 0 CHECK (crash_presumed IN (0, 1));
+
+ALTER TABLE variants ADD COLUMN engine TEXT NOT NULL DEFAULT '';
+-- Names of older builds, "flce.<dtype>.<strategy>.<params>", get the engine
+-- token of their dtype: bf16 -> mma, fp32 -> fma.
+CREATE TEMP TABLE v3_renames AS
+  SELECT id AS old_id, engine_of_dtype AS engine,
+         'flce.' || dtype || '.' || engine_of_dtype || '.' || substr(name, length('flce.' || dtype || '.') + 1)
+             AS new_name
+  FROM (SELECT *, CASE dtype WHEN 'bf16' THEN 'mma' ELSE 'fma' END AS engine_of_dtype FROM variants)
+  WHERE family = 'flce' AND dtype IN ('bf16', 'fp32')
+    AND substr(name, 1, length('flce.' || dtype || '.' || strategy || '.')) = 'flce.' || dtype || '.' || strategy || '.';
+-- A store written by builds of both namings has both rows: the old row's
+-- results move to the new row (a result key present under both names makes
+-- the UNIQUE constraint fail, and the whole migration with it).
+UPDATE results SET variant_id = (SELECT v.id FROM v3_renames r JOIN variants v ON v.name = r.new_name
+                                 WHERE r.old_id = results.variant_id)
+  WHERE variant_id IN (SELECT r.old_id FROM v3_renames r JOIN variants v ON v.name = r.new_name);
+DELETE FROM variants WHERE id IN (SELECT r.old_id FROM v3_renames r JOIN variants v ON v.name = r.new_name);
+UPDATE variants SET name   = (SELECT new_name FROM v3_renames WHERE old_id = variants.id),
+                    engine = (SELECT engine FROM v3_renames WHERE old_id = variants.id)
+  WHERE id IN (SELECT old_id FROM v3_renames);
+DROP TABLE v3_renames;
+-- Rows already named "family.dtype.engine.strategy.params": engine = the
+-- third token. Any other name keeps engine '' (unknown).
+UPDATE variants SET engine = substr(rest, 1, instr(rest, '.') - 1)
+  FROM (SELECT id AS vid, substr(name, length(family || '.' || dtype || '.') + 1) AS rest FROM variants
+        WHERE substr(name, 1, length(family || '.' || dtype || '.')) = family || '.' || dtype || '.')
+  WHERE variants.id = vid AND engine = '' AND instr(rest, '.') > 1
+    AND substr(rest, instr(rest, '.') + 1, length(strategy) + 1) = strategy || '.';
+)sql",
+       "v3: runs know their owner (host, pid, start time), heartbeat and end reason, and may be "
+       "crashed or abandoned; results.crash_presumed; variants.engine, and older flce names get "
+       "their engine token (bf16 -> mma, fp32 -> fma)"},
   };
   return m;
 }

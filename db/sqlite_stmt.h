@@ -43,6 +43,13 @@ class Stmt {
     if (v) bind(i, *v); else bind_null(i);
   }
 
+  // Binds args to parameters 1, 2, ... in order.
+  template <class... Args>
+  void bind_all(const Args&... args) {
+    int i = 0;
+    (bind(++i, args), ...);
+  }
+
   // true: a row is available; false: done. Throws db::Error on failure.
   bool step();
   // Steps to completion (for statements that return no rows).

@@ -34,22 +34,42 @@
 
 namespace detfuse::db {
 
+// Every store failure. kind() says whether the caller's input is at fault (a
+// bad path: empty, a directory, a missing parent, a read-only file or
+// directory for a write, a missing file; a file that is not a detfuse
+// database or is newer than this build) or the run time (SQLite I/O, a busy
+// timeout, a damaged file, a broken invariant). The CLI maps them to exit
+// codes 2 and 1, like detfuse::Error (db/ cannot include kernels/).
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& what) : std::runtime_error(what) {}
+  enum class Kind { invalid_argument, runtime };
+  explicit Error(const std::string& what, Kind kind = Kind::runtime)
+      : std::runtime_error(what), kind_(kind) {}
+  Kind kind() const { return kind_; }
+
+ private:
+  Kind kind_;
 };
 
 // Schema version this build writes (PRAGMA user_version) and the application id
 // (PRAGMA application_id) that marks a detfuse database.
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 inline constexpr int32_t kApplicationId = 0x64667573;  // "dfus"
 
 inline constexpr const char* kDefaultPath = "detfuse.db";
 
 struct OpenOptions {
   bool create = true;      // create the file (and schema) when it does not exist
-  bool read_only = false;  // no writes, no migration (a file needing one is an error)
+  // Never writes the file nor creates one: SQLITE_OPEN_READONLY, no PRAGMA
+  // writes (application_id, journal_mode), works on a read-only file and in a
+  // read-only directory (db/README.md, "Read-only opens"). A file with an
+  // older schema is copied into memory and migrated there; the file is not
+  // touched. Write methods throw.
+  bool read_only = false;
   int busy_timeout_ms = 10000;
+  // Run PRAGMA integrity_check (the full one) on the file when opening it,
+  // before anything else reads it; merge sources are opened so.
+  bool integrity_check = false;
 };
 
 // Current UTC time, "YYYY-MM-DDTHH:MM:SS.mmmZ".
@@ -72,6 +92,9 @@ double shape_distance(const std::map<std::string, int64_t>& a,
                       const std::map<std::string, int64_t>& b);
 
 class Store;
+// `db merge` (documented at its definition below).
+MergeCounts merge_into(const std::filesystem::path& target, const std::filesystem::path& source,
+                       OpenOptions target_opts = {});
 
 // RAII transaction: BEGIN IMMEDIATE on construction (a SAVEPOINT when one is
 // already open on this Store), rolled back by the destructor unless commit()ed.
@@ -94,7 +117,15 @@ class Transaction {
 
 class Store {
  public:
+  // Path errors (empty, a directory, a missing parent directory, a missing
+  // file with create=false or read_only, a read-only file or directory for a
+  // read-write open) throw Error{invalid_argument} naming the path before
+  // anything on disk changes.
   explicit Store(const std::filesystem::path& path = kDefaultPath, OpenOptions opts = {});
+  // The explicit read-only open for commands that only read (best, db export,
+  // verify without storing, summaries): OpenOptions{create=false,
+  // read_only=true}.
+  static Store open_read_only(const std::filesystem::path& path, int busy_timeout_ms = 10000);
   ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
@@ -102,7 +133,10 @@ class Store {
   Store& operator=(Store&&) noexcept;
 
   const std::filesystem::path& path() const;
-  int schema_version() const;  // of the open file (== kSchemaVersion unless read_only)
+  int schema_version() const;       // the schema this Store works with: kSchemaVersion
+  int file_schema_version() const;  // the file's user_version when opened (older when a
+                                    // read-only open migrated a copy in memory)
+  bool read_only() const;
 
   // Natural-key lookup or insert. A row found by its key whose other fields
   // differ is left as it is (first facts win), except a problem or variant
@@ -132,16 +166,46 @@ class Store {
   std::vector<Entry<VariantRecord>> list_variants(const std::string& family = "") const;
   std::vector<Entry<RunRecord>> list_runs() const;  // newest first
 
-  // Runs. begin_run fills uid and started_at when empty and stores the status
-  // given (normally "running"). finish_run sets status and finished_at = now.
+  // Runs. begin_run fills uid and started_at when empty, stores the status
+  // given (normally "running") and the owner (r.owner: host, pid, process start
+  // time), and sets heartbeat_at = started_at for a running run.
+  // finish_run sets status, finished_at = now and end_reason; the owner calls
+  // it, and it overrides a crashed/abandoned mark that another process wrote
+  // meanwhile (the owner was alive after all).
   Id begin_run(const RunRecord& r);
-  void finish_run(Id run_id, const std::string& status);
+  void finish_run(Id run_id, const std::string& status, const std::string& reason = "");
+
+  // Liveness (schema v3). The store gives data and compare-and-set updates;
+  // whether an owner is gone (pid alive? heartbeat too old?) is the caller's
+  // policy.
+  //
+  // heartbeat: heartbeat_at = now, in its own short transaction (BEGIN
+  // IMMEDIATE, one UPDATE, one SELECT). Returns the run's status: "running",
+  // or crashed/abandoned when another process marked the run meanwhile (the
+  // owner may then finish_run or stop). Throws if there is no such run.
+  std::string heartbeat(Id run_id);
+  // Runs whose status is still "running", newest first, with owner, heartbeat
+  // and heartbeat age on this host's clock.
+  std::vector<UnfinishedRun> unfinished_runs() const;
+  // The caller decided the owner is gone. crashed: only a "running" run;
+  // abandoned: any run not complete and not already abandoned (running,
+  // budget, interrupted, failed, crashed). Sets status, end_reason = reason,
+  // finished_at = now (running only). When seen_heartbeat is given, the change
+  // happens only while the run's heartbeat_at still equals it (compare and
+  // set: a heartbeat written since proves the owner alive). Returns true when
+  // the run was changed, false when it was not (status or heartbeat moved).
+  // Throws if there is no such run or the reason is empty.
+  bool mark_run_crashed(Id run_id, const std::string& reason,
+                        const std::optional<std::string>& seen_heartbeat = std::nullopt);
+  bool mark_run_abandoned(Id run_id, const std::string& reason,
+                          const std::optional<std::string>& seen_heartbeat = std::nullopt);
 
   // Resume bookkeeping. mark_running stores a "running" result row for the
-  // variant before it starts (replacing an earlier "running" row of the same
-  // run/device/build/problem/variant/seed); record_result later replaces it.
-  // After a crash, running_variants() reports the rows still "running" and
-  // mark_crashed() turns one into a "crashed" result with the reason.
+  // variant before it starts (replacing an earlier "running" row, or a
+  // presumed crash, of the same run/device/build/problem/variant/seed);
+  // record_result later replaces it. After a crash, running_variants()
+  // reports the rows still "running" and mark_crashed() turns one into a
+  // presumed "crashed" result with the reason.
   Id mark_running(Id run_id, Id device_id, Id build_id, Id problem_id, Id variant_id,
                   int64_t seed);
   // Latest result row per variant for (device, build, problem, seed), any run.
@@ -150,14 +214,30 @@ class Store {
   // Those of variant_states() whose status is final (not "running").
   std::vector<VariantState> finished_variants(Id device_id, Id build_id, Id problem_id,
                                               int64_t seed) const;
-  // Those still "running" (a crash or kill happened while they ran).
+  // Those still "running" (their owner may be alive: look at run_status,
+  // owner and heartbeat_at before calling mark_crashed).
   std::vector<VariantState> running_variants(Id device_id, Id build_id, Id problem_id,
                                              int64_t seed) const;
-  void mark_crashed(Id result_id, const std::string& reason);
+  // Those whose latest row is "crashed" (recorded or presumed), for
+  // --retry-crashed: a later run may record a new result for the variant (a
+  // new row in that run; the crashed row stays as history, and being older it
+  // no longer is the variant's latest state).
+  std::vector<VariantState> crashed_variants(Id device_id, Id build_id, Id problem_id,
+                                             int64_t seed) const;
+  // The ONLY way a "running" row becomes "crashed" without its owner: the
+  // caller decided the owner is gone. Marks the row presumed-crashed with the
+  // reason, only while it is still "running" and (when seen_heartbeat is
+  // given) while its run's heartbeat_at still equals seen_heartbeat. Returns
+  // true when marked, false when nothing changed (the row is no longer
+  // running, or the heartbeat moved). Throws if there is no such result.
+  bool mark_crashed(Id result_id, const std::string& reason,
+                    const std::optional<std::string>& seen_heartbeat = std::nullopt);
 
   // Stores one result with its correctness, determinism and timing, atomically.
-  // Replaces a "running" row with the same (run, device, build, problem,
-  // variant, seed); throws db::Error if a final result with that key exists.
+  // Replaces a "running" row or a presumed crash (mark_crashed by another
+  // process: the owner's real measurement wins) with the same (run, device,
+  // build, problem, variant, seed); throws db::Error if a final result with
+  // that key exists (a result the owner recorded, crashed included).
   Id record_result(const ResultRecord& r);
 
   StoredResult result(Id result_id) const;
@@ -196,18 +276,31 @@ class Store {
   // Imports everything of another detfuse database, matching devices, builds,
   // problems, variants and runs by natural key, results by (device, build,
   // problem key, variant name, seed, run uid). Rows already present are skipped,
-  // so merging twice adds nothing. "running" markers are not imported. Refuses
-  // a foreign, corrupted or newer file like the constructor. One transaction.
+  // so merging twice adds nothing. "running" markers are not imported. The
+  // other file is validated fully first (opened read-only: detfuse store,
+  // schema readable, PRAGMA integrity_check ok); an older one is migrated in
+  // memory (v2 names get their engine token). One transaction.
+  // To avoid creating the target before the source is known good, use
+  // merge_into() below.
   MergeCounts merge(const std::filesystem::path& other_path);
 
   // PRAGMA quick_check; throws db::Error if the file is damaged.
   void check_integrity() const;
 
-  struct Impl;  // implementation detail (db/store.cpp)
+  struct Impl;  // implementation detail (db/store_impl.h)
 
  private:
   friend class Transaction;
+  friend MergeCounts merge_into(const std::filesystem::path&, const std::filesystem::path&, OpenOptions);
+  MergeCounts merge_from(const Store& other);  // other: validated, open read-only
   std::unique_ptr<Impl> impl_;
 };
+
+// `db merge`: validates `source` fully (as Store::merge) BEFORE the target is
+// created or opened, checks the target path for writing, then merges in one
+// transaction. On any failure nothing is left behind: a target this call
+// created is removed (with its -wal/-shm); an existing target is unchanged.
+MergeCounts merge_into(const std::filesystem::path& target, const std::filesystem::path& source,
+                       OpenOptions target_opts);
 
 }  // namespace detfuse::db

@@ -1,14 +1,16 @@
 // Free helpers of the store: timestamps, uids, problem keys, shape distance and
-// timing summaries. No SQLite here.
+// timing summaries, and small text helpers of the store_*.cpp files. No SQL here.
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <limits>
 #include <random>
 #include <set>
 
-#include "db/store.h"
+#include "db/store_impl.h"
 
 namespace detfuse::db {
 
@@ -26,15 +28,13 @@ std::string now_utc() {
 }
 
 std::string new_uid() {
-  static thread_local std::mt19937_64 gen([] {
-    std::random_device rd;
-    std::seed_seq seq{rd(), rd(), rd(), rd(),
-                      unsigned(std::chrono::steady_clock::now().time_since_epoch().count())};
-    return std::mt19937_64(seq);
-  }());
+  // Fresh bits from the OS for every uid: a generator seeded once per thread
+  // would hand the same sequence to processes forked after its first use (two
+  // forked tuners then collide on runs.uid). begin_run is rare; this is cheap.
+  std::random_device rd;
   char buf[33];
-  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(gen()),
-                static_cast<unsigned long long>(gen()));
+  std::snprintf(buf, sizeof buf, "%08x%08x%08x%08x", unsigned(rd()), unsigned(rd()), unsigned(rd()),
+                unsigned(rd()));
   return buf;
 }
 
@@ -106,6 +106,37 @@ double shape_distance(const std::map<std::string, int64_t>& a, const std::map<st
   }
   return d;
 }
+
+namespace detail {
+
+bool valid_run_status(const std::string& s) {
+  return s == kRunRunning || s == kRunComplete || s == kRunBudget || s == kRunInterrupted || s == kRunFailed ||
+         s == kRunCrashed || s == kRunAbandoned;
+}
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+double seconds_since(const std::string& iso) {
+  std::tm tm{};
+  int ms = 0;
+  char z = 0;
+  if (std::sscanf(iso.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%3d%c", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+                  &tm.tm_min, &tm.tm_sec, &ms, &z) != 8 ||
+      z != 'Z') {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  const std::time_t t = timegm(&tm);
+  using namespace std::chrono;
+  const double now = duration<double>(system_clock::now().time_since_epoch()).count();
+  return now - (double(t) + ms * 1e-3);
+}
+
+}  // namespace detail
 
 void summarize(Timing& t) {
   if (t.samples_ms.empty()) throw Error("detfuse db: summarize: Timing has no samples");

@@ -77,6 +77,7 @@ db::VariantRecord variant_record(const VariantDesc& d) {
   v.family = to_string(d.family);
   v.strategy = d.strategy;
   v.dtype = to_string(d.dtype);
+  v.engine = d.engine;
   std::string params;
   for (const auto& [k, val] : d.params) params += (params.empty() ? "" : ",") + k + "=" + std::to_string(val);
   v.params = params;

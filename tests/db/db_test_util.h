@@ -2,9 +2,13 @@
 // end, sample records, and a raw-sqlite helper for fabricating files.
 #pragma once
 
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <functional>
 
 #include <atomic>
 #include <chrono>
@@ -75,6 +79,62 @@ inline int64_t raw_count(const fs::path& p, const std::string& sql) {
   return v;
 }
 
+// Runs `f` in a forked child. When this process is root (CI), the child first
+// drops to uid/gid 65534 (nobody), so that file permissions apply to it as to
+// a user. `f` returns "" on success or what went wrong. Returns the child's
+// answer; sets *skipped (and returns "") when privileges cannot be dropped.
+inline std::string in_unprivileged_child(const std::function<std::string()>& f, bool* skipped) {
+  *skipped = false;
+  int fds[2];
+  if (::pipe(fds) != 0) return "pipe failed";
+  const pid_t pid = ::fork();
+  if (pid < 0) return "fork failed";
+  if (pid == 0) {
+    ::close(fds[0]);
+    std::string msg;
+    if (::geteuid() == 0 && (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0)) {
+      ::_exit(77);
+    }
+    try {
+      msg = f();
+    } catch (const std::exception& e) {
+      msg = std::string("exception: ") + e.what();
+    }
+    if (!msg.empty()) (void)!::write(fds[1], msg.data(), msg.size());
+    ::close(fds[1]);
+    ::_exit(msg.empty() ? 0 : 1);
+  }
+  ::close(fds[1]);
+  std::string msg;
+  char buf[512];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) msg.append(buf, size_t(n));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
+    *skipped = true;
+    return "";
+  }
+  if (!WIFEXITED(status)) return "child died: " + msg;
+  return msg;
+}
+
+// The message of the db::Error `f` throws (kind checked), or a failure text.
+template <class F>
+std::string error_of(F&& f, Error::Kind kind = Error::Kind::invalid_argument) {
+  try {
+    f();
+  } catch (const Error& e) {
+    if (e.kind() != kind) return std::string("wrong kind: ") + e.what();
+    return e.what();
+  }
+  return "no db::Error thrown";
+}
+
+inline bool contains(const std::string& hay, const std::string& needle) {
+  return hay.find(needle) != std::string::npos;
+}
+
 inline DeviceRecord h200(const std::string& uuid = "GPU-11111111-2222-3333-4444-555555555555") {
   DeviceRecord d;
   d.uuid = uuid;
@@ -100,8 +160,9 @@ inline ProblemRecord flce_problem(int64_t N, int64_t D, int64_t V, const std::st
 
 inline VariantRecord variant(const std::string& strategy, const std::string& tile = "bn128_bv128_bd64_w8_s3") {
   VariantRecord v;
-  v.name = "flce.bf16." + strategy + "." + tile;
+  v.name = "flce.bf16.mma." + strategy + "." + tile;
   v.family = "flce";
+  v.engine = "mma";
   v.strategy = strategy;
   v.dtype = "bf16";
   v.params = tile;

@@ -125,7 +125,7 @@ TEST(DbExport, OneCsvPerTableWithHeaderAndQuoting) {
     EXPECT_TRUE(fs::exists(dir / "csv" / (std::string(t) + ".csv"))) << t;
   }
   const std::string variants = read_bytes(dir / "csv" / "variants.csv");
-  EXPECT_EQ(variants.rfind("id,name,family,strategy,dtype,params,deterministic_by_design\r\n", 0), 0u) << variants;
+  EXPECT_EQ(variants.rfind("id,name,family,strategy,dtype,params,deterministic_by_design,engine\r\n", 0), 0u) << variants;
   EXPECT_NE(variants.find("\"say \"\"hi\"\", then\nnewline\""), std::string::npos) << variants;
   const std::string devices = read_bytes(dir / "csv" / "devices.csv");
   EXPECT_NE(devices.find("driver_release"), std::string::npos);

@@ -72,8 +72,17 @@ TEST(DbOpen, MigratesAVersion1File) {
                      "'2025-01-01T00:00:00.000Z', 600, 'complete', 'detfuse tune', 5, 7, 0);");
   ASSERT_EQ(raw_count(file, "PRAGMA user_version"), 1);
 
-  // Read-only open refuses to migrate (it would have to write).
-  expect_error([&] { Store s(file, OpenOptions{false, true, 1000}); }, {"needs migration"});
+  // A read-only open migrates a copy in memory and never writes the file.
+  {
+    const std::string before = read_bytes(file);
+    Store ro(file, OpenOptions{false, true, 1000});
+    EXPECT_EQ(ro.schema_version(), kSchemaVersion);
+    EXPECT_EQ(ro.file_schema_version(), 1);
+    EXPECT_EQ(ro.list_devices().size(), 1u);
+    EXPECT_EQ(ro.list_runs().at(0).record.repeats, 5);
+    EXPECT_THROW(ro.find_or_create_variant(variant("owning")), Error);
+    EXPECT_EQ(read_bytes(file), before);
+  }
   EXPECT_EQ(raw_count(file, "PRAGMA user_version"), 1);
 
   Store s(file);

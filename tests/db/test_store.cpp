@@ -289,7 +289,8 @@ TEST(DbStore, ResumeBookkeeping) {
   EXPECT_TRUE(s.variant_states(f.dev, f.build, f.prob, 6).empty());
 
   s.mark_crashed(running[0].result_id, "process died while this variant ran");
-  EXPECT_THROW(s.mark_crashed(running[0].result_id, "again"), Error);  // no longer running
+  EXPECT_FALSE(s.mark_crashed(running[0].result_id, "again"));  // no longer running: nothing changes
+  EXPECT_THROW(s.mark_crashed(9999, "no such row"), Error);
   EXPECT_TRUE(s.running_variants(f.dev, f.build, f.prob, 5).empty());
   fin = s.finished_variants(f.dev, f.build, f.prob, 5);
   ASSERT_EQ(fin.size(), 2u);
