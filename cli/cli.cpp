@@ -284,10 +284,7 @@ int cmd_db(Env& env, const std::vector<std::string>& args) {
     if (!vm.count("csv")) throw UsageError("db export: --csv DIR is required");
     if (vm.count("other")) throw UsageError("db export: unexpected argument '" + vm["other"].as<std::string>() + "'");
     if (!std::filesystem::exists(path)) throw invalid_argument("--db: no database at " + path);
-    db::OpenOptions o;
-    o.create = false;
-    o.read_only = true;
-    db::Store store(path, o);
+    db::Store store = db::Store::open_read_only(path);  // never writes, works on a read-only store
     auto files = store.export_csv(vm["csv"].as<std::string>());
     for (const auto& f : files) env.out << f.string() << "\n";
     return 0;
@@ -296,8 +293,9 @@ int cmd_db(Env& env, const std::vector<std::string>& args) {
     if (!vm.count("other")) throw UsageError("db merge: the other database is required (detfuse db merge OTHER.db)");
     const std::string other = vm["other"].as<std::string>();
     if (!std::filesystem::exists(other)) throw invalid_argument("db merge: no database at " + other);
-    db::Store store(path);
-    auto c = store.merge(other);
+    // The source is validated in full before the target is created or changed;
+    // on failure a target it created is removed (db::merge_into).
+    auto c = db::merge_into(path, other);
     env.out << "merged " << other << " into " << path << ": " << c.devices << " devices, " << c.builds << " builds, "
             << c.problems << " problems, " << c.variants << " variants, " << c.runs << " runs, " << c.results
             << " results added\n";
@@ -327,10 +325,7 @@ int cmd_best(Env& env, const std::vector<std::string>& args) {
   const std::string path = vm["db"].as<std::string>();
   std::unique_ptr<db::Store> store;
   if (std::filesystem::exists(path)) {
-    db::OpenOptions o;
-    o.create = false;
-    o.read_only = true;
-    store = std::make_unique<db::Store>(path, o);
+    store = std::make_unique<db::Store>(db::Store::open_read_only(path));
   }
   DeviceInfo dev;
   std::vector<db::Id> ids;
@@ -434,7 +429,8 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   } catch (const Error& e) {
     return fail(e.kind() == Error::Kind::invalid_argument ? 2 : 1, e.what());
   } catch (const db::Error& e) {
-    return fail(1, e.what());
+    // Bad store paths, files that are not detfuse stores, read-only targets: bad input.
+    return fail(e.kind() == db::Error::Kind::invalid_argument ? 2 : 1, e.what());
   } catch (const std::bad_alloc&) {
     return fail(1, "out of host memory (std::bad_alloc); a smaller shape may fit");
   } catch (const std::length_error& e) {

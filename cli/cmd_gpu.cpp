@@ -21,10 +21,7 @@ namespace detfuse::cli {
 namespace {
 std::unique_ptr<db::Store> open_if_exists(const std::string& path) {
   if (!std::filesystem::exists(path)) return nullptr;
-  db::OpenOptions o;
-  o.create = false;
-  o.read_only = true;
-  return std::make_unique<db::Store>(path, o);
+  return std::make_unique<db::Store>(db::Store::open_read_only(path));  // verify only reads the store
 }
 }  // namespace
 

@@ -51,7 +51,8 @@ int cmd_tune(Env& env, const std::vector<std::string>& args) {
       ("budget", po::value<std::string>(), "stop cleanly after this long with the best so far (e.g. 10m, 90s, 1h)")
       ("repeats", po::value<int>()->default_value(5), "K: repeats digesting every output (determinism check)")
       ("seed", po::value<int64_t>()->default_value(0), "seed of the random inputs")
-      ("resume", "continue the latest unfinished run for these problems")
+      ("resume", "continue the latest unfinished run for these problems (never one whose process is alive)")
+      ("retry-crashed", "with --resume: measure again the variants that crashed their worker")
       ("allow-nondeterministic", "let nondeterministic (atomic) variants win")
       ("variant", po::value<std::vector<std::string>>()->composing(), "only these variants (repeatable)")
       ("time-cap", po::value<std::string>()->default_value("20s"),
@@ -94,6 +95,9 @@ int cmd_tune(Env& env, const std::vector<std::string>& args) {
   if (vm.count("budget")) o.budget_s = tuner::parse_duration(vm["budget"].as<std::string>());
   o.variant_time_cap_s = tuner::parse_duration(vm["time-cap"].as<std::string>());
   o.resume = vm.count("resume") > 0;
+  o.retry_crashed = vm.count("retry-crashed") > 0;
+  if (o.retry_crashed && !o.resume)
+    throw UsageError("--retry-crashed: only with --resume (a new run measures every variant anyway)");
   o.allow_nondeterministic = vm.count("allow-nondeterministic") > 0;
   if (vm.count("variant")) o.variants = vm["variant"].as<std::vector<std::string>>();
   o.command_line = env.command_line;
@@ -118,6 +122,10 @@ int cmd_tune(Env& env, const std::vector<std::string>& args) {
   tuner::WorkerFactory factory = env.ctx.worker_setup
                                      ? tuner::WorkerFactory([&env, gpu] { return env.ctx.worker_setup(gpu); })
                                      : tuner::WorkerFactory([gpu] { return gpu_worker_setup(gpu); });
+  // The store first: a bad --db is reported before any worker or GPU starts.
+  // (The forked worker inherits its descriptor and never uses it; it leaves
+  // only through _exit, so it never closes or checkpoints the connection.)
+  db::Store store(vm["db"].as<std::string>());
   tuner::clear_interrupt();
   tuner::install_sigint_handler();
   std::unique_ptr<tuner::FlceMeasurer> in_process;
@@ -132,7 +140,6 @@ int cmd_tune(Env& env, const std::vector<std::string>& args) {
     dev = supervised->start();
   }
   tuner::FlceMeasurer& measurer = in_process ? *in_process : static_cast<tuner::FlceMeasurer&>(*supervised);
-  db::Store store(vm["db"].as<std::string>());
   tuner::Tuner t(store, env.reg, dev, measurer, &env.err);
   env.err << "tuning " << o.problems.size() << " problem(s) on " << dev.name << " (" << dev.uuid << ") into "
           << store.path().string() << (o.budget_s > 0 ? ", budget " + tuner::format_duration(o.budget_s) : "") << "\n";
@@ -155,7 +162,9 @@ int cmd_tune(Env& env, const std::vector<std::string>& args) {
     }
   }
   env.out << "\nrun " << r.run_uid << ": " << r.status << "; " << r.measured << " measured, " << r.cannot_run
-          << " cannot run, " << r.skipped << " already done" << (r.crashed_marked ? ", " + std::to_string(r.crashed_marked) + " recorded as crashed" : "");
+          << " cannot run, " << r.skipped << " already done"
+          << (r.crashed_marked ? ", " + std::to_string(r.crashed_marked) + " recorded as crashed" : "")
+          << (r.retried ? ", " + std::to_string(r.retried) + " crashed measured again" : "");
   if (r.remaining > 0)
     env.out << ", " << r.remaining << " left" << (r.status == db::kRunBudget ? " (budget spent)" : "")
             << " (detfuse tune ... --resume continues)";

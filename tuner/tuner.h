@@ -23,6 +23,7 @@
 #include "kernels/common/problem.h"
 #include "kernels/registry.h"
 #include "tuner/budget.h"
+#include "tuner/ownership.h"
 #include "tuner/selection.h"
 
 namespace detfuse::tuner {
@@ -87,6 +88,11 @@ struct TuneOptions {
   bool allow_nondeterministic = false;
   std::vector<std::string> variants;  // empty: every variant of the problem's dtype
   std::string command_line;
+  // With resume: variants whose latest row is a crash their owner recorded
+  // are measured again (presumed crashes always are; tuner/resume.h).
+  bool retry_crashed = false;
+  db::RunOwner owner = this_process_owner();  // recorded with the run
+  OwnerCheck owner_check;                      // how other runs' owners are judged
 };
 
 struct ProblemReport {
@@ -103,6 +109,9 @@ struct TuneReport {
   bool resumed = false;
   std::string resume_note;  // what --resume found
   int measured = 0, cannot_run = 0, skipped = 0, crashed_marked = 0, remaining = 0;
+  int retried = 0;                      // crashed variants measured again
+  std::vector<std::string> dead_runs;   // runs marked crashed because their owner is gone
+  std::vector<std::string> abandoned;   // uids of older unfinished runs marked abandoned
   // What the time caps cut, one entry per variant: "flce...: repeats 812 of
   // 1000000000 (budget)"; with `remaining` this is what the last line reports.
   std::vector<std::string> cuts;

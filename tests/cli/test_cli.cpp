@@ -199,12 +199,12 @@ TEST_F(Cli, DbExportAndIdempotentMerge) {
   EXPECT_EQ(run({"db", "merge", db, "--db", other}), 0);
   EXPECT_NE(out.str().find(" 0 results added"), std::string::npos) << out.str();
   expect_usage_error({"db", "merge", (tmp / "missing.db").string(), "--db", other}, "missing.db");
-  // A file that is not a detfuse database: runtime failure, one line.
+  // A file that is not a detfuse database: bad input (exit 2), one line.
   {
     std::ofstream f(tmp / "junk.db");
     f << "this is not sqlite";
   }
-  EXPECT_EQ(run({"db", "merge", (tmp / "junk.db").string(), "--db", other}), 1);
+  EXPECT_EQ(run({"db", "merge", (tmp / "junk.db").string(), "--db", other}), 2);
   const std::string e = err.str();
   EXPECT_EQ(std::count(e.begin(), e.end(), '\n'), 1) << e;
 }

@@ -183,6 +183,37 @@ TEST_F(Robust, TimeCapCutsRepeatsPerVariant) {
   EXPECT_NE(last.find("(--time-cap)"), std::string::npos) << last;
 }
 
+TEST_F(Robust, StorePathErrorsAreBadInputWithTheStoresMessage) {
+  const CliContext c = with_fake_worker();
+  std::filesystem::create_directories(tmp / "adir");
+  expect_one_line_error(2, {"tune", "--shape", "256,64,100", "--db", ""}, "", &c);
+  expect_one_line_error(2, {"tune", "--shape", "256,64,100", "--db", (tmp / "adir").string()}, "adir", &c);
+  expect_one_line_error(2, {"tune", "--shape", "256,64,100", "--db", (tmp / "no" / "such" / "t.db").string()}, "t.db", &c);
+  expect_one_line_error(2, {"best", "--shape", "256,64,100", "--gpu", "H200", "--db", (tmp / "adir").string()}, "adir");
+  expect_one_line_error(2, {"db", "export", "--csv", (tmp / "csv").string(), "--db", (tmp / "adir").string()}, "adir");
+  // merge validates the source before creating the target: nothing left behind.
+  {
+    std::ofstream f(tmp / "junk.db");
+    f << "this is not sqlite, not even close; it is long enough to look like a header maybe";
+  }
+  const auto target = tmp / "new.db";
+  expect_one_line_error(2, {"db", "merge", (tmp / "junk.db").string(), "--db", target.string()}, "not a detfuse database");
+  EXPECT_FALSE(std::filesystem::exists(target));
+  EXPECT_FALSE(std::filesystem::exists(target.string() + "-wal"));
+  // The read-only commands open the store read-only: a store given to `best`
+  // and `db export` is byte for byte what it was.
+  const std::string db = (tmp / "t.db").string();
+  ASSERT_EQ(run({"tune", "--shape", "256,64,100", "--db", db}, &c), 0) << err.str();
+  auto bytes = [&] {
+    std::ifstream f(db, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  };
+  const std::string before = bytes();
+  EXPECT_EQ(run({"best", "--shape", "256,64,100", "--gpu", "NVIDIA", "--db", db}), 0) << err.str();
+  EXPECT_EQ(run({"db", "export", "--csv", (tmp / "csv").string(), "--db", db}), 0) << err.str();
+  EXPECT_EQ(bytes(), before);
+}
+
 TEST_F(Robust, JsonIsValidForAnyString) {
   // A store whose path (echoed in the notes) has quotes, backslashes, control
   // characters and bytes that are not UTF-8.
