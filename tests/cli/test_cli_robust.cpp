@@ -139,6 +139,15 @@ TEST_F(Robust, SupervisedTuneRecordsAbortAndHangAndGoesOn) {
   EXPECT_NE(last.find(": complete; 4 measured"), std::string::npos) << last;
 }
 
+TEST_F(Robust, InProcessTuneMeasuresWithoutAWorkerAndRetryNeedsResume) {
+  const CliContext c = with_fake_worker();
+  const std::string db = (tmp / "t.db").string();
+  EXPECT_EQ(run({"tune", "--shape", "256,64,100", "--db", db, "--in-process"}, &c), 0) << err.str();
+  EXPECT_EQ(count_results(db, db::kResultOk), 4);
+  expect_one_line_error(2, {"tune", "--shape", "256,64,100", "--db", db, "--retry-crashed"}, "only with --resume", &c);
+  expect_one_line_error(2, {"tune", "--shape", "256,64,100", "--db", db, "--gpu", "0", "--device", "0"}, "exclude", &c);
+}
+
 TEST_F(Robust, BudgetBoundsTheRepeatsAndTheLastLineSaysWhatWasCut) {
   const CliContext c = with_fake_worker(/*repeat_ms=*/10);
   const std::string db = (tmp / "t.db").string();
