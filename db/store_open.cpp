@@ -178,19 +178,21 @@ void Store::Impl::open() {
 
   // Read-only (db/README.md, "Read-only opens"). A WAL-mode file needs its
   // -shm (the WAL index) to be read; SQLite creates it when the directory is
-  // writable, and uses it read-only when it exists. In a directory we cannot
-  // write, with no -wal: no process has the file open in WAL mode right now
-  // (a connection keeps the -wal while open), and none of ours can start
-  // (it would have to create the -wal here), so the file is opened immutable
-  // (no locks, no -shm). With a -wal but no -shm there is no safe way.
+  // writable, and uses it read-only when it exists. When this process cannot
+  // write the directory or the file and there is no -wal: no process has the
+  // file open in WAL mode right now (a connection keeps the -wal while open),
+  // so the file is opened immutable (no locks, no -shm): nothing is created
+  // beside a file that is not ours to change (a -shm of ours could stop its
+  // owner from writing). With a -wal but no -shm in a directory we cannot
+  // write there is no safe way.
   if (header.empty) bad_input("an empty file, not a detfuse database (opened read-only)");
   std::string uri = file_uri(path) + "?mode=ro";
-  if (header.wal && !can_access(dir, W_OK)) {
+  if (header.wal && (!can_access(dir, W_OK) || !can_access(path, W_OK))) {
     const bool wal = std::filesystem::exists(file + "-wal", ec);
     const bool shm = std::filesystem::exists(file + "-shm", ec);
     if (!wal) {
       uri += "&immutable=1";
-    } else if (!shm) {
+    } else if (!shm && !can_access(dir, W_OK)) {
       bad_input("the file is in a directory this process cannot write and has a write-ahead log ('" + file +
                 "-wal') but no '" + file +
                 "-shm': it cannot be read safely. Open it once read-write where the directory is writable "

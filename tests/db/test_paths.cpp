@@ -103,16 +103,18 @@ TEST(DbPaths, ReadOnlyFileRefusedForWritingReadableReadOnly) {
   TempDir dir;
   const auto file = dir / "ro-file.db";
   const Tuned t = fill(file);
+  const auto source = dir / "source.db";
+  fill(source);
   fs::permissions(dir.path(), fs::perms::all);  // the directory is writable by all
   fs::permissions(file, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
   const std::string before = read_bytes(file);
   bool skipped = false;
   const std::string failure = in_unprivileged_child(
       [&]() -> std::string {
-        const std::string m = error_of([&] { Store s(file); });
+        std::string m = error_of([&] { Store s(file); });
         if (!contains(m, "ro-file.db") || !contains(m, "not writable")) return "read-write open: " + m;
-        if (!contains(error_of([&] { merge_into(file, file.string() + ".other"); }), "does not exist"))
-          return "merge into a read-only file with a missing source";
+        m = error_of([&] { merge_into(file, source); });  // a good source, a read-only target
+        if (!contains(m, "ro-file.db") || !contains(m, "not writable")) return "merge into it: " + m;
         Store ro = Store::open_read_only(file);
         if (!ro.best(t.dev, t.prob, false)) return "best() found nothing";
         return "";
@@ -121,6 +123,9 @@ TEST(DbPaths, ReadOnlyFileRefusedForWritingReadableReadOnly) {
   if (skipped) GTEST_SKIP() << "running as root and cannot drop to uid 65534: chmod does not bind root";
   EXPECT_EQ(failure, "");
   EXPECT_EQ(read_bytes(file), before);
+  EXPECT_TRUE(no_sidecars(file));    // immutable: nothing created beside a file not ours
+  EXPECT_TRUE(no_sidecars(source));
+  EXPECT_EQ(raw_count(file, "SELECT count(*) FROM results"), 1);  // the merge added nothing
 }
 
 TEST(DbPaths, StoreInReadOnlyDirectoryIsReadableAndRefusedForWriting) {
