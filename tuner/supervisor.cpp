@@ -435,8 +435,10 @@ SupervisedMeasurer::Reply SupervisedMeasurer::wait_reply(double limit_s, const s
 DeviceInfo SupervisedMeasurer::start() {
   if (pid_ > 0) return device_;
   spawn();
-  Reply r = wait_reply(0, nullptr, nullptr);
-  if (!r.msg) throw Error("the measuring worker did not start: " + r.gone);
+  Reply r = wait_reply(opts_.start_timeout_s, nullptr, nullptr);
+  if (!r.msg)
+    throw Error("the measuring worker did not start: " +
+                (r.timed_out ? "no answer within " + format_duration(opts_.start_timeout_s) + " (CUDA initialisation hung?)" : r.gone));
   if (!r.msg->at("ok").get<bool>()) {
     const std::string what = r.msg->at("error").get<std::string>();
     reap(true);
@@ -480,6 +482,18 @@ VariantOutcome SupervisedMeasurer::measure(const FlceVariant& v, const MeasureCo
     out.status = db::kResultError;
     out.reason = "measure() before prepare()";
     return out;
+  }
+  // A worker that died while idle (killed from outside) is replaced before the
+  // request, so its death is not blamed on this variant.
+  if (pid_ > 0) {
+    int st = 0;
+    if (waitpid(pid_, &st, WNOHANG) == pid_) {
+      pid_ = -1;
+      ::close(to_worker_);
+      ::close(from_worker_);
+      to_worker_ = from_worker_ = -1;
+      worker_prepared_ = false;
+    }
   }
   if (pid_ <= 0 || !worker_prepared_) {
     // A new worker (the last one crashed): it prepares the problem again.

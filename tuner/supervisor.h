@@ -60,6 +60,7 @@ using WorkerFactory = std::function<WorkerSetup()>;
 struct SupervisorOptions {
   double stop_grace_s = 10;  // after a stop request, how long the worker may take to answer
   double poll_s = 0.1;       // how often the parent looks at stop() and the clock while waiting
+  double start_timeout_s = 300;  // a worker that has not reported its device by then is killed
 };
 
 class SupervisedMeasurer : public FlceMeasurer {

@@ -98,6 +98,19 @@ TEST(Supervisor, AbortingVariantIsCrashedAndTheNextRunsInANewWorker) {
   EXPECT_NE(sup.worker_pid(), first);
 }
 
+TEST(Supervisor, AWorkerKilledWhileIdleIsReplacedWithoutBlamingTheNextVariant) {
+  Registry reg = registry_with_misbehaving();
+  SupervisedMeasurer sup(reg, fake_worker());
+  sup.start();
+  sup.prepare(testing::problem(256, 64, 100), FlceMode::forward_backward, 0);
+  const pid_t first = sup.worker_pid();
+  kill(first, SIGKILL);
+  for (int i = 0; i < 200 && alive(first); ++i) usleep(5000);
+  VariantOutcome o = sup.measure(*reg.find_flce("flce.bf16.mma.owning.bm64"), MeasureControl{});
+  EXPECT_EQ(o.status, db::kResultOk) << o.reason;
+  EXPECT_EQ(sup.workers_started(), 2);
+}
+
 TEST(Supervisor, HangingVariantTimesOutAndIsKilled) {
   Registry reg = registry_with_misbehaving();
   SupervisedMeasurer sup(reg, fake_worker());
