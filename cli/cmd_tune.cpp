@@ -17,7 +17,12 @@ namespace detfuse::cli {
 tuner::WorkerSetup gpu_worker_setup(const std::string& gpu) {
   std::string why;
   const int n = cuda_device_count(&why);
-  if (n <= 0) throw Error("no CUDA device: " + (why.empty() ? std::string("none found") : why));
+  if (n <= 0) {
+    // After fork, CUDA works in the child only if the parent never initialised it.
+    const bool init = why.find("InitializationError") != std::string::npos;
+    throw Error("no CUDA device: " + (why.empty() ? std::string("none found") : why) +
+                (init ? " (in the measuring worker: did the parent initialise CUDA before forking? see tuner/supervisor.h)" : ""));
+  }
   int ordinal = -1;
   if (!gpu.empty() && gpu.find_first_not_of("0123456789") == std::string::npos && gpu.size() < 6) {
     ordinal = std::stoi(gpu);
