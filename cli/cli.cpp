@@ -13,6 +13,7 @@
 #include "kernels/common/error.h"
 #include "kernels/common/host_bf16.h"
 #include "tuner/best.h"
+#include "tuner/footprint.h"
 #include "tuner/json.h"
 #include "tuner/npy.h"
 #include "tuner/records.h"
@@ -132,6 +133,10 @@ tuner::FlceHostInputs load_inputs(const std::filesystem::path& dir, FlceProblem&
   p.D = D;
   p.V = V;
   p.validate();
+  // Non-finite inputs would make every variant "incorrect" or its digests
+  // meaningless: refused, saying how many and where the first is.
+  if (auto bad = tuner::nonfinite_values(X)) throw invalid_argument(name("X.npy") + ": " + *bad + "; inputs must be finite");
+  if (auto bad = tuner::nonfinite_values(W)) throw invalid_argument(name("W.npy") + ": " + *bad + "; inputs must be finite");
   int64_t bad = 0, first = -1;
   for (int64_t i = 0; i < N; ++i) {
     int64_t t = y.i64[size_t(i)];
@@ -221,19 +226,22 @@ int cmd_devices(Env& env, const std::vector<std::string>& args) {
   require_device(env, 0);
   auto devs = query_all_devices();
   if (vm.count("json")) {
-    env.out << "[";
-    for (size_t i = 0; i < devs.size(); ++i) {
-      const auto& x = devs[i];
-      env.out << (i ? ", " : "") << "{\"ordinal\": " << x.ordinal << ", \"name\": " << tuner::json_str(x.name)
-              << ", \"uuid\": " << tuner::json_str(x.uuid) << ", \"cc\": " << tuner::json_str(x.cc_string())
-              << ", \"sm_count\": " << x.sm_count << ", \"memory_bytes\": " << x.total_memory_bytes
-              << ", \"l2_bytes\": " << x.l2_bytes << ", \"driver_version\": " << x.driver_version
-              << ", \"driver_release\": " << tuner::json_str(x.driver_release)
-              << ", \"runtime_version\": " << x.runtime_version << ", \"max_sm_clock_mhz\": " << x.max_sm_clock_mhz
-              << ", \"current_sm_clock_mhz\": "
-              << (x.current_sm_clock_mhz ? std::to_string(*x.current_sm_clock_mhz) : "null") << "}";
-    }
-    env.out << "]\n";
+    tuner::Json list = tuner::Json::array();
+    for (const auto& x : devs)
+      list.push_back({{"ordinal", x.ordinal},
+                      {"name", x.name},
+                      {"uuid", x.uuid},
+                      {"cc", x.cc_string()},
+                      {"sm_count", x.sm_count},
+                      {"memory_bytes", x.total_memory_bytes},
+                      {"l2_bytes", x.l2_bytes},
+                      {"driver_version", x.driver_version},
+                      {"driver_release", x.driver_release},
+                      {"runtime_version", x.runtime_version},
+                      {"max_sm_clock_mhz", x.max_sm_clock_mhz},
+                      {"current_sm_clock_mhz",
+                       x.current_sm_clock_mhz ? tuner::Json(*x.current_sm_clock_mhz) : tuner::Json(nullptr)}});
+    env.out << tuner::json_text(list) << "\n";
     return 0;
   }
   for (const auto& x : devs) {
@@ -276,10 +284,7 @@ int cmd_db(Env& env, const std::vector<std::string>& args) {
     if (!vm.count("csv")) throw UsageError("db export: --csv DIR is required");
     if (vm.count("other")) throw UsageError("db export: unexpected argument '" + vm["other"].as<std::string>() + "'");
     if (!std::filesystem::exists(path)) throw invalid_argument("--db: no database at " + path);
-    db::OpenOptions o;
-    o.create = false;
-    o.read_only = true;
-    db::Store store(path, o);
+    db::Store store = db::Store::open_read_only(path);  // never writes, works on a read-only store
     auto files = store.export_csv(vm["csv"].as<std::string>());
     for (const auto& f : files) env.out << f.string() << "\n";
     return 0;
@@ -288,8 +293,9 @@ int cmd_db(Env& env, const std::vector<std::string>& args) {
     if (!vm.count("other")) throw UsageError("db merge: the other database is required (detfuse db merge OTHER.db)");
     const std::string other = vm["other"].as<std::string>();
     if (!std::filesystem::exists(other)) throw invalid_argument("db merge: no database at " + other);
-    db::Store store(path);
-    auto c = store.merge(other);
+    // The source is validated in full before the target is created or changed;
+    // on failure a target it created is removed (db::merge_into).
+    auto c = db::merge_into(path, other);
     env.out << "merged " << other << " into " << path << ": " << c.devices << " devices, " << c.builds << " builds, "
             << c.problems << " problems, " << c.variants << " variants, " << c.runs << " runs, " << c.results
             << " results added\n";
@@ -319,10 +325,7 @@ int cmd_best(Env& env, const std::vector<std::string>& args) {
   const std::string path = vm["db"].as<std::string>();
   std::unique_ptr<db::Store> store;
   if (std::filesystem::exists(path)) {
-    db::OpenOptions o;
-    o.create = false;
-    o.read_only = true;
-    store = std::make_unique<db::Store>(path, o);
+    store = std::make_unique<db::Store>(db::Store::open_read_only(path));
   }
   DeviceInfo dev;
   std::vector<db::Id> ids;
@@ -347,20 +350,22 @@ int cmd_best(Env& env, const std::vector<std::string>& args) {
                                             heuristic(env));
   if (!store) a.notes.insert(a.notes.begin(), "no database at " + path);
   if (vm.count("json")) {
-    std::ostringstream os;
-    os << "{\"source\": " << tuner::json_str(tuner::to_string(a.source)) << ", \"variant\": " << tuner::json_str(a.variant)
-       << ", \"problem\": " << tuner::json_str(a.problem_key) << ", \"device\": " << tuner::json_str(a.device);
+    tuner::Json j = {{"source", tuner::to_string(a.source)},
+                     {"variant", a.variant},
+                     {"problem", a.problem_key},
+                     {"device", a.device}};
     if (a.result) {
-      os << ", \"tuned_problem\": " << tuner::json_str(a.tuned_problem_key) << ", \"distance\": " << tuner::json_num(a.distance)
-         << ", \"median_ms\": " << tuner::json_num(a.result->median_ms) << ", \"tflops\": " << tuner::json_num(a.result->tflops)
-         << ", \"level\": " << tuner::json_str(a.result->level) << ", \"seed\": " << a.result->seed
-         << ", \"recorded_at\": " << tuner::json_str(a.result->recorded_at) << ", \"build\": "
-         << tuner::json_str(a.result->build.version + " " + a.result->build.git_commit);
+      j["tuned_problem"] = a.tuned_problem_key;
+      j["distance"] = tuner::json_number(a.distance);
+      j["median_ms"] = tuner::json_number(a.result->median_ms);
+      j["tflops"] = tuner::json_number(a.result->tflops);
+      j["level"] = a.result->level;
+      j["seed"] = a.result->seed;
+      j["recorded_at"] = a.result->recorded_at;
+      j["build"] = a.result->build.version + " " + a.result->build.git_commit;
     }
-    os << ", \"notes\": [";
-    for (size_t i = 0; i < a.notes.size(); ++i) os << (i ? ", " : "") << tuner::json_str(a.notes[i]);
-    os << "]}\n";
-    env.out << os.str();
+    j["notes"] = a.notes;
+    env.out << tuner::json_text(j) << "\n";
     return 0;
   }
   env.out << a.variant << "  (" << tuner::to_string(a.source) << ")\n";
@@ -381,7 +386,7 @@ int cmd_best(Env& env, const std::vector<std::string>& args) {
 int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err, const CliContext& ctx) {
   std::string cmd = args.empty() ? "" : args[0];
   auto fail = [&](int code, const std::string& msg) {
-    err << "detfuse" << (cmd.empty() || cmd[0] == '-' ? "" : " " + cmd) << ": " << tuner::one_line(msg) << "\n";
+    err << "detfuse" << (cmd.empty() || cmd[0] == '-' ? "" : " " + tuner::one_line(cmd)) << ": " << tuner::one_line(msg) << "\n";
     return code;
   };
   try {
@@ -424,7 +429,14 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   } catch (const Error& e) {
     return fail(e.kind() == Error::Kind::invalid_argument ? 2 : 1, e.what());
   } catch (const db::Error& e) {
-    return fail(1, e.what());
+    // Bad store paths, files that are not detfuse stores, read-only targets: bad input.
+    return fail(e.kind() == db::Error::Kind::invalid_argument ? 2 : 1, e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(1, "out of host memory (std::bad_alloc); a smaller shape may fit");
+  } catch (const std::length_error& e) {
+    return fail(1, std::string("out of host memory (a size too large: ") + e.what() + ")");
+  } catch (const nlohmann::json::exception& e) {
+    return fail(1, std::string("internal JSON error: ") + e.what());
   } catch (const std::exception& e) {
     return fail(1, e.what());
   }

@@ -12,6 +12,7 @@
 
 #include "kernels/registry.h"
 #include "tuner/best.h"
+#include "tuner/supervisor.h"
 
 namespace detfuse::cli {
 
@@ -21,6 +22,9 @@ struct CliContext {
   const Registry* registry = nullptr;           // null: builtin_registry()
   tuner::HeuristicFn heuristic;                 // empty: flce::heuristic_variant
   std::function<int(std::string*)> device_count;  // empty: cuda_device_count
+  // What `tune`'s measuring worker builds for `--gpu SPEC` (runs after the fork,
+  // or in-process with --in-process). Empty: the GPU measurer on that device.
+  std::function<tuner::WorkerSetup(const std::string& gpu)> worker_setup;
 };
 
 int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err);

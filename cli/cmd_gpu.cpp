@@ -8,6 +8,7 @@
 #include "kernels/common/error.h"
 #include "tuner/bench.h"
 #include "tuner/best.h"
+#include "tuner/footprint.h"
 #include "tuner/interrupt.h"
 #include "tuner/json.h"
 #include "tuner/records.h"
@@ -20,10 +21,7 @@ namespace detfuse::cli {
 namespace {
 std::unique_ptr<db::Store> open_if_exists(const std::string& path) {
   if (!std::filesystem::exists(path)) return nullptr;
-  db::OpenOptions o;
-  o.create = false;
-  o.read_only = true;
-  return std::make_unique<db::Store>(path, o);
+  return std::make_unique<db::Store>(db::Store::open_read_only(path));  // verify only reads the store
 }
 }  // namespace
 
@@ -58,6 +56,7 @@ int cmd_verify(Env& env, const std::vector<std::string>& args) {
   o.seed = vm["seed"].as<int64_t>();
   o.repeats = vm["repeats"].as<int>();
   if (o.repeats < 1) throw UsageError("--repeats: must be >= 1");
+  if (!vm.count("inputs")) tuner::check_fits(o.problem, nullptr);  // before seeded inputs are made
   if (vm.count("inputs")) o.inputs = load_inputs(vm["inputs"].as<std::string>(), o.problem, vm.count("shape") > 0);
   if (vm.count("dump")) o.dump_dir = vm["dump"].as<std::string>();
   const std::string path = vm["db"].as<std::string>();
@@ -68,6 +67,7 @@ int cmd_verify(Env& env, const std::vector<std::string>& args) {
       if (n != "best") tuner::plan_variants(env.reg, o.problem, {n});
 
   const DeviceInfo dev = require_device(env, vm["device"].as<int>());
+  tuner::check_fits(o.problem, &dev);
   auto store = open_if_exists(path);
   if (vm.count("variant")) {
     for (const auto& n : vm["variant"].as<std::vector<std::string>>()) {
@@ -167,9 +167,11 @@ int cmd_bench(Env& env, const std::vector<std::string>& args) {
   o.seed = vm["seed"].as<int64_t>();
   if (vm.count("variant")) o.variants = vm["variant"].as<std::vector<std::string>>();
   o.baseline = !vm.count("no-baseline");
+  if (!vm.count("inputs")) tuner::check_fits(o.problem, nullptr);  // before seeded inputs are made
   if (vm.count("inputs")) o.inputs = load_inputs(vm["inputs"].as<std::string>(), o.problem, vm.count("shape") > 0);
   tuner::plan_variants(env.reg, o.problem, o.variants);  // bad names: exit 2 before the GPU
   const DeviceInfo dev = require_device(env, vm["device"].as<int>());
+  tuner::check_fits(o.problem, &dev);
   tuner::clear_interrupt();
   tuner::install_sigint_handler();
   auto r = tuner::run_bench(env.reg, dev, o, &env.err);

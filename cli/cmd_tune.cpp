@@ -5,12 +5,45 @@
 #include "db/store.h"
 #include "kernels/common/error.h"
 #include "tuner/flce_measurer.h"
+#include "tuner/footprint.h"
 #include "tuner/interrupt.h"
 #include "tuner/presets.h"
+#include "tuner/supervisor.h"
 #include "tuner/text.h"
 #include "tuner/tuner.h"
 
 namespace detfuse::cli {
+
+tuner::WorkerSetup gpu_worker_setup(const std::string& gpu) {
+  std::string why;
+  const int n = cuda_device_count(&why);
+  if (n <= 0) {
+    // After fork, CUDA works in the child only if the parent never initialised it.
+    const bool init = why.find("InitializationError") != std::string::npos;
+    throw Error("no CUDA device: " + (why.empty() ? std::string("none found") : why) +
+                (init ? " (in the measuring worker: did the parent initialise CUDA before forking? see tuner/supervisor.h)" : ""));
+  }
+  int ordinal = -1;
+  if (!gpu.empty() && gpu.find_first_not_of("0123456789") == std::string::npos && gpu.size() < 6) {
+    ordinal = std::stoi(gpu);
+    if (ordinal >= n)
+      throw invalid_argument("--gpu " + gpu + ": only " + std::to_string(n) + " CUDA device(s) visible");
+  } else {
+    std::string found;
+    for (const DeviceInfo& d : query_all_devices())
+      if (!gpu.empty() && d.uuid.compare(0, gpu.size(), gpu) == 0) {
+        if (ordinal >= 0) throw invalid_argument("--gpu " + gpu + ": matches several GPUs (" + found + ", " + d.uuid + ")");
+        ordinal = d.ordinal;
+        found = d.uuid;
+      }
+    if (ordinal < 0) throw invalid_argument("--gpu '" + gpu + "': no visible GPU has that ordinal or UUID prefix (see detfuse devices)");
+  }
+  DETFUSE_CUDA_CHECK(cudaSetDevice(ordinal));
+  tuner::WorkerSetup s;
+  s.device = query_device(ordinal);
+  s.measurer = std::make_unique<tuner::FlceGpuMeasurer>(s.device);
+  return s;
+}
 
 int cmd_tune(Env& env, const std::vector<std::string>& args) {
   std::string presets;
@@ -23,11 +56,20 @@ int cmd_tune(Env& env, const std::vector<std::string>& args) {
       ("budget", po::value<std::string>(), "stop cleanly after this long with the best so far (e.g. 10m, 90s, 1h)")
       ("repeats", po::value<int>()->default_value(5), "K: repeats digesting every output (determinism check)")
       ("seed", po::value<int64_t>()->default_value(0), "seed of the random inputs")
-      ("resume", "continue the latest unfinished run for these problems")
+      ("resume", "continue the latest unfinished run for these problems (never one whose process is alive)")
+      ("retry-crashed", "with --resume: measure again the variants that crashed their worker")
       ("allow-nondeterministic", "let nondeterministic (atomic) variants win")
       ("variant", po::value<std::vector<std::string>>()->composing(), "only these variants (repeatable)")
-      ("time-cap", po::value<std::string>()->default_value("20s"), "timing cap per variant")
-      ("device", po::value<int>()->default_value(0), "CUDA device ordinal");
+      ("time-cap", po::value<std::string>()->default_value("20s"),
+       "soft cap per variant: its K repeats and timing repetitions stop when it is spent (past 2 repeats and 5 "
+       "repetitions); the budget lowers it")
+      ("kill-after", po::value<std::string>(),
+       "hard cap per variant: a variant still running after this long is killed with its worker process and "
+       "recorded crashed (timeout) (default: --time-cap + 2m)")
+      ("in-process", "measure in this process instead of a supervised worker (for debuggers and sanitizers; a "
+       "variant that loses the CUDA context then ends the run)")
+      ("gpu", po::value<std::string>(), "the GPU to tune: ordinal, UUID or UUID prefix (CUDA_VISIBLE_DEVICES applies)")
+      ("device", po::value<int>(), "CUDA device ordinal (same as --gpu N)");
   po::variables_map vm;
   if (!parse(args, d, nullptr, vm,
              "usage: detfuse tune --kernel flce (--shape N,D,V | --preset llm-heads) [--dtype bf16] [options]\n\n"
@@ -48,13 +90,19 @@ int cmd_tune(Env& env, const std::vector<std::string>& args) {
   } else {
     o.problems = {problem_from(vm, true)};
   }
-  for (const auto& p : o.problems) p.validate();
+  for (const auto& p : o.problems) {
+    p.validate();
+    tuner::check_fits(p, nullptr);  // host memory, before any worker or GPU (the device is checked by the tuner)
+  }
   o.seed = vm["seed"].as<int64_t>();
   o.repeats = vm["repeats"].as<int>();
   if (o.repeats < 2) throw UsageError("--repeats: must be >= 2 to check determinism");
   if (vm.count("budget")) o.budget_s = tuner::parse_duration(vm["budget"].as<std::string>());
   o.variant_time_cap_s = tuner::parse_duration(vm["time-cap"].as<std::string>());
   o.resume = vm.count("resume") > 0;
+  o.retry_crashed = vm.count("retry-crashed") > 0;
+  if (o.retry_crashed && !o.resume)
+    throw UsageError("--retry-crashed: only with --resume (a new run measures every variant anyway)");
   o.allow_nondeterministic = vm.count("allow-nondeterministic") > 0;
   if (vm.count("variant")) o.variants = vm["variant"].as<std::vector<std::string>>();
   o.command_line = env.command_line;
@@ -63,12 +111,41 @@ int cmd_tune(Env& env, const std::vector<std::string>& args) {
   for (const auto& p : o.problems) any = any || !tuner::plan_variants(env.reg, p, o.variants).empty();
   if (!any) throw Error("no " + std::string(to_string(base.dtype)) + " FLCE variant is registered in this build (see `detfuse list`)");
 
-  const DeviceInfo dev = require_device(env, vm["device"].as<int>());
+  o.kill_after_s = vm.count("kill-after") ? tuner::parse_duration(vm["kill-after"].as<std::string>())
+                                          : o.variant_time_cap_s + 120;
+  if (vm.count("gpu") && vm.count("device")) throw UsageError("--gpu and --device exclude each other");
+  const std::string gpu = vm.count("gpu") ? vm["gpu"].as<std::string>()
+                                          : std::to_string(vm.count("device") ? vm["device"].as<int>() : 0);
+
+  // Nothing here touches CUDA: the worker (forked below) queries the device and
+  // measures, so a variant that takes its process down is recorded and the
+  // run goes on (tuner/supervisor.h).
+  if (env.ctx.device_count) {
+    std::string why;
+    if (env.ctx.device_count(&why) <= 0) throw NoDevice("no CUDA device: " + (why.empty() ? "none found" : why));
+  }
+  tuner::WorkerFactory factory = env.ctx.worker_setup
+                                     ? tuner::WorkerFactory([&env, gpu] { return env.ctx.worker_setup(gpu); })
+                                     : tuner::WorkerFactory([gpu] { return gpu_worker_setup(gpu); });
+  // The store first: a bad --db is reported before any worker or GPU starts.
+  // (The forked worker inherits its descriptor and never uses it; it leaves
+  // only through _exit, so it never closes or checkpoints the connection.)
   db::Store store(vm["db"].as<std::string>());
-  tuner::FlceGpuMeasurer measurer(dev);
-  tuner::Tuner t(store, env.reg, dev, measurer, &env.err);
   tuner::clear_interrupt();
   tuner::install_sigint_handler();
+  std::unique_ptr<tuner::FlceMeasurer> in_process;
+  std::unique_ptr<tuner::SupervisedMeasurer> supervised;
+  DeviceInfo dev;
+  if (vm.count("in-process")) {
+    tuner::WorkerSetup setup = factory();
+    dev = setup.device;
+    in_process = std::move(setup.measurer);
+  } else {
+    supervised = std::make_unique<tuner::SupervisedMeasurer>(env.reg, factory);
+    dev = supervised->start();
+  }
+  tuner::FlceMeasurer& measurer = in_process ? *in_process : static_cast<tuner::FlceMeasurer&>(*supervised);
+  tuner::Tuner t(store, env.reg, dev, measurer, &env.err);
   env.err << "tuning " << o.problems.size() << " problem(s) on " << dev.name << " (" << dev.uuid << ") into "
           << store.path().string() << (o.budget_s > 0 ? ", budget " + tuner::format_duration(o.budget_s) : "") << "\n";
   tuner::TuneReport r = t.run(o);
@@ -90,8 +167,16 @@ int cmd_tune(Env& env, const std::vector<std::string>& args) {
     }
   }
   env.out << "\nrun " << r.run_uid << ": " << r.status << "; " << r.measured << " measured, " << r.cannot_run
-          << " cannot run, " << r.skipped << " already done" << (r.crashed_marked ? ", " + std::to_string(r.crashed_marked) + " recorded as crashed" : "");
-  if (r.remaining > 0) env.out << ", " << r.remaining << " left (detfuse tune ... --resume continues)";
+          << " cannot run, " << r.skipped << " already done"
+          << (r.crashed_marked ? ", " + std::to_string(r.crashed_marked) + " recorded as crashed" : "")
+          << (r.retried ? ", " + std::to_string(r.retried) + " crashed measured again" : "");
+  if (r.remaining > 0)
+    env.out << ", " << r.remaining << " left" << (r.status == db::kRunBudget ? " (budget spent)" : "")
+            << " (detfuse tune ... --resume continues)";
+  if (!r.cuts.empty()) {
+    env.out << "; cut by the time caps: ";
+    for (size_t i = 0; i < r.cuts.size(); ++i) env.out << (i ? "; " : "") << r.cuts[i];
+  }
   env.out << "\n";
   if (r.status == db::kRunInterrupted) return 130;
   if (r.status == db::kRunFailed) return 1;

@@ -14,6 +14,7 @@
 #include "kernels/common/device_info.h"
 #include "kernels/common/problem.h"
 #include "tuner/flce_gpu.h"
+#include "tuner/supervisor.h"
 
 namespace detfuse::cli {
 
@@ -57,6 +58,9 @@ tuner::HeuristicFn heuristic(const Env& env);
 // rounded to the dtype; the problem's N, D, V set from the files (they must
 // agree with --shape when it is given).
 tuner::FlceHostInputs load_inputs(const std::filesystem::path& dir, FlceProblem& p, bool shape_given);
+
+// The GPU measurer on `gpu` (ordinal, UUID or UUID prefix): what tune's worker builds.
+tuner::WorkerSetup gpu_worker_setup(const std::string& gpu);
 
 int cmd_devices(Env& env, const std::vector<std::string>& args);
 int cmd_list(Env& env, const std::vector<std::string>& args);

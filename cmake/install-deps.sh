@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-pkgs=(cmake make g++ libboost-program-options-dev libsqlite3-dev libxxhash-dev libgtest-dev)
+pkgs=(cmake make g++ libboost-program-options-dev libsqlite3-dev libxxhash-dev libgtest-dev nlohmann-json3-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -133,41 +133,44 @@ std::string format_bench_table(const BenchReport& r) {
 }
 
 std::string bench_json(const BenchReport& r) {
-  std::ostringstream os;
-  os << "{\"problem\": " << json_str(r.problem.key()) << ", \"shape\": " << json_str(r.problem.shape())
-     << ", \"dtype\": " << json_str(to_string(r.problem.dtype)) << ", \"device\": {\"name\": " << json_str(r.device.name)
-     << ", \"uuid\": " << json_str(r.device.uuid) << "}, \"repeats\": " << r.repeats << ", \"flops\": "
-     << json_num(r.problem.flops_forward_backward()) << ", \"three_gemms\": ";
+  Json j;
+  j["problem"] = r.problem.key();
+  j["shape"] = r.problem.shape();
+  j["dtype"] = to_string(r.problem.dtype);
+  j["device"] = {{"name", r.device.name}, {"uuid", r.device.uuid}};
+  j["repeats"] = r.repeats;
+  j["flops"] = json_number(r.problem.flops_forward_backward());
   if (r.gemms.available)
-    os << "{\"total_ms\": " << json_num(r.gemms.total_ms) << ", \"logits_ms\": " << json_num(r.gemms.logits_ms)
-       << ", \"dx_ms\": " << json_num(r.gemms.dx_ms) << ", \"dw_ms\": " << json_num(r.gemms.dw_ms)
-       << ", \"note\": " << json_str(r.gemms.note) << "}";
+    j["three_gemms"] = {{"total_ms", json_number(r.gemms.total_ms)}, {"logits_ms", json_number(r.gemms.logits_ms)},
+                        {"dx_ms", json_number(r.gemms.dx_ms)},       {"dw_ms", json_number(r.gemms.dw_ms)},
+                        {"note", r.gemms.note}};
   else
-    os << "null";
-  os << ", \"variants\": [";
-  for (size_t i = 0; i < r.rows.size(); ++i) {
-    const auto& row = r.rows[i];
-    os << (i ? ", " : "") << "{\"name\": " << json_str(row.variant) << ", \"strategy\": " << json_str(row.strategy)
-       << ", \"deterministic_by_design\": " << (row.deterministic_by_design ? "true" : "false")
-       << ", \"status\": " << json_str(row.status) << ", \"reason\": " << json_str(row.reason);
+    j["three_gemms"] = nullptr;
+  j["variants"] = Json::array();
+  for (const auto& row : r.rows) {
+    Json v = {{"name", row.variant},
+              {"strategy", row.strategy},
+              {"deterministic_by_design", row.deterministic_by_design},
+              {"status", row.status},
+              {"reason", row.reason}};
     if (row.status == "ok") {
-      os << ", \"median_ms\": " << json_num(row.stats.median) << ", \"min_ms\": " << json_num(row.stats.min)
-         << ", \"max_ms\": " << json_num(row.stats.max) << ", \"spread\": " << json_num(row.stats.spread)
-         << ", \"tflops\": " << json_num(row.timing.tflops) << ", \"ratio_to_three_gemms\": "
-         << (row.ratio_to_gemms > 0 ? json_num(row.ratio_to_gemms) : "null")
-         << ", \"peak_extra_bytes\": " << row.timing.peak_extra_bytes << ", \"clock_mhz\": [" << row.timing.clock_min_mhz
-         << ", " << row.timing.clock_max_mhz << "], \"samples_ms\": [";
-      for (size_t k = 0; k < row.timing.samples_ms.size(); ++k)
-        os << (k ? ", " : "") << json_num(row.timing.samples_ms[k]);
-      os << "], \"distinct_digests\": {";
-      size_t k = 0;
-      for (const auto& [name, n] : row.distinct) os << (k++ ? ", " : "") << json_str(name) << ": " << n;
-      os << "}";
+      v["median_ms"] = json_number(row.stats.median);
+      v["min_ms"] = json_number(row.stats.min);
+      v["max_ms"] = json_number(row.stats.max);
+      v["spread"] = json_number(row.stats.spread);
+      v["tflops"] = json_number(row.timing.tflops);
+      v["ratio_to_three_gemms"] = row.ratio_to_gemms > 0 ? json_number(row.ratio_to_gemms) : Json(nullptr);
+      v["peak_extra_bytes"] = row.timing.peak_extra_bytes;
+      v["clock_mhz"] = {row.timing.clock_min_mhz, row.timing.clock_max_mhz};
+      Json samples = Json::array();
+      for (double s : row.timing.samples_ms) samples.push_back(json_number(s));
+      v["samples_ms"] = samples;
+      v["distinct_digests"] = Json::object();
+      for (const auto& [name, n] : row.distinct) v["distinct_digests"][name] = n;
     }
-    os << "}";
+    j["variants"].push_back(v);
   }
-  os << "]}\n";
-  return os.str();
+  return json_text(j) + "\n";
 }
 
 }  // namespace detfuse::tuner

@@ -1,6 +1,7 @@
 #include "tuner/budget.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace detfuse::tuner {
@@ -22,5 +23,13 @@ double Budget::remaining() const {
 }
 
 double Budget::cap(double cap_s) const { return std::min(cap_s, remaining()); }
+
+SoftCap::SoftCap(double seconds, Budget::Clock clock) : cap_(seconds), clock_(std::move(clock)) { start_ = clock_(); }
+
+double SoftCap::remaining() const {
+  if (std::isinf(cap_) && cap_ > 0) return cap_;
+  if (!(cap_ > 0)) return 0;
+  return std::max(0.0, cap_ - (clock_() - start_));
+}
 
 }  // namespace detfuse::tuner

@@ -34,4 +34,22 @@ class Budget {
   double start_;
 };
 
+// The soft cap of one variant's measuring (MeasureControl::time_cap_s): loops
+// (K repeats, timing repetitions) stop once it is spent, but never before their
+// minimum. Unlike Budget, a cap of 0 is a cap (spent at once), not "none".
+class SoftCap {
+ public:
+  explicit SoftCap(double seconds, Budget::Clock clock = monotonic_seconds);
+  bool spent() const { return remaining() <= 0; }
+  double remaining() const;  // never below 0; infinity for an infinite cap
+  // Whether a loop that has done `done` iterations, of which `minimum` are
+  // never cut, should do another.
+  bool keep_going(int done, int minimum) const { return done < minimum || !spent(); }
+
+ private:
+  double cap_;
+  Budget::Clock clock_;
+  double start_;
+};
+
 }  // namespace detfuse::tuner

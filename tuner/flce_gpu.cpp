@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -57,13 +58,17 @@ void FlceGpuCase::run_once(const FlceVariant& v) {
 }
 
 bool FlceGpuCase::repeat_digests(const FlceVariant& v, int repeats, const std::function<bool()>& stop,
-                                 db::Determinism& d) {
+                                 db::Determinism& d, const std::function<bool()>& cap_spent) {
   DeviceBytes ws(v.workspace_bytes(case_.problem(), mode_));
   d = db::Determinism{};
   d.repeats = repeats;
   std::map<std::string, std::set<Digest>> seen;
   for (int r = 0; r < repeats; ++r) {
     if (stop && stop()) return false;
+    if (r >= 2 && cap_spent && cap_spent()) {
+      d.repeats = r;  // cut by the cap: the digests of r repeats
+      break;
+    }
     case_.poison();
     launch(v, ws);
     DETFUSE_CUDA_CHECK(cudaDeviceSynchronize());
@@ -130,7 +135,7 @@ size_t free_device_memory() {
 }  // namespace
 
 bool FlceGpuCase::time(const FlceVariant& v, const RepetitionPolicy& policy, const std::function<bool()>& stop,
-                       db::Timing& t) {
+                       db::Timing& t, int* uncapped) {
   t = db::Timing{};
   const FlceProblem& p = case_.problem();
   DETFUSE_CUDA_CHECK(cudaDeviceSynchronize());
@@ -165,6 +170,11 @@ bool FlceGpuCase::time(const FlceVariant& v, const RepetitionPolicy& policy, con
   }
   t.warmup = warmup;
   const int reps = plan_repetitions(estimate, policy);
+  if (uncapped) {
+    RepetitionPolicy free = policy;
+    free.cap_ms = std::numeric_limits<double>::infinity();
+    *uncapped = plan_repetitions(estimate, free);
+  }
   see_clock();
   for (int i = 0; i < reps; ++i) {
     if (stop && stop()) return false;

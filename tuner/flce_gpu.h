@@ -60,12 +60,18 @@ class FlceGpuCase {
 
   // K repeats, each poisoned then run; every output's digest of every repeat.
   // Returns false when stop() asked to abandon (d then holds what was done).
-  bool repeat_digests(const FlceVariant& v, int repeats, const std::function<bool()>& stop, db::Determinism& d);
+  // `cap_spent` (optional) ends the repeats early once it is true, after at
+  // least 2 of them; d.repeats then says how many ran.
+  bool repeat_digests(const FlceVariant& v, int repeats, const std::function<bool()>& stop, db::Determinism& d,
+                      const std::function<bool()>& cap_spent = {});
 
   // Warm-up then timed repetitions (plan_repetitions with `policy`), L2 flushed
   // before each. Fills samples, median/min/max, clocks, peak extra memory,
   // flops/tflops. Returns false when stop() asked to abandon.
-  bool time(const FlceVariant& v, const RepetitionPolicy& policy, const std::function<bool()>& stop, db::Timing& t);
+  // `uncapped` (optional) receives the repetitions the plan would have had
+  // without policy.cap_ms, so the caller can say what the cap cut.
+  bool time(const FlceVariant& v, const RepetitionPolicy& policy, const std::function<bool()>& stop, db::Timing& t,
+            int* uncapped = nullptr);
 
   // XXH3-128 of the raw bytes of every output `mode` writes, in
   // flce_output_names() order: the same values as DeviceCase::digests(), read

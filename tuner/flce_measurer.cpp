@@ -6,6 +6,7 @@
 #include "kernels/common/error.h"
 #include "reference/compare.h"
 #include "reference/inputs.h"
+#include "tuner/budget.h"
 
 namespace detfuse::tuner {
 
@@ -37,6 +38,15 @@ std::string sci(double v) {
 
 void FlceGpuMeasurer::prepare(const FlceProblem& p, FlceMode mode, int64_t seed) {
   release();
+  try {
+    prepare_(p, mode, seed);
+  } catch (const std::bad_alloc&) {
+    release();
+    throw Error("out of host memory preparing " + p.shape() + " (seeded inputs and the float64 reference)");
+  }
+}
+
+void FlceGpuMeasurer::prepare_(const FlceProblem& p, FlceMode mode, int64_t seed) {
   mode_ = mode;
   const bool backward = mode != FlceMode::forward;
   reference::FlceInputs in = reference::make_flce_inputs(p, uint64_t(seed));
@@ -141,6 +151,9 @@ VariantOutcome FlceGpuMeasurer::measure(const FlceVariant& v, const MeasureContr
   auto note = [&](const std::string& s) {
     if (ctl.note) ctl.note(s);
   };
+  // The variant's soft cap runs from here: the check is never cut, the repeats
+  // and the timing repetitions are, past their minimums.
+  const SoftCap cap(ctl.time_cap_s);
   try {
     note("checking against the reference");
     out.correctness = check(v);
@@ -155,19 +168,24 @@ VariantOutcome FlceGpuMeasurer::measure(const FlceVariant& v, const MeasureContr
     }
     note("repeating " + std::to_string(ctl.repeats) + " times");
     db::Determinism d;
-    if (!full_->repeat_digests(v, ctl.repeats, ctl.stop, d)) {
+    if (!full_->repeat_digests(v, ctl.repeats, ctl.stop, d, [&] { return cap.spent(); })) {
       out.interrupted = true;
       return out;
     }
+    if (d.repeats < ctl.repeats) out.cut = "repeats " + std::to_string(d.repeats) + " of " + std::to_string(ctl.repeats);
     out.determinism = d;
     note("timing");
     RepetitionPolicy rp = reps_;
-    rp.cap_ms = std::max(0.0, ctl.time_cap_s * 1e3);
+    rp.cap_ms = cap.remaining() * 1e3;
     db::Timing t;
-    if (!full_->time(v, rp, ctl.stop, t)) {
+    int uncapped = 0;
+    if (!full_->time(v, rp, ctl.stop, t, &uncapped)) {
       out.interrupted = true;
       return out;
     }
+    if (int(t.samples_ms.size()) < uncapped)
+      out.cut += (out.cut.empty() ? "" : ", ") + std::string("timing ") + std::to_string(t.samples_ms.size()) + " of " +
+                 std::to_string(uncapped) + " repetitions";
     out.timing = t;
     out.status = db::kResultOk;
   } catch (const std::exception& e) {

@@ -44,6 +44,7 @@ class FlceGpuMeasurer : public FlceMeasurer {
 
  private:
   db::Correctness check(const FlceVariant& v);
+  void prepare_(const FlceProblem& p, FlceMode mode, int64_t seed);
 
   DeviceInfo dev_;
   CheckPolicy check_;

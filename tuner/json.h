@@ -1,46 +1,24 @@
-// Minimal JSON text writing (strings escaped, numbers in round-trip form) for
-// the --json outputs of the command.
+// JSON output of the command (--json) through nlohmann::json (Debian's
+// nlohmann-json3-dev): every string is escaped by the library, numbers are
+// written in round-trip form, and non-finite numbers become null. Strings that
+// are not valid UTF-8 (a GPU or file name is whatever bytes it is) are written
+// with U+FFFD in place of the bad bytes instead of failing, so the text is
+// always valid JSON.
 #pragma once
 
 #include <cmath>
-#include <cstdio>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 namespace detfuse::tuner {
 
-inline std::string json_str(const std::string& s) {
-  std::string o = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"': o += "\\\""; break;
-      case '\\': o += "\\\\"; break;
-      case '\n': o += "\\n"; break;
-      case '\t': o += "\\t"; break;
-      case '\r': o += "\\r"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char b[8];
-          std::snprintf(b, sizeof b, "\\u%04x", c);
-          o += b;
-        } else {
-          o += c;
-        }
-    }
-  }
-  return o + "\"";
-}
+using Json = nlohmann::json;
 
-inline std::string json_num(double v) {
-  if (!std::isfinite(v)) return "null";
-  char b[40];
-  std::snprintf(b, sizeof b, "%.17g", v);
-  double back = std::strtod(b, nullptr);
-  for (int p = 1; p <= 17; ++p) {
-    char s[40];
-    std::snprintf(s, sizeof s, "%.*g", p, v);
-    if (std::strtod(s, nullptr) == back) return s;
-  }
-  return b;
-}
+// A number, or null when it is NaN or infinite (JSON has neither).
+inline Json json_number(double v) { return std::isfinite(v) ? Json(v) : Json(nullptr); }
+
+// One line of JSON text (no trailing newline).
+inline std::string json_text(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
 }  // namespace detfuse::tuner

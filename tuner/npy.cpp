@@ -1,10 +1,14 @@
 #include "tuner/npy.h"
 
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "kernels/common/error.h"
+#include "kernels/common/problem.h"
 
 namespace detfuse::tuner {
 
@@ -40,30 +44,50 @@ std::string dict_value(const std::string& h, const std::string& key, const std::
 
 }  // namespace
 
-NpyArray parse_npy(const std::string& b, const std::string& name) {
+namespace {
+
+// What the header says, validated: the dtype, the shape (each dimension within
+// kMaxDim, the byte count computed without overflow) and where the data starts.
+struct NpyHeader {
+  std::string descr;
+  std::vector<int64_t> shape;
+  size_t data_offset = 0;
+  uint64_t data_bytes = 0;
+};
+
+constexpr size_t kMaxHeaderBytes = size_t(1) << 20;  // numpy writes < 100 bytes; 1 MiB is plenty
+
+// `prefix` holds at least the first 12 bytes of the file (fewer when the file
+// is shorter); `read_header(n)` returns the first n bytes (fewer when short).
+template <class ReadPrefix>
+NpyHeader parse_header(const std::string& prefix, ReadPrefix read_header, const std::string& name) {
   static const char magic[] = "\x93NUMPY";
-  if (b.size() < 10 || std::memcmp(b.data(), magic, 6) != 0) throw bad(name, "not a .npy file (bad magic)");
-  const int major = static_cast<unsigned char>(b[6]);
+  if (prefix.size() < 10 || std::memcmp(prefix.data(), magic, 6) != 0) throw bad(name, "not a .npy file (bad magic)");
+  const int major = static_cast<unsigned char>(prefix[6]);
   size_t header_len, off;
   if (major == 1) {
-    header_len = static_cast<unsigned char>(b[8]) | (size_t(static_cast<unsigned char>(b[9])) << 8);
+    header_len = static_cast<unsigned char>(prefix[8]) | (size_t(static_cast<unsigned char>(prefix[9])) << 8);
     off = 10;
   } else if (major == 2 || major == 3) {
-    if (b.size() < 12) throw bad(name, "truncated npy header");
+    if (prefix.size() < 12) throw bad(name, "truncated npy header");
     header_len = 0;
-    for (int i = 0; i < 4; ++i) header_len |= size_t(static_cast<unsigned char>(b[8 + i])) << (8 * i);
+    for (int i = 0; i < 4; ++i) header_len |= size_t(static_cast<unsigned char>(prefix[8 + i])) << (8 * i);
     off = 12;
   } else {
     throw bad(name, "unsupported npy version " + std::to_string(major));
   }
-  if (b.size() < off + header_len) throw bad(name, "truncated npy header");
-  const std::string h = b.substr(off, header_len);
-  NpyArray a;
+  if (header_len > kMaxHeaderBytes)
+    throw bad(name, "npy header length " + std::to_string(header_len) + " bytes is implausible (a corrupt file?)");
+  const std::string all = read_header(off + header_len);
+  if (all.size() < off + header_len) throw bad(name, "truncated npy header");
+  const std::string h = all.substr(off, header_len);
+  NpyHeader out;
   std::string descr = dict_value(h, "descr", name);
-  if (descr.size() < 2 || (descr.front() != '\'' && descr.front() != '"')) throw bad(name, "malformed descr");
-  a.descr = descr.substr(1, descr.size() - 2);
-  if (a.descr != "<f4" && a.descr != "<i8")
-    throw bad(name, "dtype '" + a.descr + "' not supported (need little-endian float32 '<f4' or int64 '<i8')");
+  if (descr.size() < 2 || (descr.front() != '\'' && descr.front() != '"') || descr.back() != descr.front())
+    throw bad(name, "malformed descr");
+  out.descr = descr.substr(1, descr.size() - 2);
+  if (out.descr != "<f4" && out.descr != "<i8")
+    throw bad(name, "dtype '" + out.descr + "' not supported (need little-endian float32 '<f4' or int64 '<i8')");
   std::string fo = dict_value(h, "fortran_order", name);
   if (fo != "False") throw bad(name, "Fortran-order arrays are not supported (save with C order)");
   std::string sh = dict_value(h, "shape", name);
@@ -75,32 +99,126 @@ NpyArray parse_npy(const std::string& b, const std::string& name) {
     size_t s = item.find_first_not_of(' '), e = item.find_last_not_of(' ');
     if (s == std::string::npos) continue;  // "(5,)" trailing comma
     std::string t = item.substr(s, e - s + 1);
-    if (t.empty() || t.find_first_not_of("0123456789") != std::string::npos || t.size() > 15)
+    if (t.empty() || t.find_first_not_of("0123456789") != std::string::npos || t.size() > 18)
       throw bad(name, "malformed shape " + sh);
-    a.shape.push_back(std::stoll(t));
+    const int64_t d = std::stoll(t);
+    if (d > kMaxDim)
+      throw bad(name, "shape " + sh + ": dimension " + std::to_string(out.shape.size()) + " is " + t +
+                          ", above the limit of " + kMaxDimText);
+    out.shape.push_back(d);
   }
-  const size_t elem = 4 + 4 * (a.descr == "<i8");
-  const int64_t n = a.count();
-  const size_t data_off = off + header_len;
-  const size_t want = size_t(n) * elem;
-  if (b.size() - data_off != want)
-    throw bad(name, "data size " + std::to_string(b.size() - data_off) + " bytes does not match shape " + sh + " (" +
-                        std::to_string(want) + " bytes)");
-  if (a.descr == "<f4") {
-    a.f32.resize(size_t(n));
-    if (n) std::memcpy(a.f32.data(), b.data() + data_off, want);
-  } else {
-    a.i64.resize(size_t(n));
-    if (n) std::memcpy(a.i64.data(), b.data() + data_off, want);
+  if (out.shape.size() > 8) throw bad(name, "shape " + sh + " has more than 8 dimensions");
+  const uint64_t elem = out.descr == "<i8" ? 8 : 4;
+  uint64_t bytes = elem;
+  for (int64_t d : out.shape) {
+    auto b = checked_bytes({d}, bytes);
+    if (!b) throw bad(name, "shape " + sh + " times " + std::to_string(elem) + " bytes overflows 64 bits");
+    bytes = *b;
   }
+  out.data_offset = off + header_len;
+  out.data_bytes = bytes;
+  return out;
+}
+
+std::string size_mismatch(const NpyHeader& h, uint64_t have) {
+  std::string sh = "(";
+  for (size_t i = 0; i < h.shape.size(); ++i) sh += (i ? ", " : "") + std::to_string(h.shape[i]);
+  sh += ")";
+  return "data size " + std::to_string(have) + " bytes does not match shape " + sh + " of " + h.descr + " (" +
+         std::to_string(h.data_bytes) + " bytes)";
+}
+
+// The element vector of `a` sized for the header, or a named error when the
+// host cannot hold it.
+char* allocate_data(NpyArray& a, const NpyHeader& h, const std::string& name) {
+  const size_t n = size_t(h.data_bytes / (a.descr == "<i8" ? 8 : 4));
+  try {
+    if (a.descr == "<f4") {
+      a.f32.resize(n);
+      return reinterpret_cast<char*>(a.f32.data());
+    }
+    a.i64.resize(n);
+    return reinterpret_cast<char*>(a.i64.data());
+  } catch (const std::bad_alloc&) {
+    throw Error(name + ": out of host memory: cannot allocate " + std::to_string(h.data_bytes) + " bytes to read it");
+  } catch (const std::length_error&) {
+    throw Error(name + ": out of host memory: cannot allocate " + std::to_string(h.data_bytes) + " bytes to read it");
+  }
+}
+
+}  // namespace
+
+NpyArray parse_npy(const std::string& b, const std::string& name) {
+  const NpyHeader h =
+      parse_header(b.substr(0, 12), [&](size_t n) { return b.substr(0, n); }, name);
+  const uint64_t have = b.size() - std::min(b.size(), h.data_offset);
+  if (have != h.data_bytes) throw bad(name, size_mismatch(h, have));
+  NpyArray a;
+  a.descr = h.descr;
+  a.shape = h.shape;
+  char* dst = allocate_data(a, h, name);
+  if (h.data_bytes) std::memcpy(dst, b.data() + h.data_offset, size_t(h.data_bytes));
   return a;
 }
 
 NpyArray read_npy(const std::filesystem::path& path) {
+  const std::string name = path.string();
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(st)) throw bad(name, "cannot open: no such file");
+  if (std::filesystem::is_directory(st)) throw bad(name, "is a directory, not a .npy file");
+  if (!std::filesystem::is_regular_file(st)) throw bad(name, "is not a regular file");
+  const uint64_t file_size = std::filesystem::file_size(path, ec);
+  if (ec) throw bad(name, "cannot read its size: " + ec.message());
   std::ifstream f(path, std::ios::binary);
-  if (!f) throw invalid_argument(path.string() + ": cannot open");
-  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  return parse_npy(bytes, path.string());
+  if (!f) throw bad(name, std::string("cannot open: ") + std::strerror(errno));
+  auto read_first = [&](size_t n) {
+    std::string s(n, '\0');
+    f.clear();
+    f.seekg(0);
+    f.read(s.data(), std::streamsize(n));
+    s.resize(size_t(f.gcount()));
+    return s;
+  };
+  const NpyHeader h = parse_header(read_first(12), read_first, name);
+  // The file size is checked against the header before any data is allocated.
+  const uint64_t have = file_size - std::min<uint64_t>(file_size, h.data_offset);
+  if (have != h.data_bytes) throw bad(name, size_mismatch(h, have));
+  NpyArray a;
+  a.descr = h.descr;
+  a.shape = h.shape;
+  char* dst = allocate_data(a, h, name);
+  f.clear();
+  f.seekg(std::streamoff(h.data_offset));
+  f.read(dst, std::streamsize(h.data_bytes));
+  if (uint64_t(f.gcount()) != h.data_bytes) throw bad(name, "read failed (the file changed while it was read?)");
+  return a;
+}
+
+std::optional<std::string> nonfinite_values(const NpyArray& a) {
+  int64_t nans = 0, infs = 0, first = -1;
+  for (size_t i = 0; i < a.f32.size(); ++i) {
+    const float v = a.f32[i];
+    if (std::isfinite(v)) continue;
+    (std::isnan(v) ? nans : infs) += 1;
+    if (first < 0) first = int64_t(i);
+  }
+  if (first < 0) return std::nullopt;
+  // The flat index as a C-order multi-index.
+  std::vector<int64_t> idx(a.shape.size());
+  int64_t rest = first;
+  for (size_t k = a.shape.size(); k-- > 0;) {
+    const int64_t d = std::max<int64_t>(1, a.shape[k]);
+    idx[k] = rest % d;
+    rest /= d;
+  }
+  std::string at = "[";
+  for (size_t k = 0; k < idx.size(); ++k) at += (k ? ", " : "") + std::to_string(idx[k]);
+  at += "]";
+  std::string what;
+  if (nans) what += std::to_string(nans) + " NaN";
+  if (infs) what += (what.empty() ? "" : " and ") + std::to_string(infs) + " infinite";
+  return what + " value(s); the first at " + at + " is " + (std::isnan(a.f32[size_t(first)]) ? "NaN" : "infinite");
 }
 
 namespace {

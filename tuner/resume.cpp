@@ -1,13 +1,19 @@
 #include "tuner/resume.h"
 
+#include <cmath>
 #include <map>
+
+#include "kernels/common/error.h"
+#include "tuner/ownership.h"
 
 namespace detfuse::tuner {
 
-ResumeAction plan_resume(const db::VariantState* state, const std::string& run_status) {
+ResumeAction plan_resume(const db::VariantState* state, const std::string& run_status, bool retry_crashed) {
   if (!state) return ResumeAction::run;
   if (state->status == db::kResultRunning)
-    return run_status == db::kRunInterrupted ? ResumeAction::run : ResumeAction::mark_crashed;
+    return run_status == db::kRunInterrupted ? ResumeAction::run : ResumeAction::mark_crashed_and_run;
+  if (state->status == db::kResultCrashed)
+    return state->crash_presumed || retry_crashed ? ResumeAction::run : ResumeAction::skip;
   return ResumeAction::skip;
 }
 
@@ -22,7 +28,7 @@ std::string resumed_uid(const std::string& command_line) {
 
 std::optional<db::Id> find_resumable_run(const db::Store& store, db::Id device_id, db::Id build_id,
                                          const std::set<db::Id>& problem_ids, int64_t seed,
-                                         std::string* why_not) {
+                                         std::string* why_not, std::vector<db::Id>* older) {
   const auto runs = store.list_runs();  // newest first
   std::set<std::string> superseded;
   for (const auto& r : runs) {
@@ -30,14 +36,17 @@ std::optional<db::Id> find_resumable_run(const db::Store& store, db::Id device_i
     if (!u.empty()) superseded.insert(u);
   }
   std::string why = "no unfinished run in " + store.path().string();
+  std::optional<db::Id> found;
   for (const auto& run : runs) {
-    if (run.record.status == db::kRunComplete || superseded.count(run.record.uid)) continue;
+    const std::string& st = run.record.status;
+    if (st == db::kRunComplete || st == db::kRunAbandoned || superseded.count(run.record.uid)) continue;
     if (run.record.seed != seed) {
-      why = "the newest unfinished run used seed " + std::to_string(run.record.seed);
+      if (!found) why = "the newest unfinished run used seed " + std::to_string(run.record.seed);
       continue;
     }
     bool same = true;
-    for (const auto& r : store.run_results(run.id)) {
+    const auto results = store.run_results(run.id);
+    for (const auto& r : results) {
       if (r.record.device_id != device_id || r.record.build_id != build_id ||
           !problem_ids.count(r.record.problem_id)) {
         same = false;
@@ -45,13 +54,26 @@ std::optional<db::Id> find_resumable_run(const db::Store& store, db::Id device_i
       }
     }
     if (!same) {
-      why = "the unfinished runs were made on another device or build, or for other problems";
+      if (!found) why = "the unfinished runs were made on another device or build, or for other problems";
       continue;
     }
-    return run.id;
+    if (st == db::kRunRunning) {
+      if (results.empty()) continue;  // its device is not known yet: not ours to judge
+      if (found) continue;            // an older live run: not abandoned, not ours
+      double age = std::nan("");
+      for (const auto& u : store.unfinished_runs())
+        if (u.id == run.id) age = u.heartbeat_age_s;
+      throw Error(live_owner_message(run.record, age));
+    }
+    if (!found) {
+      found = run.id;
+      if (!older) break;
+    } else {
+      older->push_back(run.id);
+    }
   }
-  if (why_not) *why_not = why;
-  return std::nullopt;
+  if (!found && why_not) *why_not = why;
+  return found;
 }
 
 std::set<db::Id> resume_chain(const db::Store& store, db::Id run_id) {

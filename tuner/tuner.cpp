@@ -4,6 +4,7 @@
 #include <set>
 
 #include "kernels/common/error.h"
+#include "tuner/footprint.h"
 #include "tuner/interrupt.h"
 #include "tuner/records.h"
 #include "tuner/resume.h"
@@ -87,6 +88,7 @@ TuneReport Tuner::run(const TuneOptions& o) {
   std::vector<std::vector<const FlceVariant*>> variants;
   for (const auto& p : o.problems) {
     p.validate();
+    check_fits(p, &dev_);  // a shape that cannot fit is an error before anything is written
     variants.push_back(plan_variants(reg_, p, o.variants));
   }
 
@@ -102,12 +104,27 @@ TuneReport Tuner::run(const TuneOptions& o) {
     problem_ids.insert(plan[i].problem_id);
   }
 
+  // ---- runs whose process is gone are marked crashed (every tune does it:
+  // a killed run does not stay "running" forever); live ones are left alone.
+  for (const auto& line : mark_dead_runs(store_, o.owner_check)) {
+    rep.dead_runs.push_back(line);
+    if (progress_) *progress_ << line << "\n";
+  }
+
   // ---- the run (a continuation of an unfinished one with --resume)
   std::set<db::Id> chain;  // runs whose results count as done
   std::string resumed_uid_text;
   if (o.resume) {
     std::string why;
-    if (auto id = find_resumable_run(store_, device_id, build_id, problem_ids, o.seed, &why)) {
+    std::vector<db::Id> older;
+    if (auto id = find_resumable_run(store_, device_id, build_id, problem_ids, o.seed, &why, &older)) {
+      for (db::Id a : older) {
+        const db::RunRecord r = store_.run(a);
+        if (store_.mark_run_abandoned(a, "superseded: --resume continued the newer run " + store_.run(*id).uid))
+          rep.abandoned.push_back(r.uid);
+      }
+      if (!rep.abandoned.empty() && progress_)
+        *progress_ << "marked " << rep.abandoned.size() << " older unfinished run(s) of these problems abandoned\n";
       chain = resume_chain(store_, *id);
       const db::RunRecord old = store_.run(*id);
       resumed_uid_text = old.uid;
@@ -128,8 +145,33 @@ TuneReport Tuner::run(const TuneOptions& o) {
     r.repeats = o.repeats;
     r.seed = o.seed;
     r.allow_nondeterministic = o.allow_nondeterministic;
+    r.owner = o.owner;
     run_id = store_.begin_run(r);
   }
+  // The heartbeat: between variants and, while a supervised worker measures,
+  // about every kHeartbeatEveryS (the measurer's wait hook). Cheap: one short
+  // transaction. If another process marked this run crashed or abandoned (it
+  // misjudged the owner), the run goes on: finish_run and record_result win.
+  double last_beat = clock_();
+  bool told_marked = false;
+  auto beat = [&](bool force) {
+    if (!force && clock_() - last_beat < kHeartbeatEveryS) return;
+    last_beat = clock_();
+    try {
+      const std::string st = store_.heartbeat(run_id);
+      if (st != db::kRunRunning && !told_marked && progress_) {
+        told_marked = true;
+        *progress_ << "note: another process marked this run " << st << "; it goes on and its results stand\n";
+      }
+    } catch (const std::exception& e) {
+      if (progress_) *progress_ << "note: heartbeat failed: " << one_line(e.what()) << "\n";
+    }
+  };
+  measurer_.set_wait_hook([&] { beat(false); });
+  struct HookReset {
+    FlceMeasurer& m;
+    ~HookReset() { m.set_wait_hook({}); }
+  } hook_reset{measurer_};
   std::map<db::Id, std::string> chain_status;
   for (db::Id id : chain) chain_status[id] = store_.run(id).status;
   chain.insert(run_id);
@@ -163,8 +205,10 @@ TuneReport Tuner::run(const TuneOptions& o) {
       pv.variant_id = store_.find_or_create_variant(variant_record(v->desc));
       for (const auto& st : pp.states)
         if (st.variant_id == pv.variant_id) pv.state = &st;
-      pv.action = rep.resumed && pv.state ? plan_resume(pv.state, chain_status[pv.state->run_id]) : ResumeAction::run;
-      if (pv.action == ResumeAction::run) ++to_measure;
+      pv.action = rep.resumed && pv.state ? plan_resume(pv.state, chain_status[pv.state->run_id], o.retry_crashed)
+                                          : ResumeAction::run;
+      if (pv.state && pv.state->status == db::kResultCrashed && pv.action == ResumeAction::run) ++rep.retried;
+      if (pv.action != ResumeAction::skip) ++to_measure;
       pp.variants.push_back(pv);
     }
   }
@@ -195,12 +239,14 @@ TuneReport Tuner::run(const TuneOptions& o) {
         ++rep.skipped;
         continue;
       }
-      if (pv.action == ResumeAction::mark_crashed) {
-        store_.mark_crashed(pv.state->result_id, kCrashedReason);
-        ++rep.crashed_marked;
-        if (progress_) *progress_ << "recorded " << pv.v->desc.name << " as crashed (it was running when the process ended)\n";
-        continue;
+      if (pv.action == ResumeAction::mark_crashed_and_run) {
+        // Its run ended without recording it: a presumed crash (history), then measured again.
+        if (store_.mark_crashed(pv.state->result_id, kCrashedReason)) ++rep.crashed_marked;
+        if (progress_)
+          *progress_ << "recorded " << pv.v->desc.name << " as crashed (it was running when its run ended); measuring it again\n";
+        pv.action = ResumeAction::run;
       }
+      beat(true);
       if (stop_ && stop_()) {
         final_status = db::kRunInterrupted;
         stop = true;
@@ -251,6 +297,7 @@ TuneReport Tuner::run(const TuneOptions& o) {
           if (progress_) *progress_ << "  preparing failed: " << prepare_error << "\n";
         }
       }
+      bool by_budget = false;  // whether the budget, not --time-cap, set this variant's cap
       if (!prepared) {
         out.status = db::kResultError;
         out.reason = "preparing the problem failed: " + prepare_error;
@@ -258,6 +305,8 @@ TuneReport Tuner::run(const TuneOptions& o) {
         MeasureControl ctl;
         ctl.repeats = o.repeats;
         ctl.time_cap_s = budget.cap(o.variant_time_cap_s);
+        by_budget = ctl.time_cap_s < o.variant_time_cap_s;
+        ctl.kill_after_s = o.kill_after_s;
         ctl.stop = stop_;
         try {
           out = measurer_.measure(*pv.v, ctl);
@@ -275,6 +324,9 @@ TuneReport Tuner::run(const TuneOptions& o) {
         if (progress_) *progress_ << label << ": interrupted\n";
         break;
       }
+      if (!out.cut.empty())
+        rep.cuts.push_back(pv.v->desc.name + ": " + out.cut +
+                           (by_budget ? " (budget)" : " (--time-cap)"));
       db::ResultRecord r = make_result(pp, pv);
       r.status = out.status;
       r.reason = out.reason;

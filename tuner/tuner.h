@@ -23,6 +23,7 @@
 #include "kernels/common/problem.h"
 #include "kernels/registry.h"
 #include "tuner/budget.h"
+#include "tuner/ownership.h"
 #include "tuner/selection.h"
 
 namespace detfuse::tuner {
@@ -35,12 +36,25 @@ struct VariantOutcome {
   std::optional<db::Determinism> determinism;
   std::optional<db::Timing> timing;
   bool interrupted = false;   // abandoned on request (Ctrl-C): nothing is recorded
-  bool context_lost = false;  // the CUDA context is unusable: record, then stop the run
+  // The CUDA context is unusable: record, then stop the run (in-process
+  // measuring). A supervised measurer restarts its worker and clears it.
+  bool context_lost = false;
+  // What the variant's time cap cut, e.g. "repeats 812 of 1000000000" or
+  // "timing 5 of 200 repetitions"; empty when nothing was cut.
+  std::string cut;
 };
 
 struct MeasureControl {
   int repeats = 5;                  // K, for the determinism check
-  double time_cap_s = 20;           // timing cap of this variant (budget-limited)
+  // Soft cap of this variant's measuring (min(--time-cap, budget left)): from
+  // the start of measure(), the K repeats and the timing repetitions stop when
+  // it is spent, past their minimums (2 repeats, 5 timing repetitions; the
+  // correctness check is never cut). The outcome's `cut` says what was cut.
+  double time_cap_s = 20;
+  // Hard cap (--kill-after): a supervised measurer kills a worker that has not
+  // answered after this long and records the variant `crashed` ("timeout: ...").
+  // 0: none. In-process measurers cannot enforce it.
+  double kill_after_s = 0;
   std::function<bool()> stop;       // true when the caller wants to stop (Ctrl-C)
   std::function<void(const std::string&)> note;  // optional sub-step progress
 };
@@ -56,6 +70,10 @@ class FlceMeasurer {
   virtual VariantOutcome measure(const FlceVariant& v, const MeasureControl& ctl) = 0;
   // Frees what prepare() holds.
   virtual void release() {}
+  // Called now and then (about every second) while a supervised measurer waits
+  // for its worker, so the caller can keep a heartbeat; in-process measurers
+  // never call it.
+  virtual void set_wait_hook(std::function<void()>) {}
 };
 
 struct TuneOptions {
@@ -64,11 +82,17 @@ struct TuneOptions {
   int64_t seed = 0;
   int repeats = 5;
   double budget_s = 0;          // 0: none
-  double variant_time_cap_s = 20;
+  double variant_time_cap_s = 20;  // soft, per variant: repeats and timing stop past their minimums
+  double kill_after_s = 0;         // hard, per variant (supervised measuring): 0 none
   bool resume = false;
   bool allow_nondeterministic = false;
   std::vector<std::string> variants;  // empty: every variant of the problem's dtype
   std::string command_line;
+  // With resume: variants whose latest row is a crash their owner recorded
+  // are measured again (presumed crashes always are; tuner/resume.h).
+  bool retry_crashed = false;
+  db::RunOwner owner = this_process_owner();  // recorded with the run
+  OwnerCheck owner_check;                      // how other runs' owners are judged
 };
 
 struct ProblemReport {
@@ -85,6 +109,12 @@ struct TuneReport {
   bool resumed = false;
   std::string resume_note;  // what --resume found
   int measured = 0, cannot_run = 0, skipped = 0, crashed_marked = 0, remaining = 0;
+  int retried = 0;                      // crashed variants measured again
+  std::vector<std::string> dead_runs;   // runs marked crashed because their owner is gone
+  std::vector<std::string> abandoned;   // uids of older unfinished runs marked abandoned
+  // What the time caps cut, one entry per variant: "flce...: repeats 812 of
+  // 1000000000 (budget)"; with `remaining` this is what the last line reports.
+  std::vector<std::string> cuts;
   std::vector<ProblemReport> problems;
 };
 

@@ -54,12 +54,50 @@ void require(bool ok, const char* field, const std::string& why) {
 }
 }  // namespace
 
+std::optional<std::string> dim_limit_error(std::initializer_list<std::pair<const char*, int64_t>> dims) {
+  for (const auto& [name, v] : dims)
+    if (v > kMaxDim)
+      return std::string(name) + ": must be at most " + kMaxDimText + ", got " + std::to_string(v);
+  return std::nullopt;
+}
+
+std::optional<uint64_t> checked_bytes(std::initializer_list<int64_t> dims, uint64_t elem) {
+  uint64_t n = elem;
+  for (int64_t d : dims) {
+    if (d < 0) return std::nullopt;
+    if (d != 0 && n > UINT64_MAX / uint64_t(d)) return std::nullopt;
+    n *= uint64_t(d);
+  }
+  return n;
+}
+
+std::optional<uint64_t> checked_add(std::optional<uint64_t> a, std::optional<uint64_t> b) {
+  if (!a || !b || *a > UINT64_MAX - *b) return std::nullopt;
+  return *a + *b;
+}
+
+std::optional<std::string> FlceProblem::dim_error() const { return dim_limit_error({{"N", N}, {"D", D}, {"V", V}}); }
+
+std::optional<uint64_t> FlceProblem::device_io_bytes() const {
+  const uint64_t in = dtype_bytes(dtype), g = dtype_bytes(grad_dtype);
+  std::optional<uint64_t> b = checked_bytes({N, D}, in);               // X
+  b = checked_add(b, checked_bytes({V, D}, in));                      // W
+  b = checked_add(b, checked_bytes({N}, 8));                          // y
+  b = checked_add(b, checked_bytes({N, D}, g));                       // dX
+  b = checked_add(b, checked_bytes({V, D}, g));                       // dW
+  b = checked_add(b, checked_bytes({N}, 3 * sizeof(float)));          // loss, lse, dloss
+  return b;
+}
+
+std::optional<std::string> AttentionProblem::dim_error() const {
+  return dim_limit_error({{"B", B}, {"H", H}, {"Hkv", Hkv}, {"Sq", Sq}, {"Sk", Sk}, {"d", d}});
+}
+
 void FlceProblem::validate() const {
   require(N >= 1, "N", "must be >= 1, got " + std::to_string(N));
   require(D >= 1, "D", "must be >= 1, got " + std::to_string(D));
   require(V >= 1, "V", "must be >= 1, got " + std::to_string(V));
-  require(N <= (int64_t(1) << 31) && D <= (int64_t(1) << 31) && V <= (int64_t(1) << 31), "N/D/V",
-          "each must be <= 2^31");
+  if (auto e = dim_error()) throw invalid_argument(*e);
   require(grad_dtype == DType::f32 || grad_dtype == dtype, "grad_dtype",
           "must be fp32 or the input dtype");
   require(ignore_index < 0 || ignore_index >= V, "ignore_index",
@@ -95,6 +133,7 @@ void AttentionProblem::validate() const {
   require(Sq >= 1, "Sq", "must be >= 1, got " + std::to_string(Sq));
   require(Sk >= 1, "Sk", "must be >= 1, got " + std::to_string(Sk));
   require(d >= 1, "d", "must be >= 1, got " + std::to_string(d));
+  if (auto e = dim_error()) throw invalid_argument(*e);
   require(std::isfinite(scale) && scale >= 0, "scale", "must be finite and >= 0 (0 means 1/sqrt(d))");
 }
 

@@ -28,9 +28,32 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+#include <optional>
 #include <string>
+#include <utility>
 
 namespace detfuse {
+
+// The one size rule of detfuse, shared by validation (FlceProblem::validate,
+// AttentionProblem::validate), every variant's can_run, the .npy reader and the
+// tuner: each dimension (FLCE N, D, V; attention B, H, Hkv, Sq, Sk, d) is at
+// most kMaxDim. Products of two such dimensions, times 8 bytes, fit in int64,
+// so per-array byte counts of a valid problem never overflow.
+inline constexpr int64_t kMaxDim = int64_t(1) << 30;
+inline constexpr const char* kMaxDimText = "2^30 (1073741824)";
+
+// "N: must be at most 2^30 (1073741824), got 2147483648" for the first
+// dimension of `dims` (name, value) above kMaxDim, else nullopt. can_run calls
+// it with the problem's dimensions so its refusal and validation agree.
+std::optional<std::string> dim_limit_error(std::initializer_list<std::pair<const char*, int64_t>> dims);
+
+// Overflow-safe byte counts: elem * product(dims), or nullopt when a factor is
+// negative or the product does not fit in uint64 (checked before anything is
+// allocated, on the host and on the device).
+std::optional<uint64_t> checked_bytes(std::initializer_list<int64_t> dims, uint64_t elem);
+// a + b, or nullopt on overflow (nullopt operands propagate).
+std::optional<uint64_t> checked_add(std::optional<uint64_t> a, std::optional<uint64_t> b);
 
 enum class DType { f32, bf16 };
 const char* to_string(DType t);
@@ -64,6 +87,13 @@ struct FlceProblem {
   // 6*N*D*V for forward+backward, 2*N*D*V forward only (DESIGN.md conventions).
   double flops_forward_backward() const { return 6.0 * double(N) * double(D) * double(V); }
   double flops_forward() const { return 2.0 * double(N) * double(D) * double(V); }
+
+  // dim_limit_error({{"N", N}, {"D", D}, {"V", V}}): what can_run should refuse with.
+  std::optional<std::string> dim_error() const;
+  // Device bytes of the inputs and outputs of a forward+backward call (X, W in
+  // dtype; y; dX, dW in grad_dtype; loss, lse, dloss as float), workspace not
+  // included; nullopt on overflow.
+  std::optional<uint64_t> device_io_bytes() const;
 };
 
 struct AttentionProblem {
@@ -77,6 +107,7 @@ struct AttentionProblem {
   std::string key() const;
   double flops_forward() const;   // 4*B*H*Sq*Sk*d, half if causal
   double flops_backward() const { return 2.5 * flops_forward(); }
+  std::optional<std::string> dim_error() const;
 };
 
 }  // namespace detfuse

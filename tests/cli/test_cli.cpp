@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/cli.h"
 #include "tests/tuner/fakes.h"
 #include "tuner/npy.h"
@@ -168,13 +170,18 @@ TEST_F(Cli, BestFromTheStoreWithoutAGpu) {
   EXPECT_NE(out.str().find("16384"), std::string::npos) << out.str();
   // JSON.
   EXPECT_EQ(run({"best", "--shape", "8192,4096,128256", "--gpu", "nvidia h2", "--db", db, "--json"}), 0);
-  EXPECT_NE(out.str().find("\"source\": \"nearest\""), std::string::npos) << out.str();
-  EXPECT_NE(out.str().find("\"distance\": 1"), std::string::npos) << out.str();
+  {
+    const nlohmann::json j = nlohmann::json::parse(out.str());
+    EXPECT_EQ(j.at("source"), "nearest") << out.str();
+    EXPECT_EQ(j.at("distance"), 1.0) << out.str();
+    EXPECT_EQ(j.at("variant"), "flce.bf16.mma.owning.bm128") << out.str();
+    EXPECT_EQ(j.at("median_ms"), 15.0) << out.str();
+  }
   // Other options were never tuned: heuristic, marked as such.
   EXPECT_EQ(run({"best", "--shape", "4096,1024,32000", "--z-loss", "1e-4", "--gpu", "NVIDIA H200", "--db", db}), 0);
   EXPECT_NE(out.str().find("flce.bf16.mma.partials.bm64  (heuristic)"), std::string::npos) << out.str();
   EXPECT_EQ(run({"best", "--shape", "4096,1024,32000", "--dtype", "fp32", "--gpu", "NVIDIA H200", "--db", db, "--json"}), 0);
-  EXPECT_NE(out.str().find("\"source\": \"heuristic\""), std::string::npos);
+  EXPECT_EQ(nlohmann::json::parse(out.str()).at("source"), "heuristic") << out.str();
   // Unknown GPU, or no database: exit 2 with one line.
   expect_usage_error({"best", "--shape", "4096,1024,32000", "--gpu", "A100", "--db", db}, "A100");
   expect_usage_error({"best", "--shape", "4096,1024,32000", "--gpu", "H200", "--db", (tmp / "none.db").string()},
@@ -192,12 +199,12 @@ TEST_F(Cli, DbExportAndIdempotentMerge) {
   EXPECT_EQ(run({"db", "merge", db, "--db", other}), 0);
   EXPECT_NE(out.str().find(" 0 results added"), std::string::npos) << out.str();
   expect_usage_error({"db", "merge", (tmp / "missing.db").string(), "--db", other}, "missing.db");
-  // A file that is not a detfuse database: runtime failure, one line.
+  // A file that is not a detfuse database: bad input (exit 2), one line.
   {
     std::ofstream f(tmp / "junk.db");
     f << "this is not sqlite";
   }
-  EXPECT_EQ(run({"db", "merge", (tmp / "junk.db").string(), "--db", other}), 1);
+  EXPECT_EQ(run({"db", "merge", (tmp / "junk.db").string(), "--db", other}), 2);
   const std::string e = err.str();
   EXPECT_EQ(std::count(e.begin(), e.end(), '\n'), 1) << e;
 }

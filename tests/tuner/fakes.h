@@ -8,10 +8,14 @@
 #include <functional>
 #include <map>
 #include <random>
+#include <thread>
+#include <unistd.h>
 #include <string>
 
 #include "db/store.h"
+#include "kernels/common/error.h"
 #include "kernels/registry.h"
+#include "tuner/budget.h"
 #include "tuner/tuner.h"
 
 namespace detfuse::testing {
@@ -111,6 +115,78 @@ class FakeMeasurer : public tuner::FlceMeasurer {
     o.timing = t;
     return o;
   }
+};
+
+// A fake variant whose launch misbehaves the way a broken kernel can take its
+// process down: "abort" calls abort(), "hang" never returns, "throw" throws a
+// detfuse::Error, "lost" reports a lost CUDA context (see LaunchingMeasurer).
+inline FlceVariant misbehaving_flce(const std::string& how, int64_t bm = 32) {
+  FlceVariant v = fake_flce("owning", bm);
+  v.desc.params = {{"bm", bm}, {how == "abort" ? "ab" : how == "hang" ? "hg" : how == "throw" ? "th" : "lo", 1}};
+  v.desc.name = VariantDesc::canonical_name(Family::flce, v.desc.dtype, v.desc.engine, "owning", v.desc.params);
+  v.desc.summary = "fake variant that " + how + "s (supervision tests)";
+  v.launch = [how](const FlceProblem&, FlceMode, const FlceArgs&, cudaStream_t) {
+    if (how == "abort") std::abort();
+    if (how == "hang")
+      for (;;) pause();
+    if (how == "throw") throw Error("fake launch failure");
+  };
+  return v;
+}
+
+// A measurer that launches the variant (so a misbehaving launch acts inside
+// whatever process measures) and honours the soft cap: `repeat_ms` of work per
+// repeat, repeats stop once ctl.time_cap_s is spent (past 2), as the GPU
+// measurer does. Variants made by misbehaving_flce("lost") report a lost context.
+class LaunchingMeasurer : public tuner::FlceMeasurer {
+ public:
+  double repeat_ms = 0;
+  int prepares = 0;
+  void prepare(const FlceProblem& p, FlceMode, int64_t) override {
+    ++prepares;
+    p_ = p;
+  }
+  tuner::VariantOutcome measure(const FlceVariant& v, const tuner::MeasureControl& ctl) override {
+    tuner::SoftCap cap(ctl.time_cap_s);
+    tuner::VariantOutcome o;
+    if (v.desc.name.find("_lo1") != std::string::npos) {
+      o.status = db::kResultCrashed;
+      o.reason = "CUDA context lost: cudaErrorIllegalAddress (an illegal memory access was encountered)";
+      o.context_lost = true;
+      return o;
+    }
+    try {
+      v.launch(p_, FlceMode::forward_backward, FlceArgs{}, nullptr);
+    } catch (const std::exception& e) {
+      o.status = db::kResultError;
+      o.reason = e.what();
+      return o;
+    }
+    o.correctness = db::Correctness{"full", {{"dW", 1e-3}}, 1e-2, true};
+    db::Determinism d;
+    int r = 0;
+    for (; r < ctl.repeats && cap.keep_going(r, 2); ++r) {
+      if (ctl.stop && ctl.stop()) {
+        o.interrupted = true;
+        return o;
+      }
+      if (repeat_ms > 0) std::this_thread::sleep_for(std::chrono::microseconds(int64_t(repeat_ms * 1000)));
+      d.digests.push_back({r, "dW", std::string(32, 'c')});
+    }
+    d.repeats = r;
+    d.level = db::kLevelRunToRun;
+    if (r < ctl.repeats) o.cut = "repeats " + std::to_string(r) + " of " + std::to_string(ctl.repeats);
+    o.determinism = d;
+    db::Timing t;
+    t.samples_ms = {1, 1, 1, 1, 1};
+    t.flops = 1e9;
+    db::summarize(t);
+    o.timing = t;
+    return o;
+  }
+
+ private:
+  FlceProblem p_;
 };
 
 // A fresh path in a fresh temporary directory (removed by the destructor).
