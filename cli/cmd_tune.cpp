@@ -1,5 +1,8 @@
 // detfuse tune: the autotuner over one shape or a preset of shapes.
 #include <cstdio>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "cli/common.h"
 #include "db/store.h"
@@ -60,6 +63,8 @@ int cmd_tune(Env& env, const std::vector<std::string>& args) {
       ("retry-crashed", "with --resume: measure again the variants that crashed their worker")
       ("allow-nondeterministic", "let nondeterministic (atomic) variants win")
       ("variant", po::value<std::vector<std::string>>()->composing(), "only these variants (repeatable)")
+      ("engine", po::value<std::vector<std::string>>()->composing(),
+       "only variants of these engines: fma, mma, wgmma, cublaslt (repeatable; with --variant, both must hold)")
       ("time-cap", po::value<std::string>()->default_value("20s"),
        "soft cap per variant: its K repeats and timing repetitions stop when it is spent (past 2 repeats and 5 "
        "repetitions); the budget lowers it")
@@ -105,6 +110,20 @@ int cmd_tune(Env& env, const std::vector<std::string>& args) {
     throw UsageError("--retry-crashed: only with --resume (a new run measures every variant anyway)");
   o.allow_nondeterministic = vm.count("allow-nondeterministic") > 0;
   if (vm.count("variant")) o.variants = vm["variant"].as<std::vector<std::string>>();
+  if (vm.count("engine")) {
+    std::set<std::string> engines;
+    for (const auto& e : vm["engine"].as<std::vector<std::string>>()) {
+      if (e != "fma" && e != "mma" && e != "wgmma" && e != "cublaslt")
+        throw UsageError("--engine: unknown engine '" + e + "' (expected fma, mma, wgmma or cublaslt)");
+      engines.insert(e);
+    }
+    const std::set<std::string> named(o.variants.begin(), o.variants.end());
+    std::vector<std::string> keep;
+    for (const auto& v : env.reg.flce())
+      if (engines.count(v.desc.engine) && (named.empty() || named.count(v.desc.name))) keep.push_back(v.desc.name);
+    if (keep.empty()) throw UsageError("--engine: no registered FLCE variant matches (see `detfuse list --engine E`)");
+    o.variants = keep;
+  }
   o.command_line = env.command_line;
   for (const auto& p : o.problems) tuner::plan_variants(env.reg, p, o.variants);  // bad names: exit 2 now
   bool any = false;

@@ -4,10 +4,15 @@
 # The device tool returns at most 8 files, so each stage appends to one log of
 # its group under $OUT. Stages: tests sanitize probe-bf16 probe-fp32 tune
 # wgmma-tests wgmma-sanitize wgmma-probe (the Hopper engine, issue #7)
+# invariance (config-invariance classes at a multi-chunk shape, issue #7)
+# reliability (the tuner's GPU tests and supervised faults, issue #9)
 set -u
-D=${DIST:-dist}
+DIST=${DIST:-dist}
 OUT=${OUT:-out}
 mkdir -p "$OUT"
+# make_dist.sh packs the binaries as bin.tar.xz; unpack once.
+if [ -f "$DIST/bin.tar.xz" ] && [ ! -d "$DIST/bin" ]; then tar -C "$DIST" -xJf "$DIST/bin.tar.xz"; fi
+D=$DIST/bin
 export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64
 run() {  # run GROUP TIMEOUT CMD...: append to $OUT/GROUP.log, print the tail
   local group=$1 t=$2; shift 2
@@ -72,6 +77,31 @@ for stage in "$@"; do
       run bench 150 "$D/flce_probe" 16384 4096 128256 bf16 "" 3
       run bench 150 "$D/flce_probe" 8192 2304 256000 bf16 "" 3
       grep -E "cuBLAS|wgmma|cublaslt|bm128_bn128_bk32_wm2_wn4_st4_mb1920|TF/s" "$OUT/bench.log" ;;
+    invariance)
+      run invariance 240 "$D/detfuse" verify --kernel flce --shape 20000,256,50000 --dtype bf16 --all-variants \
+        --seed 0 --repeats 3 --db "$OUT/verify.db"
+      tail -n 30 "$OUT/invariance.log" ;;
+    reliability)
+      run reliability 200 "$D/test_tuner_gpu"
+      run reliability 300 "$D/test_tuner_supervised_gpu"
+      T=$(mktemp -d)
+      run reliability 60 "$D/detfuse" tune --shape 4096,2048,32000 --db "$T/b.db" --engine cublaslt \
+        --repeats 1000000000 --budget 20s
+      ( "$D/detfuse" tune --shape 4096,2048,32000 --db "$T/s.db" --resume --engine wgmma --time-cap 2s \
+          > "$T/a.out" 2> "$T/a.err"; echo "first tuner: exit $? (expect 0)"; tail -2 "$T/a.err" ) >> "$OUT/reliability.log" 2>&1 &
+      A=$!
+      sleep 15
+      run reliability 30 "$D/detfuse" tune --shape 4096,2048,32000 --db "$T/s.db" --resume --engine wgmma
+      wait $A
+      "$D/detfuse" tune --shape 2048,1024,50257 --db "$T/k.db" --engine wgmma --time-cap 2s > /dev/null 2> "$T/k.err" &
+      K=$!
+      sleep 12; kill -9 $K; wait $K 2>/dev/null
+      echo "results finished before kill -9: $(grep -c ': ok ' "$T/k.err")" >> "$OUT/reliability.log"
+      run reliability 120 "$D/detfuse" tune --shape 2048,1024,50257 --db "$T/k.db" --engine wgmma --time-cap 2s --resume
+      run reliability 30 "$D/detfuse" tune --shape 1073741824,1073741824,1 --db "$T/x.db"
+      run reliability 30 "$D/detfuse" tune --shape 2147483648,1,1 --db "$T/x.db"
+      rm -rf "$T"
+      grep -E "^\[  (PASSED|FAILED) |FAILED  \]|^=== |reason|expect|killed|crashed|abandon" "$OUT/reliability.log" | tail -40 ;;
     *) echo "unknown stage $stage" ;;
   esac
 done

@@ -116,8 +116,7 @@ struct FlceDriver {
                                             const StrategyParams& sp) {
     if (p.dtype != Engine::dtype) return std::string("variant is for ") + to_string(Engine::dtype) + " inputs";
     if (auto why = Engine::template can_run<Cfg>(p, dev)) return why;
-    if (p.V > (int64_t(1) << 30) || p.N > (int64_t(1) << 30) || p.D > (int64_t(1) << 30))
-      return "N, D and V must each be below 2^30";
+    if (auto why = p.dim_error()) return why;  // the one size rule, kMaxDim (kernels/common/problem.h)
     if (mode != FlceMode::forward && sp.strategy == Strategy::partials && sp.slab_rows % 8 != 0)
       return "partials slab rows must be a multiple of 8";
     return std::nullopt;
