@@ -63,13 +63,13 @@ for stage in "$@"; do
       grep -E "distinct digests" "$OUT/wgmma.log" | sort | uniq -c ;;
     wgmma-sanitize)
       run sanitize 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$D/test_engines_wgmma" \
-        --gtest_filter='GemmWgmma.Wg256c2_AK_BMN:GemmWgmma.SplitK:GemmWgmma.LogitsRowStatistics'
+        --gtest_filter='GemmWgmma.WgCoop256c2_AK_BMN:GemmWgmma.WgPing128c2_AMN_BMN:GemmWgmma.SplitK:GemmWgmma.LogitsRowStatistics'
       run sanitize 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$D/test_flce_gpu" \
-        --gtest_filter='*MatchesReference*wgmma_partials_bm128_bn256_bk64_c2*'
+        --gtest_filter='*MatchesReference*wgmma_partials_bm128_bn256_bk64_c2*:*MatchesReference*wgmma_owning_bm128_bn128_bk64_c2_st6_pp1_mb512'
       run sanitize 120 compute-sanitizer --tool racecheck --error-exitcode 9 "$D/test_engines_wgmma" \
-        --gtest_filter='GemmWgmma.Wg256c2_AMN_BMN'
+        --gtest_filter='GemmWgmma.WgCoop256c2_AMN_BMN:GemmWgmma.WgPing128c1_AK_BK'
       run sanitize 120 compute-sanitizer --tool synccheck --error-exitcode 9 "$D/test_engines_wgmma" \
-        --gtest_filter='GemmWgmma.Wg128c2_AK_BK:GemmWgmma.SplitK'
+        --gtest_filter='GemmWgmma.WgCoop128c2_AK_BK:GemmWgmma.WgPing128c2_AK_BMN:GemmWgmma.SplitK'
       grep -E "ERROR SUMMARY|^=== exit" "$OUT/sanitize.log" ;;
     wgmma-probe)
       run bench 60 "$D/wgmma_probe" 16384 4096 128256 5
@@ -77,6 +77,16 @@ for stage in "$@"; do
       run bench 150 "$D/flce_probe" 16384 4096 128256 bf16 "" 3
       run bench 150 "$D/flce_probe" 8192 2304 256000 bf16 "" 3
       grep -E "cuBLAS|wgmma|cublaslt|bm128_bn128_bk32_wm2_wn4_st4_mb1920|TF/s" "$OUT/bench.log" ;;
+    engine-tests)
+      run wgmma 120 "$D/test_engines_wgmma"
+      grep -E "^\[  (PASSED|FAILED) |FAILED  \]" "$OUT/wgmma.log" | tail -5 ;;
+    ncu)
+      # Per-kernel time of one FLCE call (Llama head) for the best wgmma and cuBLASLt variants.
+      for v in wgmma.owning.bm128_bn256_bk64_c2_st4_pp0_mb1920 cublaslt.owning.mb1920; do
+        run ncu 150 ncu --clock-control none --metrics gpu__time_duration.sum --print-summary per-kernel \
+          "$D/flce_probe" 16384 4096 128256 bf16 "$v" 1
+      done
+      grep -E "^  [a-zA-Z_].*\(|gpu__time_duration.sum|^flce" "$OUT/ncu.log" | head -80 ;;
     invariance)
       run invariance 240 "$D/detfuse" verify --kernel flce --shape 20000,256,50000 --dtype bf16 --all-variants \
         --seed 0 --repeats 3 --db "$OUT/verify.db"

@@ -266,7 +266,7 @@ struct Kernel {
               if (m < M) {
                 float* p = static_cast<float*>(e.C) + int64_t(m) * ldc + n;
                 if (n + 1 < N && e.pairs) {
-                  *reinterpret_cast<float2*>(p) = make_float2(z0, z1);
+                  __stcs(reinterpret_cast<float2*>(p), make_float2(z0, z1));  // streaming: read once, by the row pass
                 } else {
                   if (n < N) p[0] = z0;
                   if (n + 1 < N) p[1] = z1;
@@ -300,6 +300,53 @@ struct Kernel {
             se += __shfl_xor_sync(0xffffffffu, se, 2);
             sz += __shfl_xor_sync(0xffffffffu, sz, 2);
             if ((threadIdx.x & 3) == 0 && m < M) e.stats[int64_t(m) * e.ld_stats + w.tn] = make_float4(mx, se, sz, 0.f);
+          }
+        }
+      }
+      return;
+    }
+
+    if (e.kind == WgEpilogue::accumulate && !e.first) {
+      // Owning read-modify-write. Loads first, a batch at a time, then the
+      // adds and stores: a load after a store to a pointer that may alias it
+      // cannot be hoisted by the compiler, and load-add-store element by
+      // element paid one DRAM round trip per pair (measured: a whole-dW
+      // read-modify-write took 4-5 ms, about 0.9 TB/s, at the Llama head).
+      // Streaming hints (.cs): dW is touched once per chunk; keep L2 for the
+      // operands.
+      constexpr int kBatch = 16;  // pairs in flight per thread
+      static_assert(size(decltype(acc.layout()){}) % (2 * kBatch) == 0, "whole batches");
+      CUTE_UNROLL
+      for (int i0 = 0; i0 < size(acc); i0 += 2 * kBatch) {
+        float2 old[kBatch];
+        CUTE_UNROLL
+        for (int g = 0; g < kBatch; ++g) {
+          const auto c = tCcD(i0 + 2 * g);
+          const int m = m0 + get<0>(c), n = n0 + get<1>(c);
+          old[g] = make_float2(0.f, 0.f);
+          if (m < M && n < N) {
+            const float* p = static_cast<const float*>(e.C) + int64_t(m) * ldc + n;
+            if (n + 1 < N && e.pairs) {
+              old[g] = __ldcs(reinterpret_cast<const float2*>(p));
+            } else {
+              old[g].x = __ldcs(p);
+              if (n + 1 < N) old[g].y = __ldcs(p + 1);
+            }
+          }
+        }
+        CUTE_UNROLL
+        for (int g = 0; g < kBatch; ++g) {
+          const auto c = tCcD(i0 + 2 * g);
+          const int m = m0 + get<0>(c), n = n0 + get<1>(c);
+          if (m < M && n < N) {
+            float* p = static_cast<float*>(e.C) + int64_t(m) * ldc + n;
+            const float2 v = make_float2(old[g].x + acc(i0 + 2 * g), old[g].y + acc(i0 + 2 * g + 1));
+            if (n + 1 < N && e.pairs) {
+              __stcs(reinterpret_cast<float2*>(p), v);
+            } else {
+              __stcs(p, v.x);
+              if (n + 1 < N) __stcs(p + 1, v.y);
+            }
           }
         }
       }

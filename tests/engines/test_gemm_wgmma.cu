@@ -89,7 +89,8 @@ TEST(GemmWgmma, SplitK) {
   check_split_partial(Major::K, Major::MN, 61, 131, 200, 4, 64, r, wgmma_launcher<WgCoop256c2, Major::K, Major::MN>());
   // Ping-pong: empty and ragged splits keep the two warpgroups' turns in step.
   check_split_partial(Major::MN, Major::MN, 261, 70, 200, 3, 128, r, wgmma_launcher<WgPing128c2, Major::MN, Major::MN>());
-  check_split_atomic(Major::MN, Major::MN, 520, 300, 1000, 5, 64, r, wgmma_launcher<WgPing128c1, Major::MN, Major::MN>());
+  // 5 splits of 256 over K = 1000: the fifth is empty.
+  check_split_atomic(Major::MN, Major::MN, 520, 300, 1000, 5, 256, r, wgmma_launcher<WgPing128c1, Major::MN, Major::MN>());
   check_split_partial(Major::K, Major::MN, 61, 131, 200, 4, 64, r, wgmma_launcher<WgPing128c1, Major::K, Major::MN>());
 }
 
