@@ -82,11 +82,23 @@ for stage in "$@"; do
       grep -E "^\[  (PASSED|FAILED) |FAILED  \]" "$OUT/wgmma.log" | tail -5 ;;
     ncu)
       # Per-kernel time of one FLCE call (Llama head) for the best wgmma and cuBLASLt variants.
-      for v in wgmma.owning.bm128_bn256_bk64_c2_st4_pp0_mb1920 cublaslt.owning.mb1920; do
+      for v in wgmma.owning.bm128_bn256_bk64_c2_st4_pp0_mb1920 cublaslt.owning.mb2000; do
         run ncu 150 ncu --clock-control none --metrics gpu__time_duration.sum --print-summary per-kernel \
           "$D/flce_probe" 16384 4096 128256 bf16 "$v" 1
       done
       grep -E "^  [a-zA-Z_].*\(|gpu__time_duration.sum|^flce" "$OUT/ncu.log" | head -80 ;;
+    bench)
+      # The measurement: detfuse bench flce beside three cuBLAS GEMMs in one process.
+      V=flce.bf16
+      run bench 150 "$D/detfuse" bench flce --shape 16384,4096,128256 --dtype bf16 --repeats 5 \
+        --variant $V.cublaslt.owning.mb2000 --variant $V.wgmma.owning.bm128_bn128_bk64_c2_st6_pp1_mb1920 \
+        --variant $V.wgmma.owning.bm128_bn256_bk64_c2_st4_pp0_mb1920
+      run bench 150 "$D/detfuse" bench flce --shape 8192,2304,256000 --dtype bf16 --repeats 5 \
+        --variant $V.cublaslt.owning.mb2000 --variant $V.wgmma.owning.bm128_bn256_bk64_c2_st4_pp0_mb1920 \
+        --variant $V.wgmma.owning.bm128_bn128_bk64_c2_st6_pp1_mb1920
+      run bench 120 "$D/detfuse" bench flce --shape 16384,4096,128256 --dtype fp32 --repeats 2 \
+        --variant flce.fp32.fma.owning.bm128_bn128_bk8_tm8_tn8_mb1024
+      grep -vE "^\s*$" "$OUT/bench.log" | tail -30 ;;
     invariance)
       run invariance 240 "$D/detfuse" verify --kernel flce --shape 20000,256,50000 --dtype bf16 --all-variants \
         --seed 0 --repeats 3 --db "$OUT/verify.db"

@@ -119,7 +119,7 @@ void CublasLtEngine::gemm_impl(const GemmParams& p, const EpiPartial& e, cudaStr
 }
 
 void register_flce_cublaslt(Registry& r) {
-  register_tile_config<CublasLtEngine, LtConfig>(r, kOwningChunkMiB, kChunkMiB, kSplits, kSlabRows,
+  register_tile_config<CublasLtEngine, LtConfig>(r, kLtOwningChunkMiB, kChunkMiB, kSplits, kSlabRows,
                                                  /*with_atomic=*/false);
 }
 

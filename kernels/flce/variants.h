@@ -13,6 +13,13 @@ namespace detfuse::flce {
 // Chunk buffer budgets (MiB) registered for the owning strategy: a larger chunk
 // means fewer read-modify-write sweeps over dW, at the price of memory.
 inline const std::vector<int> kOwningChunkMiB = {512, 1024, 1920};
+// The cuBLASLt engine's owning budgets: 2000 MiB instead of 1920 holds exactly
+// 2048 rows of a 256k vocabulary (4 chunks instead of 5 at the Gemma-2 head, so
+// one dW read-modify-write fewer) and stays under 2 GiB in all, since that
+// engine needs no row statistics and no dX partials. The wgmma variants cannot:
+// their statistics and dX partials would take a 2000 MiB chunk past 2 GiB.
+//   Gemma-2 head, run 4: cublaslt owning mb1920 56.97 ms (1.33x cuBLAS).
+inline const std::vector<int> kLtOwningChunkMiB = {512, 1024, 2000};
 // Chunk budget, row splits and partial slab rows of the atomic and partials variants.
 constexpr int kChunkMiB = 1024;
 constexpr int kSplits = 4;
