@@ -12,10 +12,11 @@
 //                 tiles into a STAGES-deep ring (B multicast to the other CTA
 //                 of a 2x1 cluster), the rest of the warpgroup idles with 40
 //                 registers (setmaxnreg);
-//   warpgroups 1-2 consumers ("cooperative"): each owns BM/2 rows of the
-//                 BM x BN tile, issues wgmma on the ring's stages with fp32
-//                 accumulators in registers (232 registers each), then runs
-//                 the epilogue straight from the accumulators.
+//   warpgroups 1-2 consumers (232 registers each) issue wgmma on the ring's
+//                 stages with fp32 accumulators in registers, then run the
+//                 epilogue straight from the accumulators; "cooperative": both
+//                 share one BM x BN tile (BM/2 rows each); "ping-pong": each
+//                 owns a tile and the two take turns (see WgConfig).
 // The grid is persistent: each CTA (cluster) walks work units (split, tile) in
 // a grouped raster, so the producer already loads the next tile's stages while
 // the consumers store the last one.
@@ -99,11 +100,16 @@ struct WgEpilogue {
   int pairs = 1;              // set by the launcher: 8-byte accesses are aligned (else element by element)
 };
 
-inline WgEpilogue to_wg_epilogue(const EpiStoreLogits& e) {
+// The driver's epilogue functors (gemm.cuh) as one WgEpilogue each.
+inline WgEpilogue wg_epilogue(WgEpilogue::Kind kind, void* C, int64_t ldc) {
   WgEpilogue w;
-  w.kind = WgEpilogue::logits;
-  w.C = e.C;
-  w.ldc = e.ldc;
+  w.kind = kind;
+  w.C = C;
+  w.ldc = ldc;
+  return w;
+}
+inline WgEpilogue to_wg_epilogue(const EpiStoreLogits& e) {
+  WgEpilogue w = wg_epilogue(WgEpilogue::logits, e.C, e.ldc);
   w.softcap = e.softcap;
   return w;
 }
@@ -113,40 +119,18 @@ inline WgEpilogue to_wg_epilogue(const EpiLogitsStats& e) {
   w.ld_stats = e.ld_stats;
   return w;
 }
-inline WgEpilogue to_wg_epilogue(const EpiStore<float>& e) {
-  WgEpilogue w;
-  w.kind = WgEpilogue::store_f32;
-  w.C = e.C;
-  w.ldc = e.ldc;
-  return w;
-}
+inline WgEpilogue to_wg_epilogue(const EpiStore<float>& e) { return wg_epilogue(WgEpilogue::store_f32, e.C, e.ldc); }
 inline WgEpilogue to_wg_epilogue(const EpiStore<__nv_bfloat16>& e) {
-  WgEpilogue w;
-  w.kind = WgEpilogue::store_bf16;
-  w.C = e.C;
-  w.ldc = e.ldc;
-  return w;
+  return wg_epilogue(WgEpilogue::store_bf16, e.C, e.ldc);
 }
 inline WgEpilogue to_wg_epilogue(const EpiAccumulate& e) {
-  WgEpilogue w;
-  w.kind = WgEpilogue::accumulate;
-  w.C = e.C;
-  w.ldc = e.ldc;
+  WgEpilogue w = wg_epilogue(WgEpilogue::accumulate, e.C, e.ldc);
   w.first = e.first;
   return w;
 }
-inline WgEpilogue to_wg_epilogue(const EpiAtomic& e) {
-  WgEpilogue w;
-  w.kind = WgEpilogue::atomic;
-  w.C = e.C;
-  w.ldc = e.ldc;
-  return w;
-}
+inline WgEpilogue to_wg_epilogue(const EpiAtomic& e) { return wg_epilogue(WgEpilogue::atomic, e.C, e.ldc); }
 inline WgEpilogue to_wg_epilogue(const EpiPartial& e) {
-  WgEpilogue w;
-  w.kind = WgEpilogue::partial;
-  w.C = e.P;
-  w.ldc = e.ldc;
+  WgEpilogue w = wg_epilogue(WgEpilogue::partial, e.P, e.ldc);
   w.split_stride = e.split_stride;
   return w;
 }

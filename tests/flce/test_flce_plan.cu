@@ -72,5 +72,26 @@ TEST(FlcePlan, RegionsAreAlignedAndDisjoint) {
   EXPECT_TRUE(pl.need_dw_acc && pl.need_partials && pl.need_loss_rows);
 }
 
+TEST(FlcePlan, RowStatisticsRegionAndEnginesWithoutDxSplit) {
+  FlceProblem p = shape(8192, 2304, 256000);
+  const StrategyParams sp{Strategy::owning, 1920, 1, 0};
+  Plan plain = make_plan(p, FlceMode::forward_backward, sp, 128, 256);
+  Plan stats = make_plan(p, FlceMode::forward_backward, sp, 128, 256, /*row_stats=*/true);
+  EXPECT_EQ(plain.stats_cols, 0);
+  EXPECT_EQ(stats.stats_cols, 1000);  // 256000 / 256 column tiles
+  // One {max, sum exp, sum z, pad} float4 per row and column tile, aligned, before dW's regions.
+  EXPECT_EQ(stats.stats % 256, 0u);
+  EXPECT_GE(stats.dw_acc, stats.stats + size_t(stats.chunk_rows) * 1000 * 16);
+  EXPECT_EQ(stats.total - plain.total, size_t(round_up(stats.chunk_rows * 1000 * 16, 256)));
+  // The backward mode reads the saved LSE: no statistics.
+  EXPECT_EQ(make_plan(p, FlceMode::backward, sp, 128, 256, true).stats_cols, 0);
+  // An engine that tiles dX itself (cuBLASLt) never splits it.
+  EXPECT_GT(plain.dx_splits, 1);
+  EXPECT_EQ(make_plan(p, FlceMode::forward_backward, sp, 128, 256, false, /*split_dx=*/false).dx_splits, 1);
+  // 2000 MiB holds exactly 2048 rows of a 256000 vocabulary (the cuBLASLt engine's largest budget).
+  EXPECT_EQ(make_plan(p, FlceMode::forward_backward, {Strategy::owning, 2000, 1, 0}, 128, 128, false, false).chunk_rows,
+            2048);
+}
+
 }  // namespace
 }  // namespace detfuse::flce
