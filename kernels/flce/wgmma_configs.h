@@ -8,16 +8,21 @@
 
 namespace detfuse::flce {
 
-// Cooperative 128x256x64 in 2x1 clusters, 4 stages: the fastest on the Llama head (run 1).
-using WgCoop256c2 = WgConfig<128, 256, 64, 2, 4>;
+// Measured alternatives (H200, owning mb1920 forward_backward, flce_probe run 4
+// of experiments/flce_bench_log.md; Llama 16384,4096,128256 / Gemma-2
+// 8192,2304,256000, three cuBLAS GEMMs 75.5 / 42.7 ms):
+// Cooperative 128x256x64 in 2x1 clusters, 4 stages: best at Gemma.
+using WgCoop256c2 = WgConfig<128, 256, 64, 2, 4>;         // 95.1 ms / 61.2 ms
 // Cooperative 128x256x64 without cluster, 4 stages.
-using WgCoop256c1 = WgConfig<128, 256, 64, 1, 4>;
+using WgCoop256c1 = WgConfig<128, 256, 64, 1, 4>;         // 100.2 / 63.7
 // Cooperative 128x128x64 in 2x1 clusters, 6 stages.
-using WgCoop128c2 = WgConfig<128, 128, 64, 2, 6>;
-// Ping-pong 128x128x64 per warpgroup in 2x1 clusters, 6 stages.
-using WgPing128c2 = WgConfig<128, 128, 64, 2, 6, true>;
-// Ping-pong 128x128x64 per warpgroup without cluster, 6 stages.
-using WgPing128c1 = WgConfig<128, 128, 64, 1, 6, true>;
+using WgCoop128c2 = WgConfig<128, 128, 64, 2, 6>;         // 101.1 / 72.9
+// Ping-pong 128x128x64 per warpgroup in 2x1 clusters, 6 stages: best at Llama.
+using WgPing128c2 = WgConfig<128, 128, 64, 2, 6, true>;   // 93.1 / 68.4
+// Ping-pong 128x128x64 per warpgroup without cluster, 6 stages: slowest
+// everywhere (its dX and dW mainloops reach 350-410 TF/s); kept as the study's
+// point without multicast.
+using WgPing128c1 = WgConfig<128, 128, 64, 1, 6, true>;   // 117.8 / 72.7
 
 // The three operand layouts of the FLCE products (gemm.cuh): logits (K, K),
 // dX (K, MN), dW (MN, MN).
