@@ -182,9 +182,9 @@ int cmd_list(Env& env, const std::vector<std::string>& args) {
   std::optional<std::string> engine;
   if (vm.count("engine")) {
     engine = vm["engine"].as<std::string>();
-    static const std::set<std::string> known = {"fma", "mma", "wgmma", "cublaslt"};
-    if (!known.count(*engine))
-      throw invalid_argument("--engine: unknown engine '" + *engine + "' (expected fma, mma, wgmma or cublaslt)");
+    const auto& known = known_engines();
+    if (std::find(known.begin(), known.end(), *engine) == known.end())
+      throw invalid_argument("--engine: unknown engine '" + *engine + "' (expected " + known_engines_text() + ")");
   }
   std::vector<const VariantDesc*> ds;
   for (const VariantDesc* v : env.reg.descriptors())

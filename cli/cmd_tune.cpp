@@ -1,4 +1,5 @@
 // detfuse tune: the autotuner over one shape or a preset of shapes.
+#include <algorithm>
 #include <cstdio>
 #include <set>
 #include <string>
@@ -113,8 +114,9 @@ int cmd_tune(Env& env, const std::vector<std::string>& args) {
   if (vm.count("engine")) {
     std::set<std::string> engines;
     for (const auto& e : vm["engine"].as<std::vector<std::string>>()) {
-      if (e != "fma" && e != "mma" && e != "wgmma" && e != "cublaslt")
-        throw UsageError("--engine: unknown engine '" + e + "' (expected fma, mma, wgmma or cublaslt)");
+      const auto& known = known_engines();
+      if (std::find(known.begin(), known.end(), e) == known.end())
+        throw UsageError("--engine: unknown engine '" + e + "' (expected " + known_engines_text() + ")");
       engines.insert(e);
     }
     const std::set<std::string> named(o.variants.begin(), o.variants.end());

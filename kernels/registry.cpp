@@ -14,6 +14,18 @@ Family parse_family(const std::string& s) {
   throw invalid_argument("unknown kernel family '" + s + "' (expected flce or attention)");
 }
 
+const std::vector<std::string>& known_engines() {
+  static const std::vector<std::string> e = {"fma", "mma", "wgmma", "cublaslt"};
+  return e;
+}
+
+std::string known_engines_text() {
+  const auto& e = known_engines();
+  std::string t;
+  for (size_t i = 0; i < e.size(); ++i) t += (i == 0 ? "" : i + 1 == e.size() ? " or " : ", ") + e[i];
+  return t;
+}
+
 const char* to_string(FlceMode m) {
   switch (m) {
     case FlceMode::forward: return "forward";

@@ -43,6 +43,11 @@ struct VariantDesc {
   std::string params_text() const;  // "bm=128 bn=128 ..."
 };
 
+// The engine tokens of variant names (DESIGN.md, "Engines"), in this order.
+const std::vector<std::string>& known_engines();
+// "fma, mma, wgmma or cublaslt", for messages.
+std::string known_engines_text();
+
 // ----------------------------------------------------------------------------- FLCE
 enum class FlceMode { forward, forward_backward, backward };
 const char* to_string(FlceMode m);

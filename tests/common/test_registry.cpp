@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "kernels/common/error.h"
 #include "kernels/registry.h"
 
@@ -26,6 +28,13 @@ FlceVariant fake_variant(const std::string& strategy, int64_t bm) {
 TEST(Registry, CanonicalNameSpellsEveryParameter) {
   EXPECT_EQ(VariantDesc::canonical_name(Family::flce, DType::bf16, "wgmma", "owning", {{"bm", 128}, {"bn", 64}, {"s", 3}}),
             "flce.bf16.wgmma.owning.bm128_bn64_s3");
+}
+
+TEST(Registry, EveryBuiltinEngineTokenIsKnown) {
+  EXPECT_EQ(known_engines_text(), "fma, mma, wgmma or cublaslt");
+  const auto& known = known_engines();
+  for (const VariantDesc* d : builtin_registry().descriptors())
+    EXPECT_NE(std::find(known.begin(), known.end(), d->engine), known.end()) << d->name;
 }
 
 TEST(Registry, AddFindAndRejectDuplicatesOrBadNames) {
