@@ -19,6 +19,8 @@ class LibraryTest(unittest.TestCase):
         self.assertEqual(ctypes.sizeof(_lib.FlceArgs), 11 * 8)
         self.assertEqual(ctypes.sizeof(_lib.Selection), 4 + 4 + 8 + 8)
         self.assertEqual(ctypes.sizeof(_lib.CChoice), 256 + 4 + 4 + 8 + 1024 + 1024)
+        self.assertEqual(_lib.FlceProblem.ignore_index.offset, 32)
+        self.assertEqual(_lib.FlceProblem.label_smoothing.offset, 48)
 
     def test_problem_key_is_the_cxx_key(self):
         self.assertEqual(detfuse.problem_key(8, 16, 32),

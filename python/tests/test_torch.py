@@ -78,6 +78,12 @@ class ArgumentCheckTest(unittest.TestCase):
             detfuse.digest(torch.zeros(4, 4).t())
 
 
+def rel_err(a, b):
+    """||a - b|| / ||b|| in float64 (bf16 results against a float64 reference)."""
+    a, b = a.detach().double(), b.detach().double()
+    return float((a - b).norm() / b.norm().clamp_min(1e-30))
+
+
 @unittest.skipUnless(HAVE_CUDA, "needs torch with CUDA and a CUDA device")
 class GpuTest(unittest.TestCase):
     def make(self, D=256, V=1000, dtype=None, lead=(3, 100)):
@@ -112,13 +118,13 @@ class GpuTest(unittest.TestCase):
                         ref, xr, wr = self.reference(x, w, y, reduction, **opts)
                         up = torch.rand_like(ref) if reduction == "none" else torch.tensor(1.7, device="cuda",
                                                                                             dtype=ref.dtype)
-                        (loss.double() * up).sum().backward()
+                        (loss.double().reshape(ref.shape) * up).sum().backward()
                         (ref * up).sum().backward()
-                        torch.testing.assert_close(loss.double(), ref, rtol=2e-2, atol=2e-2)
                         self.assertEqual(x.grad.dtype, x.dtype)
                         self.assertEqual(w.grad.dtype, w.dtype)
-                        torch.testing.assert_close(x.grad.double(), xr.grad, rtol=5e-2, atol=5e-3)
-                        torch.testing.assert_close(w.grad.double(), wr.grad, rtol=5e-2, atol=5e-3)
+                        self.assertLess(rel_err(loss.reshape(ref.shape), ref), 1e-2)
+                        self.assertLess(rel_err(x.grad, xr.grad), 2e-2)
+                        self.assertLess(rel_err(w.grad, wr.grad), 2e-2)
 
     def test_repeated_calls_have_identical_gradient_digests(self):
         digests = set()
@@ -138,7 +144,7 @@ class GpuTest(unittest.TestCase):
         loss, lse = dt.linear_cross_entropy(x, w, y, return_lse=True, variant=c.name)
         self.assertEqual(lse.shape, y.shape)
         ref = torch.logsumexp(x.double() @ w.double().t(), dim=-1)
-        torch.testing.assert_close(lse.double(), ref, rtol=1e-2, atol=1e-2)
+        self.assertLess(rel_err(lse, ref), 1e-2)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -73,6 +74,16 @@ std::string first_variant(const char* prefix) {
 TEST(CApi, AbiVersionMatchesHeader) {
   EXPECT_EQ(detfuse_abi_version(), DETFUSE_C_ABI_VERSION);
   EXPECT_STREQ(detfuse_version(), "0.1.0");
+}
+
+// The layouts the Python package mirrors (python/detfuse/_lib.py checks the same sizes).
+TEST(CApi, StructLayoutsAreFixed) {
+  EXPECT_EQ(sizeof(detfuse_flce_problem), 80u);
+  EXPECT_EQ(offsetof(detfuse_flce_problem, ignore_index), 32u);
+  EXPECT_EQ(offsetof(detfuse_flce_problem, label_smoothing), 48u);
+  EXPECT_EQ(sizeof(detfuse_flce_args), 88u);
+  EXPECT_EQ(sizeof(detfuse_selection), 24u);
+  EXPECT_EQ(sizeof(detfuse_choice), size_t(DETFUSE_NAME_CAP + 16 + 2 * DETFUSE_NOTE_CAP));
 }
 
 TEST(CApi, StatusNames) {
