@@ -5,6 +5,7 @@
 #               local GPU into detfuse.db (fails clearly without a GPU). Each
 #               call is bounded by TUNE_BUDGET and resumes the unfinished run,
 #               so a preset longer than the budget completes over several calls.
+#   make python build libdetfuse_c.so and pip-install the Python package (python/)
 BUILD ?= build
 BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc)
@@ -18,8 +19,12 @@ TUNE_PRESET ?= llm-heads
 # shape, and tuning it too would take a third call for the preset); on other
 # GPUs use TUNE_ENGINES="mma cublaslt".
 TUNE_ENGINES ?= wgmma cublaslt
+# `make python`: builds libdetfuse_c.so, copies it into the package and
+# installs python/ with PYTHON's pip (PIP_ARGS are passed on, e.g. --user).
+PYTHON ?= python3
+PIP_ARGS ?=
 
-.PHONY: all deps configure build test tune clean
+.PHONY: all deps configure build test tune python clean
 
 all: build
 
@@ -38,6 +43,15 @@ test: build
 tune: build
 	@$(BUILD)/detfuse tune --kernel flce --preset $(TUNE_PRESET) --db detfuse.db --budget $(TUNE_BUDGET) --resume \
 	  $(foreach e,$(TUNE_ENGINES),--engine $(e))
+
+python: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target detfuse_c
+	@cp $(BUILD)/capi/libdetfuse_c.so python/detfuse/libdetfuse_c.so
+	@# Without build isolation when setuptools can build wheels here (works offline).
+	@$(PYTHON) -m pip install $(PIP_ARGS) $$($(PYTHON) -c "import importlib.util as u, setuptools; \
+	  assert u.find_spec('wheel') or u.find_spec('setuptools.command.bdist_wheel')" 2>/dev/null \
+	  && echo --no-build-isolation) ./python
+	@cd /tmp && $(PYTHON) -c "import detfuse; print('detfuse', detfuse.__version__, 'C ABI', detfuse.abi_version(), 'from', detfuse.library_path())"
 
 clean:
 	rm -rf $(BUILD)

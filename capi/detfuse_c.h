@@ -1,0 +1,177 @@
+/* detfuse C ABI: a stable, exception-free C interface over the C++ API
+ * (kernels/flce/flce.h, tuner/tuned.h, kernels/common/digest.h), built as the
+ * shared library libdetfuse_c.so. The Python package (python/detfuse) loads it
+ * with ctypes; any language with a C FFI can.
+ *
+ * Conventions:
+ *  - Every function returns a detfuse_status (0 = DETFUSE_OK) unless stated.
+ *    On failure, detfuse_last_error() returns a message for the calling thread
+ *    that names the bad argument ("problem.N: must be >= 1, got 0"); on success
+ *    the message is left as it was.
+ *  - No C++ exception crosses this interface.
+ *  - Arguments are checked (null pointers, enums, sizes, the kMaxDim limit of
+ *    kernels/common/problem.h) before anything touches the GPU; a call that
+ *    needs a GPU on a machine without one returns DETFUSE_ERR_NO_DEVICE.
+ *  - Pointers in detfuse_flce_args are device pointers; `stream` is a
+ *    cudaStream_t passed as void* (NULL: the legacy default stream).
+ *  - All structs are plain data; detfuse_flce_problem_init() fills defaults.
+ * Bump DETFUSE_C_ABI_VERSION whenever a struct layout or signature changes.
+ */
+#ifndef DETFUSE_C_H_
+#define DETFUSE_C_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define DETFUSE_C_API __attribute__((visibility("default")))
+#else
+#define DETFUSE_C_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DETFUSE_C_ABI_VERSION 1
+
+typedef enum detfuse_status {
+  DETFUSE_OK = 0,
+  DETFUSE_ERR_INVALID_ARGUMENT = 1, /* bad argument; the message names it */
+  DETFUSE_ERR_NO_DEVICE = 2,        /* the call needs a CUDA device and there is none */
+  DETFUSE_ERR_RUNTIME = 3,          /* CUDA or library failure at run time */
+  DETFUSE_ERR_OUT_OF_MEMORY = 4,    /* host allocation failed */
+  DETFUSE_ERR_INTERNAL = 5          /* anything else (a bug: please report) */
+} detfuse_status;
+
+typedef enum detfuse_dtype { DETFUSE_DTYPE_F32 = 0, DETFUSE_DTYPE_BF16 = 1 } detfuse_dtype;
+typedef enum detfuse_reduction {
+  DETFUSE_REDUCTION_MEAN = 0,
+  DETFUSE_REDUCTION_SUM = 1,
+  DETFUSE_REDUCTION_NONE = 2
+} detfuse_reduction;
+typedef enum detfuse_flce_mode {
+  DETFUSE_MODE_FORWARD = 0,          /* loss, lse */
+  DETFUSE_MODE_FORWARD_BACKWARD = 1, /* loss, lse, dX, dW */
+  DETFUSE_MODE_BACKWARD = 2          /* dX, dW from a saved lse (args.lse_in) */
+} detfuse_flce_mode;
+typedef enum detfuse_select_kind {
+  DETFUSE_SELECT_NAME = 0,      /* selection.name: a canonical variant name */
+  DETFUSE_SELECT_HEURISTIC = 1, /* the built-in heuristic */
+  DETFUSE_SELECT_TUNED = 2      /* tuned choice from selection.db_path (then nearest, then heuristic) */
+} detfuse_select_kind;
+typedef enum detfuse_choice_source {
+  DETFUSE_SOURCE_NAMED = 0,
+  DETFUSE_SOURCE_TUNED = 1,
+  DETFUSE_SOURCE_NEAREST = 2,
+  DETFUSE_SOURCE_HEURISTIC = 3
+} detfuse_choice_source;
+
+/* One FLCE problem: detfuse::FlceProblem field for field (semantics in
+ * kernels/common/problem.h). Enums are int32_t for a fixed layout. */
+typedef struct detfuse_flce_problem {
+  int64_t N, D, V;
+  int32_t dtype;          /* detfuse_dtype of X and W */
+  int32_t grad_dtype;     /* detfuse_dtype of dX, dW: fp32 or dtype */
+  int64_t ignore_index;   /* negative or >= V */
+  int32_t reduction;      /* detfuse_reduction */
+  int32_t reserved0;      /* must be 0 */
+  double label_smoothing; /* [0, 1) */
+  double z_loss;          /* lse_square_scale, >= 0 */
+  double softcap;         /* 0 disables */
+  double grad_output;     /* upstream gradient of the mean/sum loss */
+} detfuse_flce_problem;
+
+/* Device pointers (detfuse::FlceArgs). Which are needed depends on the mode:
+ * forward: X W y loss lse; forward_backward: + dX dW; backward: X W y lse_in
+ * dX dW; dloss for reduction none outside forward. */
+typedef struct detfuse_flce_args {
+  const void* X;
+  const void* W;
+  const int64_t* y;
+  const float* dloss;
+  const float* lse_in;
+  float* loss;
+  float* lse;
+  void* dX;
+  void* dW;
+  void* workspace; /* may be NULL: the library then allocates and synchronises */
+  size_t workspace_size;
+} detfuse_flce_args;
+
+typedef struct detfuse_selection {
+  int32_t kind;                   /* detfuse_select_kind */
+  int32_t allow_nondeterministic; /* TUNED: allow an atomic variant (0 or 1) */
+  const char* name;               /* NAME: the canonical variant name */
+  const char* db_path;            /* TUNED: the store (NULL: "detfuse.db") */
+} detfuse_selection;
+
+#define DETFUSE_NAME_CAP 256
+#define DETFUSE_NOTE_CAP 1024
+
+typedef struct detfuse_choice {
+  char name[DETFUSE_NAME_CAP];               /* the chosen variant */
+  int32_t source;                            /* detfuse_choice_source */
+  int32_t deterministic;                     /* what the variant promises run to run */
+  double distance;                           /* NEAREST: shape distance */
+  char tuned_problem_key[DETFUSE_NOTE_CAP];  /* TUNED/NEAREST: the problem it was measured on */
+  char note[DETFUSE_NOTE_CAP];               /* why, one line (truncated to fit) */
+} detfuse_choice;
+
+/* DETFUSE_C_ABI_VERSION of the library (compare with the header's). */
+DETFUSE_C_API int32_t detfuse_abi_version(void);
+/* The library version, "0.1.0". */
+DETFUSE_C_API const char* detfuse_version(void);
+/* The calling thread's last error message ("" when none). Valid until the
+ * thread's next failing call. */
+DETFUSE_C_API const char* detfuse_last_error(void);
+/* "DETFUSE_ERR_INVALID_ARGUMENT" etc. ("unknown status" otherwise). */
+DETFUSE_C_API const char* detfuse_status_name(int32_t status);
+/* Usable CUDA devices (0 without a driver or device; never fails). */
+DETFUSE_C_API int32_t detfuse_device_count(void);
+
+/* Fills the defaults of detfuse::FlceProblem (bf16, grad fp32, ignore_index
+ * -100, mean, grad_output 1, the rest 0; N = D = V = 0). */
+DETFUSE_C_API int32_t detfuse_flce_problem_init(detfuse_flce_problem* problem);
+/* Validates the problem (no GPU) and writes its canonical key
+ * ("flce:N=..,D=..,...") into key[key_cap] when key is not NULL. */
+DETFUSE_C_API int32_t detfuse_flce_problem_key(const detfuse_flce_problem* problem, char* key, size_t key_cap);
+
+/* Registered FLCE variants (no GPU). */
+DETFUSE_C_API int32_t detfuse_flce_variant_count(int64_t* count);
+DETFUSE_C_API int32_t detfuse_flce_variant_name(int64_t index, char* name, size_t name_cap);
+
+/* The variant a selection picks for (problem, mode) and why. NAME needs no
+ * GPU; HEURISTIC and TUNED query the current device. */
+DETFUSE_C_API int32_t detfuse_flce_choose(const detfuse_flce_problem* problem, int32_t mode,
+                                          const detfuse_selection* selection, detfuse_choice* choice);
+/* Workspace bytes the selected variant needs for (problem, mode). */
+DETFUSE_C_API int32_t detfuse_flce_workspace_size(const detfuse_flce_problem* problem, int32_t mode,
+                                                  const detfuse_selection* selection, size_t* bytes);
+
+/* Runs FLCE on `stream` with the selected variant (validation, can_run,
+ * workspace as flce::run). `choice` may be NULL; else it receives the choice. */
+DETFUSE_C_API int32_t detfuse_flce_run(const detfuse_flce_problem* problem, int32_t mode,
+                                       const detfuse_flce_args* args, const detfuse_selection* selection,
+                                       void* stream, detfuse_choice* choice);
+DETFUSE_C_API int32_t detfuse_flce_forward(const detfuse_flce_problem* problem, const detfuse_flce_args* args,
+                                           const detfuse_selection* selection, void* stream,
+                                           detfuse_choice* choice);
+DETFUSE_C_API int32_t detfuse_flce_forward_backward(const detfuse_flce_problem* problem,
+                                                    const detfuse_flce_args* args,
+                                                    const detfuse_selection* selection, void* stream,
+                                                    detfuse_choice* choice);
+DETFUSE_C_API int32_t detfuse_flce_backward(const detfuse_flce_problem* problem, const detfuse_flce_args* args,
+                                            const detfuse_selection* selection, void* stream,
+                                            detfuse_choice* choice);
+
+/* XXH3-128 of `bytes` bytes as 32 lowercase hex digits plus NUL (hex[33]).
+ * The device form copies to the host after synchronising `stream`. */
+DETFUSE_C_API int32_t detfuse_digest_device(const void* data, size_t bytes, void* stream, char* hex, size_t hex_cap);
+DETFUSE_C_API int32_t detfuse_digest_host(const void* data, size_t bytes, char* hex, size_t hex_cap);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DETFUSE_C_H_ */

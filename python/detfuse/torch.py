@@ -1,0 +1,253 @@
+"""PyTorch front end: detfuse's fused linear + cross-entropy as an autograd
+function. torch is imported on first use, so ``import detfuse.torch`` works
+without it (calls then raise ImportError saying so).
+
+Memory modes (``grad_in_forward``):
+  True (default for reduction 'mean'/'sum'): the forward computes loss, dX and
+    dW in one fused pass (mode forward_backward) and holds dX, dW until
+    backward, which only scales them by the upstream gradient (Liger's way:
+    one pass over the vocabulary, holds N*D + V*D gradient elements).
+  False: the forward computes loss and the per-row LSE only and saves x,
+    weight, target, LSE; backward runs the backward mode (a second pass over
+    the vocabulary; the least memory between forward and backward).
+  reduction='none' always uses the second way (the per-row upstream gradient
+  is only known in backward).
+
+Inputs: x [..., D] and weight [V, D] (nn.Linear layout) in bfloat16 or
+float32, the same dtype, on one CUDA device; target [...] int64 with x's
+leading shape (flattened like F.cross_entropy). Non-contiguous inputs are
+copied with .contiguous() (a copy: pass contiguous tensors to avoid it).
+Gradients come back in the input dtype. The loss is float32. Work runs on the
+current CUDA stream; workspace comes from PyTorch's caching allocator.
+"""
+from __future__ import annotations
+
+import ctypes
+from typing import Optional
+
+from . import _lib
+
+_cache = {}
+
+
+def _torch():
+    try:
+        import torch  # noqa: WPS433 (lazy on purpose)
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError("detfuse.torch needs PyTorch (pip install torch); `import detfuse` works without it") from e
+    return torch
+
+
+def _dtype_code(torch, dt, name):
+    if dt == torch.bfloat16:
+        return _lib.DTYPE_BF16
+    if dt == torch.float32:
+        return _lib.DTYPE_F32
+    raise TypeError(f"{name}: dtype must be torch.bfloat16 or torch.float32, got {dt}")
+
+
+def _check_inputs(x, weight, target, bias, reduction):
+    """All checks before the library is called (types, bias, dtypes, shapes,
+    reduction; _check_devices after the options); returns contiguous 2-D tensors."""
+    torch = _torch()
+    for name, t in (("x", x), ("weight", weight), ("target", target)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name}: must be a torch.Tensor, got {type(t).__name__}")
+    if bias is not None:
+        raise ValueError("bias: not supported by detfuse's fused kernels (pass bias=None; fold a bias into weight "
+                         "by appending a ones column to x and the bias as a column of weight)")
+    _dtype_code(torch, x.dtype, "x")
+    if weight.dtype != x.dtype:
+        raise TypeError(f"weight: dtype must equal x's ({x.dtype}), got {weight.dtype}")
+    if target.dtype != torch.int64:
+        raise TypeError(f"target: dtype must be torch.int64 (class indices), got {target.dtype}; use target.long()")
+    if x.dim() < 1:
+        raise ValueError("x: must have shape [..., D], got a 0-d tensor")
+    if weight.dim() != 2:
+        raise ValueError(f"weight: must have shape [V, D] (nn.Linear layout), got {tuple(weight.shape)}")
+    D = x.shape[-1]
+    if weight.shape[1] != D:
+        raise ValueError(f"weight: shape {tuple(weight.shape)} does not match x's last dimension D={D} "
+                         f"(weight must be [V, D])")
+    if tuple(target.shape) != tuple(x.shape[:-1]):
+        raise ValueError(f"target: shape must be x.shape[:-1] = {tuple(x.shape[:-1])}, got {tuple(target.shape)}")
+    if reduction not in _lib.REDUCTIONS:
+        raise ValueError(f"reduction: must be 'mean', 'sum' or 'none', got {reduction!r}")
+    x2 = x.reshape(-1, D).contiguous()
+    return x2, weight.contiguous(), target.reshape(-1).contiguous()
+
+
+def _check_devices(x, weight, target):
+    for name, t in (("x", x), ("weight", weight), ("target", target)):
+        if t.device.type != "cuda":
+            raise ValueError(f"{name}: is on {t.device}; detfuse runs on CUDA devices only (move it with .cuda())")
+    if not (x.device == weight.device == target.device):
+        raise ValueError(f"x, weight, target: must be on one device, got {x.device}, {weight.device}, {target.device}")
+
+
+def _problem(x2, weight, reduction, ignore_index, label_smoothing, z_loss, softcap):
+    torch = _torch()
+    p = _lib.make_problem(int(x2.shape[0]), int(x2.shape[1]), int(weight.shape[0]),
+                          dtype=_dtype_code(torch, x2.dtype, "x"), grad_dtype=_dtype_code(torch, x2.dtype, "x"),
+                          ignore_index=ignore_index, reduction=reduction, label_smoothing=label_smoothing,
+                          z_loss=z_loss, softcap=softcap, grad_output=1.0)
+    _lib.validate(p)  # the library's own checks (no GPU), before any launch
+    return p
+
+
+def _ptr(t) -> Optional[int]:
+    return None if t is None else t.data_ptr()
+
+
+def _launch(p, mode, sel, device, *, X, W, y, loss=None, lse=None, dX=None, dW=None, lse_in=None, dloss=None):
+    torch = _torch()
+    with torch.cuda.device(device):
+        stream = torch.cuda.current_stream(device).cuda_stream
+        ws_bytes = _lib.workspace_size(p, mode, sel)
+        ws = torch.empty(ws_bytes, dtype=torch.uint8, device=device) if ws_bytes else None
+        a = _lib.FlceArgs()
+        a.X, a.W, a.y = X.data_ptr(), W.data_ptr(), y.data_ptr()
+        a.dloss, a.lse_in, a.loss, a.lse = _ptr(dloss), _ptr(lse_in), _ptr(loss), _ptr(lse)
+        a.dX, a.dW = _ptr(dX), _ptr(dW)
+        a.workspace, a.workspace_size = _ptr(ws), ws_bytes
+        return _lib.run(p, mode, a, sel, stream)
+
+
+def _function():
+    if "fn" in _cache:
+        return _cache["fn"]
+    torch = _torch()
+
+    class LinearCrossEntropyFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x2, weight, y, p, sel, grad_in_forward):
+            N, V = x2.shape[0], weight.shape[0]
+            dev = x2.device
+            none = p.reduction == _lib.REDUCTIONS["none"]
+            loss = torch.empty(N if none else 1, dtype=torch.float32, device=dev)
+            lse = torch.empty(N, dtype=torch.float32, device=dev)
+            needs = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
+            ctx.fused = bool(needs and grad_in_forward and not none)
+            ctx.p, ctx.sel = p, sel
+            if ctx.fused:
+                dX = torch.empty_like(x2)
+                dW = torch.empty_like(weight)
+                _launch(p, _lib.MODE_FORWARD_BACKWARD, sel, dev, X=x2, W=weight, y=y, loss=loss, lse=lse, dX=dX, dW=dW)
+                ctx.save_for_backward(dX, dW)
+            else:
+                _launch(p, _lib.MODE_FORWARD, sel, dev, X=x2, W=weight, y=y, loss=loss, lse=lse)
+                if needs:
+                    ctx.save_for_backward(x2, weight, y, lse)
+            ctx.mark_non_differentiable(lse)
+            return (loss if none else loss.reshape(())), lse
+
+        @staticmethod
+        def backward(ctx, grad_loss, grad_lse):
+            if ctx.fused:
+                dX, dW = ctx.saved_tensors
+                g = grad_loss.to(torch.float32)
+                # g is the upstream scalar; x * 1.0 is exact, so with g = 1 the
+                # bits are the kernel's (no host sync to test for it).
+                return (dX * g).to(dX.dtype), (dW * g).to(dW.dtype), None, None, None, None
+            x2, weight, y, lse = ctx.saved_tensors
+            p = ctx.p
+            dX = torch.empty_like(x2)
+            dW = torch.empty_like(weight)
+            if p.reduction == _lib.REDUCTIONS["none"]:
+                dloss = grad_loss.to(torch.float32).contiguous()
+                _launch(p, _lib.MODE_BACKWARD, ctx.sel, x2.device, X=x2, W=weight, y=y, lse_in=lse, dloss=dloss,
+                        dX=dX, dW=dW)
+                return dX, dW, None, None, None, None
+            _launch(p, _lib.MODE_BACKWARD, ctx.sel, x2.device, X=x2, W=weight, y=y, lse_in=lse, dX=dX, dW=dW)
+            g = grad_loss.to(torch.float32)
+            return (dX * g).to(dX.dtype), (dW * g).to(dW.dtype), None, None, None, None
+
+    _cache["fn"] = LinearCrossEntropyFunction
+    return LinearCrossEntropyFunction
+
+
+def linear_cross_entropy(x, weight, target, *, bias=None, ignore_index=-100, reduction="mean", label_smoothing=0.0,
+                         z_loss=0.0, softcap=0.0, variant="tuned", db="detfuse.db", return_lse=False,
+                         grad_in_forward=True, allow_nondeterministic=False):
+    """cross_entropy(x @ weight.T, target) fused, with bitwise-reproducible
+    gradients. variant: "tuned" (the store `db`, then the nearest tuned shape,
+    then the heuristic), "heuristic", or a canonical variant name. Returns the
+    loss (float32; shape x.shape[:-1] for reduction 'none'), and with
+    return_lse=True also the per-row log-sum-exp (shape x.shape[:-1])."""
+    x2, w, y = _check_inputs(x, weight, target, bias, reduction)
+    p = _problem(x2, w, reduction, ignore_index, label_smoothing, z_loss, softcap)
+    sel = _lib.make_selection(variant, db, allow_nondeterministic)
+    _check_devices(x, weight, target)
+    loss, lse = _function().apply(x2, w, y, p, sel, bool(grad_in_forward))
+    lead = tuple(x.shape[:-1])
+    if reduction == "none":
+        loss = loss.reshape(lead)
+    return (loss, lse.reshape(lead)) if return_lse else loss
+
+
+def chosen_variant(x, weight, target=None, *, ignore_index=-100, reduction="mean", label_smoothing=0.0, z_loss=0.0,
+                   softcap=0.0, variant="tuned", db="detfuse.db", grad_in_forward=True, allow_nondeterministic=False):
+    """What linear_cross_entropy would run for these inputs and options, and why:
+    a detfuse.Choice(name, source, deterministic, note, tuned_problem_key, distance)."""
+    torch = _torch()
+    if target is None:
+        target = torch.empty(x.shape[:-1], dtype=torch.int64, device=x.device)
+    x2, w, _ = _check_inputs(x, weight, target, None, reduction)
+    p = _problem(x2, w, reduction, ignore_index, label_smoothing, z_loss, softcap)
+    sel = _lib.make_selection(variant, db, allow_nondeterministic)
+    _check_devices(x, weight, target)
+    mode = _lib.MODE_FORWARD_BACKWARD if (grad_in_forward and reduction != "none") else _lib.MODE_FORWARD
+    with torch.cuda.device(x.device):
+        return _lib.choose(p, mode, sel)
+
+
+def digest(t) -> str:
+    """XXH3-128 of a tensor's raw bytes (32 hex digits); CUDA tensors are hashed
+    after the current stream's work. Non-contiguous tensors are refused."""
+    torch = _torch()
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"digest: expected a torch.Tensor, got {type(t).__name__}")
+    if not t.is_contiguous():
+        raise ValueError("digest: tensor is not contiguous (its bytes are not one block); call .contiguous() first")
+    nbytes = t.numel() * t.element_size()
+    if t.device.type == "cuda":
+        with torch.cuda.device(t.device):
+            return _lib.digest_device(t.data_ptr(), nbytes, torch.cuda.current_stream(t.device).cuda_stream)
+    if t.device.type != "cpu":
+        raise ValueError(f"digest: tensor on {t.device}; only CUDA and CPU tensors are supported")
+    hexbuf = ctypes.create_string_buffer(33)
+    _lib.check(_lib.load_library().detfuse_digest_host(ctypes.c_void_p(t.data_ptr() or None), nbytes, hexbuf, 33))
+    return hexbuf.value.decode()
+
+
+def __getattr__(name):
+    # nn.Module and autograd.Function classes are built when first asked for,
+    # so importing this module does not import torch.
+    if name == "LinearCrossEntropyFunction":
+        return _function()
+    if name == "LinearCrossEntropy":
+        return _module()
+    raise AttributeError(f"module 'detfuse.torch' has no attribute {name!r}")
+
+
+def _module():
+    if "module" in _cache:
+        return _cache["module"]
+    torch = _torch()
+
+    class LinearCrossEntropy(torch.nn.Module):
+        """nn.Module form: LinearCrossEntropy(**options)(x, weight, target);
+        the options are those of linear_cross_entropy."""
+
+        def __init__(self, **options):
+            super().__init__()
+            self.options = dict(options)
+
+        def forward(self, x, weight, target):
+            return linear_cross_entropy(x, weight, target, **self.options)
+
+        def extra_repr(self):
+            return ", ".join(f"{k}={v!r}" for k, v in self.options.items())
+
+    _cache["module"] = LinearCrossEntropy
+    return LinearCrossEntropy

@@ -1,0 +1,151 @@
+"""detfuse.torch: argument checks (need torch, not a GPU) and the GPU
+comparisons with F.cross_entropy (need torch and a CUDA device). Each class
+skips with its reason where its needs are not met."""
+import importlib.util
+import unittest
+
+import detfuse
+import detfuse.torch as dt
+
+HAVE_TORCH = importlib.util.find_spec("torch") is not None
+if HAVE_TORCH:
+    import torch
+    import torch.nn.functional as F
+HAVE_CUDA = HAVE_TORCH and torch.cuda.is_available() and detfuse.device_count() > 0
+
+
+class WithoutTorchTest(unittest.TestCase):
+    @unittest.skipIf(HAVE_TORCH, "torch is installed; this checks the message when it is not")
+    def test_clear_import_error(self):
+        with self.assertRaisesRegex(ImportError, "detfuse.torch needs PyTorch"):
+            dt.linear_cross_entropy(None, None, None)
+        with self.assertRaisesRegex(ImportError, "detfuse.torch needs PyTorch"):
+            dt.LinearCrossEntropy  # noqa: B018
+
+
+@unittest.skipUnless(HAVE_TORCH, "torch is not installed")
+class ArgumentCheckTest(unittest.TestCase):
+    """Refusals before the library is called; CPU tensors suffice."""
+
+    def setUp(self):
+        self.x = torch.randn(4, 6, 16, dtype=torch.bfloat16)
+        self.w = torch.randn(32, 16, dtype=torch.bfloat16)
+        self.y = torch.randint(0, 32, (4, 6))
+
+    def test_cpu_tensors_are_refused(self):
+        with self.assertRaisesRegex(ValueError, r"x: is on cpu; detfuse runs on CUDA devices only"):
+            dt.linear_cross_entropy(self.x, self.w, self.y)
+
+    def test_bias_is_refused(self):
+        with self.assertRaisesRegex(ValueError, "bias: not supported"):
+            dt.linear_cross_entropy(self.x, self.w, self.y, bias=torch.zeros(32))
+
+    def test_dtypes(self):
+        with self.assertRaisesRegex(TypeError, r"x: dtype must be torch.bfloat16 or torch.float32, got torch.float16"):
+            dt.linear_cross_entropy(self.x.half(), self.w.half(), self.y)
+        with self.assertRaisesRegex(TypeError, r"weight: dtype must equal x's \(torch.bfloat16\), got torch.float32"):
+            dt.linear_cross_entropy(self.x, self.w.float(), self.y)
+        with self.assertRaisesRegex(TypeError, r"target: dtype must be torch.int64 .* got torch.int32"):
+            dt.linear_cross_entropy(self.x, self.w, self.y.int())
+        with self.assertRaisesRegex(TypeError, "x: must be a torch.Tensor, got list"):
+            dt.linear_cross_entropy([1.0], self.w, self.y)
+
+    def test_shapes(self):
+        with self.assertRaisesRegex(ValueError, r"weight: shape \(32, 8\) does not match x's last dimension D=16"):
+            dt.linear_cross_entropy(self.x, self.w[:, :8], self.y)
+        with self.assertRaisesRegex(ValueError, r"weight: must have shape \[V, D\]"):
+            dt.linear_cross_entropy(self.x, self.w[0], self.y)
+        with self.assertRaisesRegex(ValueError, r"target: shape must be x.shape\[:-1\] = \(4, 6\), got \(24,\)"):
+            dt.linear_cross_entropy(self.x, self.w, self.y.reshape(-1))
+
+    def test_options_are_checked_by_the_library_before_the_device(self):
+        with self.assertRaisesRegex(ValueError, "reduction: must be 'mean', 'sum' or 'none'"):
+            dt.linear_cross_entropy(self.x, self.w, self.y, reduction="avg")
+        with self.assertRaisesRegex(detfuse.InvalidArgument, r"problem.label_smoothing: must be in \[0, 1\)"):
+            dt.linear_cross_entropy(self.x, self.w, self.y, label_smoothing=1.0)
+        with self.assertRaisesRegex(detfuse.InvalidArgument, "problem.z_loss"):
+            dt.linear_cross_entropy(self.x, self.w, self.y, z_loss=-0.1)
+        with self.assertRaisesRegex(detfuse.InvalidArgument, "problem.ignore_index"):
+            dt.linear_cross_entropy(self.x, self.w, self.y, ignore_index=3)
+
+    def test_module_and_cpu_digest(self):
+        m = dt.LinearCrossEntropy(reduction="sum")
+        self.assertIsInstance(m, torch.nn.Module)
+        self.assertIn("reduction='sum'", repr(m))
+        t = torch.arange(10, dtype=torch.int32)
+        self.assertEqual(detfuse.digest(t), detfuse.digest(t.numpy().tobytes()))
+        with self.assertRaisesRegex(ValueError, "digest: tensor is not contiguous"):
+            detfuse.digest(torch.zeros(4, 4).t())
+
+
+def rel_err(a, b):
+    """||a - b|| / ||b|| in float64 (bf16 results against a float64 reference)."""
+    a, b = a.detach().double(), b.detach().double()
+    return float((a - b).norm() / b.norm().clamp_min(1e-30))
+
+
+@unittest.skipUnless(HAVE_CUDA, "needs torch with CUDA and a CUDA device")
+class GpuTest(unittest.TestCase):
+    def make(self, D=256, V=1000, dtype=None, lead=(3, 100)):
+        dtype = dtype or torch.bfloat16
+        g = torch.Generator(device="cuda").manual_seed(0)
+        x = (torch.randn(*lead, D, device="cuda", generator=g) * 0.5).to(dtype)
+        w = (torch.randn(V, D, device="cuda", generator=g) * 0.05).to(dtype)
+        y = torch.randint(0, V, lead, device="cuda", generator=g)
+        y[0, ::7] = -100
+        return x, w, y
+
+    def reference(self, x, w, y, reduction, **kw):
+        xr = x.detach().double().requires_grad_()
+        wr = w.detach().double().requires_grad_()
+        logits = xr @ wr.t()
+        if kw.get("softcap"):
+            logits = kw["softcap"] * torch.tanh(logits / kw["softcap"])
+        loss = F.cross_entropy(logits.reshape(-1, w.shape[0]), y.reshape(-1), ignore_index=-100,
+                               reduction=reduction, label_smoothing=kw.get("label_smoothing", 0.0))
+        return loss, xr, wr
+
+    def test_matches_cross_entropy_every_mode(self):
+        for reduction in ("mean", "sum", "none"):
+            for grad_in_forward in (True, False):
+                for opts in ({}, {"label_smoothing": 0.1}, {"softcap": 30.0}):
+                    with self.subTest(reduction=reduction, grad_in_forward=grad_in_forward, **opts):
+                        x, w, y = self.make()
+                        x.requires_grad_()
+                        w.requires_grad_()
+                        loss = dt.linear_cross_entropy(x, w, y, reduction=reduction, variant="heuristic",
+                                                       grad_in_forward=grad_in_forward, **opts)
+                        ref, xr, wr = self.reference(x, w, y, reduction, **opts)
+                        up = torch.rand_like(ref) if reduction == "none" else torch.tensor(1.7, device="cuda",
+                                                                                            dtype=ref.dtype)
+                        (loss.double().reshape(ref.shape) * up).sum().backward()
+                        (ref * up).sum().backward()
+                        self.assertEqual(x.grad.dtype, x.dtype)
+                        self.assertEqual(w.grad.dtype, w.dtype)
+                        self.assertLess(rel_err(loss.reshape(ref.shape), ref), 1e-2)
+                        self.assertLess(rel_err(x.grad, xr.grad), 2e-2)
+                        self.assertLess(rel_err(w.grad, wr.grad), 2e-2)
+
+    def test_repeated_calls_have_identical_gradient_digests(self):
+        digests = set()
+        for _ in range(3):
+            x, w, y = self.make()
+            x.requires_grad_()
+            w.requires_grad_()
+            dt.linear_cross_entropy(x, w, y, variant="heuristic").backward()
+            digests.add((detfuse.digest(x.grad), detfuse.digest(w.grad)))
+        self.assertEqual(len(digests), 1, digests)
+
+    def test_chosen_variant_and_lse(self):
+        x, w, y = self.make()
+        c = dt.chosen_variant(x, w, y, db="/nonexistent.db")
+        self.assertIn(c.source, ("tuned", "nearest", "heuristic"))
+        self.assertIn(c.name, detfuse.variants())
+        loss, lse = dt.linear_cross_entropy(x, w, y, return_lse=True, variant=c.name)
+        self.assertEqual(lse.shape, y.shape)
+        ref = torch.logsumexp(x.double() @ w.double().t(), dim=-1)
+        self.assertLess(rel_err(lse, ref), 1e-2)
+
+
+if __name__ == "__main__":
+    unittest.main()
