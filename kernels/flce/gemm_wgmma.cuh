@@ -33,7 +33,7 @@
 // Every epilogue works on pairs of adjacent columns: the wgmma accumulator
 // layout gives each thread values (m, n) and (m, n+1) next to each other, so
 // stores, loads and atomics are 8 bytes wide (float2 / bf16x2, and the sm_90
-// vector atomicAdd(float2*)).
+// vector reduction red.global.add.v2.f32).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -381,7 +381,9 @@ struct Kernel {
         case WgEpilogue::atomic: {
           float* p = static_cast<float*>(e.C) + off;
           if (pair) {
-            atomicAdd(reinterpret_cast<float2*>(p), make_float2(v0, v1));  // red.global.add.v2.f32
+            // One vector reduction for both columns (SASS REDG.E.ADD.F32x2);
+            // atomicAdd(float2*) compiled to two scalar REDs with nvcc 13.0.
+            asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(v0), "f"(v1) : "memory");
           } else {
             atomicAdd(p, v0);
             if (two) atomicAdd(p + 1, v1);
