@@ -26,6 +26,7 @@ if HAVE_TORCH:
     import torch
     import torch.nn.functional as F
 HAVE_CUDA = HAVE_TORCH and torch.cuda.is_available() and detfuse.device_count() > 0
+DEVICE = "cuda"  # the device of every tensor here (a harness may point it elsewhere)
 
 # Every option combination the checks sweep (z_loss large enough that a wrong
 # z-loss gradient, 2 s lse p, moves the gradient far past the tolerances).
@@ -61,6 +62,28 @@ def reference_loss(x, w, y, *, ignore_index=-100, reduction="mean", label_smooth
     return per_row.sum() / valid.sum().clamp_min(1)
 
 
+def loss_magnitude(x, w, y, *, ignore_index=-100, reduction="mean", label_smoothing=0.0, z_loss=0.0, softcap=0.0):
+    """reference_loss with every term taken in absolute value: the scale of
+    the terms that cancel in the loss (lse_i - z_iy is tiny when row i's target
+    dominates, and its rounding error is relative to lse_i, not to the loss)."""
+    V = w.shape[0]
+    z = x.reshape(-1, x.shape[-1]) @ w.t()
+    if softcap:
+        z = softcap * torch.tanh(z / softcap)
+    yf = y.reshape(-1)
+    valid = yf != ignore_index
+    lse = torch.logsumexp(z, dim=-1)
+    zy = z.gather(1, torch.where(valid, yf, 0)[:, None])[:, 0]
+    per_row = (lse.abs() + (1 - label_smoothing) * zy.abs() + (label_smoothing / V) * z.abs().sum(-1)
+               + z_loss * lse * lse)
+    per_row = torch.where(valid, per_row, torch.zeros_like(per_row))
+    if reduction == "none":
+        return per_row.reshape(y.shape)
+    if reduction == "sum":
+        return per_row.sum()
+    return per_row.sum() / valid.sum().clamp_min(1)
+
+
 def rel_err(a, b):
     """||a - b|| / ||b|| in float64 (0 when both are 0)."""
     a, b = a.detach().double(), b.detach().double()
@@ -78,11 +101,11 @@ def max_rel_err(a, b):
 
 
 def make_case(lead, D, V, dtype, seed, ignore_index=-100, x_scale=1.0, w_scale=None):
-    g = torch.Generator(device="cuda").manual_seed(seed)
+    g = torch.Generator(device=DEVICE).manual_seed(seed)
     w_scale = w_scale if w_scale is not None else 2.0 / math.sqrt(D)
-    x = (torch.randn(*lead, D, device="cuda", generator=g, dtype=torch.float64) * x_scale).to(dtype)
-    w = (torch.randn(V, D, device="cuda", generator=g, dtype=torch.float64) * w_scale).to(dtype)
-    y = torch.randint(0, V, lead, device="cuda", generator=g)
+    x = (torch.randn(*lead, D, device=DEVICE, generator=g, dtype=torch.float64) * x_scale).to(dtype)
+    w = (torch.randn(V, D, device=DEVICE, generator=g, dtype=torch.float64) * w_scale).to(dtype)
+    y = torch.randint(0, V, lead, device=DEVICE, generator=g)
     flat = y.view(-1)
     flat[1::4] = ignore_index  # every 4th row ignored (none when there is one row)
     return x, w, y
@@ -91,25 +114,26 @@ def make_case(lead, D, V, dtype, seed, ignore_index=-100, x_scale=1.0, w_scale=N
 def upstream(reduction, shape, seed):
     """The upstream gradient: a random vector for 'none', 1.7 for a scalar."""
     if reduction == "none":
-        g = torch.Generator(device="cuda").manual_seed(seed + 1000)
-        return torch.rand(shape, device="cuda", generator=g, dtype=torch.float64) + 0.5
-    return torch.tensor(1.7, device="cuda", dtype=torch.float64)
+        g = torch.Generator(device=DEVICE).manual_seed(seed + 1000)
+        return torch.rand(shape, device=DEVICE, generator=g, dtype=torch.float64) + 0.5
+    return torch.tensor(1.7, device=DEVICE, dtype=torch.float64)
 
 
 @unittest.skipUnless(HAVE_CUDA, "needs torch with CUDA and a CUDA device")
 class ReferenceTest(unittest.TestCase):
     """Values and gradients against the float64 reference on upcast inputs.
 
-    Tolerances (norm-wise relative errors): fp32 runs in exact fp32 (`fma`
-    engine), whose error over sums of at most max(N, V) ~ 2000 terms is a few
-    1e-6 in practice, so values and gradients must agree to 1e-5 (~170 fp32
-    units of roundoff). bf16 inputs are exact in float64, the logits are
-    accumulated in fp32, but the gradients are returned in bf16 (8 bits of
-    mantissa, relative rounding 2^-9 ~ 2e-3) and computed from bf16 operands on
-    tensor cores: 1e-2 for values and 2e-2 for gradients, as the existing
-    F.cross_entropy comparison (test_torch.py)."""
+    Tolerances (norm-wise relative errors; the loss against the scale of
+    its terms, see loss_magnitude): fp32 runs in exact fp32 (`fma` engine),
+    whose error over sums of at most max(N, V) ~ 2000 terms is a few 1e-6 in
+    practice, so values and gradients must agree to 1e-5 (~170 fp32 units of
+    roundoff). bf16 inputs are exact in float64 and the logits, LSE and loss
+    are computed in fp32 (the chunk buffer is fp32), so values must agree to
+    1e-4; the gradients are computed from dL/dz rounded to bf16 for the tensor
+    cores and returned in bf16 (8 bits of mantissa, relative rounding 2^-9 ~
+    2e-3 each time): 1e-2."""
 
-    TOL = {"fp32": (1e-5, 1e-5), "bf16": (1e-2, 2e-2)}
+    TOL = {"fp32": (1e-5, 1e-5), "bf16": (1e-4, 1e-2)}
 
     def test_reference_equals_cross_entropy_where_they_overlap(self):
         x, w, y = make_case((37,), 24, 515, torch.float64, seed=1)
@@ -152,7 +176,10 @@ class ReferenceTest(unittest.TestCase):
         if opts.get("softcap"):
             z = opts["softcap"] * torch.tanh(z / opts["softcap"])
         self.assertLess(rel_err(lse.reshape(-1), torch.logsumexp(z, -1)), vtol)
-        self.assertLess(rel_err(loss, ref), vtol)
+        # The loss's error is measured against the scale of its terms (see
+        # loss_magnitude): ||loss - ref|| <= vtol * ||magnitude||.
+        mag = loss_magnitude(xr.detach(), wr.detach(), y, reduction=reduction, ignore_index=ignore_index, **opts)
+        self.assertLessEqual(float((loss.detach().double() - ref.detach()).norm()), vtol * float(mag.norm()))
         self.assertLess(rel_err(x.grad, xr.grad), gtol)
         self.assertLess(rel_err(w.grad, wr.grad), gtol)
         ignored = (y == ignore_index)
@@ -160,7 +187,7 @@ class ReferenceTest(unittest.TestCase):
             # Ignored rows: zero gradient rows in x, zero loss for 'none'.
             self.assertEqual(float(x.grad[ignored].abs().max()), 0.0)
             if reduction == "none":
-                self.assertEqual(float(loss[ignored].abs().max()), 0.0)
+                self.assertEqual(float(loss.detach()[ignored].abs().max()), 0.0)
 
     def test_every_option_reduction_and_memory_mode(self):
         # fp32 takes any shape; bf16 variants need D % 8 == 0.
