@@ -139,6 +139,14 @@ def main():
     if not torch.cuda.is_available():
         raise SystemExit("train_hf: needs a CUDA device")
     torch.backends.cudnn.benchmark = False
+    # Deterministic mode fills every torch.empty with NaN by default, which
+    # would also hide a kernel reading memory it never wrote; without the fill
+    # such a read shows as differing digests. (And the fill costs time.)
+    try:
+        import torch.utils.deterministic as tud
+        tud.fill_uninitialized_memory = False
+    except ImportError:  # torch < 2.1: no fill to turn off
+        pass
     import transformers
 
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, detfuse {detfuse.__version__} "
