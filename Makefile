@@ -20,7 +20,10 @@ TUNE_PRESET ?= llm-heads
 # GPUs use TUNE_ENGINES="mma cublaslt".
 TUNE_ENGINES ?= wgmma cublaslt
 # `make python`: builds libdetfuse_c.so, copies it into the package and
-# installs python/ with PYTHON's pip (PIP_ARGS are passed on, e.g. --user).
+# installs python/ for PYTHON through python/install.py, offline: with pip
+# --no-build-isolation where setuptools can build wheels, else by a plain copy
+# into site-packages with a .dist-info (DETFUSE_INSTALL=pip|copy forces one).
+# PIP_ARGS are passed on (--user and --target in both modes).
 PYTHON ?= python3
 PIP_ARGS ?=
 
@@ -47,10 +50,7 @@ tune: build
 python: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target detfuse_c
 	@cp $(BUILD)/capi/libdetfuse_c.so python/detfuse/libdetfuse_c.so
-	@# Without build isolation when setuptools can build wheels here (works offline).
-	@$(PYTHON) -m pip install $(PIP_ARGS) $$($(PYTHON) -c "import importlib.util as u, setuptools; \
-	  assert u.find_spec('wheel') or u.find_spec('setuptools.command.bdist_wheel')" 2>/dev/null \
-	  && echo --no-build-isolation) ./python
+	@$(PYTHON) python/install.py $(PIP_ARGS)
 	@cd /tmp && $(PYTHON) -c "import detfuse; print('detfuse', detfuse.__version__, 'C ABI', detfuse.abi_version(), 'from', detfuse.library_path())"
 
 clean:
