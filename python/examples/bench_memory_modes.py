@@ -143,8 +143,9 @@ def main():
         for n in names:
             try:
                 r = measure(impls[n], x, w, y, args.iters, args.warmup)
-            except torch.cuda.OutOfMemoryError as e:
-                print(f"{n:12s} out of memory: {str(e).splitlines()[0]}")
+            except Exception as e:  # noqa: BLE001 - e.g. out of memory, or torch.compile missing a compiler
+                first = (str(e).splitlines() or [""])[0]
+                print(f"{n:12s} failed: {type(e).__name__}: {first}", flush=True)
                 x.grad = None
                 w.grad = None
                 torch.cuda.empty_cache()
