@@ -100,7 +100,7 @@ def measure(fn, x, w, y, iters, warmup):
     loss.backward()
     torch.cuda.synchronize()
     peak = torch.cuda.max_memory_allocated() - base
-    out = dict(median=statistics.median(ms), min=min(ms), held=held, peak=peak, loss=float(loss), first_s=first_s)
+    out = dict(median=statistics.median(ms), min=min(ms), held=held, peak=peak, loss=float(loss.detach()), first_s=first_s)
     del loss
     x.grad = None
     w.grad = None
