@@ -147,5 +147,30 @@ class GpuTest(unittest.TestCase):
         self.assertLess(rel_err(lse, ref), 1e-2)
 
 
+    def test_heuristic_is_reported_as_what_runs(self):
+        # The built-in default (kernels/flce/flce.cpp): on sm_80+ bf16 runs the
+        # cuBLASLt engine's owning variant at 1024 MiB, fp32 the FMA owning one.
+        # chosen_variant must say so, and running "heuristic" must give the
+        # bits of running that variant by name.
+        want = {torch.bfloat16: "flce.bf16.cublaslt.owning.mb1024",
+                torch.float32: "flce.fp32.fma.owning.bm128_bn128_bk8_tm8_tn8_mb1024"}
+        for dtype, name in want.items():
+            for grad_in_forward in (True, False):
+                with self.subTest(dtype=dtype, grad_in_forward=grad_in_forward):
+                    x, w, y = self.make(dtype=dtype)
+                    c = dt.chosen_variant(x, w, y, variant="heuristic", grad_in_forward=grad_in_forward)
+                    self.assertEqual((c.name, c.source, c.deterministic), (name, "heuristic", True), c.note)
+                    c = dt.chosen_variant(x, w, y, db="/nonexistent.db", grad_in_forward=grad_in_forward)
+                    self.assertEqual((c.name, c.source), (name, "heuristic"), c.note)
+                    self.assertIn("no tuning database", c.note)
+                    digests = set()
+                    for v in ("heuristic", name):
+                        xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
+                        loss = dt.linear_cross_entropy(xg, wg, y, variant=v, grad_in_forward=grad_in_forward)
+                        loss.backward()
+                        digests.add((detfuse.digest(loss.detach().reshape(1)), detfuse.digest(xg.grad),
+                                     detfuse.digest(wg.grad)))
+                    self.assertEqual(len(digests), 1, digests)
+
 if __name__ == "__main__":
     unittest.main()

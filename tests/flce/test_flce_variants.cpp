@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "kernels/flce/flce.h"
 #include "kernels/registry.h"
 
 namespace detfuse {
@@ -101,6 +102,47 @@ TEST(FlceVariants, WorkspaceIsBoundedByTheChunkBudget) {
     // Forward needs no gradient workspace.
     EXPECT_LE(v.workspace_bytes(p, FlceMode::forward), bytes);
   }
+}
+
+// The built-in default (flce::heuristic_variant, measured choice in flce.cpp):
+// bf16 on sm_80+ runs the cuBLASLt engine's owning variant at the 1024 MiB
+// budget, fp32 the FMA engine's owning variant; both deterministic.
+TEST(FlceVariants, HeuristicPicksTheMeasuredDeterministicOwningVariant) {
+  DeviceInfo a100 = h200();
+  a100.name = "NVIDIA A100";
+  a100.cc_major = 8;
+  a100.sm_count = 108;
+  a100.max_smem_per_block_optin = 166912;
+  for (const DeviceInfo& dev : {h200(), a100}) {
+    SCOPED_TRACE(dev.name);
+    for (FlceMode mode : {FlceMode::forward, FlceMode::forward_backward, FlceMode::backward}) {
+      const FlceVariant& b = flce::heuristic_variant(llama(DType::bf16), mode, dev);
+      EXPECT_EQ(b.desc.name, "flce.bf16.cublaslt.owning.mb1024");
+      EXPECT_TRUE(b.desc.deterministic);
+      FlceProblem odd = llama(DType::bf16);
+      odd.D = 4095;  // cuBLASLt takes any D; the hand-written bf16 engines need D % 8 == 0
+      EXPECT_EQ(flce::heuristic_variant(odd, mode, dev).desc.name, "flce.bf16.cublaslt.owning.mb1024");
+      const FlceVariant& f = flce::heuristic_variant(llama(DType::f32), mode, dev);
+      EXPECT_EQ(f.desc.name, "flce.fp32.fma.owning.bm128_bn128_bk8_tm8_tn8_mb1024");
+      EXPECT_TRUE(f.desc.deterministic);
+    }
+  }
+  // The default asks for under 1 GiB of chunk workspace at the Llama head
+  // (fp32 gradients), half of what the 2000 MiB budget takes.
+  const FlceVariant& b = flce::heuristic_variant(llama(DType::bf16), FlceMode::forward_backward, h200());
+  EXPECT_LT(b.workspace_bytes(llama(DType::bf16), FlceMode::forward_backward), size_t(1) << 30);
+  // No bf16 engine runs before sm_80: a named error, not a silent pick; fp32 still runs.
+  DeviceInfo turing = h200();
+  turing.cc_major = 7;
+  turing.cc_minor = 5;
+  try {
+    flce::heuristic_variant(llama(DType::bf16), FlceMode::forward_backward, turing);
+    ADD_FAILURE() << "a bf16 variant was picked for compute capability 7.5";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no registered FLCE variant can run"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(flce::heuristic_variant(llama(DType::f32), FlceMode::forward_backward, turing).desc.name,
+            "flce.fp32.fma.owning.bm128_bn128_bk8_tm8_tn8_mb1024");
 }
 
 }  // namespace

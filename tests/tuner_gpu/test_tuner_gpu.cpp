@@ -208,6 +208,9 @@ TEST_F(Gpu, HeuristicChoiceRunsAndIsCorrect) {
     EXPECT_FALSE(v.can_run(p, FlceMode::forward_backward, dev)) << v.desc.name << " refuses " << p.shape();
     EXPECT_EQ(v.desc.dtype, p.dtype);
     EXPECT_TRUE(v.desc.deterministic) << v.desc.name;
+    // The measured default (kernels/flce/flce.cpp): cuBLASLt owning for bf16, FMA owning for fp32.
+    EXPECT_EQ(v.desc.name, p.dtype == DType::bf16 ? "flce.bf16.cublaslt.owning.mb1024"
+                                                  : "flce.fp32.fma.owning.bm128_bn128_bk8_tm8_tn8_mb1024");
     FlceGpuMeasurer m(dev);
     m.prepare(p, FlceMode::forward_backward, 1);
     MeasureControl ctl;
