@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "kernels/common/error.h"
 #include "kernels/flce/flce.h"
 #include "kernels/registry.h"
 
