@@ -5,6 +5,14 @@
 
 namespace detfuse {
 
-void register_attention(Registry&) {}
+#ifdef DETFUSE_HAVE_ATTENTION_WGMMA
+void register_attention_wgmma(Registry&);  // kernels/attention/wgmma/ (TEMPORARY hook, branch attnwg)
+#endif
+
+void register_attention([[maybe_unused]] Registry& r) {
+#ifdef DETFUSE_HAVE_ATTENTION_WGMMA
+  register_attention_wgmma(r);
+#endif
+}
 
 }  // namespace detfuse

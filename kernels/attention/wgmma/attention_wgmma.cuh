@@ -1,0 +1,379 @@
+// Hopper (sm_90a) attention forward on wgmma and TMA, warp-specialized in the
+// manner of FlashAttention-3 (read to learn, not copied):
+//
+//   warpgroup 0   producer: one thread issues the TMA loads, Q once (its own
+//                 mbarrier) and then K and V tiles, key blocks from the last to
+//                 the first, into two STAGES-deep rings (CUTLASS
+//                 PipelineTmaAsync: full barriers with transaction counts,
+//                 empty barriers released by the 256 consumer threads); the
+//                 warpgroup gives registers away (setmaxnreg 24).
+//   warpgroups 1-2 consumers (setmaxnreg 240), one TiledMMA of two warpgroups
+//                 along M: each owns 64 of the BR = 128 query rows. Per key block:
+//                 S = Q K^T by wgmma SS (fp32 accumulators), masking (keys >= Sk,
+//                 causal) on the blocks that need it, the online softmax in
+//                 registers (running max, rescale of O and the running sum, exp2
+//                 with the softmax scale folded into log2 e), P rounded to bf16
+//                 in registers and O += P V by wgmma RS (P is the A operand from
+//                 registers, V read MN-major from the same shared tile through a
+//                 transposed view). The two warpgroups run independently, so one
+//                 one's softmax overlaps the other's wgmma.
+//   epilogue      O normalised once (1 / rowsum; 0 for a row that saw no key),
+//                 written bf16 straight from the accumulators, LSE = scale * max +
+//                 ln(sum) in fp32 (-inf for a row that saw no key).
+//
+// TMA descriptors are 4-D over [B, H, S, d] (innermost first: d, S, H, B), so a
+// tile past a head's last row is zero-filled by the hardware and never reads
+// the next head. Rows >= Sq are computed on zeros and not written; keys >= Sk
+// are masked to -inf.
+//
+// Every wgmma accumulator fragment here is the 64 x N layout of one warpgroup:
+// value v of a thread (warp w of its warpgroup, lane l) sits at row
+// 16 w + l / 4 + 8 ((v / 2) % 2) and column 8 (v / 4) + 2 (l % 4) + v % 2. The
+// register A operand of the RS wgmma has the same order per 16 columns, so P is
+// handed over value by value.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/attention/wgmma/attention_wgmma.h"
+#include "kernels/common/error.h"
+
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+#include <cutlass/cutlass.h>
+#include <cutlass/pipeline/sm90_pipeline.hpp>
+
+namespace detfuse::attention::wg {
+
+using namespace cute;
+
+template <class Cfg>
+struct Fwd {
+  using T = cutlass::bfloat16_t;
+  static constexpr int D = Cfg::D, BR = Cfg::BR, BC = Cfg::BC, ST = Cfg::STAGES;
+  static constexpr int THREADS = 384;
+  static constexpr int kConsumers = 256;
+  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;  // 128 * (24 + 2 * 240) <= 64K registers
+  static constexpr uint32_t kTileBytes = uint32_t(BC) * D * sizeof(T);
+  static constexpr uint32_t kQBytes = uint32_t(BR) * D * sizeof(T);
+
+  // S = Q K^T: M 64 per warpgroup, N = BC keys, K = D; both operands K-major.
+  using MmaQK = decltype(make_tiled_mma(GMMA::ss_op_selector<T, T, float, Shape<_64, Int<BC>, Int<D>>>(),
+                                        Layout<Shape<_2, _1, _1>>{}));
+  // O += P V: M 64, N = D, K = BC; P from registers (K-major), V MN-major.
+  using MmaPV = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<T, T, float, Shape<_64, Int<D>, Int<BC>>, GMMA::Major::K, GMMA::Major::MN>(),
+      Layout<Shape<_2, _1, _1>>{}));
+
+  // 128-byte swizzled tiles (64 bf16 = one swizzle row along d), as TMA writes
+  // them and wgmma reads them.
+  using Atom = GMMA::Layout_K_SW128_Atom<T>;
+  using SmemQ = decltype(tile_to_shape(Atom{}, Shape<Int<BR>, Int<D>>{}));
+  using SmemK = decltype(tile_to_shape(Atom{}, Shape<Int<BC>, Int<D>, Int<ST>>{}));
+  using SmemV = SmemK;
+  // V seen as (d, key, stage): the B operand of P V, MN-major in shared memory.
+  using SmemVt =
+      decltype(composition(SmemV{}, make_layout(Shape<Int<D>, Int<BC>, Int<ST>>{}, Stride<Int<BC>, _1, Int<BC * D>>{})));
+
+  using Pipeline = cutlass::PipelineTmaAsync<ST>;
+  using PipelineState = typename Pipeline::PipelineState;
+
+  struct SharedStorage {
+    cute::array_aligned<T, cosize_v<SmemQ>, 1024> q;
+    cute::array_aligned<T, cosize_v<SmemK>, 1024> k;
+    cute::array_aligned<T, cosize_v<SmemV>, 1024> v;
+    typename Pipeline::SharedStorage pipe_k;
+    typename Pipeline::SharedStorage pipe_v;
+    alignas(8) uint64_t q_bar;
+  };
+
+  // Global tensors (S, d, heads, B) with d contiguous.
+  using GShape = Shape<int32_t, int32_t, int32_t, int32_t>;
+  using GStride = Stride<int64_t, _1, int64_t, int64_t>;
+  using GTensor = decltype(make_tensor(make_gmem_ptr(static_cast<T const*>(nullptr)), GShape{}, GStride{}));
+  using TmaQ = decltype(make_tma_copy(SM90_TMA_LOAD{}, GTensor{}, SmemQ{}, Shape<Int<BR>, Int<D>>{}, _1{}));
+  using TmaKV =
+      decltype(make_tma_copy(SM90_TMA_LOAD{}, GTensor{}, take<0, 2>(SmemK{}), Shape<Int<BC>, Int<D>>{}, _1{}));
+
+  struct Params {
+    TmaQ tma_q;
+    TmaKV tma_k;
+    TmaKV tma_v;
+    int B, H, Hkv, Sq, Sk, group;  // group = H / Hkv
+    int m_blocks;
+    int causal;
+    float scale;       // softmax scale (natural)
+    float scale_log2;  // scale * log2(e)
+    T* O;
+    float* lse;
+  };
+};
+
+namespace detail {
+
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// One warpgroup-wide product C (+)= A B over all k blocks of the operands,
+// committed as one batch (the caller waits). kRegA: A is a register fragment
+// (RS), else shared-memory descriptors (SS).
+template <bool kZeroInit, bool kRegA, class TiledMma, class TA, class TB, class TC>
+__device__ __forceinline__ void wg_gemm(TiledMma& mma, TA& tA, TB const& tB, TC& tC) {
+  if constexpr (kRegA) warpgroup_fence_operand(tA);
+  warpgroup_fence_operand(tC);
+  warpgroup_arrive();
+  if constexpr (kZeroInit) mma.accumulate_ = GMMA::ScaleOut::Zero;
+  CUTLASS_PRAGMA_UNROLL
+  for (int k = 0; k < size<2>(tA); ++k) {
+    cute::gemm(mma, tA(_, _, k), tB(_, _, k), tC);
+    mma.accumulate_ = GMMA::ScaleOut::One;
+  }
+  warpgroup_commit_batch();
+  warpgroup_fence_operand(tC);
+  if constexpr (kRegA) warpgroup_fence_operand(tA);
+}
+
+}  // namespace detail
+
+template <class Cfg>
+__global__ void __launch_bounds__(384, 1) attention_fwd_wgmma_kernel(const __grid_constant__ typename Fwd<Cfg>::Params p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using K_ = Fwd<Cfg>;
+  using T = typename K_::T;
+  using Pipeline = typename K_::Pipeline;
+  using PipelineState = typename K_::PipelineState;
+  using Barrier = cutlass::arch::ClusterTransactionBarrier;
+  constexpr int D = K_::D, BR = K_::BR, BC = K_::BC;
+
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  auto& ss = *reinterpret_cast<typename K_::SharedStorage*>(smem_raw);
+
+  const int tid = threadIdx.x;
+  const int warp_group = tid / 128;
+  // Causal: the longest query blocks (the last) start first.
+  const int m_block = p.causal ? p.m_blocks - 1 - int(blockIdx.x) : int(blockIdx.x);
+  const int h = blockIdx.y, b = blockIdx.z, hk = h / p.group;
+
+  // Key blocks [0, n_max) hold every key some row of this block may see.
+  int n_max = (p.Sk + BC - 1) / BC;
+  if (p.causal) {
+    const int last_row = min((m_block + 1) * BR, p.Sq) - 1;
+    const int last_key = last_row + (p.Sk - p.Sq);  // |.| < 2^31: Sq, Sk <= 2^30
+    n_max = last_key < 0 ? 0 : min(n_max, last_key / BC + 1);
+  }
+
+  if (tid == 0) {
+    cute::prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
+    Barrier::init(&ss.q_bar, 1);
+  }
+  typename Pipeline::Params pp;
+  pp.role = warp_group == 0 ? (tid == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::NonParticipant)
+                            : Pipeline::ThreadCategory::Consumer;
+  pp.is_leader = tid == 0;
+  pp.num_consumers = K_::kConsumers;
+  pp.transaction_bytes = K_::kTileBytes;
+  Pipeline pipe_k(ss.pipe_k, pp, Shape<_1, _1, _1>{});
+  Pipeline pipe_v(ss.pipe_v, pp, Shape<_1, _1, _1>{});
+  cutlass::arch::fence_barrier_init();
+  __syncthreads();
+
+  Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename K_::SmemQ{});
+  Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename K_::SmemK{});
+  Tensor sV = make_tensor(make_smem_ptr(ss.v.data()), typename K_::SmemV{});
+
+  if (warp_group == 0) {
+    // ------------------------------------------------------------ producer
+    cutlass::arch::warpgroup_reg_dealloc<K_::kProducerRegs>();
+    if (tid == 0 && n_max > 0) {
+      Tensor mQ = p.tma_q.get_tma_tensor(make_shape(p.Sq, D, p.H, p.B));
+      Tensor mK = p.tma_k.get_tma_tensor(make_shape(p.Sk, D, p.Hkv, p.B));
+      Tensor mV = p.tma_v.get_tma_tensor(make_shape(p.Sk, D, p.Hkv, p.B));
+      Tensor gQ = local_tile(mQ(_, _, h, b), Shape<Int<BR>, Int<D>>{}, make_coord(m_block, 0));  // (BR, D)
+      Tensor gK = local_tile(mK(_, _, hk, b), Shape<Int<BC>, Int<D>>{}, make_coord(_, 0));       // (BC, D, n)
+      Tensor gV = local_tile(mV(_, _, hk, b), Shape<Int<BC>, Int<D>>{}, make_coord(_, 0));
+      auto [tQg, tQs] = tma_partition(p.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
+      auto [tKg, tKs] = tma_partition(p.tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
+      auto [tVg, tVs] = tma_partition(p.tma_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
+
+      Barrier::arrive_and_expect_tx(&ss.q_bar, K_::kQBytes);
+      copy(p.tma_q.with(ss.q_bar), tQg, tQs);
+      PipelineState st = cutlass::make_producer_start_state<Pipeline>();
+      for (int n = n_max - 1; n >= 0; --n) {
+        pipe_k.producer_acquire(st);
+        copy(p.tma_k.with(*pipe_k.producer_get_barrier(st)), tKg(_, n), tKs(_, st.index()));
+        pipe_v.producer_acquire(st);
+        copy(p.tma_v.with(*pipe_v.producer_get_barrier(st)), tVg(_, n), tVs(_, st.index()));
+        ++st;
+      }
+    }
+  } else {
+    // ----------------------------------------------------------- consumers
+    cutlass::arch::warpgroup_reg_alloc<K_::kConsumerRegs>();
+    const int ctid = tid - 128;          // 0..255 in the two-warpgroup MMA
+    const int lane = tid % 32;
+    const int wq = (ctid % 128) / 32;    // warp within the warpgroup
+    const int row0 = m_block * BR + (ctid / 128) * 64 + wq * 16 + lane / 4;  // rows row0, row0 + 8
+    const int col_lane = 2 * (lane % 4);
+
+    typename K_::MmaQK mma_qk;
+    typename K_::MmaPV mma_pv;
+    auto thr_qk = mma_qk.get_thread_slice(ctid);
+    auto thr_pv = mma_pv.get_thread_slice(ctid);
+    Tensor sVt = make_tensor(make_smem_ptr(ss.v.data()), typename K_::SmemVt{});
+    Tensor tSrQ = thr_qk.partition_fragment_A(sQ);   // (MMA, 1, D/16) descriptors
+    Tensor tSrK = thr_qk.partition_fragment_B(sK);   // (MMA, 1, D/16, ST)
+    Tensor tOrV = thr_pv.partition_fragment_B(sVt);  // (MMA, 1, BC/16, ST)
+    Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<BR>, Int<D>>{});
+    static_assert(decltype(size(tOrO))::value == D / 2, "64 x D accumulator per warpgroup");
+    clear(tOrO);
+
+    float row_max[2] = {-INFINITY, -INFINITY};
+    float row_sum[2] = {0.f, 0.f};  // this thread's partial sums (its 2 columns of each 8)
+
+    if (n_max > 0) {
+      Barrier::wait(&ss.q_bar, 0);
+      PipelineState st;
+      const int diag = m_block * BR + (p.Sk - p.Sq);  // first row's last visible key
+      for (int n = n_max - 1; n >= 0; --n) {
+        Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<BR>, Int<BC>>{});
+        static_assert(decltype(size(tSrS))::value == BC / 2, "64 x BC scores per warpgroup");
+        pipe_k.consumer_wait(st);
+        detail::wg_gemm<true, false>(mma_qk, tSrQ, tSrK(_, _, _, st.index()), tSrS);
+        warpgroup_wait<0>();
+        pipe_k.consumer_release(st);
+
+        const int key0 = n * BC;
+        if (key0 + BC > p.Sk || (p.causal && key0 + BC - 1 > diag)) {
+          CUTLASS_PRAGMA_UNROLL
+          for (int v = 0; v < BC / 2; ++v) {
+            const int col = key0 + 8 * (v / 4) + col_lane + (v % 2);
+            const int row = row0 + 8 * ((v / 2) % 2);
+            if (col >= p.Sk || (p.causal && col > row + (p.Sk - p.Sq))) tSrS(v) = -INFINITY;
+          }
+        }
+
+        // Online softmax over this block.
+        float mx[2] = {row_max[0], row_max[1]};
+        CUTLASS_PRAGMA_UNROLL
+        for (int v = 0; v < BC / 2; ++v) mx[(v / 2) % 2] = fmaxf(mx[(v / 2) % 2], tSrS(v));
+        float corr[2], mscaled[2];
+        CUTLASS_PRAGMA_UNROLL
+        for (int r = 0; r < 2; ++r) {
+          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+          // A row with no visible key so far keeps max -inf: subtract 0 (every
+          // exponent is then exp2(-inf) = 0) and leave O and the sum alone.
+          mscaled[r] = mx[r] == -INFINITY ? 0.f : mx[r] * p.scale_log2;
+          corr[r] = mx[r] == -INFINITY ? 1.f : detail::ex2(row_max[r] * p.scale_log2 - mscaled[r]);
+          row_max[r] = mx[r];
+          row_sum[r] *= corr[r];
+        }
+        CUTLASS_PRAGMA_UNROLL
+        for (int v = 0; v < BC / 2; ++v) {
+          const int r = (v / 2) % 2;
+          const float e = detail::ex2(fmaf(tSrS(v), p.scale_log2, -mscaled[r]));
+          tSrS(v) = e;
+          row_sum[r] += e;
+        }
+        CUTLASS_PRAGMA_UNROLL
+        for (int v = 0; v < D / 2; ++v) tOrO(v) *= corr[(v / 2) % 2];
+
+        // P in bf16 as the register A operand of P V (same value order).
+        Tensor tOrP = make_tensor<T>(partition_shape_A(mma_pv, Shape<Int<BR>, Int<BC>>{}));
+        static_assert(decltype(size(tOrP))::value == BC / 2, "P fragment matches the score fragment");
+        CUTLASS_PRAGMA_UNROLL
+        for (int v = 0; v < BC / 2; v += 2) {
+          const __nv_bfloat162 two = __floats2bfloat162_rn(tSrS(v), tSrS(v + 1));
+          tOrP(v) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[0]);
+          tOrP(v + 1) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[1]);
+        }
+        pipe_v.consumer_wait(st);
+        detail::wg_gemm<false, true>(mma_pv, tOrP, tOrV(_, _, _, st.index()), tOrO);
+        warpgroup_wait<0>();
+        pipe_v.consumer_release(st);
+        ++st;
+      }
+    }
+
+    // Epilogue: full row sums, normalise, write O (bf16) and LSE.
+    const int64_t bh = int64_t(b) * p.H + h;
+    CUTLASS_PRAGMA_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      float s = row_sum[r];
+      s += __shfl_xor_sync(0xffffffffu, s, 1);
+      s += __shfl_xor_sync(0xffffffffu, s, 2);
+      const bool seen = s > 0.f;
+      const float inv = seen ? 1.f / s : 0.f;
+      const int row = row0 + 8 * r;
+      if (row < p.Sq) {
+        __nv_bfloat16* orow = reinterpret_cast<__nv_bfloat16*>(p.O) + (bh * p.Sq + row) * D;
+        CUTLASS_PRAGMA_UNROLL
+        for (int j = 0; j < D / 8; ++j) {
+          const int v = 4 * j + 2 * r;
+          *reinterpret_cast<__nv_bfloat162*>(orow + 8 * j + col_lane) =
+              __floats2bfloat162_rn(tOrO(v) * inv, tOrO(v + 1) * inv);
+        }
+        if (lane % 4 == 0) p.lse[bh * p.Sq + row] = seen ? row_max[r] * p.scale + logf(s) : -INFINITY;
+      }
+    }
+  }
+#endif
+}
+
+template <class Cfg>
+size_t fwd_smem_bytes() {
+  return sizeof(typename Fwd<Cfg>::SharedStorage);
+}
+
+template <class Cfg>
+void launch_fwd(const AttentionProblem& pr, const AttentionArgs& a, cudaStream_t stream) {
+  using K_ = Fwd<Cfg>;
+  using T = typename K_::T;
+  for (auto [ptr, name] : {std::pair<const void*, const char*>{a.Q, "Q"}, {a.K, "K"}, {a.V, "V"}, {a.O, "O"}}) {
+    if (ptr == nullptr) throw Error(std::string("attention wgmma forward: ") + name + " is null");
+    if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0)
+      throw Error(std::string("attention wgmma forward: ") + name + " must be 16-byte aligned (TMA)");
+  }
+  if (a.lse == nullptr) throw Error("attention wgmma forward: lse is null");
+
+  const int B = int(pr.B), H = int(pr.H), Hkv = int(pr.Hkv), Sq = int(pr.Sq), Sk = int(pr.Sk);
+  constexpr int D = Cfg::D;
+  auto gq = make_tensor(make_gmem_ptr(static_cast<T const*>(a.Q)), make_shape(Sq, D, H, B),
+                        make_stride(int64_t(D), _1{}, int64_t(Sq) * D, int64_t(H) * Sq * D));
+  auto gk = make_tensor(make_gmem_ptr(static_cast<T const*>(a.K)), make_shape(Sk, D, Hkv, B),
+                        make_stride(int64_t(D), _1{}, int64_t(Sk) * D, int64_t(Hkv) * Sk * D));
+  auto gv = make_tensor(make_gmem_ptr(static_cast<T const*>(a.V)), make_shape(Sk, D, Hkv, B),
+                        make_stride(int64_t(D), _1{}, int64_t(Sk) * D, int64_t(Hkv) * Sk * D));
+
+  typename K_::Params P{
+      make_tma_copy(SM90_TMA_LOAD{}, gq, typename K_::SmemQ{}, Shape<Int<Cfg::BR>, Int<D>>{}, _1{}),
+      make_tma_copy(SM90_TMA_LOAD{}, gk, take<0, 2>(typename K_::SmemK{}), Shape<Int<Cfg::BC>, Int<D>>{}, _1{}),
+      make_tma_copy(SM90_TMA_LOAD{}, gv, take<0, 2>(typename K_::SmemK{}), Shape<Int<Cfg::BC>, Int<D>>{}, _1{}),
+      B, H, Hkv, Sq, Sk, H / Hkv,
+      (Sq + Cfg::BR - 1) / Cfg::BR,
+      pr.causal ? 1 : 0,
+      float(pr.softmax_scale()),
+      float(pr.softmax_scale() * 1.4426950408889634),
+      static_cast<T*>(a.O),
+      a.lse};
+
+  auto kernel = attention_fwd_wgmma_kernel<Cfg>;
+  const size_t smem = fwd_smem_bytes<Cfg>();
+  // Per launch: the attribute belongs to the function on the current device.
+  DETFUSE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  dim3 grid(unsigned(P.m_blocks), unsigned(H), unsigned(B));
+  kernel<<<grid, K_::THREADS, smem, stream>>>(P);
+  DETFUSE_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace detfuse::attention::wg

@@ -1,0 +1,62 @@
+// Hopper (sm_90a) attention forward: configurations and launchers, without
+// CUTLASS. The kernel is in attention_wgmma.cuh (built only in the variant
+// translation units of this folder, with DETFUSE_ATTN_WGMMA_IMPL); everything
+// else (the registration, tests, the probe) calls the explicit instances
+// declared here.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/registry.h"
+
+namespace detfuse::attention::wg {
+
+// One forward configuration: head dim D, BR query rows per CTA (two consumer
+// warpgroups of BR/2 = 64 rows each), BC keys per K/V tile, STAGES-deep K and V
+// rings in shared memory.
+template <int D_, int BR_, int BC_, int STAGES_>
+struct FwdConfig {
+  static constexpr int D = D_, BR = BR_, BC = BC_, STAGES = STAGES_;
+  static_assert(D == 64 || D == 128, "head dim 64 or 128");
+  static_assert(BR == 128, "two consumer warpgroups of 64 query rows each");
+  static_assert(BC % 16 == 0 && BC >= 16 && BC <= 256, "BC: the wgmma N of Q K^T (<= 256) and K of P V (16s)");
+  static_assert(STAGES >= 2, "at least a double-buffered K/V ring");
+  // Shared memory: Q (BR x D), STAGES K and V tiles (BC x D), bf16, plus barriers.
+  static constexpr int kSmemTiles = 2 * (BR * D + 2 * STAGES * BC * D);
+  static_assert(kSmemTiles + 1024 <= 227 * 1024, "shared memory above the 227 KB of an sm_90 block");
+};
+
+// The registered configurations (register_wgmma.cpp names them; one .cu each).
+using FwdD128Bc128St2 = FwdConfig<128, 128, 128, 2>;
+using FwdD128Bc176St2 = FwdConfig<128, 128, 176, 2>;
+using FwdD128Bc80St3 = FwdConfig<128, 128, 80, 3>;
+using FwdD64Bc128St3 = FwdConfig<64, 128, 128, 3>;
+using FwdD64Bc192St2 = FwdConfig<64, 128, 192, 2>;
+using FwdD64Bc64St4 = FwdConfig<64, 128, 64, 4>;
+
+// Dynamic shared memory bytes of one CTA of Cfg (the kernel's SharedStorage).
+template <class Cfg>
+size_t fwd_smem_bytes();
+
+// Enqueues the forward of `p` (bf16, d == Cfg::D, validated by the caller's
+// can_run) writing args.O and args.lse. Throws detfuse::Error on a launch failure
+// or a misaligned pointer.
+template <class Cfg>
+void launch_fwd(const AttentionProblem& p, const AttentionArgs& args, cudaStream_t stream);
+
+#define DETFUSE_ATTN_WGMMA_INSTANCES(PREFIX, CFG)                                                       \
+  PREFIX template size_t fwd_smem_bytes<CFG>();                                                         \
+  PREFIX template void launch_fwd<CFG>(const AttentionProblem&, const AttentionArgs&, cudaStream_t);
+
+DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD128Bc128St2)
+DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD128Bc176St2)
+DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD128Bc80St3)
+DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD64Bc128St3)
+DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD64Bc192St2)
+DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD64Bc64St4)
+
+}  // namespace detfuse::attention::wg
+
+namespace detfuse {
+void register_attention_wgmma(Registry& r);
+}
