@@ -240,68 +240,124 @@ __global__ void __launch_bounds__(384, 1) attention_fwd_wgmma_kernel(const __gri
     float row_max[2] = {-INFINITY, -INFINITY};
     float row_sum[2] = {0.f, 0.f};  // this thread's partial sums (its 2 columns of each 8)
 
+    const int diag = m_block * BR + (p.Sk - p.Sq);  // the block's first row's last visible key
+    // Keys >= Sk and (causal) keys after a row's last visible key to -inf, on
+    // the blocks that hold any (uniform branch).
+    auto mask = [&](auto& tSrS, int n) {
+      const int key0 = n * BC;
+      if (key0 + BC > p.Sk || (p.causal && key0 + BC - 1 > diag)) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int v = 0; v < BC / 2; ++v) {
+          const int col = key0 + 8 * (v / 4) + col_lane + (v % 2);
+          const int row = row0 + 8 * ((v / 2) % 2);
+          if (col >= p.Sk || (p.causal && col > row + (p.Sk - p.Sq))) tSrS(v) = -INFINITY;
+        }
+      }
+    };
+    // Online softmax over one block: new running max, the correction of the
+    // previous blocks' O and sum (returned in corr, the sum already scaled),
+    // and S replaced by exp2((S - max) * scale * log2 e).
+    auto softmax = [&](auto& tSrS, float (&corr)[2]) {
+      float mx[2] = {row_max[0], row_max[1]};
+      CUTLASS_PRAGMA_UNROLL
+      for (int v = 0; v < BC / 2; ++v) mx[(v / 2) % 2] = fmaxf(mx[(v / 2) % 2], tSrS(v));
+      float mscaled[2];
+      CUTLASS_PRAGMA_UNROLL
+      for (int r = 0; r < 2; ++r) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        // A row with no visible key so far keeps max -inf: subtract 0 (every
+        // exponent is then exp2(-inf) = 0) and leave O and the sum alone.
+        mscaled[r] = mx[r] == -INFINITY ? 0.f : mx[r] * p.scale_log2;
+        corr[r] = mx[r] == -INFINITY ? 1.f : detail::ex2(row_max[r] * p.scale_log2 - mscaled[r]);
+        row_max[r] = mx[r];
+        row_sum[r] *= corr[r];
+      }
+      CUTLASS_PRAGMA_UNROLL
+      for (int v = 0; v < BC / 2; ++v) {
+        const int r = (v / 2) % 2;
+        const float e = detail::ex2(fmaf(tSrS(v), p.scale_log2, -mscaled[r]));
+        tSrS(v) = e;
+        row_sum[r] += e;
+      }
+    };
+    auto rescale_o = [&](const float (&corr)[2]) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int v = 0; v < D / 2; ++v) tOrO(v) *= corr[(v / 2) % 2];
+    };
+    // P in bf16 as the register A operand of P V (same value order).
+    Tensor tOrP = make_tensor<T>(partition_shape_A(mma_pv, Shape<Int<BR>, Int<BC>>{}));
+    static_assert(decltype(size(tOrP))::value == BC / 2, "P fragment matches the score fragment");
+    auto to_p = [&](const auto& tSrS) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int v = 0; v < BC / 2; v += 2) {
+        const __nv_bfloat162 two = __floats2bfloat162_rn(tSrS(v), tSrS(v + 1));
+        tOrP(v) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[0]);
+        tOrP(v + 1) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[1]);
+      }
+    };
+    Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<BR>, Int<BC>>{});
+    static_assert(decltype(size(tSrS))::value == BC / 2, "64 x BC scores per warpgroup");
+
     if (n_max > 0) {
       Barrier::wait(&ss.q_bar, 0);
       PipelineState st;
-      const int diag = m_block * BR + (p.Sk - p.Sq);  // first row's last visible key
-      for (int n = n_max - 1; n >= 0; --n) {
-        Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<BR>, Int<BC>>{});
-        static_assert(decltype(size(tSrS))::value == BC / 2, "64 x BC scores per warpgroup");
-        pipe_k.consumer_wait(st);
-        detail::wg_gemm<true, false>(mma_qk, tSrQ, tSrK(_, _, _, st.index()), tSrS);
-        warpgroup_wait<0>();
-        pipe_k.consumer_release(st);
-
-        const int key0 = n * BC;
-        if (key0 + BC > p.Sk || (p.causal && key0 + BC - 1 > diag)) {
-          CUTLASS_PRAGMA_UNROLL
-          for (int v = 0; v < BC / 2; ++v) {
-            const int col = key0 + 8 * (v / 4) + col_lane + (v % 2);
-            const int row = row0 + 8 * ((v / 2) % 2);
-            if (col >= p.Sk || (p.causal && col > row + (p.Sk - p.Sq))) tSrS(v) = -INFINITY;
-          }
+      if constexpr (!Cfg::OVERLAP) {
+        // One block at a time: S, softmax, P V; the other warpgroup's wgmma
+        // runs under this one's softmax.
+        for (int n = n_max - 1; n >= 0; --n) {
+          pipe_k.consumer_wait(st);
+          detail::wg_gemm<true, false>(mma_qk, tSrQ, tSrK(_, _, _, st.index()), tSrS);
+          warpgroup_wait<0>();
+          pipe_k.consumer_release(st);
+          mask(tSrS, n);
+          float corr[2];
+          softmax(tSrS, corr);
+          rescale_o(corr);
+          to_p(tSrS);
+          pipe_v.consumer_wait(st);
+          detail::wg_gemm<false, true>(mma_pv, tOrP, tOrV(_, _, _, st.index()), tOrO);
+          warpgroup_wait<0>();
+          pipe_v.consumer_release(st);
+          ++st;
         }
-
-        // Online softmax over this block.
-        float mx[2] = {row_max[0], row_max[1]};
-        CUTLASS_PRAGMA_UNROLL
-        for (int v = 0; v < BC / 2; ++v) mx[(v / 2) % 2] = fmaxf(mx[(v / 2) % 2], tSrS(v));
-        float corr[2], mscaled[2];
-        CUTLASS_PRAGMA_UNROLL
-        for (int r = 0; r < 2; ++r) {
-          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-          // A row with no visible key so far keeps max -inf: subtract 0 (every
-          // exponent is then exp2(-inf) = 0) and leave O and the sum alone.
-          mscaled[r] = mx[r] == -INFINITY ? 0.f : mx[r] * p.scale_log2;
-          corr[r] = mx[r] == -INFINITY ? 1.f : detail::ex2(row_max[r] * p.scale_log2 - mscaled[r]);
-          row_max[r] = mx[r];
-          row_sum[r] *= corr[r];
+      } else {
+        // Software-pipelined within the warpgroup: S of block n and O += P V of
+        // block n + 1 are issued together, and the softmax of block n runs
+        // while P V is still on the tensor cores.
+        {
+          const int n = n_max - 1;
+          pipe_k.consumer_wait(st);
+          detail::wg_gemm<true, false>(mma_qk, tSrQ, tSrK(_, _, _, st.index()), tSrS);
+          warpgroup_wait<0>();
+          pipe_k.consumer_release(st);
+          mask(tSrS, n);
+          float corr[2];
+          softmax(tSrS, corr);  // O is zero: nothing to rescale
+          to_p(tSrS);
         }
-        CUTLASS_PRAGMA_UNROLL
-        for (int v = 0; v < BC / 2; ++v) {
-          const int r = (v / 2) % 2;
-          const float e = detail::ex2(fmaf(tSrS(v), p.scale_log2, -mscaled[r]));
-          tSrS(v) = e;
-          row_sum[r] += e;
-        }
-        CUTLASS_PRAGMA_UNROLL
-        for (int v = 0; v < D / 2; ++v) tOrO(v) *= corr[(v / 2) % 2];
-
-        // P in bf16 as the register A operand of P V (same value order).
-        Tensor tOrP = make_tensor<T>(partition_shape_A(mma_pv, Shape<Int<BR>, Int<BC>>{}));
-        static_assert(decltype(size(tOrP))::value == BC / 2, "P fragment matches the score fragment");
-        CUTLASS_PRAGMA_UNROLL
-        for (int v = 0; v < BC / 2; v += 2) {
-          const __nv_bfloat162 two = __floats2bfloat162_rn(tSrS(v), tSrS(v + 1));
-          tOrP(v) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[0]);
-          tOrP(v + 1) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[1]);
+        for (int n = n_max - 2; n >= 0; --n) {
+          PipelineState prev = st;
+          ++st;
+          pipe_k.consumer_wait(st);
+          detail::wg_gemm<true, false>(mma_qk, tSrQ, tSrK(_, _, _, st.index()), tSrS);
+          pipe_v.consumer_wait(prev);
+          detail::wg_gemm<false, true>(mma_pv, tOrP, tOrV(_, _, _, prev.index()), tOrO);
+          warpgroup_wait<1>();  // S done, P V may still run
+          pipe_k.consumer_release(st);
+          mask(tSrS, n);
+          float corr[2];
+          softmax(tSrS, corr);
+          warpgroup_wait<0>();  // P V done: O and the P registers are free
+          pipe_v.consumer_release(prev);
+          warpgroup_fence_operand(tOrP);
+          rescale_o(corr);
+          to_p(tSrS);
         }
         pipe_v.consumer_wait(st);
         detail::wg_gemm<false, true>(mma_pv, tOrP, tOrV(_, _, _, st.index()), tOrO);
         warpgroup_wait<0>();
         pipe_v.consumer_release(st);
-        ++st;
       }
     }
 

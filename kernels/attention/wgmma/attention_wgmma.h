@@ -13,10 +13,14 @@ namespace detfuse::attention::wg {
 
 // One forward configuration: head dim D, BR query rows per CTA (two consumer
 // warpgroups of BR/2 = 64 rows each), BC keys per K/V tile, STAGES-deep K and V
-// rings in shared memory.
-template <int D_, int BR_, int BC_, int STAGES_>
+// rings in shared memory. OVERLAP: each consumer warpgroup software-pipelines
+// its blocks (S of block n and P V of block n + 1 issued together, the softmax
+// of n under P V), else one block at a time (the two warpgroups still overlap
+// each other).
+template <int D_, int BR_, int BC_, int STAGES_, bool OVERLAP_ = false>
 struct FwdConfig {
   static constexpr int D = D_, BR = BR_, BC = BC_, STAGES = STAGES_;
+  static constexpr bool OVERLAP = OVERLAP_;
   static_assert(D == 64 || D == 128, "head dim 64 or 128");
   static_assert(BR == 128, "two consumer warpgroups of 64 query rows each");
   static_assert(BC % 16 == 0 && BC >= 16 && BC <= 256, "BC: the wgmma N of Q K^T (<= 256) and K of P V (16s)");
@@ -33,6 +37,8 @@ using FwdD128Bc80St3 = FwdConfig<128, 128, 80, 3>;
 using FwdD64Bc128St3 = FwdConfig<64, 128, 128, 3>;
 using FwdD64Bc192St2 = FwdConfig<64, 128, 192, 2>;
 using FwdD64Bc64St4 = FwdConfig<64, 128, 64, 4>;
+using FwdD128Bc128St2Ov = FwdConfig<128, 128, 128, 2, true>;
+using FwdD64Bc128St3Ov = FwdConfig<64, 128, 128, 3, true>;
 
 // Dynamic shared memory bytes of one CTA of Cfg (the kernel's SharedStorage).
 template <class Cfg>
@@ -54,6 +60,8 @@ DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD128Bc80St3)
 DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD64Bc128St3)
 DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD64Bc192St2)
 DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD64Bc64St4)
+DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD128Bc128St2Ov)
+DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD64Bc128St3Ov)
 
 }  // namespace detfuse::attention::wg
 

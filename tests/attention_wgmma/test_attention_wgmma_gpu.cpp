@@ -1,0 +1,213 @@
+// The Hopper attention forward variants (kernels/attention/wgmma/) against the
+// float64 reference, run directly through their registry entries:
+//   - random problems with Sq != Sk, causal with Sq > Sk (rows and whole query
+//     blocks that see no key: O = 0, LSE = -inf), GQA, lengths that are not
+//     multiples of any block, Sq = 1, large-magnitude scores, d = 64 and 128;
+//   - relative norm error <= 2e-2 for O (bf16) and <= 1e-4 for LSE, against the
+//     reference computed on the same bf16-rounded inputs;
+//   - 5 repeats with identical digests of O and LSE (O prefilled with NaN bytes
+//     before the first run, so an unwritten element fails the error check);
+//   - can_run refusals (backward, fp32, head dims, devices) without a GPU.
+// GPU cases skip with the reason when there is no device or it is not sm_90.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/common/buffer.h"
+#include "kernels/common/device_info.h"
+#include "kernels/common/digest.h"
+#include "kernels/common/host_bf16.h"
+#include "kernels/registry.h"
+#include "reference/attention_ref.h"
+#include "reference/compare.h"
+#include "reference/inputs.h"
+#include "tests/gpu_test.h"
+
+namespace {
+
+using namespace detfuse;
+
+std::vector<const AttentionVariant*> wgmma_variants() {
+  std::vector<const AttentionVariant*> out;
+  for (const auto& v : builtin_registry().attention())
+    if (v.desc.engine == "wgmma") out.push_back(&v);
+  return out;
+}
+
+int64_t param(const AttentionVariant& v, const std::string& key) {
+  for (const auto& [k, val] : v.desc.params)
+    if (k == key) return val;
+  return -1;
+}
+
+#define REQUIRE_SM90()                                                                        \
+  do {                                                                                        \
+    DETFUSE_REQUIRE_GPU();                                                                    \
+    const DeviceInfo& dev_ = cached_device(0);                                                \
+    if (dev_.compute_capability() != 90)                                                      \
+      GTEST_SKIP() << "the wgmma attention forward needs an sm_90 device, device 0 is "       \
+                   << dev_.name << " (cc " << dev_.cc_string() << ")";                        \
+  } while (0)
+
+TEST(AttentionWgmma, EightVariantsRegisteredWithCanonicalNames) {
+  const auto vs = wgmma_variants();
+  ASSERT_EQ(vs.size(), 8u);
+  int d64 = 0, d128 = 0;
+  for (const auto* v : vs) {
+    EXPECT_EQ(v->desc.name, VariantDesc::canonical_name(Family::attention, DType::bf16, "wgmma", "fwd", v->desc.params));
+    EXPECT_TRUE(v->desc.deterministic);
+    (param(*v, "d") == 64 ? d64 : d128) += 1;
+  }
+  EXPECT_EQ(d64, 4);
+  EXPECT_EQ(d128, 4);
+  EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.fwd.br128_bc128_st2_ov0_d128"), nullptr);
+}
+
+TEST(AttentionWgmma, CanRunRefusesWithReasons) {
+  DeviceInfo h200;
+  h200.cc_major = 9;
+  h200.cc_minor = 0;
+  h200.max_smem_per_block_optin = 232448;
+  DeviceInfo a100 = h200;
+  a100.cc_major = 8;
+  a100.max_smem_per_block_optin = 166912;
+  for (const auto* v : wgmma_variants()) {
+    SCOPED_TRACE(v->desc.name);
+    AttentionProblem p;
+    p.B = 2, p.H = 8, p.Hkv = 2, p.Sq = 1000, p.Sk = 1000, p.d = param(*v, "d");
+    EXPECT_FALSE(v->can_run(p, AttentionMode::forward, h200).has_value());
+    auto why = v->can_run(p, AttentionMode::backward, h200);
+    ASSERT_TRUE(why.has_value());
+    EXPECT_NE(why->find("forward only: the wgmma backward is not implemented yet"), std::string::npos) << *why;
+    why = v->can_run(p, AttentionMode::forward, a100);
+    ASSERT_TRUE(why.has_value());
+    EXPECT_NE(why->find("compute capability 9.0"), std::string::npos) << *why;
+    AttentionProblem f = p;
+    f.dtype = DType::f32;
+    why = v->can_run(f, AttentionMode::forward, h200);
+    ASSERT_TRUE(why.has_value());
+    EXPECT_NE(why->find("bf16 only"), std::string::npos) << *why;
+    for (int64_t d : {32, 96, 256, p.d == 64 ? 128 : 64}) {
+      AttentionProblem q = p;
+      q.d = d;
+      why = v->can_run(q, AttentionMode::forward, h200);
+      ASSERT_TRUE(why.has_value()) << "d=" << d;
+      EXPECT_NE(why->find("head dim"), std::string::npos) << *why;
+    }
+  }
+}
+
+struct Case {
+  int64_t B, H, Hkv, Sq, Sk;
+  bool causal;
+  double scale;  // 0: 1/sqrt(d)
+  const char* what;
+};
+
+const Case kCases[] = {
+    {1, 2, 2, 128, 128, false, 0.0, "one block each way"},
+    {2, 4, 2, 200, 333, false, 0.0, "GQA 2:1, Sq != Sk, odd lengths"},
+    {1, 4, 1, 77, 300, true, 0.0, "causal Sq < Sk, GQA 4:1"},
+    {2, 2, 1, 300, 129, true, 0.0, "causal Sq > Sk: a whole query block and part of another see no key"},
+    {1, 3, 3, 1, 1000, false, 0.0, "a single query row"},
+    {1, 2, 2, 1000, 17, true, 0.0, "causal, keys fewer than one block"},
+    {1, 2, 1, 513, 513, true, 1.0, "large-magnitude scores (scale 1)"},
+    {1, 1, 1, 700, 1500, false, 1.0, "large-magnitude scores, non-causal"},
+};
+
+std::vector<uint16_t> bf16_bits(const std::vector<float>& v) { return to_bf16_bits(v); }
+
+TEST(AttentionWgmmaGpu, MatchesFloat64ReferenceAndIsDeterministic) {
+  REQUIRE_SM90();
+  const DeviceInfo& dev = cached_device(0);
+  int checked = 0;
+  for (int64_t d : {64, 128}) {
+    for (const Case& c : kCases) {
+      AttentionProblem p;
+      p.B = c.B, p.H = c.H, p.Hkv = c.Hkv, p.Sq = c.Sq, p.Sk = c.Sk, p.d = d;
+      p.causal = c.causal;
+      p.scale = c.scale;
+      p.dtype = DType::bf16;
+      p.validate();
+      const uint64_t seed = 1000 + uint64_t(d) + uint64_t(&c - kCases);
+      const reference::AttentionInputs in = reference::make_attention_inputs(p, seed);  // bf16-rounded
+      const reference::AttentionResult ref = reference::attention_reference(p, in, /*backward=*/false);
+
+      const size_t nq = in.Q.size(), nk = in.K.size(), nl = size_t(p.B * p.H * p.Sq);
+      DeviceBuffer<uint16_t> dQ(nq), dK(nk), dV(nk), dOut(nq);
+      DeviceBuffer<float> dL(nl);
+      dQ.upload(bf16_bits(in.Q));
+      dK.upload(bf16_bits(in.K));
+      dV.upload(bf16_bits(in.V));
+
+      for (const auto* v : wgmma_variants()) {
+        if (param(*v, "d") != d) continue;
+        SCOPED_TRACE(v->desc.name + " on " + p.key() + " (" + c.what + ")");
+        ASSERT_FALSE(v->can_run(p, AttentionMode::forward, dev).has_value());
+        // NaN bytes: any element the kernel does not write fails the comparison.
+        ASSERT_EQ(cudaMemset(dOut.get(), 0xff, dOut.bytes()), cudaSuccess);
+        ASSERT_EQ(cudaMemset(dL.get(), 0xff, dL.bytes()), cudaSuccess);
+        AttentionArgs a;
+        a.Q = dQ.get(), a.K = dK.get(), a.V = dV.get(), a.O = dOut.get(), a.lse = dL.get();
+        Digest first;
+        for (int rep = 0; rep < 5; ++rep) {
+          v->launch(p, AttentionMode::forward, a, nullptr);
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "repeat " << rep;
+          Digester dg;
+          dg.add_device(dOut.get(), dOut.bytes());
+          dg.add_device(dL.get(), dL.bytes());
+          const Digest got = dg.finish();
+          if (rep == 0) {
+            first = got;
+          } else {
+            EXPECT_EQ(got, first) << "repeat " << rep << " differs: " << got.hex() << " vs " << first.hex();
+          }
+        }
+        const std::vector<float> O = from_bf16_bits(dOut.download());
+        const std::vector<float> L = dL.download();
+        const double eo = reference::rel_norm_error(O, ref.O);
+        const double el = reference::rel_norm_error(L, ref.lse);
+        EXPECT_LE(eo, 2e-2) << "O relative norm error";
+        EXPECT_LE(el, 1e-4) << "LSE relative norm error";
+        // Rows that see no key: O exactly 0 and LSE exactly -inf (never NaN).
+        for (size_t i = 0; i < nl; ++i) {
+          if (std::isinf(ref.lse[i])) {
+            ASSERT_TRUE(std::isinf(L[i]) && L[i] < 0) << "row " << i << " LSE " << L[i];
+            for (int64_t k = 0; k < d; ++k) ASSERT_EQ(O[i * d + k], 0.f) << "row " << i;
+          } else {
+            ASSERT_TRUE(std::isfinite(L[i])) << "row " << i;
+          }
+        }
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 8 * int(std::size(kCases)));
+}
+
+TEST(AttentionWgmmaGpu, LaunchRefusesNullAndMisalignedPointers) {
+  REQUIRE_SM90();
+  const AttentionVariant* v = builtin_registry().find_attention("attention.bf16.wgmma.fwd.br128_bc128_st2_ov0_d128");
+  ASSERT_NE(v, nullptr);
+  AttentionProblem p;
+  p.B = 1, p.H = 1, p.Hkv = 1, p.Sq = 64, p.Sk = 64, p.d = 128;
+  DeviceBuffer<uint16_t> buf(4 * 64 * 128 + 8);
+  DeviceBuffer<float> lse(64);
+  auto* base = static_cast<uint16_t*>(buf.get());
+  AttentionArgs a;
+  a.Q = base, a.K = base + 64 * 128, a.V = base + 2 * 64 * 128, a.O = base + 3 * 64 * 128, a.lse = lse.get();
+  AttentionArgs bad = a;
+  bad.K = nullptr;
+  EXPECT_THROW(v->launch(p, AttentionMode::forward, bad, nullptr), Error);
+  bad = a;
+  bad.V = base + 2 * 64 * 128 + 1;  // 2-byte offset
+  EXPECT_THROW(v->launch(p, AttentionMode::forward, bad, nullptr), Error);
+  EXPECT_THROW(v->launch(p, AttentionMode::backward, a, nullptr), Error);
+  v->launch(p, AttentionMode::forward, a, nullptr);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+}  // namespace
