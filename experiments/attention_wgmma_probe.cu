@@ -39,7 +39,7 @@ void probe(const AttentionProblem& p, const DeviceInfo& dev) {
   K.upload(random_bf16(nk, 2));
   V.upload(random_bf16(nk, 3));
   AttentionArgs a;
-  a.Q = Q.get(), a.K = K.get(), a.V = V.get(), a.O = O.get(), a.lse = L.get();
+  a.Q = Q.data(), a.K = K.data(), a.V = V.data(), a.O = O.data(), a.lse = L.data();
   std::printf("%s\n", p.key().c_str());
   for (const auto& v : builtin_registry().attention()) {
     if (v.desc.engine != "wgmma") continue;

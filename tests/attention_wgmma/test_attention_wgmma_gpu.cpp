@@ -52,9 +52,9 @@ int64_t param(const AttentionVariant& v, const std::string& key) {
                    << dev_.name << " (cc " << dev_.cc_string() << ")";                        \
   } while (0)
 
-TEST(AttentionWgmma, EightVariantsRegisteredWithCanonicalNames) {
+TEST(AttentionWgmma, NineVariantsRegisteredWithCanonicalNames) {
   const auto vs = wgmma_variants();
-  ASSERT_EQ(vs.size(), 8u);
+  ASSERT_EQ(vs.size(), 9u);
   int d64 = 0, d128 = 0;
   for (const auto* v : vs) {
     EXPECT_EQ(v->desc.name, VariantDesc::canonical_name(Family::attention, DType::bf16, "wgmma", "fwd", v->desc.params));
@@ -62,8 +62,8 @@ TEST(AttentionWgmma, EightVariantsRegisteredWithCanonicalNames) {
     (param(*v, "d") == 64 ? d64 : d128) += 1;
   }
   EXPECT_EQ(d64, 4);
-  EXPECT_EQ(d128, 4);
-  EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.fwd.br128_bc128_st2_ov0_d128"), nullptr);
+  EXPECT_EQ(d128, 5);
+  EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.fwd.br128_bc128_st2_ov0_pp0_d128"), nullptr);
 }
 
 TEST(AttentionWgmma, CanRunRefusesWithReasons) {
@@ -148,17 +148,17 @@ TEST(AttentionWgmmaGpu, MatchesFloat64ReferenceAndIsDeterministic) {
         SCOPED_TRACE(v->desc.name + " on " + p.key() + " (" + c.what + ")");
         ASSERT_FALSE(v->can_run(p, AttentionMode::forward, dev).has_value());
         // NaN bytes: any element the kernel does not write fails the comparison.
-        ASSERT_EQ(cudaMemset(dOut.get(), 0xff, dOut.bytes()), cudaSuccess);
-        ASSERT_EQ(cudaMemset(dL.get(), 0xff, dL.bytes()), cudaSuccess);
+        ASSERT_EQ(cudaMemset(dOut.data(), 0xff, dOut.bytes()), cudaSuccess);
+        ASSERT_EQ(cudaMemset(dL.data(), 0xff, dL.bytes()), cudaSuccess);
         AttentionArgs a;
-        a.Q = dQ.get(), a.K = dK.get(), a.V = dV.get(), a.O = dOut.get(), a.lse = dL.get();
+        a.Q = dQ.data(), a.K = dK.data(), a.V = dV.data(), a.O = dOut.data(), a.lse = dL.data();
         Digest first;
         for (int rep = 0; rep < 5; ++rep) {
           v->launch(p, AttentionMode::forward, a, nullptr);
           ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "repeat " << rep;
           Digester dg;
-          dg.add_device(dOut.get(), dOut.bytes());
-          dg.add_device(dL.get(), dL.bytes());
+          dg.add_device(dOut.data(), dOut.bytes());
+          dg.add_device(dL.data(), dL.bytes());
           const Digest got = dg.finish();
           if (rep == 0) {
             first = got;
@@ -185,20 +185,20 @@ TEST(AttentionWgmmaGpu, MatchesFloat64ReferenceAndIsDeterministic) {
       }
     }
   }
-  EXPECT_EQ(checked, 8 * int(std::size(kCases)));
+  EXPECT_EQ(checked, 9 * int(std::size(kCases)));
 }
 
 TEST(AttentionWgmmaGpu, LaunchRefusesNullAndMisalignedPointers) {
   REQUIRE_SM90();
-  const AttentionVariant* v = builtin_registry().find_attention("attention.bf16.wgmma.fwd.br128_bc128_st2_ov0_d128");
+  const AttentionVariant* v = builtin_registry().find_attention("attention.bf16.wgmma.fwd.br128_bc128_st2_ov0_pp0_d128");
   ASSERT_NE(v, nullptr);
   AttentionProblem p;
   p.B = 1, p.H = 1, p.Hkv = 1, p.Sq = 64, p.Sk = 64, p.d = 128;
   DeviceBuffer<uint16_t> buf(4 * 64 * 128 + 8);
   DeviceBuffer<float> lse(64);
-  auto* base = static_cast<uint16_t*>(buf.get());
+  uint16_t* base = buf.data();
   AttentionArgs a;
-  a.Q = base, a.K = base + 64 * 128, a.V = base + 2 * 64 * 128, a.O = base + 3 * 64 * 128, a.lse = lse.get();
+  a.Q = base, a.K = base + 64 * 128, a.V = base + 2 * 64 * 128, a.O = base + 3 * 64 * 128, a.lse = lse.data();
   AttentionArgs bad = a;
   bad.K = nullptr;
   EXPECT_THROW(v->launch(p, AttentionMode::forward, bad, nullptr), Error);

@@ -122,6 +122,14 @@ __device__ __forceinline__ float ex2(float x) {
   return y;
 }
 
+// Named barriers (ids 1 and 2; 0 is __syncthreads) for the ping-pong turns.
+__device__ __forceinline__ void named_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
 // One warpgroup-wide product C (+)= A B over all k blocks of the operands,
 // committed as one batch (the caller waits). kRegA: A is a register fragment
 // (RS), else shared-memory descriptors (SS).
@@ -336,13 +344,25 @@ __global__ void __launch_bounds__(384, 1) attention_fwd_wgmma_kernel(const __gri
           softmax(tSrS, corr);  // O is zero: nothing to rescale
           to_p(tSrS);
         }
+        // Ping-pong: warpgroup c waits on named barrier 1 + c before issuing
+        // and then lets the other one go (arrive on 2 - c). Both run the same
+        // n_max - 1 turns; the second primes the first's barrier once and
+        // skips its last arrive, so every barrier phase completes.
+        const int cwg = ctid / 128;
+        if constexpr (Cfg::PINGPONG) {
+          if (cwg == 1 && n_max >= 2) detail::named_arrive(1, 256);
+        }
         for (int n = n_max - 2; n >= 0; --n) {
           PipelineState prev = st;
           ++st;
           pipe_k.consumer_wait(st);
-          detail::wg_gemm<true, false>(mma_qk, tSrQ, tSrK(_, _, _, st.index()), tSrS);
           pipe_v.consumer_wait(prev);
+          if constexpr (Cfg::PINGPONG) detail::named_sync(1 + cwg, 256);
+          detail::wg_gemm<true, false>(mma_qk, tSrQ, tSrK(_, _, _, st.index()), tSrS);
           detail::wg_gemm<false, true>(mma_pv, tOrP, tOrV(_, _, _, prev.index()), tOrO);
+          if constexpr (Cfg::PINGPONG) {
+            if (!(cwg == 1 && n == 0)) detail::named_arrive(2 - cwg, 256);
+          }
           warpgroup_wait<1>();  // S done, P V may still run
           pipe_k.consumer_release(st);
           mask(tSrS, n);

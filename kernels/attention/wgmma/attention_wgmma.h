@@ -16,11 +16,14 @@ namespace detfuse::attention::wg {
 // rings in shared memory. OVERLAP: each consumer warpgroup software-pipelines
 // its blocks (S of block n and P V of block n + 1 issued together, the softmax
 // of n under P V), else one block at a time (the two warpgroups still overlap
-// each other).
-template <int D_, int BR_, int BC_, int STAGES_, bool OVERLAP_ = false>
+// each other). PINGPONG (with OVERLAP): the two consumer warpgroups take turns
+// issuing their wgmma (two named barriers), so one's softmax runs while the
+// other's products own the tensor cores.
+template <int D_, int BR_, int BC_, int STAGES_, bool OVERLAP_ = false, bool PINGPONG_ = false>
 struct FwdConfig {
   static constexpr int D = D_, BR = BR_, BC = BC_, STAGES = STAGES_;
-  static constexpr bool OVERLAP = OVERLAP_;
+  static constexpr bool OVERLAP = OVERLAP_, PINGPONG = PINGPONG_;
+  static_assert(OVERLAP || !PINGPONG, "the ping-pong schedule is built on the overlapped loop");
   static_assert(D == 64 || D == 128, "head dim 64 or 128");
   static_assert(BR == 128, "two consumer warpgroups of 64 query rows each");
   static_assert(BC % 16 == 0 && BC >= 16 && BC <= 256, "BC: the wgmma N of Q K^T (<= 256) and K of P V (16s)");
@@ -39,6 +42,7 @@ using FwdD64Bc192St2 = FwdConfig<64, 128, 192, 2>;
 using FwdD64Bc64St4 = FwdConfig<64, 128, 64, 4>;
 using FwdD128Bc128St2Ov = FwdConfig<128, 128, 128, 2, true>;
 using FwdD64Bc128St3Ov = FwdConfig<64, 128, 128, 3, true>;
+using FwdD128Bc128St2OvPp = FwdConfig<128, 128, 128, 2, true, true>;
 
 // Dynamic shared memory bytes of one CTA of Cfg (the kernel's SharedStorage).
 template <class Cfg>
@@ -62,6 +66,7 @@ DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD64Bc192St2)
 DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD64Bc64St4)
 DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD128Bc128St2Ov)
 DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD64Bc128St3Ov)
+DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD128Bc128St2OvPp)
 
 }  // namespace detfuse::attention::wg
 

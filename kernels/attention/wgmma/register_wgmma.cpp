@@ -48,7 +48,8 @@ void add(Registry& r) {
   v.desc.dtype = DType::bf16;
   v.desc.engine = "wgmma";
   v.desc.strategy = "fwd";
-  v.desc.params = {{"br", Cfg::BR}, {"bc", Cfg::BC}, {"st", Cfg::STAGES}, {"ov", Cfg::OVERLAP ? 1 : 0}, {"d", Cfg::D}};
+  v.desc.params = {{"br", Cfg::BR}, {"bc", Cfg::BC}, {"st", Cfg::STAGES}, {"ov", Cfg::OVERLAP ? 1 : 0},
+                    {"pp", Cfg::PINGPONG ? 1 : 0}, {"d", Cfg::D}};
   v.desc.name = VariantDesc::canonical_name(v.desc.family, v.desc.dtype, v.desc.engine, v.desc.strategy, v.desc.params);
   // Every output element is written once by one thread after a fixed sequence
   // of key blocks: no atomics, nothing depends on timing.
@@ -56,7 +57,8 @@ void add(Registry& r) {
   v.desc.summary = "Hopper forward: TMA producer + 2 consumer warpgroups (wgmma SS QK^T, RS PV), " +
                    std::to_string(Cfg::BR) + "x" + std::to_string(Cfg::BC) + " tiles, " +
                    std::to_string(Cfg::STAGES) + "-stage K/V ring" +
-                   (Cfg::OVERLAP ? ", softmax overlapped with P V in each warpgroup" : "") + "; forward only";
+                   (Cfg::OVERLAP ? ", softmax overlapped with P V in each warpgroup" : "") +
+                   (Cfg::PINGPONG ? ", warpgroups take turns on the tensor cores" : "") + "; forward only";
   v.can_run = can_run<Cfg>;
   v.workspace_bytes = [](const AttentionProblem&, AttentionMode) -> size_t { return 0; };
   v.launch = [](const AttentionProblem& p, AttentionMode mode, const AttentionArgs& a, cudaStream_t s) {
@@ -81,6 +83,7 @@ void register_attention_wgmma(Registry& r) {
   add<FwdD64Bc64St4>(r);
   add<FwdD128Bc128St2Ov>(r);
   add<FwdD64Bc128St3Ov>(r);
+  add<FwdD128Bc128St2OvPp>(r);
 }
 
 }  // namespace detfuse
