@@ -34,7 +34,9 @@ std::optional<std::string> can_run(const AttentionProblem& p, AttentionMode mode
   const int64_t lim = int64_t(1) << 40;
   if (p.H * p.Sq * p.d * 2 >= lim || p.Hkv * p.Sk * p.d * 2 >= lim)
     return std::string("H*Sq*d and Hkv*Sk*d bf16 bytes must stay below 2^40 (TMA stride limit)");
-  const size_t smem = fwd_smem_bytes<Cfg>();
+  // The dynamic SharedStorage plus the 1 KB of static shared memory the
+  // kernel's 1024-byte aligned declaration reserves (cuobjdump -res-usage).
+  const size_t smem = fwd_smem_bytes<Cfg>() + 1024;
   if (dev.max_smem_per_block_optin > 0 && smem > size_t(dev.max_smem_per_block_optin))
     return "needs " + std::to_string(smem) + " bytes of shared memory per block, device allows " +
            std::to_string(dev.max_smem_per_block_optin);
