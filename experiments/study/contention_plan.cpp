@@ -166,7 +166,10 @@ std::string json_strings(const std::vector<std::string>& v) {
 
 ContentionPlan plan_contention(const std::vector<std::string>& names, const ContentionOptions& o) {
   ContentionPlan p;
+  // A plan narrowed to some engines is its own study (a --resume of the
+  // unfiltered study never takes it for complete, nor the other way round).
   p.name = o.quick ? "contention-flce-quick" : "contention-flce";
+  for (const auto& e : o.engines) p.name += "-" + e;
   const ContentionAxes a = contention_axes(o.quick);
   p.problems = contention_problems(a, o.dtype);
   p.variants = contention_variants(names, o);

@@ -48,7 +48,7 @@ struct ContentionOptions {
 };
 
 struct ContentionPlan {
-  std::string name;  // the study's name in the store
+  std::string name;  // the study's name in the store: contention-flce[-quick][-<engine>...]
   std::vector<FlceProblem> problems;
   std::vector<std::string> variants;  // in registry order
   int repeats = 5;           // K

@@ -107,6 +107,9 @@ TEST(StudyPlan, EngineFilterAndErrors) {
   EXPECT_GE(plan.repeats, 2);
   EXPECT_NE(plan.axes_json.find("\"N_sweep\":[512,4096,65536]"), std::string::npos);
   EXPECT_EQ(study::plan_contention(names_of(reg), {}).name, "contention-flce");
+  study::ContentionOptions e;
+  e.engines = {"cublaslt"};
+  EXPECT_EQ(study::plan_contention(names_of(reg), e).name, "contention-flce-cublaslt");
 }
 
 std::string slurp(const std::filesystem::path& f) {
