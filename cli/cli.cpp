@@ -34,6 +34,7 @@ const char* kTopUsage =
     "  verify    run a variant K times and compare digests with the stored ones\n"
     "  bench     time variants against three cuBLAS GEMMs (bench flce ...)\n"
     "  db        export --csv DIR | merge OTHER.db\n"
+    "  study     contention --kernel flce: the contention study's sweep, tagged in the store\n"
     "\n"
     "`detfuse <command> --help` describes each command.\n";
 
@@ -419,7 +420,8 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     if (cmd == "verify") return cmd_verify(env, rest);
     if (cmd == "bench") return cmd_bench(env, rest);
     if (cmd == "db") return cmd_db(env, rest);
-    return fail(2, "unknown command '" + cmd + "' (commands: devices, list, tune, best, verify, bench, db; see detfuse --help)");
+    if (cmd == "study") return cmd_study(env, rest);
+    return fail(2, "unknown command '" + cmd + "' (commands: devices, list, tune, best, verify, bench, db, study; see detfuse --help)");
   } catch (const UsageError& e) {
     return fail(2, e.what());
   } catch (const po::error& e) {

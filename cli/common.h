@@ -69,5 +69,6 @@ int cmd_best(Env& env, const std::vector<std::string>& args);
 int cmd_verify(Env& env, const std::vector<std::string>& args);
 int cmd_bench(Env& env, const std::vector<std::string>& args);
 int cmd_db(Env& env, const std::vector<std::string>& args);
+int cmd_study(Env& env, const std::vector<std::string>& args);  // cli/cmd_study.cpp
 
 }  // namespace detfuse::cli

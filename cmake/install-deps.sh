@@ -8,7 +8,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-pkgs=(cmake make g++ libboost-program-options-dev libsqlite3-dev libxxhash-dev libgtest-dev nlohmann-json3-dev)
+pkgs=(cmake make g++ libboost-program-options-dev libsqlite3-dev libxxhash-dev libgtest-dev nlohmann-json3-dev
+      python3 python3-matplotlib)  # python3-matplotlib: experiments/contention/plot.py (and its CTest)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -119,7 +119,18 @@ struct RunRecord {
   std::string heartbeat_at;  // v3: last heartbeat(); begin_run sets it to started_at
                              // for a running run; "" for runs written before v3
   std::string end_reason;    // v3: why it ended (mark_run_crashed/abandoned, finish_run)
+  std::string study;         // v4: the study this run belongs to (StudyRecord::name); "" = a plain tuning run
   friend bool operator==(const RunRecord&, const RunRecord&) = default;
+};
+
+// A study (schema v4): a named sweep whose tuning runs carry its name
+// (RunRecord::study). Natural key: `name`.
+struct StudyRecord {
+  std::string name;        // e.g. "contention-flce-quick"
+  std::string kind;        // e.g. "contention"
+  std::string axes;        // what it sweeps, as the study driver writes it (JSON text)
+  std::string created_at;  // filled by find_or_create_study when empty
+  friend bool operator==(const StudyRecord&, const StudyRecord&) = default;
 };
 
 // Result statuses. "running" is bookkeeping (mark_running) and is replaced by
@@ -161,6 +172,18 @@ struct DigestRow {
   friend auto operator<=>(const DigestRow&, const DigestRow&) = default;
 };
 
+// Run-to-run spread of one output (schema v4): every later repeat compared
+// with repeat 0 on the device, the maxima over those repeats. All zero for an
+// output whose repeats agree bitwise. diff_norm / norm is comparable with the
+// correctness error (a relative L2 norm); max_abs_diff / norm is the brief's
+// "max |difference| relative to the gradient's norm".
+struct Spread {
+  double max_abs_diff = 0;  // max over r >= 1 of max_i |x_r[i] - x_0[i]|
+  double diff_norm = 0;     // max over r >= 1 of ||x_r - x_0||_2
+  double norm = 0;          // ||x_0||_2
+  friend bool operator==(const Spread&, const Spread&) = default;
+};
+
 struct Determinism {
   int repeats = 0;
   std::vector<DigestRow> digests;  // every output of every repeat
@@ -168,6 +191,9 @@ struct Determinism {
   // computes it from `digests`; when given, it must agree with them.
   std::map<std::string, int> distinct;
   std::string level = kLevelNone;  // "none" or "run_to_run"
+  // v4: per output, the run-to-run spread; empty when not measured (stores
+  // written before v4, measurers that do not compute it).
+  std::map<std::string, Spread> spread;
   friend bool operator==(const Determinism&, const Determinism&) = default;
 };
 

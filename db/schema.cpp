@@ -218,6 +218,28 @@ UPDATE variants SET engine = substr(rest, 1, instr(rest, '.') - 1)
        "v3: runs know their owner (host, pid, start time), heartbeat and end reason, and may be "
        "crashed or abandoned; results.crash_presumed; variants.engine, and older flce names get "
        "their engine token (bf16 -> mma, fp32 -> fma)"},
+      {4,
+       R"sql(
+CREATE TABLE studies (
+  id         INTEGER PRIMARY KEY,
+  name       TEXT NOT NULL UNIQUE,
+  kind       TEXT NOT NULL,
+  axes       TEXT NOT NULL DEFAULT '',
+  created_at TEXT NOT NULL
+);
+ALTER TABLE runs ADD COLUMN study TEXT NOT NULL DEFAULT '';
+CREATE INDEX runs_study ON runs (study);
+CREATE TABLE determinism_spread (
+  result_id    INTEGER NOT NULL REFERENCES results (id) ON DELETE CASCADE,
+  output       TEXT    NOT NULL,
+  max_abs_diff REAL,  -- NULL: NaN
+  diff_norm    REAL,
+  norm         REAL,
+  PRIMARY KEY (result_id, output)
+) WITHOUT ROWID;
+)sql",
+       "v4: studies (name, kind, axes) and runs.study tag a study's runs; determinism_spread holds the "
+       "run-to-run spread (max |x_r - x_0|, ||x_r - x_0||, ||x_0||) of each output"},
   };
   return m;
 }

@@ -53,7 +53,7 @@ class Error : public std::runtime_error {
 
 // Schema version this build writes (PRAGMA user_version) and the application id
 // (PRAGMA application_id) that marks a detfuse database.
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 inline constexpr int32_t kApplicationId = 0x64667573;  // "dfus"
 
 inline constexpr const char* kDefaultPath = "detfuse.db";
@@ -165,6 +165,10 @@ class Store {
   std::vector<Entry<ProblemRecord>> list_problems(const std::string& family = "") const;
   std::vector<Entry<VariantRecord>> list_variants(const std::string& family = "") const;
   std::vector<Entry<RunRecord>> list_runs() const;  // newest first
+  // Studies (schema v4). find_or_create_study: by name; a study found whose
+  // kind differs throws (axes: first facts win); fills created_at when empty.
+  Id find_or_create_study(const StudyRecord& s);
+  std::vector<Entry<StudyRecord>> list_studies() const;  // in id order
 
   // Runs. begin_run fills uid and started_at when empty, stores the status
   // given (normally "running") and the owner (r.owner: host, pid, process start

@@ -255,4 +255,35 @@ std::vector<Entry<VariantRecord>> Store::list_variants(const std::string& family
   return out;
 }
 
+// ---------------------------------------------------------------------------
+// Studies (v4)
+
+Id Store::find_or_create_study(const StudyRecord& in) {
+  if (in.name.empty()) impl_->fail("study record has no name");
+  if (in.kind.empty()) impl_->fail("study '" + in.name + "' has no kind");
+  StudyRecord st = in;
+  if (st.created_at.empty()) st.created_at = now_utc();
+  auto existing = [&]() -> std::optional<Id> {
+    StmtUse s(impl_->stmt("SELECT id, kind FROM studies WHERE name=?1"));
+    s->bind(1, st.name);
+    if (!s->step()) return std::nullopt;
+    if (s->text(1) != st.kind)
+      impl_->fail("study '" + st.name + "' is stored with kind '" + s->text(1) + "', not '" + st.kind + "'");
+    return s->i64(0);
+  };
+  return find_or_insert(*this, existing, [&] {
+    StmtUse s(impl_->stmt("INSERT INTO studies (name, kind, axes, created_at) VALUES (?1, ?2, ?3, ?4)"));
+    s->bind_all(st.name, st.kind, st.axes, st.created_at);
+    s->run();
+    return impl_->last_id();
+  });
+}
+
+std::vector<Entry<StudyRecord>> Store::list_studies() const {
+  StmtUse s(impl_->stmt("SELECT id, name, kind, axes, created_at FROM studies ORDER BY id"));
+  std::vector<Entry<StudyRecord>> out;
+  while (s->step()) out.push_back({s->i64(0), StudyRecord{s->text(1), s->text(2), s->text(3), s->text(4)}});
+  return out;
+}
+
 }  // namespace detfuse::db

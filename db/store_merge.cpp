@@ -59,6 +59,7 @@ MergeCounts Store::merge_from(const Store& other) {
     if (!find_variant(e.record.name)) ++n.variants;
     var[e.id] = find_or_create_variant(e.record);
   }
+  for (const auto& e : other.list_studies()) find_or_create_study(e.record);  // v4; not counted
   const auto runs = other.list_runs();
   for (const auto& e : runs) {
     auto find = [&]() -> std::optional<Id> {

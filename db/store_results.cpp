@@ -120,6 +120,12 @@ Id insert_result(const Store::Impl& im, const ResultRecord& r) {
       s->bind_all(id, out, int64_t(set.size()));
       s->run();
     }
+    for (const auto& [out, sp] : d->spread) {
+      StmtUse s(im.stmt("INSERT INTO determinism_spread (result_id, output, max_abs_diff, diff_norm, norm) "
+                        "VALUES (?1, ?2, ?3, ?4, ?5)"));
+      s->bind_all(id, out, sp.max_abs_diff, sp.diff_norm, sp.norm);
+      s->run();
+    }
   }
   if (const auto& t = r.timing) {
     {
@@ -215,6 +221,9 @@ StoredResult Store::result(Id result_id) const {
     StmtUse s(impl_->stmt("SELECT output, distinct_digests FROM determinism_outputs WHERE result_id=?1"));
     s->bind(1, result_id);
     while (s->step()) r.determinism->distinct.emplace(s->text(0), s->i32(1));
+    StmtUse sp(impl_->stmt("SELECT output, max_abs_diff, diff_norm, norm FROM determinism_spread WHERE result_id=?1"));
+    sp->bind(1, result_id);
+    while (sp->step()) r.determinism->spread.emplace(sp->text(0), Spread{sp->f64(1), sp->f64(2), sp->f64(3)});
   }
   {
     StmtUse s(impl_->stmt(

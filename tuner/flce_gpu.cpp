@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <set>
@@ -12,6 +13,7 @@
 #include "kernels/common/timer.h"
 #include "kernels/flce/flce.h"
 #include "reference/inputs.h"
+#include "tuner/spread.h"
 
 namespace detfuse::tuner {
 
@@ -57,12 +59,32 @@ void FlceGpuCase::run_once(const FlceVariant& v) {
   DETFUSE_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
+std::vector<FlceGpuCase::OutputView> FlceGpuCase::output_views() {
+  const FlceProblem& p = case_.problem();
+  const FlceArgs a = case_.args(mode_);
+  std::vector<OutputView> v;
+  if (mode_ != FlceMode::backward) {
+    v.push_back({"loss", a.loss, case_.loss_count(), DType::f32});
+    v.push_back({"lse", a.lse, size_t(p.N), DType::f32});
+  }
+  if (mode_ != FlceMode::forward) {
+    v.push_back({"dX", a.dX, size_t(p.N) * size_t(p.D), p.grad_dtype});
+    v.push_back({"dW", a.dW, size_t(p.V) * size_t(p.D), p.grad_dtype});
+  }
+  return v;
+}
+
 bool FlceGpuCase::repeat_digests(const FlceVariant& v, int repeats, const std::function<bool()>& stop,
                                  db::Determinism& d, const std::function<bool()>& cap_spent) {
   DeviceBytes ws(v.workspace_bytes(case_.problem(), mode_));
   d = db::Determinism{};
   d.repeats = repeats;
   std::map<std::string, std::set<Digest>> seen;
+  // The run-to-run spread: repeat 0's outputs stay on the device and every
+  // later repeat is compared with them there (tuner/spread.h). When the copy
+  // does not fit in device memory the spread is left unmeasured (empty).
+  std::vector<DeviceBytes> first;
+  bool spread_ok = true;
   for (int r = 0; r < repeats; ++r) {
     if (stop && stop()) return false;
     if (r >= 2 && cap_spent && cap_spent()) {
@@ -75,6 +97,32 @@ bool FlceGpuCase::repeat_digests(const FlceVariant& v, int repeats, const std::f
     for (const auto& [name, dg] : digest_outputs()) {
       d.digests.push_back(db::DigestRow{r, name, dg.hex()});
       seen[name].insert(dg);
+    }
+    const std::vector<OutputView> views = output_views();
+    if (r == 0) {
+      try {
+        for (const auto& o : views) {
+          first.emplace_back(o.count * dtype_bytes(o.dtype));
+          DETFUSE_CUDA_CHECK(cudaMemcpy(first.back().get(), o.ptr, first.back().bytes(), cudaMemcpyDeviceToDevice));
+        }
+      } catch (const Error&) {
+        if (cuda_context_lost()) throw;
+        (void)cudaGetLastError();  // out of memory: not sticky
+        first.clear();
+        spread_ok = false;
+      }
+      continue;
+    }
+    if (!spread_ok) continue;
+    for (size_t i = 0; i < views.size(); ++i) {
+      const SpreadSums s = device_spread(views[i].ptr, first[i].get(), views[i].count, views[i].dtype);
+      db::Spread& sp = d.spread[views[i].name];
+      const double diff_norm = std::sqrt(s.diff_sq);
+      sp.norm = std::sqrt(s.ref_sq);
+      // NaN (a NaN output) wins over any number.
+      sp.max_abs_diff = std::isnan(s.max_abs_diff) || std::isnan(sp.max_abs_diff) ? std::nan("")
+                                                                                  : std::max(sp.max_abs_diff, s.max_abs_diff);
+      sp.diff_norm = std::isnan(diff_norm) || std::isnan(sp.diff_norm) ? std::nan("") : std::max(sp.diff_norm, diff_norm);
     }
   }
   bool all_one = true;

@@ -58,7 +58,10 @@ class FlceGpuCase {
   // Poisons the outputs, runs v once, synchronises. Throws on failure.
   void run_once(const FlceVariant& v);
 
-  // K repeats, each poisoned then run; every output's digest of every repeat.
+  // K repeats, each poisoned then run; every output's digest of every repeat,
+  // and (schema v4) each output's run-to-run spread against repeat 0,
+  // computed on the device (d.spread; left empty when repeat 0's copy does
+  // not fit in device memory).
   // Returns false when stop() asked to abandon (d then holds what was done).
   // `cap_spent` (optional) ends the repeats early once it is true, after at
   // least 2 of them; d.repeats then says how many ran.
@@ -77,6 +80,16 @@ class FlceGpuCase {
   // flce_output_names() order: the same values as DeviceCase::digests(), read
   // back through a reused pinned buffer (several times faster for a multi-GiB dW).
   std::vector<std::pair<std::string, Digest>> digest_outputs();
+
+  // The outputs `mode` writes, in flce_output_names() order: device pointer,
+  // element count and element type.
+  struct OutputView {
+    std::string name;
+    const void* ptr = nullptr;
+    size_t count = 0;
+    DType dtype = DType::f32;
+  };
+  std::vector<OutputView> output_views();
 
  private:
   Digest digest_device_bytes(const void* p, size_t bytes);

@@ -114,6 +114,12 @@ Json to_json(const VariantOutcome& o) {
                         {"digests", digests},
                         {"distinct", o.determinism->distinct},
                         {"level", o.determinism->level}};
+    if (!o.determinism->spread.empty()) {
+      Json spread = Json::object();
+      for (const auto& [k, v] : o.determinism->spread)
+        spread[k] = Json::array({json_number(v.max_abs_diff), json_number(v.diff_norm), json_number(v.norm)});
+      j["determinism"]["spread"] = spread;
+    }
   }
   if (o.timing) {
     const db::Timing& t = *o.timing;
@@ -149,6 +155,9 @@ VariantOutcome variant_outcome_from_json(const Json& j) {
     for (const auto& r : d.at("digests")) x.digests.push_back({r.at(0).get<int>(), r.at(1).get<std::string>(), r.at(2).get<std::string>()});
     x.distinct = d.at("distinct").get<std::map<std::string, int>>();
     x.level = d.at("level").get<std::string>();
+    if (d.contains("spread"))
+      for (const auto& [k, v] : d["spread"].items())
+        x.spread[k] = db::Spread{num_or_nan(v.at(0)), num_or_nan(v.at(1)), num_or_nan(v.at(2))};
     o.determinism = x;
   }
   if (j.contains("timing")) {

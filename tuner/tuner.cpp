@@ -146,6 +146,7 @@ TuneReport Tuner::run(const TuneOptions& o) {
     r.seed = o.seed;
     r.allow_nondeterministic = o.allow_nondeterministic;
     r.owner = o.owner;
+    r.study = o.study;
     run_id = store_.begin_run(r);
   }
   // The heartbeat: between variants and, while a supervised worker measures,

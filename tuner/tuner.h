@@ -88,6 +88,9 @@ struct TuneOptions {
   bool allow_nondeterministic = false;
   std::vector<std::string> variants;  // empty: every variant of the problem's dtype
   std::string command_line;
+  // The study this run belongs to (db::StudyRecord::name, stored in
+  // runs.study); "" for a plain tuning run. The caller creates the study row.
+  std::string study;
   // With resume: variants whose latest row is a crash their owner recorded
   // are measured again (presumed crashes always are; tuner/resume.h).
   bool retry_crashed = false;

@@ -118,10 +118,10 @@ TEST(DbExport, OneCsvPerTableWithHeaderAndQuoting) {
   v.params = "say \"hi\", then\nnewline";
   s.find_or_create_variant(v);
   const auto files = s.export_csv(dir / "csv");
-  EXPECT_EQ(files.size(), 14u);
+  EXPECT_EQ(files.size(), 16u);
   for (const char* t : {"devices", "builds", "problems", "problem_dims", "variants", "runs", "results",
                         "correctness", "correctness_errors", "determinism", "determinism_outputs", "digests",
-                        "timing", "timing_samples"}) {
+                        "timing", "timing_samples", "studies", "determinism_spread"}) {
     EXPECT_TRUE(fs::exists(dir / "csv" / (std::string(t) + ".csv"))) << t;
   }
   const std::string variants = read_bytes(dir / "csv" / "variants.csv");

@@ -90,7 +90,7 @@ TEST(DbPaths, ReadOnlyOpenAnswersAndNeverWrites) {
     auto b = ro.best(t.dev, t.prob, false);
     ASSERT_TRUE(b.has_value());
     EXPECT_EQ(b->variant_name, variant("owning").name);
-    EXPECT_EQ(ro.export_csv(dir / "csv").size(), 14u);
+    EXPECT_EQ(ro.export_csv(dir / "csv").size(), 16u);
     const std::string m = error_of([&] { ro.begin_run(RunRecord{}); });
     EXPECT_TRUE(contains(m, "opened read-only")) << m;
     EXPECT_TRUE(contains(error_of([&] { ro.heartbeat(1); }), "opened read-only"));
@@ -151,7 +151,7 @@ TEST(DbPaths, StoreInReadOnlyDirectoryIsReadableAndRefusedForWriting) {
         Store ro = Store::open_read_only(file);  // WAL file, no -wal, directory not writable: immutable
         auto b = ro.best(t.dev, t.prob, false);
         if (!b || b->variant_name != variant("owning").name) return "best() in a read-only directory";
-        if (ro.export_csv(dir / "csv").size() != 14u) return "export_csv";
+        if (ro.export_csv(dir / "csv").size() != 16u) return "export_csv";
         if (ro.list_runs().size() != 1u) return "list_runs";
         return "";
       },

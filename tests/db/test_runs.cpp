@@ -212,8 +212,8 @@ TEST(DbMigration, Version2NamesGetTheirEngineTokenAndStayResumable) {
   EXPECT_EQ(read_bytes(file), v2_bytes);
 
   Store s(file);
-  EXPECT_EQ(s.schema_version(), 3);
-  EXPECT_EQ(raw_count(file, "PRAGMA user_version"), 3);
+  EXPECT_EQ(s.schema_version(), kSchemaVersion);
+  EXPECT_EQ(raw_count(file, "PRAGMA user_version"), kSchemaVersion);
   EXPECT_EQ(raw_count(file, "PRAGMA foreign_key_check"), -1);  // no row: no dangling reference
   std::map<std::string, std::string> engines;
   for (const auto& e : s.list_variants()) engines[e.record.name] = e.record.engine;

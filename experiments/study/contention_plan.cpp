@@ -1,0 +1,192 @@
+#include "experiments/study/contention_plan.h"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+#include "kernels/common/error.h"
+
+namespace detfuse::study {
+
+int64_t ParsedVariant::param(const std::string& key, int64_t def) const {
+  for (const auto& [k, v] : params)
+    if (k == key) return v;
+  return def;
+}
+
+bool is_strategy_knob(const std::string& p) { return p == "mb" || p == "sk" || p == "vs"; }
+
+std::string ParsedVariant::tile() const {
+  std::string t;
+  for (const auto& [k, v] : params)
+    if (!is_strategy_knob(k)) t += (t.empty() ? "" : "_") + k + std::to_string(v);
+  return t;
+}
+
+namespace {
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s) {
+    if (c == sep) {
+      out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  out.push_back(cur);
+  return out;
+}
+}  // namespace
+
+std::optional<ParsedVariant> parse_variant_name(const std::string& name) {
+  const auto parts = split(name, '.');
+  if (parts.size() != 5) return std::nullopt;
+  for (const auto& p : parts)
+    if (p.empty()) return std::nullopt;
+  ParsedVariant v;
+  v.name = name;
+  v.family = parts[0];
+  v.dtype = parts[1];
+  v.engine = parts[2];
+  v.strategy = parts[3];
+  for (const auto& tok : split(parts[4], '_')) {
+    size_t i = 0;
+    while (i < tok.size() && std::isalpha(static_cast<unsigned char>(tok[i]))) ++i;
+    if (i == 0 || i == tok.size()) return std::nullopt;
+    size_t j = i + (tok[i] == '-' ? 1 : 0);
+    if (j == tok.size()) return std::nullopt;
+    for (size_t k = j; k < tok.size(); ++k)
+      if (!std::isdigit(static_cast<unsigned char>(tok[k]))) return std::nullopt;
+    if (tok.size() - j > 15) return std::nullopt;
+    v.params.emplace_back(tok.substr(0, i), std::stoll(tok.substr(i)));
+  }
+  return v;
+}
+
+ContentionAxes contention_axes(bool quick) {
+  ContentionAxes a;
+  if (quick) {
+    a.N_sweep = {512, 4096, 65536};
+    a.V_sweep = {};
+    a.D_sweep = {};
+  } else {
+    a.N_sweep = {512, 1024, 2048, 4096, 8192, 16384, 32768, 65536};
+    a.V_sweep = {8192, 32768, 131072};
+    a.D_sweep = {1024, 2048, 4096, 8192};
+  }
+  return a;
+}
+
+std::vector<FlceProblem> contention_problems(const ContentionAxes& a, DType dtype) {
+  std::vector<FlceProblem> out;
+  std::set<std::string> keys;
+  auto add = [&](int64_t N, int64_t D, int64_t V) {
+    FlceProblem p;
+    p.N = N;
+    p.D = D;
+    p.V = V;
+    p.dtype = dtype;
+    if (keys.insert(p.key()).second) out.push_back(p);
+  };
+  for (int64_t n : a.N_sweep) add(n, a.D, a.V);
+  for (int64_t v : a.V_sweep) add(a.N_fixed, a.D, v);
+  for (int64_t d : a.D_sweep) add(a.N_fixed, d, a.V);
+  return out;
+}
+
+std::vector<std::string> contention_variants(const std::vector<std::string>& names, const ContentionOptions& o) {
+  const std::string dtype = to_string(o.dtype);
+  // (engine, strategy) -> parsed variants in registry order.
+  std::vector<std::pair<std::string, std::string>> group_order;
+  std::map<std::pair<std::string, std::string>, std::vector<ParsedVariant>> groups;
+  for (const auto& n : names) {
+    auto v = parse_variant_name(n);
+    if (!v || v->family != "flce" || v->dtype != dtype) continue;
+    if (!o.engines.empty() && std::find(o.engines.begin(), o.engines.end(), v->engine) == o.engines.end()) continue;
+    const auto key = std::make_pair(v->engine, v->strategy);
+    if (!groups.count(key)) group_order.push_back(key);
+    groups[key].push_back(*v);
+  }
+  std::set<std::string> keep;
+  for (const auto& key : group_order) {
+    const auto& g = groups[key];
+    std::vector<std::string> tiles;
+    for (const auto& v : g)
+      if (std::find(tiles.begin(), tiles.end(), v.tile()) == tiles.end()) tiles.push_back(v.tile());
+    auto of_tile = [&](const std::string& t) {
+      std::vector<const ParsedVariant*> r;
+      for (const auto& v : g)
+        if (v.tile() == t) r.push_back(&v);
+      // Knob order: chunk budget, then row splits, then slab rows.
+      std::stable_sort(r.begin(), r.end(), [](const ParsedVariant* a, const ParsedVariant* b) {
+        return std::make_tuple(a->param("mb"), a->param("sk"), a->param("vs")) <
+               std::make_tuple(b->param("mb"), b->param("sk"), b->param("vs"));
+      });
+      return r;
+    };
+    const bool owning = key.second == "owning";
+    if (o.quick) {
+      const auto r = of_tile(tiles.front());
+      keep.insert(r.front()->name);
+      if (owning) keep.insert(r.back()->name);
+      continue;
+    }
+    for (size_t i = 0; i < tiles.size(); ++i) {
+      const auto r = of_tile(tiles[i]);
+      if (i == 0) {
+        for (const auto* v : r) keep.insert(v->name);  // every knob of the first shape
+      } else {
+        keep.insert((owning ? r[(r.size() - 1) / 2] : r.front())->name);  // median budget
+      }
+    }
+  }
+  std::vector<std::string> out;
+  for (const auto& n : names)
+    if (keep.count(n)) out.push_back(n);
+  return out;
+}
+
+namespace {
+std::string json_list(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s + "]";
+}
+std::string json_strings(const std::vector<std::string>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ",\"" : "\"") + v[i] + "\"";
+  return s + "]";
+}
+}  // namespace
+
+ContentionPlan plan_contention(const std::vector<std::string>& names, const ContentionOptions& o) {
+  ContentionPlan p;
+  // A plan narrowed to some engines is its own study (a --resume of the
+  // unfiltered study never takes it for complete, nor the other way round).
+  p.name = o.quick ? "contention-flce-quick" : "contention-flce";
+  for (const auto& e : o.engines) p.name += "-" + e;
+  const ContentionAxes a = contention_axes(o.quick);
+  p.problems = contention_problems(a, o.dtype);
+  p.variants = contention_variants(names, o);
+  if (p.variants.empty())
+    throw invalid_argument("study contention: no registered " + std::string(to_string(o.dtype)) +
+                           " FLCE variant matches" + (o.engines.empty() ? "" : " --engine") +
+                           " (see `detfuse list`)");
+  p.repeats = o.quick ? 3 : 5;
+  p.time_cap_s = o.quick ? 2 : 10;
+  std::ostringstream j;
+  j << "{\"kind\":\"contention\",\"family\":\"flce\",\"quick\":" << (o.quick ? "true" : "false") << ",\"dtype\":\""
+    << to_string(o.dtype) << "\",\"D\":" << a.D << ",\"V\":" << a.V << ",\"N_sweep\":" << json_list(a.N_sweep)
+    << ",\"N_fixed\":" << a.N_fixed << ",\"V_sweep\":" << json_list(a.V_sweep)
+    << ",\"D_sweep\":" << json_list(a.D_sweep) << ",\"engines\":" << json_strings(o.engines)
+    << ",\"repeats\":" << p.repeats << ",\"time_cap_s\":" << p.time_cap_s << "}";
+  p.axes_json = j.str();
+  return p;
+}
+
+}  // namespace detfuse::study

@@ -1,0 +1,88 @@
+// The contention study's sweep (issue 10, FLCE half), as pure functions: which
+// problems and which registered variants one `detfuse study contention` run
+// measures. No GPU, no store: tested on the CPU (tests/study).
+//
+// Axes (DESIGN.md, "Gradient-accumulation strategies"):
+//   - contention level: N from 512 to 64k at fixed D, V (N / bm row blocks add
+//     into every dW tile);
+//   - vocabulary size V and hidden size D at a fixed N;
+//   - per (engine, strategy): a few block shapes, and the knobs of the
+//     strategies: `mb` (chunk budget of owning; with sk and vs the workspace
+//     bound of partials), `sk` (row splits), `vs` (partial slab rows).
+// Variants are chosen from the registry's names by parsing them
+// ("family.dtype.engine.strategy.k1v1_k2v2..."), never from a list of names.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/common/problem.h"
+
+namespace detfuse::study {
+
+// A canonical variant name taken apart.
+struct ParsedVariant {
+  std::string name, family, dtype, engine, strategy;
+  std::vector<std::pair<std::string, int64_t>> params;  // in name order
+  // The value of `key`, or `def` when the name has none.
+  int64_t param(const std::string& key, int64_t def = 0) const;
+  // The block shape: the params other than the strategy knobs (mb, sk, vs),
+  // as they appear in the name, e.g. "bm128_bn128_bk32_wm2_wn4_st4".
+  std::string tile() const;
+};
+
+// nullopt when `name` is not "family.dtype.engine.strategy.params" with params
+// "<letters><integer>" joined by '_'.
+std::optional<ParsedVariant> parse_variant_name(const std::string& name);
+
+// The knobs of a strategy, not part of the block shape.
+bool is_strategy_knob(const std::string& param);
+
+struct ContentionOptions {
+  bool quick = false;
+  DType dtype = DType::bf16;
+  std::vector<std::string> engines;  // empty: every engine
+};
+
+struct ContentionPlan {
+  std::string name;  // the study's name in the store: contention-flce[-quick][-<engine>...]
+  std::vector<FlceProblem> problems;
+  std::vector<std::string> variants;  // in registry order
+  int repeats = 5;           // K
+  double time_cap_s = 20;    // per variant (soft)
+  std::string axes_json;     // what the plan sweeps, stored with the study
+};
+
+// Problem axes: fixed D and V of the contention sweep, its Ns, and the V and
+// D sweeps at a fixed N.
+struct ContentionAxes {
+  int64_t D = 4096, V = 32768;
+  std::vector<int64_t> N_sweep;
+  int64_t N_fixed = 8192;
+  std::vector<int64_t> V_sweep;
+  std::vector<int64_t> D_sweep;
+};
+ContentionAxes contention_axes(bool quick);
+
+// The problems of the axes (dtype as given, other options default), without
+// duplicates, in sweep order: contention, then vocabulary, then hidden size.
+std::vector<FlceProblem> contention_problems(const ContentionAxes& axes, DType dtype);
+
+// The variants of the registry (its names, in registry order) the study
+// measures, in registry order. Per (engine, strategy) of the dtype (and of
+// `engines` when not empty):
+//   full:  every block shape at its default knobs (owning: its median chunk
+//          budget), plus every knob setting of the group's first block shape;
+//   quick: the group's first block shape only: owning at its smallest and
+//          largest chunk budget, atomic and partials at their (first) knobs.
+// Names that do not parse are ignored.
+std::vector<std::string> contention_variants(const std::vector<std::string>& registry_names,
+                                             const ContentionOptions& o);
+
+// The whole plan. Throws detfuse::Error (invalid_argument) when no variant matches.
+ContentionPlan plan_contention(const std::vector<std::string>& registry_names, const ContentionOptions& o);
+
+}  // namespace detfuse::study

@@ -1,0 +1,48 @@
+// Running the contention study: the plan (contention_plan.h) through the
+// existing Tuner, so correctness against the float64 reference, K repeats with
+// digests and run-to-run spread, timing, peak memory, --budget and --resume all
+// come from the tuner. The study is a row of the store's `studies` table and
+// every run it makes carries its name (runs.study).
+#pragma once
+
+#include <functional>
+#include <ostream>
+#include <string>
+
+#include "db/store.h"
+#include "experiments/study/contention_plan.h"
+#include "tuner/tuner.h"
+
+namespace detfuse::study {
+
+struct StudyRunOptions {
+  ContentionPlan plan;
+  double budget_s = 0;  // 0: none
+  bool resume = false;
+  int64_t seed = 0;
+  double kill_after_s = 0;
+  std::string command_line;
+  // When set, replaces the tuner's stop check (Ctrl-C by default); tests.
+  std::function<bool()> stop;
+};
+
+struct StudyReport {
+  db::Id study_id = 0;
+  bool already_complete = false;  // --resume found a complete run of this study (device, build): nothing run
+  std::string note;               // what was found or done, one line
+  tuner::TuneReport tune;         // empty when already_complete
+};
+
+// With resume: the newest run of study `name` whose results were all made on
+// (device_id, build_id), if it is complete; nullopt otherwise.
+std::optional<db::Id> complete_study_run(const db::Store& store, const std::string& name, db::Id device_id,
+                                         db::Id build_id);
+
+// Creates (or finds) the study row, then runs the plan as one tuning run
+// tagged with the study's name (resuming the study's unfinished run with
+// resume; doing nothing when resume finds it complete on this device and build).
+StudyReport run_contention_study(db::Store& store, const Registry& reg, const DeviceInfo& dev,
+                                 tuner::FlceMeasurer& measurer, const StudyRunOptions& o,
+                                 std::ostream* progress = nullptr);
+
+}  // namespace detfuse::study

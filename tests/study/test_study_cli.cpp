@@ -1,0 +1,89 @@
+// CPU tests of `detfuse study contention` in-process: the plan without a GPU,
+// usage errors, a quick study with the synthetic measurer (in-process worker),
+// resume of a complete study, and `db export` carrying the tag and the spread.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "cli/cli.h"
+#include "tests/study/synth.h"
+
+namespace detfuse {
+namespace {
+
+using namespace detfuse::testing;
+
+struct StudyCli : ::testing::Test {
+  Registry reg = synth_registry();
+  cli::CliContext ctx;
+  std::ostringstream out, err;
+  void SetUp() override {
+    ctx.registry = &reg;
+    ctx.device_count = [](std::string*) { return 1; };
+    ctx.worker_setup = [](const std::string&) {
+      tuner::WorkerSetup s;
+      s.device = synth_device();
+      s.measurer = std::make_unique<SynthMeasurer>();
+      return s;
+    };
+  }
+  int run(const std::vector<std::string>& args) {
+    out.str("");
+    err.str("");
+    return cli::run_cli(args, out, err, ctx);
+  }
+};
+
+std::string slurp(const std::filesystem::path& f) {
+  std::ifstream in(f);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST_F(StudyCli, PlanNeedsNoGpuAndListsWhatItWouldMeasure) {
+  ctx.device_count = [](std::string* why) {
+    *why = "none";
+    return 0;
+  };
+  ASSERT_EQ(run({"study", "contention", "--kernel", "flce", "--quick", "--plan"}), 0) << err.str();
+  EXPECT_NE(out.str().find("study contention-flce-quick: 3 problem(s) x 7 variant(s)"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("problem 65536,4096,32768"), std::string::npos);
+  EXPECT_NE(out.str().find("variant flce.bf16.cublaslt.owning.mb2000"), std::string::npos);
+  // Without --plan and without a GPU: exit 1, no store written.
+  TempDir tmp;
+  EXPECT_EQ(run({"study", "contention", "--quick", "--db", (tmp / "s.db").string()}), 1);
+  EXPECT_NE(err.str().find("no CUDA device"), std::string::npos) << err.str();
+  EXPECT_FALSE(std::filesystem::exists(tmp / "s.db"));
+}
+
+TEST_F(StudyCli, UsageErrors) {
+  EXPECT_EQ(run({"study"}), 2);
+  EXPECT_EQ(run({"study", "throughput"}), 2);
+  EXPECT_NE(err.str().find("unknown study 'throughput'"), std::string::npos) << err.str();
+  EXPECT_EQ(run({"study", "contention", "--kernel", "attention", "--plan"}), 2);
+  EXPECT_EQ(run({"study", "contention", "--engine", "tpu", "--plan"}), 2);
+  EXPECT_EQ(run({"study", "contention", "--engine", "wgmma", "--plan"}), 2);  // none registered here
+  EXPECT_EQ(run({"study", "--help"}), 0);
+  EXPECT_NE(out.str().find("usage: detfuse study contention"), std::string::npos);
+}
+
+TEST_F(StudyCli, QuickStudyStoresTaggedRunsAndExportsThem) {
+  TempDir tmp;
+  const std::string db = (tmp / "s.db").string();
+  ASSERT_EQ(run({"study", "contention", "--kernel", "flce", "--quick", "--db", db, "--in-process"}), 0) << err.str();
+  EXPECT_NE(out.str().find(": complete; 21 measured"), std::string::npos) << out.str();
+  ASSERT_EQ(run({"study", "contention", "--quick", "--db", db, "--in-process", "--resume"}), 0) << err.str();
+  EXPECT_NE(out.str().find("is complete on this device and build"), std::string::npos) << out.str();
+  ASSERT_EQ(run({"db", "export", "--csv", (tmp / "csv").string(), "--db", db}), 0) << err.str();
+  EXPECT_NE(slurp(tmp / "csv" / "runs.csv").find("contention-flce-quick"), std::string::npos);
+  EXPECT_NE(slurp(tmp / "csv" / "studies.csv").find("contention-flce-quick,contention,"), std::string::npos);
+  // 21 results x 4 outputs: one spread row each.
+  const std::string spread = slurp(tmp / "csv" / "determinism_spread.csv");
+  EXPECT_EQ(std::count(spread.begin(), spread.end(), '\n'), 1 + 21 * 4);
+}
+
+}  // namespace
+}  // namespace detfuse
