@@ -13,9 +13,13 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "kernels/attention/bwd_common.h"
+#include "kernels/attention/wgmma/attention_wgmma.h"
 #include "kernels/common/buffer.h"
 #include "kernels/common/device_info.h"
 #include "kernels/common/digest.h"
@@ -30,7 +34,25 @@ namespace {
 
 using namespace detfuse;
 
+// The forward-only configurations live in a registry of their own.
+const Registry& forward_only_registry() {
+  static const Registry r = [] {
+    Registry x;
+    register_attention_wgmma_forward_only(x);
+    return x;
+  }();
+  return r;
+}
+
 std::vector<const AttentionVariant*> wgmma_variants() {
+  std::vector<const AttentionVariant*> out;
+  for (const auto& v : forward_only_registry().attention())
+    if (v.desc.engine == "wgmma") out.push_back(&v);
+  return out;
+}
+
+// The built-in forward+backward wgmma variants (owning, atomic).
+std::vector<const AttentionVariant*> wgmma_bwd_variants() {
   std::vector<const AttentionVariant*> out;
   for (const auto& v : builtin_registry().attention())
     if (v.desc.engine == "wgmma") out.push_back(&v);
@@ -63,7 +85,8 @@ TEST(AttentionWgmma, NineVariantsRegisteredWithCanonicalNames) {
   }
   EXPECT_EQ(d64, 4);
   EXPECT_EQ(d128, 5);
-  EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.fwd.br128_bc128_st2_ov0_pp0_d128"), nullptr);
+  EXPECT_NE(forward_only_registry().find_attention("attention.bf16.wgmma.fwd.br128_bc128_st2_ov0_pp0_d128"), nullptr);
+  EXPECT_EQ(builtin_registry().find_attention("attention.bf16.wgmma.fwd.br128_bc128_st2_ov0_pp0_d128"), nullptr);
 }
 
 TEST(AttentionWgmma, CanRunRefusesWithReasons) {
@@ -81,7 +104,7 @@ TEST(AttentionWgmma, CanRunRefusesWithReasons) {
     EXPECT_FALSE(v->can_run(p, AttentionMode::forward, h200).has_value());
     auto why = v->can_run(p, AttentionMode::backward, h200);
     ASSERT_TRUE(why.has_value());
-    EXPECT_NE(why->find("forward only: the wgmma backward is not implemented yet"), std::string::npos) << *why;
+    EXPECT_NE(why->find("forward only"), std::string::npos) << *why;
     why = v->can_run(p, AttentionMode::forward, a100);
     ASSERT_TRUE(why.has_value());
     EXPECT_NE(why->find("compute capability 9.0"), std::string::npos) << *why;
@@ -190,7 +213,7 @@ TEST(AttentionWgmmaGpu, MatchesFloat64ReferenceAndIsDeterministic) {
 
 TEST(AttentionWgmmaGpu, LaunchRefusesNullAndMisalignedPointers) {
   REQUIRE_SM90();
-  const AttentionVariant* v = builtin_registry().find_attention("attention.bf16.wgmma.fwd.br128_bc128_st2_ov0_pp0_d128");
+  const AttentionVariant* v = forward_only_registry().find_attention("attention.bf16.wgmma.fwd.br128_bc128_st2_ov0_pp0_d128");
   ASSERT_NE(v, nullptr);
   AttentionProblem p;
   p.B = 1, p.H = 1, p.Hkv = 1, p.Sq = 64, p.Sk = 64, p.d = 128;
@@ -208,6 +231,137 @@ TEST(AttentionWgmmaGpu, LaunchRefusesNullAndMisalignedPointers) {
   EXPECT_THROW(v->launch(p, AttentionMode::backward, a, nullptr), Error);
   v->launch(p, AttentionMode::forward, a, nullptr);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+// ------------------------------------------------------------------ backward
+
+TEST(AttentionWgmmaBwd, EightVariantsRunBothModesWithReasonsAndWorkspace) {
+  const auto vs = wgmma_bwd_variants();
+  ASSERT_EQ(vs.size(), 8u);
+  DeviceInfo h200;
+  h200.cc_major = 9;
+  h200.cc_minor = 0;
+  h200.max_smem_per_block_optin = 232448;
+  DeviceInfo a100 = h200;
+  a100.cc_major = 8;
+  int owning = 0, atomic = 0;
+  for (const auto* v : vs) {
+    SCOPED_TRACE(v->desc.name);
+    EXPECT_EQ(v->desc.name, VariantDesc::canonical_name(Family::attention, DType::bf16, "wgmma", v->desc.strategy,
+                                                        v->desc.params));
+    EXPECT_EQ(v->desc.deterministic, v->desc.strategy == "owning");
+    (v->desc.strategy == "owning" ? owning : atomic) += 1;
+    AttentionProblem p;
+    p.B = 2, p.H = 8, p.Hkv = 2, p.Sq = 1000, p.Sk = 700, p.d = param(*v, "d"), p.causal = true;
+    for (auto mode : {AttentionMode::forward, AttentionMode::backward}) {
+      EXPECT_FALSE(v->can_run(p, mode, h200).has_value());
+      auto why = v->can_run(p, mode, a100);
+      ASSERT_TRUE(why.has_value());
+      EXPECT_NE(why->find("compute capability 9.0"), std::string::npos) << *why;
+      AttentionProblem q = p;
+      q.d = p.d == 64 ? 128 : 64;
+      why = v->can_run(q, mode, h200);
+      ASSERT_TRUE(why.has_value());
+      EXPECT_NE(why->find("d: head dim"), std::string::npos) << *why;
+      q = p;
+      q.dtype = DType::f32;
+      why = v->can_run(q, mode, h200);
+      ASSERT_TRUE(why.has_value());
+      EXPECT_NE(why->find("dtype"), std::string::npos) << *why;
+    }
+    EXPECT_EQ(v->workspace_bytes(p, AttentionMode::forward), 0u);
+    EXPECT_EQ(v->workspace_bytes(p, AttentionMode::backward),
+              attention::d_bytes(p) + (v->desc.strategy == "atomic" ? attention::dq_acc_bytes(p) : 0));
+  }
+  EXPECT_EQ(owning, 4);
+  EXPECT_EQ(atomic, 4);
+  EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst2_d128"), nullptr);
+  EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.atomic.br64_bc128_st2_d128"), nullptr);
+}
+
+const Case kBwdCases[] = {
+    {1, 2, 2, 128, 128, false, 0.0, "one block each way"},
+    {2, 4, 2, 200, 333, false, 0.0, "GQA 2:1, Sq != Sk, odd lengths"},
+    {1, 4, 1, 77, 300, true, 0.0, "causal Sq < Sk, GQA 4:1"},
+    {2, 2, 1, 300, 129, true, 0.0, "causal Sq > Sk: rows with no visible key"},
+    {1, 6, 2, 257, 257, true, 0.0, "causal square, GQA 3:1, one row past the blocks"},
+    {1, 2, 2, 1000, 17, true, 0.0, "causal, keys fewer than one block"},
+    {1, 2, 1, 513, 700, false, 1.0, "large-magnitude scores (scale 1), GQA 2:1"},
+};
+
+// Forward by the variant, then backward from its O and LSE; dQ, dK, dV
+// against the float64 reference on the bf16-rounded inputs; 5 repeats of the
+// backward: owning gives one digest per output, atomic reports its dQ digests.
+TEST(AttentionWgmmaBwdGpu, MatchesFloat64ReferenceAndRepeats) {
+  REQUIRE_SM90();
+  const DeviceInfo& dev = cached_device(0);
+  int checked = 0;
+  for (int64_t d : {64, 128}) {
+    for (const Case& c : kBwdCases) {
+      AttentionProblem p;
+      p.B = c.B, p.H = c.H, p.Hkv = c.Hkv, p.Sq = c.Sq, p.Sk = c.Sk, p.d = d;
+      p.causal = c.causal;
+      p.scale = c.scale;
+      p.dtype = DType::bf16;
+      p.validate();
+      const uint64_t seed = 2000 + uint64_t(d) + uint64_t(&c - kBwdCases);
+      const reference::AttentionInputs in = reference::make_attention_inputs(p, seed);  // bf16-rounded
+      const reference::AttentionResult ref = reference::attention_reference(p, in, /*backward=*/true);
+      const size_t nq = in.Q.size(), nk = in.K.size(), nl = size_t(p.B * p.H * p.Sq);
+      DeviceBuffer<uint16_t> Q(nq), K(nk), V(nk), dO(nq), O(nq), dQ(nq), dK(nk), dV(nk);
+      DeviceBuffer<float> L(nl);
+      Q.upload(bf16_bits(in.Q));
+      K.upload(bf16_bits(in.K));
+      V.upload(bf16_bits(in.V));
+      dO.upload(bf16_bits(in.dO));
+      for (const auto* v : wgmma_bwd_variants()) {
+        if (param(*v, "d") != d) continue;
+        SCOPED_TRACE(v->desc.name + " on " + p.key() + " (" + c.what + ")");
+        ASSERT_FALSE(v->can_run(p, AttentionMode::backward, dev).has_value());
+        AttentionArgs f;
+        f.Q = Q.data(), f.K = K.data(), f.V = V.data(), f.O = O.data(), f.lse = L.data();
+        v->launch(p, AttentionMode::forward, f, nullptr);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        DeviceBytes ws(v->workspace_bytes(p, AttentionMode::backward));
+        AttentionArgs a;
+        a.Q = Q.data(), a.K = K.data(), a.V = V.data(), a.dO = dO.data(), a.O_in = O.data(), a.lse_in = L.data();
+        a.dQ = dQ.data(), a.dK = dK.data(), a.dV = dV.data();
+        a.workspace = ws.get(), a.workspace_size = ws.bytes();
+        std::set<std::string> dq_digests, dk_digests, dv_digests;
+        for (int rep = 0; rep < 5; ++rep) {
+          // NaN bytes: any element the kernels do not write fails the check.
+          for (auto* b : {&dQ, &dK, &dV}) ASSERT_EQ(cudaMemset(b->data(), 0xff, b->bytes()), cudaSuccess);
+          ASSERT_EQ(cudaMemset(ws.get(), 0xff, ws.bytes()), cudaSuccess);  // the kernels initialise it
+          v->launch(p, AttentionMode::backward, a, nullptr);
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "repeat " << rep;
+          dq_digests.insert(digest_device(dQ.data(), dQ.bytes()).hex());
+          dk_digests.insert(digest_device(dK.data(), dK.bytes()).hex());
+          dv_digests.insert(digest_device(dV.data(), dV.bytes()).hex());
+        }
+        EXPECT_EQ(dk_digests.size(), 1u) << "dK is not bitwise repeatable";
+        EXPECT_EQ(dv_digests.size(), 1u) << "dV is not bitwise repeatable";
+        if (v->desc.deterministic) {
+          EXPECT_EQ(dq_digests.size(), 1u) << "dQ is not bitwise repeatable";
+        } else {
+          std::printf("[ INFO     ] %s %s: %zu distinct dQ digests over 5 repeats (atomic)\n", v->desc.name.c_str(),
+                      p.key().c_str(), dq_digests.size());
+        }
+        const auto gQ = from_bf16_bits(dQ.download()), gK = from_bf16_bits(dK.download()),
+                   gV = from_bf16_bits(dV.download());
+        EXPECT_LE(reference::rel_norm_error(gQ, ref.dQ), 2e-2) << "dQ relative norm error";
+        EXPECT_LE(reference::rel_norm_error(gK, ref.dK), 2e-2) << "dK relative norm error";
+        EXPECT_LE(reference::rel_norm_error(gV, ref.dV), 2e-2) << "dV relative norm error";
+        for (const auto* t : {&gQ, &gK, &gV})
+          for (float x : *t) ASSERT_FALSE(std::isnan(x));
+        // Rows that see no key: dQ exactly 0.
+        for (size_t i = 0; i < nl; ++i)
+          if (std::isinf(ref.lse[i]))
+            for (int64_t k = 0; k < d; ++k) ASSERT_EQ(gQ[i * d + k], 0.f) << "row " << i;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 8 * int(std::size(kBwdCases)));
 }
 
 }  // namespace

@@ -71,5 +71,9 @@ DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD128Bc128St2OvPp)
 }  // namespace detfuse::attention::wg
 
 namespace detfuse {
+// Built-in: the forward+backward variants (owning, atomic; attention_wgmma_bwd.h).
 void register_attention_wgmma(Registry& r);
+// The forward-only configurations (strategy token `fwd`), for a registry of
+// their own: tests/attention_wgmma and experiments/attention_wgmma_probe.
+void register_attention_wgmma_forward_only(Registry& r);
 }

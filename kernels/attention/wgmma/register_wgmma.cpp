@@ -1,27 +1,38 @@
-// Registration of the Hopper attention forward variants (attention_wgmma.h):
-// attention.bf16.wgmma.fwd.br128_bc128_st2_d128 and friends. Forward only:
-// can_run refuses the backward mode until the wgmma backward exists.
+// Registration of the Hopper attention variants:
+//   attention.bf16.wgmma.fwd.*       forward only (attention_wgmma.h); can_run
+//                                    refuses the backward mode;
+//   attention.bf16.wgmma.owning.*    forward (the overlapped forward of the head
+//   attention.bf16.wgmma.atomic.*    dim) and backward (attention_wgmma_bwd.h):
+//                                    D = rowsum(dO O) (bwd_common.h), the kv
+//                                    kernel (dK, dV; atomic: + dQ by fp32
+//                                    atomics and the convert pass), owning: the
+//                                    dq kernel over query blocks.
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <type_traits>
 
+#include "kernels/attention/bwd_common.h"
 #include "kernels/attention/wgmma/attention_wgmma.h"
+#include "kernels/attention/wgmma/attention_wgmma_bwd.h"
 #include "kernels/common/error.h"
 #include "kernels/registry.h"
 
 namespace detfuse::attention::wg {
 namespace {
 
-constexpr const char* kForwardOnly = "forward only: the wgmma backward is not implemented yet";
+constexpr const char* kForwardOnly =
+    "forward only: the wgmma fwd variants have no backward (the wgmma owning and atomic variants run both modes)";
 
-template <class Cfg>
-std::optional<std::string> can_run(const AttentionProblem& p, AttentionMode mode, const DeviceInfo& dev) {
-  if (mode == AttentionMode::backward) return std::string(kForwardOnly);
+// The checks every wgmma variant shares: dtype, head dim, device, sizes and
+// shared memory (smem: the dynamic bytes of the largest kernel it launches).
+std::optional<std::string> common_reason(const AttentionProblem& p, const DeviceInfo& dev, int D, size_t smem) {
   if (p.dtype != DType::bf16)
-    return std::string("bf16 only: the wgmma forward has no ") + to_string(p.dtype) + " path";
-  if (p.d != Cfg::D)
-    return "head dim d=" + std::to_string(p.d) + ": this variant is built for d=" + std::to_string(Cfg::D) +
-           " (the wgmma forward supports d=64 and d=128)";
+    return std::string("dtype: bf16 only, the wgmma attention has no ") + to_string(p.dtype) + " path";
+  if (p.d != D)
+    return "d: head dim " + std::to_string(p.d) + " is not this variant's " + std::to_string(D) +
+           " (the wgmma attention is built for d=64 and d=128)";
   // sm_90a code runs on compute capability 9.0 exactly (H100, H200, GH200).
   if (dev.compute_capability() != 90)
     return "wgmma/TMA code is built for sm_90a and runs on compute capability 9.0 only, device has " +
@@ -35,12 +46,18 @@ std::optional<std::string> can_run(const AttentionProblem& p, AttentionMode mode
   if (p.H * p.Sq * p.d * 2 >= lim || p.Hkv * p.Sk * p.d * 2 >= lim)
     return std::string("H*Sq*d and Hkv*Sk*d bf16 bytes must stay below 2^40 (TMA stride limit)");
   // The dynamic SharedStorage plus the 1 KB of static shared memory the
-  // kernel's 1024-byte aligned declaration reserves (cuobjdump -res-usage).
-  const size_t smem = fwd_smem_bytes<Cfg>() + 1024;
+  // kernels' 1024-byte aligned declaration reserves (cuobjdump -res-usage).
+  smem += 1024;
   if (dev.max_smem_per_block_optin > 0 && smem > size_t(dev.max_smem_per_block_optin))
     return "needs " + std::to_string(smem) + " bytes of shared memory per block, device allows " +
            std::to_string(dev.max_smem_per_block_optin);
   return std::nullopt;
+}
+
+template <class Cfg>
+std::optional<std::string> can_run(const AttentionProblem& p, AttentionMode mode, const DeviceInfo& dev) {
+  if (mode == AttentionMode::backward) return std::string(kForwardOnly);
+  return common_reason(p, dev, Cfg::D, fwd_smem_bytes<Cfg>());
 }
 
 template <class Cfg>
@@ -70,12 +87,83 @@ void add(Registry& r) {
   r.add(std::move(v));
 }
 
+// Forward and backward: Fwd is the forward configuration, Kv the kv kernel's;
+// Dq the owning dq kernel's (void: atomic, Kv::DQ_ATOMIC).
+template <class Fwd, class Kv, class Dq>
+void add_bwd(Registry& r) {
+  constexpr bool kAtomic = Kv::DQ_ATOMIC;
+  static_assert(kAtomic == std::is_void_v<Dq>, "atomic: no dq kernel; owning: a dq kernel");
+  static_assert(Fwd::D == Kv::D, "one head dim");
+  AttentionVariant v;
+  v.desc.family = Family::attention;
+  v.desc.dtype = DType::bf16;
+  v.desc.engine = "wgmma";
+  v.desc.strategy = kAtomic ? "atomic" : "owning";
+  v.desc.params = {{"br", Kv::BR}, {"bc", Kv::BC}, {"st", Kv::STAGES}};
+  if constexpr (!kAtomic) {
+    static_assert(Dq::D == Kv::D, "one head dim");
+    v.desc.params.push_back({"qbc", Dq::BC});
+    v.desc.params.push_back({"qst", Dq::STAGES});
+  }
+  v.desc.params.push_back({"d", Kv::D});
+  v.desc.name = VariantDesc::canonical_name(v.desc.family, v.desc.dtype, v.desc.engine, v.desc.strategy, v.desc.params);
+  // dK, dV: each element written once by the CTA of its key block after a
+  // fixed walk over (query head, query block); owning dQ: once by the CTA of
+  // its query block after a fixed walk over key blocks. Atomic dQ: fp32 adds
+  // in arrival order.
+  v.desc.deterministic = !kAtomic;
+  v.desc.summary = "Hopper forward (br" + std::to_string(Fwd::BR) + " bc" + std::to_string(Fwd::BC) +
+                   " overlapped) + backward: kv kernel (TMA Q/dO ring of " + std::to_string(Kv::STAGES) + "x" +
+                   std::to_string(Kv::BR) + " queries, 128 keys, dK dV in registers, GQA heads walked in order)" +
+                   (kAtomic ? ", dQ by fp32 atomics of dS K + convert pass"
+                            : ", dQ by a query-block kernel (128 rows, " + std::to_string(Dq::BC) +
+                                  "-key tiles) walking the key blocks in order");
+  v.can_run = [](const AttentionProblem& p, AttentionMode mode, const DeviceInfo& dev) {
+    size_t smem = fwd_smem_bytes<Fwd>();
+    if (mode == AttentionMode::backward) {
+      smem = bwd_kv_smem_bytes<Kv>();
+      if constexpr (!kAtomic) smem = std::max(smem, bwd_dq_smem_bytes<Dq>());
+    }
+    return common_reason(p, dev, Kv::D, smem);
+  };
+  v.workspace_bytes = [](const AttentionProblem& p, AttentionMode mode) -> size_t {
+    if (mode == AttentionMode::forward) return 0;
+    return d_bytes(p) + (kAtomic ? dq_acc_bytes(p) : 0);
+  };
+  v.launch = [](const AttentionProblem& p, AttentionMode mode, const AttentionArgs& a, cudaStream_t s) {
+    if (mode == AttentionMode::forward) {
+      launch_fwd<Fwd>(p, a, s);
+      return;
+    }
+    if (a.workspace == nullptr) throw Error("attention wgmma backward: workspace is null");
+    if (a.O_in == nullptr || a.dO == nullptr) throw Error("attention wgmma backward: O_in and dO must be set");
+    if (a.dQ == nullptr) throw Error("attention wgmma backward: dQ is null");
+    char* ws = static_cast<char*>(a.workspace);
+    float* Dvec = reinterpret_cast<float*>(ws);
+    launch_rowsum_do_o(DType::bf16, a.dO, a.O_in, Dvec, p.B * p.H * p.Sq, int(p.d), s);
+    if constexpr (kAtomic) {
+      float* acc = reinterpret_cast<float*>(ws + d_bytes(p));
+      const int64_t n = p.B * p.H * p.Sq * p.d;
+      DETFUSE_CUDA_CHECK(cudaMemsetAsync(acc, 0, size_t(n) * sizeof(float), s));
+      launch_bwd_kv<Kv>(p, a, Dvec, acc, s);
+      launch_convert_f32(DType::bf16, acc, a.dQ, n, s);
+    } else {
+      launch_bwd_kv<Kv>(p, a, Dvec, nullptr, s);
+      launch_bwd_dq<Dq>(p, a, Dvec, s);
+    }
+  };
+  r.add(std::move(v));
+}
+
 }  // namespace
 }  // namespace detfuse::attention::wg
 
 namespace detfuse {
 
-void register_attention_wgmma(Registry& r) {
+// The forward-only configurations: a registry of their own (tests and the
+// probe), not the built-in one, whose attention variants all run both modes
+// (the family's registry-walking tests check forward and backward of each).
+void register_attention_wgmma_forward_only(Registry& r) {
   using namespace attention::wg;
   add<FwdD128Bc128St2>(r);
   add<FwdD128Bc176St2>(r);
@@ -86,6 +174,19 @@ void register_attention_wgmma(Registry& r) {
   add<FwdD128Bc128St2Ov>(r);
   add<FwdD64Bc128St3Ov>(r);
   add<FwdD128Bc128St2OvPp>(r);
+}
+
+// Forward + backward, deterministic (owning dQ) first.
+void register_attention_wgmma(Registry& r) {
+  using namespace attention::wg;
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2, DqD128Bc64St2>(r);
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St3, DqD128Bc64St2>(r);
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br64St2, DqD64Bc128St2>(r);
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2, DqD64Bc128St2>(r);
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2A, void>(r);
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St3A, void>(r);
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br64St2A, void>(r);
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br64St4A, void>(r);
 }
 
 }  // namespace detfuse

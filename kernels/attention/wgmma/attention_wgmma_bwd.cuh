@@ -1,0 +1,710 @@
+// Hopper (sm_90a) attention backward on wgmma and TMA (attention_wgmma_bwd.h),
+// built on the forward's pieces (attention_wgmma.cuh: swizzled tiles, TMA
+// descriptors over [B, heads, S, d], PipelineTmaAsync rings, wg_gemm).
+//
+// kv kernel, per CTA (key block n of 128 keys, kv head hk, batch b):
+//   warpgroup 0    producer: K and V tiles once (one mbarrier), then Q and dO
+//                  tiles of BR queries for every (query head of the group,
+//                  query block) in a fixed order into two rings.
+//   warpgroups 1-2 consumers, 64 keys each (the wgmma M). Per query block:
+//                  S^T = K Q^T and dP^T = V dO^T (SS), P^T = exp(scale S^T - LSE)
+//                  (keys >= Sk, causal and rows >= Sq or LSE = -inf give 0),
+//                  dV += P^T dO (RS: P^T from registers, dO MN-major through a
+//                  transposed view of its tile), dS^T = P^T (dP^T - D),
+//                  dK += dS^T Q (RS). Atomic dQ: dS^T is stored to shared memory
+//                  as dS (BR x 128, K-major), both warpgroups form dS K (SS, each
+//                  d/2 columns) and add scale * dS K with fp32 atomics.
+//   epilogue       dK * scale and dV, bf16, keys < Sk.
+// dq kernel (owning), per CTA (query block of 128 rows, head, batch): Q and dO
+// once, K and V rings over the key blocks in ascending order: S = Q K^T and
+// dP = dO V^T (SS), P, dS = P (dP - D) in registers, dQ += dS K (RS, K through
+// its transposed view); epilogue dQ * scale, bf16, rows < Sq.
+//
+// Accumulator layout (every fragment here is 64 x N per warpgroup): value v of
+// lane l of warp w sits at row 16 w + l / 4 + 8 ((v / 2) % 2) and column
+// 8 (v / 4) + 2 (l % 4) + v % 2 (attention_wgmma.cuh).
+#pragma once
+
+#include <type_traits>
+
+#include "kernels/attention/wgmma/attention_wgmma.cuh"
+#include "kernels/attention/wgmma/attention_wgmma_bwd.h"
+
+namespace detfuse::attention::wg {
+
+using namespace cute;
+
+// ---------------------------------------------------------------- kv kernel
+template <class Cfg>
+struct BwdKv {
+  using T = cutlass::bfloat16_t;
+  static constexpr int D = Cfg::D, BR = Cfg::BR, BC = Cfg::BC, ST = Cfg::STAGES;
+  static constexpr bool ATOMIC = Cfg::DQ_ATOMIC;
+  static constexpr int THREADS = 384, kConsumers = 256;
+  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+  static constexpr uint32_t kTileBytes = uint32_t(BR) * D * sizeof(T);
+  static constexpr uint32_t kKVBytes = 2u * BC * D * sizeof(T);
+
+  // S^T = K Q^T and dP^T = V dO^T: M 64 keys per warpgroup, N = BR, K = D.
+  using MmaSdP = decltype(make_tiled_mma(GMMA::ss_op_selector<T, T, float, Shape<_64, Int<BR>, Int<D>>>(),
+                                         Layout<Shape<_2, _1, _1>>{}));
+  // dV += P^T dO and dK += dS^T Q: M 64 keys, N = D, K = BR; A from registers.
+  using MmaKV = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<T, T, float, Shape<_64, Int<D>, Int<BR>>, GMMA::Major::K, GMMA::Major::MN>(),
+      Layout<Shape<_2, _1, _1>>{}));
+  // dQ part = dS K, M = BR = 64 queries. d = 128: N = D split over the two
+  // warpgroups (64 columns each: one 128-byte swizzle atom of the MN-major K
+  // view), K = 128 keys. d = 64: a 32-column split would cut a swizzle atom,
+  // so each warpgroup takes the 64 keys it owns (K split; both add their
+  // 64 x 64 parts, twice the atomics of d = 128 per element).
+  static constexpr bool kDqSplitN = D == 128;
+  using MmaDQ = std::conditional_t<
+      kDqSplitN,
+      decltype(make_tiled_mma(
+          GMMA::ss_op_selector<T, T, float, Shape<_64, Int<D / 2>, Int<BC>>, GMMA::Major::K, GMMA::Major::MN>(),
+          Layout<Shape<_1, _2, _1>>{})),
+      decltype(make_tiled_mma(
+          GMMA::ss_op_selector<T, T, float, Shape<_64, Int<D>, _64>, GMMA::Major::K, GMMA::Major::MN>(),
+          Layout<Shape<_1, _1, _1>>{}))>;
+  static constexpr int kDqPerThread = kDqSplitN ? D / 4 : D / 2;
+
+  using Atom = GMMA::Layout_K_SW128_Atom<T>;
+  using SmemK = decltype(tile_to_shape(Atom{}, Shape<Int<BC>, Int<D>>{}));
+  using SmemKt = decltype(composition(SmemK{}, make_layout(Shape<Int<D>, Int<BC>>{}, Stride<Int<BC>, _1>{})));
+  using SmemQ = decltype(tile_to_shape(Atom{}, Shape<Int<BR>, Int<D>, Int<ST>>{}));
+  using SmemQt =
+      decltype(composition(SmemQ{}, make_layout(Shape<Int<D>, Int<BR>, Int<ST>>{}, Stride<Int<BR>, _1, Int<BR * D>>{})));
+  using SmemDS = decltype(tile_to_shape(Atom{}, Shape<Int<BR>, Int<BC>>{}));
+
+  using Pipeline = cutlass::PipelineTmaAsync<ST>;
+  using PipelineState = typename Pipeline::PipelineState;
+
+  struct SharedStorage {
+    cute::array_aligned<T, cosize_v<SmemK>, 1024> k;
+    cute::array_aligned<T, cosize_v<SmemK>, 1024> v;
+    cute::array_aligned<T, cosize_v<SmemQ>, 1024> q;
+    cute::array_aligned<T, cosize_v<SmemQ>, 1024> dO;
+    cute::array_aligned<T, ATOMIC ? cosize_v<SmemDS> : 8, 1024> ds;
+    // Per consumer warpgroup, double-buffered: LSE (log2 units, +inf where P
+    // must be 0) and D of the current query block's BR rows.
+    alignas(16) float lse2[2][2][BR];
+    alignas(16) float dvec[2][2][BR];
+    typename Pipeline::SharedStorage pipe_q;
+    typename Pipeline::SharedStorage pipe_do;
+    alignas(8) uint64_t kv_bar;
+  };
+
+  using GShape = Shape<int32_t, int32_t, int32_t, int32_t>;
+  using GStride = Stride<int64_t, _1, int64_t, int64_t>;
+  using GTensor = decltype(make_tensor(make_gmem_ptr(static_cast<T const*>(nullptr)), GShape{}, GStride{}));
+  using TmaQ = decltype(make_tma_copy(SM90_TMA_LOAD{}, GTensor{}, take<0, 2>(SmemQ{}), Shape<Int<BR>, Int<D>>{}, _1{}));
+  using TmaK = decltype(make_tma_copy(SM90_TMA_LOAD{}, GTensor{}, SmemK{}, Shape<Int<BC>, Int<D>>{}, _1{}));
+
+  struct Params {
+    TmaQ tma_q;
+    TmaQ tma_do;
+    TmaK tma_k;
+    TmaK tma_v;
+    int B, H, Hkv, Sq, Sk, group;
+    int m_blocks;  // query blocks of BR
+    int causal;
+    float scale, scale_log2;
+    const float* lse;   // [B, H, Sq]
+    const float* Dvec;  // [B, H, Sq]
+    T* dK;
+    T* dV;
+    float* dq_acc;  // atomic: [B, H, Sq, D]
+  };
+};
+
+template <class Cfg>
+__global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __grid_constant__ typename BwdKv<Cfg>::Params p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using K_ = BwdKv<Cfg>;
+  using T = typename K_::T;
+  using Pipeline = typename K_::Pipeline;
+  using PipelineState = typename K_::PipelineState;
+  using Barrier = cutlass::arch::ClusterTransactionBarrier;
+  constexpr int D = K_::D, BR = K_::BR, BC = K_::BC;
+
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  auto& ss = *reinterpret_cast<typename K_::SharedStorage*>(smem_raw);
+
+  const int tid = threadIdx.x;
+  const int warp_group = tid / 128;
+  const int n_block = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
+
+  // Query blocks [m_begin, m_blocks) hold every query that sees some key of
+  // this block: query i sees key j iff j <= i + (Sk - Sq).
+  int m_begin = 0;
+  if (p.causal) {
+    const int first_q = n_block * BC - (p.Sk - p.Sq);
+    m_begin = first_q <= 0 ? 0 : first_q / BR;
+  }
+  const int m_count = p.m_blocks > m_begin ? p.m_blocks - m_begin : 0;
+  const int iters = m_count * p.group;
+
+  if (tid == 0) {
+    cute::prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(p.tma_do.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
+    Barrier::init(&ss.kv_bar, 1);
+  }
+  typename Pipeline::Params pp;
+  pp.role = warp_group == 0 ? (tid == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::NonParticipant)
+                            : Pipeline::ThreadCategory::Consumer;
+  pp.is_leader = tid == 0;
+  pp.num_consumers = K_::kConsumers;
+  pp.transaction_bytes = K_::kTileBytes;
+  Pipeline pipe_q(ss.pipe_q, pp, Shape<_1, _1, _1>{});
+  Pipeline pipe_do(ss.pipe_do, pp, Shape<_1, _1, _1>{});
+  cutlass::arch::fence_barrier_init();
+  __syncthreads();
+
+  Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename K_::SmemK{});
+  Tensor sV = make_tensor(make_smem_ptr(ss.v.data()), typename K_::SmemK{});
+  Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename K_::SmemQ{});
+  Tensor sdO = make_tensor(make_smem_ptr(ss.dO.data()), typename K_::SmemQ{});
+
+  if (warp_group == 0) {
+    // ------------------------------------------------------------ producer
+    cutlass::arch::warpgroup_reg_dealloc<K_::kProducerRegs>();
+    if (tid == 0 && iters > 0) {
+      Tensor mQ = p.tma_q.get_tma_tensor(make_shape(p.Sq, D, p.H, p.B));
+      Tensor mdO = p.tma_do.get_tma_tensor(make_shape(p.Sq, D, p.H, p.B));
+      Tensor mK = p.tma_k.get_tma_tensor(make_shape(p.Sk, D, p.Hkv, p.B));
+      Tensor mV = p.tma_v.get_tma_tensor(make_shape(p.Sk, D, p.Hkv, p.B));
+      Tensor gK = local_tile(mK(_, _, hk, b), Shape<Int<BC>, Int<D>>{}, make_coord(n_block, 0));
+      Tensor gV = local_tile(mV(_, _, hk, b), Shape<Int<BC>, Int<D>>{}, make_coord(n_block, 0));
+      auto [tKg, tKs] = tma_partition(p.tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
+      auto [tVg, tVs] = tma_partition(p.tma_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
+      Barrier::arrive_and_expect_tx(&ss.kv_bar, K_::kKVBytes);
+      copy(p.tma_k.with(ss.kv_bar), tKg, tKs);
+      copy(p.tma_v.with(ss.kv_bar), tVg, tVs);
+      PipelineState st = cutlass::make_producer_start_state<Pipeline>();
+      for (int g = 0; g < p.group; ++g) {
+        const int h = hk * p.group + g;
+        Tensor gQ = local_tile(mQ(_, _, h, b), Shape<Int<BR>, Int<D>>{}, make_coord(_, 0));  // (BR, D, m)
+        Tensor gdO = local_tile(mdO(_, _, h, b), Shape<Int<BR>, Int<D>>{}, make_coord(_, 0));
+        auto [tQg, tQs] = tma_partition(p.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
+        auto [tdOg, tdOs] =
+            tma_partition(p.tma_do, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sdO), group_modes<0, 2>(gdO));
+        for (int m = m_begin; m < p.m_blocks; ++m) {
+          pipe_q.producer_acquire(st);
+          copy(p.tma_q.with(*pipe_q.producer_get_barrier(st)), tQg(_, m), tQs(_, st.index()));
+          pipe_do.producer_acquire(st);
+          copy(p.tma_do.with(*pipe_do.producer_get_barrier(st)), tdOg(_, m), tdOs(_, st.index()));
+          ++st;
+        }
+      }
+    }
+  } else {
+    // ----------------------------------------------------------- consumers
+    cutlass::arch::warpgroup_reg_alloc<K_::kConsumerRegs>();
+    const int ctid = tid - 128;
+    const int lane = tid % 32;
+    const int wq = (ctid % 128) / 32;
+    const int key0 = n_block * BC + (ctid / 128) * 64 + wq * 16 + lane / 4;  // keys key0, key0 + 8
+    const int col_lane = 2 * (lane % 4);
+    const int diag_off = p.Sk - p.Sq;
+
+    typename K_::MmaSdP mma_sdp;
+    typename K_::MmaKV mma_kv;
+    auto thr_sdp = mma_sdp.get_thread_slice(ctid);
+    auto thr_kv = mma_kv.get_thread_slice(ctid);
+    Tensor sQt = make_tensor(make_smem_ptr(ss.q.data()), typename K_::SmemQt{});
+    Tensor sdOt = make_tensor(make_smem_ptr(ss.dO.data()), typename K_::SmemQt{});
+    Tensor tSrK = thr_sdp.partition_fragment_A(sK);    // (MMA, 1, D/16)
+    Tensor tSrV = thr_sdp.partition_fragment_A(sV);
+    Tensor tSrQ = thr_sdp.partition_fragment_B(sQ);    // (MMA, 1, D/16, ST)
+    Tensor tSrdO = thr_sdp.partition_fragment_B(sdO);
+    Tensor tKVrdO = thr_kv.partition_fragment_B(sdOt);  // (MMA, 1, BR/16, ST)
+    Tensor tKVrQ = thr_kv.partition_fragment_B(sQt);
+    Tensor tdVacc = partition_fragment_C(mma_kv, Shape<Int<BC>, Int<D>>{});
+    Tensor tdKacc = partition_fragment_C(mma_kv, Shape<Int<BC>, Int<D>>{});
+    static_assert(decltype(size(tdVacc))::value == D / 2, "64 x D accumulator per warpgroup");
+    clear(tdVacc);
+    clear(tdKacc);
+    Tensor tSrS = partition_fragment_C(mma_sdp, Shape<Int<BC>, Int<BR>>{});
+    Tensor tSrdP = partition_fragment_C(mma_sdp, Shape<Int<BC>, Int<BR>>{});
+    static_assert(decltype(size(tSrS))::value == BR / 2, "64 x BR scores per warpgroup");
+    Tensor tPr = make_tensor<T>(partition_shape_A(mma_kv, Shape<Int<BC>, Int<BR>>{}));
+    Tensor tdSr = make_tensor<T>(partition_shape_A(mma_kv, Shape<Int<BC>, Int<BR>>{}));
+    static_assert(decltype(size(tPr))::value == BR / 2, "P^T fragment matches the score fragment");
+
+    if (iters > 0) {
+      Barrier::wait(&ss.kv_bar, 0);
+      PipelineState st;
+      int it = 0;
+      for (int g = 0; g < p.group; ++g) {
+        const int h = hk * p.group + g;
+        const int64_t bh = int64_t(b) * p.H + h;
+        for (int m = m_begin; m < p.m_blocks; ++m, ++it) {
+          const int q0 = m * BR;
+          // LSE (log2 units; +inf where P must be 0: rows >= Sq or LSE = -inf)
+          // and D of the block's BR rows, one value per thread of the
+          // warpgroup, through shared memory (buffer it % 2: the other one may
+          // still be read by a slower warp of the previous block).
+          const int wg = ctid / 128, t = ctid % 128, buf = it % 2;
+          float ld_lse = INFINITY, ld_d = 0.f;  // thread t < BR: query q0 + t (BR <= 128)
+          if (t < BR && q0 + t < p.Sq) {
+            const float x = __ldg(p.lse + bh * p.Sq + q0 + t);
+            ld_lse = x == -INFINITY ? INFINITY : x * 1.4426950408889634f;
+            ld_d = __ldg(p.Dvec + bh * p.Sq + q0 + t);
+          }
+          pipe_q.consumer_wait(st);
+          detail::wg_gemm<true, false>(mma_sdp, tSrK, tSrQ(_, _, _, st.index()), tSrS);
+          pipe_do.consumer_wait(st);
+          detail::wg_gemm<true, false>(mma_sdp, tSrV, tSrdO(_, _, _, st.index()), tSrdP);
+          if (t < BR) {
+            ss.lse2[wg][buf][t] = ld_lse;
+            ss.dvec[wg][buf][t] = ld_d;
+          }
+          detail::named_sync(2 + wg, 128);
+          const float* lse2 = ss.lse2[wg][buf];
+          const float* dd = ss.dvec[wg][buf];
+          warpgroup_wait<1>();  // S^T done
+          const bool need_mask =
+              n_block * BC + BC > p.Sk || (p.causal && n_block * BC + BC - 1 > q0 + diag_off);
+          CUTLASS_PRAGMA_UNROLL
+          for (int v = 0; v < BR / 2; ++v) {
+            const int j = 8 * (v / 4) + col_lane + (v % 2);  // query column within the block
+            float e = detail::ex2(fmaf(tSrS(v), p.scale_log2, -lse2[j]));
+            if (need_mask) {
+              const int key = key0 + 8 * ((v / 2) % 2);
+              const int q = q0 + 8 * (v / 4) + col_lane + (v % 2);
+              if (key >= p.Sk || (p.causal && key > q + diag_off)) e = 0.f;
+            }
+            tSrS(v) = e;
+          }
+          CUTLASS_PRAGMA_UNROLL
+          for (int v = 0; v < BR / 2; v += 2) {
+            const __nv_bfloat162 two = __floats2bfloat162_rn(tSrS(v), tSrS(v + 1));
+            tPr(v) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[0]);
+            tPr(v + 1) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[1]);
+          }
+          detail::wg_gemm<false, true>(mma_kv, tPr, tKVrdO(_, _, _, st.index()), tdVacc);
+          warpgroup_wait<1>();  // dP^T done (dV may still run)
+          CUTLASS_PRAGMA_UNROLL
+          for (int v = 0; v < BR / 2; v += 2) {
+            const float2 d2 = *reinterpret_cast<const float2*>(dd + 8 * (v / 4) + col_lane);
+            const __nv_bfloat162 two =
+                __floats2bfloat162_rn(tSrS(v) * (tSrdP(v) - d2.x), tSrS(v + 1) * (tSrdP(v + 1) - d2.y));
+            tdSr(v) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[0]);
+            tdSr(v + 1) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[1]);
+          }
+          detail::wg_gemm<false, true>(mma_kv, tdSr, tKVrQ(_, _, _, st.index()), tdKacc);
+          if constexpr (K_::ATOMIC) {
+            // dS (queries x keys) to shared memory for dQ = dS K.
+            Tensor sdS = make_tensor(make_smem_ptr(ss.ds.data()), typename K_::SmemDS{});
+            CUTLASS_PRAGMA_UNROLL
+            for (int v = 0; v < BR / 2; ++v) {
+              const int kl = key0 - n_block * BC + 8 * ((v / 2) % 2);
+              const int ql = 8 * (v / 4) + col_lane + (v % 2);
+              sdS(ql, kl) = tdSr(v);
+            }
+            cutlass::arch::fence_view_async_shared();  // generic-proxy stores before the wgmma reads
+            detail::named_sync(1, 256);
+            typename K_::MmaDQ mma_dq;
+            Tensor sKt = make_tensor(make_smem_ptr(ss.k.data()), typename K_::SmemKt{});
+            Tensor tdQacc = partition_fragment_C(mma_dq, Shape<Int<BR>, Int<D>>{});
+            static_assert(decltype(size(tdQacc))::value == K_::kDqPerThread, "dQ part per thread");
+            if constexpr (K_::kDqSplitN) {
+              auto thr_dq = mma_dq.get_thread_slice(ctid);
+              Tensor tQrdS = thr_dq.partition_fragment_A(sdS);
+              Tensor tQrK = thr_dq.partition_fragment_B(sKt);
+              detail::wg_gemm<true, false>(mma_dq, tQrdS, tQrK, tdQacc);
+            } else {
+              auto thr_dq = mma_dq.get_thread_slice(ctid % 128);
+              Tensor sdS_half = local_tile(sdS, Shape<Int<BR>, _64>{}, make_coord(0, wg));
+              Tensor sKt_half = local_tile(sKt, Shape<Int<D>, _64>{}, make_coord(0, wg));
+              Tensor tQrdS = thr_dq.partition_fragment_A(sdS_half);
+              Tensor tQrK = thr_dq.partition_fragment_B(sKt_half);
+              detail::wg_gemm<true, false>(mma_dq, tQrdS, tQrK, tdQacc);
+            }
+            warpgroup_wait<0>();  // dV, dK and dQ done
+            pipe_q.consumer_release(st);
+            pipe_do.consumer_release(st);
+            detail::named_sync(1, 256);  // both warpgroups have read dS before the next block writes it
+            float* dq = p.dq_acc + bh * p.Sq * D;
+            CUTLASS_PRAGMA_UNROLL
+            for (int i = 0; i < size(tdQacc); i += 2) {
+              // d = 128: warpgroup wg holds columns [wg D/2, (wg + 1) D/2) in the
+              // 64 x N layout; d = 64: every column, from its own keys.
+              const int r = wq * 16 + lane / 4 + 8 * ((i / 2) % 2);
+              const int c = (K_::kDqSplitN ? wg * (D / 2) : 0) + 8 * (i / 4) + col_lane;
+              if (q0 + r < p.Sq)
+                atomicAdd(reinterpret_cast<float2*>(dq + int64_t(q0 + r) * D + c),
+                          make_float2(tdQacc(i) * p.scale, tdQacc(i + 1) * p.scale));
+            }
+          } else {
+            warpgroup_wait<0>();  // dV and dK done: the Q and dO tiles and P, dS registers are free
+            pipe_q.consumer_release(st);
+            pipe_do.consumer_release(st);
+          }
+          warpgroup_fence_operand(tPr);
+          warpgroup_fence_operand(tdSr);
+          ++st;
+        }
+      }
+    }
+
+    // Epilogue: dK * scale and dV in bf16, keys < Sk.
+    const int64_t base = (int64_t(b) * p.Hkv + hk) * p.Sk;
+    CUTLASS_PRAGMA_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      const int key = key0 + 8 * r;
+      if (key < p.Sk) {
+        __nv_bfloat16* krow = reinterpret_cast<__nv_bfloat16*>(p.dK) + (base + key) * D;
+        __nv_bfloat16* vrow = reinterpret_cast<__nv_bfloat16*>(p.dV) + (base + key) * D;
+        CUTLASS_PRAGMA_UNROLL
+        for (int j = 0; j < D / 8; ++j) {
+          const int v = 4 * j + 2 * r;
+          *reinterpret_cast<__nv_bfloat162*>(krow + 8 * j + col_lane) =
+              __floats2bfloat162_rn(tdKacc(v) * p.scale, tdKacc(v + 1) * p.scale);
+          *reinterpret_cast<__nv_bfloat162*>(vrow + 8 * j + col_lane) =
+              __floats2bfloat162_rn(tdVacc(v), tdVacc(v + 1));
+        }
+      }
+    }
+  }
+#endif
+}
+
+// ---------------------------------------------------------------- dq kernel
+template <class Cfg>
+struct BwdDq {
+  using T = cutlass::bfloat16_t;
+  static constexpr int D = Cfg::D, BR = Cfg::BR, BC = Cfg::BC, ST = Cfg::STAGES;
+  static constexpr int THREADS = 384, kConsumers = 256;
+  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+  static constexpr uint32_t kTileBytes = uint32_t(BC) * D * sizeof(T);
+  static constexpr uint32_t kQBytes = uint32_t(BR) * D * sizeof(T);
+
+  // S = Q K^T and dP = dO V^T: M 64 rows per warpgroup, N = BC, K = D.
+  using MmaS = decltype(make_tiled_mma(GMMA::ss_op_selector<T, T, float, Shape<_64, Int<BC>, Int<D>>>(),
+                                       Layout<Shape<_2, _1, _1>>{}));
+  // dQ += dS K: M 64, N = D, K = BC; dS from registers, K MN-major.
+  using MmaDQ = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<T, T, float, Shape<_64, Int<D>, Int<BC>>, GMMA::Major::K, GMMA::Major::MN>(),
+      Layout<Shape<_2, _1, _1>>{}));
+
+  using Atom = GMMA::Layout_K_SW128_Atom<T>;
+  using SmemQ = decltype(tile_to_shape(Atom{}, Shape<Int<BR>, Int<D>>{}));
+  using SmemK = decltype(tile_to_shape(Atom{}, Shape<Int<BC>, Int<D>, Int<ST>>{}));
+  using SmemKt =
+      decltype(composition(SmemK{}, make_layout(Shape<Int<D>, Int<BC>, Int<ST>>{}, Stride<Int<BC>, _1, Int<BC * D>>{})));
+
+  using Pipeline = cutlass::PipelineTmaAsync<ST>;
+  using PipelineState = typename Pipeline::PipelineState;
+
+  struct SharedStorage {
+    cute::array_aligned<T, cosize_v<SmemQ>, 1024> q;
+    cute::array_aligned<T, cosize_v<SmemQ>, 1024> dO;
+    cute::array_aligned<T, cosize_v<SmemK>, 1024> k;
+    cute::array_aligned<T, cosize_v<SmemK>, 1024> v;
+    typename Pipeline::SharedStorage pipe_k;
+    typename Pipeline::SharedStorage pipe_v;
+    alignas(8) uint64_t q_bar;
+  };
+
+  using GShape = Shape<int32_t, int32_t, int32_t, int32_t>;
+  using GStride = Stride<int64_t, _1, int64_t, int64_t>;
+  using GTensor = decltype(make_tensor(make_gmem_ptr(static_cast<T const*>(nullptr)), GShape{}, GStride{}));
+  using TmaQ = decltype(make_tma_copy(SM90_TMA_LOAD{}, GTensor{}, SmemQ{}, Shape<Int<BR>, Int<D>>{}, _1{}));
+  using TmaKV =
+      decltype(make_tma_copy(SM90_TMA_LOAD{}, GTensor{}, take<0, 2>(SmemK{}), Shape<Int<BC>, Int<D>>{}, _1{}));
+
+  struct Params {
+    TmaQ tma_q;
+    TmaQ tma_do;
+    TmaKV tma_k;
+    TmaKV tma_v;
+    int B, H, Hkv, Sq, Sk, group;
+    int m_blocks;
+    int causal;
+    float scale, scale_log2;
+    const float* lse;
+    const float* Dvec;
+    T* dQ;
+  };
+};
+
+template <class Cfg>
+__global__ void __launch_bounds__(384, 1) attention_bwd_dq_wgmma_kernel(const __grid_constant__ typename BwdDq<Cfg>::Params p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using K_ = BwdDq<Cfg>;
+  using T = typename K_::T;
+  using Pipeline = typename K_::Pipeline;
+  using PipelineState = typename K_::PipelineState;
+  using Barrier = cutlass::arch::ClusterTransactionBarrier;
+  constexpr int D = K_::D, BR = K_::BR, BC = K_::BC;
+
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  auto& ss = *reinterpret_cast<typename K_::SharedStorage*>(smem_raw);
+
+  const int tid = threadIdx.x;
+  const int warp_group = tid / 128;
+  const int m_block = p.causal ? p.m_blocks - 1 - int(blockIdx.x) : int(blockIdx.x);
+  const int h = blockIdx.y, b = blockIdx.z, hk = h / p.group;
+
+  int n_max = (p.Sk + BC - 1) / BC;
+  if (p.causal) {
+    const int last_row = min((m_block + 1) * BR, p.Sq) - 1;
+    const int last_key = last_row + (p.Sk - p.Sq);
+    n_max = last_key < 0 ? 0 : min(n_max, last_key / BC + 1);
+  }
+
+  if (tid == 0) {
+    cute::prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(p.tma_do.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
+    Barrier::init(&ss.q_bar, 1);
+  }
+  typename Pipeline::Params pp;
+  pp.role = warp_group == 0 ? (tid == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::NonParticipant)
+                            : Pipeline::ThreadCategory::Consumer;
+  pp.is_leader = tid == 0;
+  pp.num_consumers = K_::kConsumers;
+  pp.transaction_bytes = K_::kTileBytes;
+  Pipeline pipe_k(ss.pipe_k, pp, Shape<_1, _1, _1>{});
+  Pipeline pipe_v(ss.pipe_v, pp, Shape<_1, _1, _1>{});
+  cutlass::arch::fence_barrier_init();
+  __syncthreads();
+
+  Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename K_::SmemQ{});
+  Tensor sdO = make_tensor(make_smem_ptr(ss.dO.data()), typename K_::SmemQ{});
+  Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename K_::SmemK{});
+  Tensor sV = make_tensor(make_smem_ptr(ss.v.data()), typename K_::SmemK{});
+
+  if (warp_group == 0) {
+    cutlass::arch::warpgroup_reg_dealloc<K_::kProducerRegs>();
+    if (tid == 0 && n_max > 0) {
+      Tensor mQ = p.tma_q.get_tma_tensor(make_shape(p.Sq, D, p.H, p.B));
+      Tensor mdO = p.tma_do.get_tma_tensor(make_shape(p.Sq, D, p.H, p.B));
+      Tensor mK = p.tma_k.get_tma_tensor(make_shape(p.Sk, D, p.Hkv, p.B));
+      Tensor mV = p.tma_v.get_tma_tensor(make_shape(p.Sk, D, p.Hkv, p.B));
+      Tensor gQ = local_tile(mQ(_, _, h, b), Shape<Int<BR>, Int<D>>{}, make_coord(m_block, 0));
+      Tensor gdO = local_tile(mdO(_, _, h, b), Shape<Int<BR>, Int<D>>{}, make_coord(m_block, 0));
+      Tensor gK = local_tile(mK(_, _, hk, b), Shape<Int<BC>, Int<D>>{}, make_coord(_, 0));
+      Tensor gV = local_tile(mV(_, _, hk, b), Shape<Int<BC>, Int<D>>{}, make_coord(_, 0));
+      auto [tQg, tQs] = tma_partition(p.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
+      auto [tdOg, tdOs] = tma_partition(p.tma_do, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sdO), group_modes<0, 2>(gdO));
+      auto [tKg, tKs] = tma_partition(p.tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
+      auto [tVg, tVs] = tma_partition(p.tma_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
+      Barrier::arrive_and_expect_tx(&ss.q_bar, 2 * K_::kQBytes);
+      copy(p.tma_q.with(ss.q_bar), tQg, tQs);
+      copy(p.tma_do.with(ss.q_bar), tdOg, tdOs);
+      PipelineState st = cutlass::make_producer_start_state<Pipeline>();
+      for (int n = 0; n < n_max; ++n) {
+        pipe_k.producer_acquire(st);
+        copy(p.tma_k.with(*pipe_k.producer_get_barrier(st)), tKg(_, n), tKs(_, st.index()));
+        pipe_v.producer_acquire(st);
+        copy(p.tma_v.with(*pipe_v.producer_get_barrier(st)), tVg(_, n), tVs(_, st.index()));
+        ++st;
+      }
+    }
+  } else {
+    cutlass::arch::warpgroup_reg_alloc<K_::kConsumerRegs>();
+    const int ctid = tid - 128;
+    const int lane = tid % 32;
+    const int wq = (ctid % 128) / 32;
+    const int row0 = m_block * BR + (ctid / 128) * 64 + wq * 16 + lane / 4;  // rows row0, row0 + 8
+    const int col_lane = 2 * (lane % 4);
+    const int64_t bh = int64_t(b) * p.H + h;
+
+    typename K_::MmaS mma_s;
+    typename K_::MmaDQ mma_dq;
+    auto thr_s = mma_s.get_thread_slice(ctid);
+    auto thr_dq = mma_dq.get_thread_slice(ctid);
+    Tensor sKt = make_tensor(make_smem_ptr(ss.k.data()), typename K_::SmemKt{});
+    Tensor tSrQ = thr_s.partition_fragment_A(sQ);
+    Tensor tSrdO = thr_s.partition_fragment_A(sdO);
+    Tensor tSrK = thr_s.partition_fragment_B(sK);  // (MMA, 1, D/16, ST)
+    Tensor tSrV = thr_s.partition_fragment_B(sV);
+    Tensor tQrK = thr_dq.partition_fragment_B(sKt);  // (MMA, 1, BC/16, ST)
+    Tensor tdQacc = partition_fragment_C(mma_dq, Shape<Int<BR>, Int<D>>{});
+    clear(tdQacc);
+    Tensor tSrS = partition_fragment_C(mma_s, Shape<Int<BR>, Int<BC>>{});
+    Tensor tSrdP = partition_fragment_C(mma_s, Shape<Int<BR>, Int<BC>>{});
+    static_assert(decltype(size(tSrS))::value == BC / 2, "64 x BC scores per warpgroup");
+    Tensor tdSr = make_tensor<T>(partition_shape_A(mma_dq, Shape<Int<BR>, Int<BC>>{}));
+
+    float lse2[2], dd[2];
+    CUTLASS_PRAGMA_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      const int row = row0 + 8 * r;
+      lse2[r] = INFINITY;
+      dd[r] = 0.f;
+      if (row < p.Sq) {
+        const float x = p.lse[bh * p.Sq + row];
+        lse2[r] = x == -INFINITY ? INFINITY : x * 1.4426950408889634f;
+        dd[r] = p.Dvec[bh * p.Sq + row];
+      }
+    }
+    const int diag = m_block * BR + (p.Sk - p.Sq);
+
+    if (n_max > 0) {
+      Barrier::wait(&ss.q_bar, 0);
+      PipelineState st;
+      for (int n = 0; n < n_max; ++n) {
+        pipe_k.consumer_wait(st);
+        detail::wg_gemm<true, false>(mma_s, tSrQ, tSrK(_, _, _, st.index()), tSrS);
+        pipe_v.consumer_wait(st);
+        detail::wg_gemm<true, false>(mma_s, tSrdO, tSrV(_, _, _, st.index()), tSrdP);
+        warpgroup_wait<1>();  // S done
+        const int kb = n * BC;
+        const bool need_mask = kb + BC > p.Sk || (p.causal && kb + BC - 1 > diag);
+        CUTLASS_PRAGMA_UNROLL
+        for (int v = 0; v < BC / 2; ++v) {
+          const int r = (v / 2) % 2;
+          float e = detail::ex2(fmaf(tSrS(v), p.scale_log2, -lse2[r]));
+          if (need_mask) {
+            const int col = kb + 8 * (v / 4) + col_lane + (v % 2);
+            const int row = row0 + 8 * r;
+            if (col >= p.Sk || (p.causal && col > row + (p.Sk - p.Sq))) e = 0.f;
+          }
+          tSrS(v) = e;
+        }
+        warpgroup_wait<0>();  // dP done
+        pipe_v.consumer_release(st);
+        CUTLASS_PRAGMA_UNROLL
+        for (int v = 0; v < BC / 2; v += 2) {
+          const int r = (v / 2) % 2;
+          const __nv_bfloat162 two =
+              __floats2bfloat162_rn(tSrS(v) * (tSrdP(v) - dd[r]), tSrS(v + 1) * (tSrdP(v + 1) - dd[r]));
+          tdSr(v) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[0]);
+          tdSr(v + 1) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[1]);
+        }
+        detail::wg_gemm<false, true>(mma_dq, tdSr, tQrK(_, _, _, st.index()), tdQacc);
+        warpgroup_wait<0>();
+        pipe_k.consumer_release(st);
+        warpgroup_fence_operand(tdSr);
+        ++st;
+      }
+    }
+
+    CUTLASS_PRAGMA_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      const int row = row0 + 8 * r;
+      if (row < p.Sq) {
+        __nv_bfloat16* qrow = reinterpret_cast<__nv_bfloat16*>(p.dQ) + (bh * p.Sq + row) * D;
+        CUTLASS_PRAGMA_UNROLL
+        for (int j = 0; j < D / 8; ++j) {
+          const int v = 4 * j + 2 * r;
+          *reinterpret_cast<__nv_bfloat162*>(qrow + 8 * j + col_lane) =
+              __floats2bfloat162_rn(tdQacc(v) * p.scale, tdQacc(v + 1) * p.scale);
+        }
+      }
+    }
+  }
+#endif
+}
+
+// -------------------------------------------------------------------- host
+namespace detail {
+inline void check_ptr(const void* ptr, const char* name) {
+  if (ptr == nullptr) throw Error(std::string("attention wgmma backward: ") + name + " is null");
+  if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0)
+    throw Error(std::string("attention wgmma backward: ") + name + " must be 16-byte aligned (TMA)");
+}
+template <class T>
+auto gtensor(const void* ptr, int S, int D, int heads, int B) {
+  return make_tensor(make_gmem_ptr(static_cast<T const*>(ptr)), make_shape(S, D, heads, B),
+                     make_stride(int64_t(D), _1{}, int64_t(S) * D, int64_t(heads) * S * D));
+}
+}  // namespace detail
+
+template <class Cfg>
+size_t bwd_kv_smem_bytes() {
+  return sizeof(typename BwdKv<Cfg>::SharedStorage);
+}
+template <class Cfg>
+size_t bwd_dq_smem_bytes() {
+  return sizeof(typename BwdDq<Cfg>::SharedStorage);
+}
+
+template <class Cfg>
+void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const float* Dvec, float* dq_acc,
+                   cudaStream_t stream) {
+  using K_ = BwdKv<Cfg>;
+  using T = typename K_::T;
+  detail::check_ptr(a.Q, "Q");
+  detail::check_ptr(a.K, "K");
+  detail::check_ptr(a.V, "V");
+  detail::check_ptr(a.dO, "dO");
+  detail::check_ptr(a.dK, "dK");
+  detail::check_ptr(a.dV, "dV");
+  if (a.lse_in == nullptr) throw Error("attention wgmma backward: lse_in is null");
+  if (Dvec == nullptr) throw Error("attention wgmma backward: workspace is null");
+  if (Cfg::DQ_ATOMIC && dq_acc == nullptr) throw Error("attention wgmma backward: workspace is null");
+  const int B = int(pr.B), H = int(pr.H), Hkv = int(pr.Hkv), Sq = int(pr.Sq), Sk = int(pr.Sk);
+  constexpr int D = Cfg::D;
+  auto gq = detail::gtensor<T>(a.Q, Sq, D, H, B);
+  auto gdo = detail::gtensor<T>(a.dO, Sq, D, H, B);
+  auto gk = detail::gtensor<T>(a.K, Sk, D, Hkv, B);
+  auto gv = detail::gtensor<T>(a.V, Sk, D, Hkv, B);
+  typename K_::Params P{
+      make_tma_copy(SM90_TMA_LOAD{}, gq, take<0, 2>(typename K_::SmemQ{}), Shape<Int<Cfg::BR>, Int<D>>{}, _1{}),
+      make_tma_copy(SM90_TMA_LOAD{}, gdo, take<0, 2>(typename K_::SmemQ{}), Shape<Int<Cfg::BR>, Int<D>>{}, _1{}),
+      make_tma_copy(SM90_TMA_LOAD{}, gk, typename K_::SmemK{}, Shape<Int<Cfg::BC>, Int<D>>{}, _1{}),
+      make_tma_copy(SM90_TMA_LOAD{}, gv, typename K_::SmemK{}, Shape<Int<Cfg::BC>, Int<D>>{}, _1{}),
+      B, H, Hkv, Sq, Sk, H / Hkv,
+      (Sq + Cfg::BR - 1) / Cfg::BR,
+      pr.causal ? 1 : 0,
+      float(pr.softmax_scale()),
+      float(pr.softmax_scale() * 1.4426950408889634),
+      a.lse_in,
+      Dvec,
+      static_cast<T*>(a.dK),
+      static_cast<T*>(a.dV),
+      dq_acc};
+  auto kernel = attention_bwd_kv_wgmma_kernel<Cfg>;
+  const size_t smem = bwd_kv_smem_bytes<Cfg>();
+  DETFUSE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  dim3 grid(unsigned((Sk + Cfg::BC - 1) / Cfg::BC), unsigned(Hkv), unsigned(B));
+  kernel<<<grid, K_::THREADS, smem, stream>>>(P);
+  DETFUSE_CUDA_CHECK(cudaGetLastError());
+}
+
+template <class Cfg>
+void launch_bwd_dq(const AttentionProblem& pr, const AttentionArgs& a, const float* Dvec, cudaStream_t stream) {
+  using K_ = BwdDq<Cfg>;
+  using T = typename K_::T;
+  detail::check_ptr(a.Q, "Q");
+  detail::check_ptr(a.K, "K");
+  detail::check_ptr(a.V, "V");
+  detail::check_ptr(a.dO, "dO");
+  detail::check_ptr(a.dQ, "dQ");
+  if (a.lse_in == nullptr) throw Error("attention wgmma backward: lse_in is null");
+  if (Dvec == nullptr) throw Error("attention wgmma backward: workspace is null");
+  const int B = int(pr.B), H = int(pr.H), Hkv = int(pr.Hkv), Sq = int(pr.Sq), Sk = int(pr.Sk);
+  constexpr int D = Cfg::D;
+  auto gq = detail::gtensor<T>(a.Q, Sq, D, H, B);
+  auto gdo = detail::gtensor<T>(a.dO, Sq, D, H, B);
+  auto gk = detail::gtensor<T>(a.K, Sk, D, Hkv, B);
+  auto gv = detail::gtensor<T>(a.V, Sk, D, Hkv, B);
+  typename K_::Params P{
+      make_tma_copy(SM90_TMA_LOAD{}, gq, typename K_::SmemQ{}, Shape<Int<Cfg::BR>, Int<D>>{}, _1{}),
+      make_tma_copy(SM90_TMA_LOAD{}, gdo, typename K_::SmemQ{}, Shape<Int<Cfg::BR>, Int<D>>{}, _1{}),
+      make_tma_copy(SM90_TMA_LOAD{}, gk, take<0, 2>(typename K_::SmemK{}), Shape<Int<Cfg::BC>, Int<D>>{}, _1{}),
+      make_tma_copy(SM90_TMA_LOAD{}, gv, take<0, 2>(typename K_::SmemK{}), Shape<Int<Cfg::BC>, Int<D>>{}, _1{}),
+      B, H, Hkv, Sq, Sk, H / Hkv,
+      (Sq + Cfg::BR - 1) / Cfg::BR,
+      pr.causal ? 1 : 0,
+      float(pr.softmax_scale()),
+      float(pr.softmax_scale() * 1.4426950408889634),
+      a.lse_in,
+      Dvec,
+      static_cast<T*>(a.dQ)};
+  auto kernel = attention_bwd_dq_wgmma_kernel<Cfg>;
+  const size_t smem = bwd_dq_smem_bytes<Cfg>();
+  DETFUSE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  dim3 grid(unsigned(P.m_blocks), unsigned(H), unsigned(B));
+  kernel<<<grid, K_::THREADS, smem, stream>>>(P);
+  DETFUSE_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace detfuse::attention::wg
