@@ -235,22 +235,22 @@ TEST(AttentionWgmmaGpu, LaunchRefusesNullAndMisalignedPointers) {
 
 // ------------------------------------------------------------------ backward
 
-TEST(AttentionWgmmaBwd, EightVariantsRunBothModesWithReasonsAndWorkspace) {
+TEST(AttentionWgmmaBwd, NineVariantsRunBothModesWithReasonsAndWorkspace) {
   const auto vs = wgmma_bwd_variants();
-  ASSERT_EQ(vs.size(), 8u);
+  ASSERT_EQ(vs.size(), 9u);
   DeviceInfo h200;
   h200.cc_major = 9;
   h200.cc_minor = 0;
   h200.max_smem_per_block_optin = 232448;
   DeviceInfo a100 = h200;
   a100.cc_major = 8;
-  int owning = 0, atomic = 0;
+  int owning = 0, atomic = 0, partials = 0;
   for (const auto* v : vs) {
     SCOPED_TRACE(v->desc.name);
     EXPECT_EQ(v->desc.name, VariantDesc::canonical_name(Family::attention, DType::bf16, "wgmma", v->desc.strategy,
                                                         v->desc.params));
-    EXPECT_EQ(v->desc.deterministic, v->desc.strategy == "owning");
-    (v->desc.strategy == "owning" ? owning : atomic) += 1;
+    EXPECT_EQ(v->desc.deterministic, v->desc.strategy != "atomic");
+    (v->desc.strategy == "owning" ? owning : v->desc.strategy == "atomic" ? atomic : partials) += 1;
     AttentionProblem p;
     p.B = 2, p.H = 8, p.Hkv = 2, p.Sq = 1000, p.Sk = 700, p.d = param(*v, "d"), p.causal = true;
     for (auto mode : {AttentionMode::forward, AttentionMode::backward}) {
@@ -270,11 +270,18 @@ TEST(AttentionWgmmaBwd, EightVariantsRunBothModesWithReasonsAndWorkspace) {
       EXPECT_NE(why->find("dtype"), std::string::npos) << *why;
     }
     EXPECT_EQ(v->workspace_bytes(p, AttentionMode::forward), 0u);
-    EXPECT_EQ(v->workspace_bytes(p, AttentionMode::backward),
-              attention::d_bytes(p) + (v->desc.strategy == "atomic" ? attention::dq_acc_bytes(p) : 0));
+    size_t extra = v->desc.strategy == "atomic" ? attention::dq_acc_bytes(p) : 0;
+    if (v->desc.strategy == "partials") {
+      const auto pl = attention::plan_partials(p, 128, size_t(param(*v, "mb")) << 20);
+      ASSERT_TRUE(pl.has_value());
+      extra = pl->slab_bytes + pl->acc_bytes;
+    }
+    EXPECT_EQ(v->workspace_bytes(p, AttentionMode::backward), attention::d_bytes(p) + extra);
   }
   EXPECT_EQ(owning, 4);
   EXPECT_EQ(atomic, 4);
+  EXPECT_EQ(partials, 1);
+  EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.partials.br64_bc128_st2_d128_mb256"), nullptr);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst2_d128"), nullptr);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.atomic.br64_bc128_st2_d128"), nullptr);
 }
@@ -291,20 +298,25 @@ const Case kBwdCases[] = {
 
 // Forward by the variant, then backward from its O and LSE; dQ, dK, dV
 // against the float64 reference on the bf16-rounded inputs; 5 repeats of the
-// backward: owning gives one digest per output, atomic reports its dQ digests.
-TEST(AttentionWgmmaBwdGpu, MatchesFloat64ReferenceAndRepeats) {
-  REQUIRE_SM90();
+// backward: deterministic variants give one digest per output, atomic reports
+// its dQ digests (dK and dV must still repeat). Returns the variants checked.
+int check_backward(const std::vector<const AttentionVariant*>& variants, const Case* cases, size_t n_cases,
+                   uint64_t seed0) {
   const DeviceInfo& dev = cached_device(0);
   int checked = 0;
   for (int64_t d : {64, 128}) {
-    for (const Case& c : kBwdCases) {
+    for (size_t ci = 0; ci < n_cases; ++ci) {
+      const Case& c = cases[ci];
       AttentionProblem p;
       p.B = c.B, p.H = c.H, p.Hkv = c.Hkv, p.Sq = c.Sq, p.Sk = c.Sk, p.d = d;
       p.causal = c.causal;
       p.scale = c.scale;
       p.dtype = DType::bf16;
       p.validate();
-      const uint64_t seed = 2000 + uint64_t(d) + uint64_t(&c - kBwdCases);
+      bool any = false;
+      for (const auto* v : variants) any = any || param(*v, "d") == d;
+      if (!any) continue;
+      const uint64_t seed = seed0 + uint64_t(d) + ci;
       const reference::AttentionInputs in = reference::make_attention_inputs(p, seed);  // bf16-rounded
       const reference::AttentionResult ref = reference::attention_reference(p, in, /*backward=*/true);
       const size_t nq = in.Q.size(), nk = in.K.size(), nl = size_t(p.B * p.H * p.Sq);
@@ -314,14 +326,15 @@ TEST(AttentionWgmmaBwdGpu, MatchesFloat64ReferenceAndRepeats) {
       K.upload(bf16_bits(in.K));
       V.upload(bf16_bits(in.V));
       dO.upload(bf16_bits(in.dO));
-      for (const auto* v : wgmma_bwd_variants()) {
+      for (const auto* v : variants) {
         if (param(*v, "d") != d) continue;
         SCOPED_TRACE(v->desc.name + " on " + p.key() + " (" + c.what + ")");
-        ASSERT_FALSE(v->can_run(p, AttentionMode::backward, dev).has_value());
+        EXPECT_FALSE(v->can_run(p, AttentionMode::backward, dev).has_value());
+        if (v->can_run(p, AttentionMode::backward, dev)) continue;
         AttentionArgs f;
         f.Q = Q.data(), f.K = K.data(), f.V = V.data(), f.O = O.data(), f.lse = L.data();
         v->launch(p, AttentionMode::forward, f, nullptr);
-        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         DeviceBytes ws(v->workspace_bytes(p, AttentionMode::backward));
         AttentionArgs a;
         a.Q = Q.data(), a.K = K.data(), a.V = V.data(), a.dO = dO.data(), a.O_in = O.data(), a.lse_in = L.data();
@@ -329,11 +342,12 @@ TEST(AttentionWgmmaBwdGpu, MatchesFloat64ReferenceAndRepeats) {
         a.workspace = ws.get(), a.workspace_size = ws.bytes();
         std::set<std::string> dq_digests, dk_digests, dv_digests;
         for (int rep = 0; rep < 5; ++rep) {
-          // NaN bytes: any element the kernels do not write fails the check.
-          for (auto* b : {&dQ, &dK, &dV}) ASSERT_EQ(cudaMemset(b->data(), 0xff, b->bytes()), cudaSuccess);
-          ASSERT_EQ(cudaMemset(ws.get(), 0xff, ws.bytes()), cudaSuccess);  // the kernels initialise it
+          // NaN bytes: any element the kernels do not write fails the check;
+          // the workspace too (the kernels initialise what they read).
+          for (auto* b : {&dQ, &dK, &dV}) EXPECT_EQ(cudaMemset(b->data(), 0xff, b->bytes()), cudaSuccess);
+          EXPECT_EQ(cudaMemset(ws.get(), 0xff, ws.bytes()), cudaSuccess);
           v->launch(p, AttentionMode::backward, a, nullptr);
-          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "repeat " << rep;
+          EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "repeat " << rep;
           dq_digests.insert(digest_device(dQ.data(), dQ.bytes()).hex());
           dk_digests.insert(digest_device(dK.data(), dK.bytes()).hex());
           dv_digests.insert(digest_device(dV.data(), dV.bytes()).hex());
@@ -351,17 +365,58 @@ TEST(AttentionWgmmaBwdGpu, MatchesFloat64ReferenceAndRepeats) {
         EXPECT_LE(reference::rel_norm_error(gQ, ref.dQ), 2e-2) << "dQ relative norm error";
         EXPECT_LE(reference::rel_norm_error(gK, ref.dK), 2e-2) << "dK relative norm error";
         EXPECT_LE(reference::rel_norm_error(gV, ref.dV), 2e-2) << "dV relative norm error";
+        size_t nan = 0;
         for (const auto* t : {&gQ, &gK, &gV})
-          for (float x : *t) ASSERT_FALSE(std::isnan(x));
+          for (float x : *t) nan += std::isnan(x) ? 1 : 0;
+        EXPECT_EQ(nan, 0u) << "NaN elements in dQ, dK, dV";
         // Rows that see no key: dQ exactly 0.
+        size_t nonzero = 0;
         for (size_t i = 0; i < nl; ++i)
           if (std::isinf(ref.lse[i]))
-            for (int64_t k = 0; k < d; ++k) ASSERT_EQ(gQ[i * d + k], 0.f) << "row " << i;
+            for (int64_t k = 0; k < d; ++k) nonzero += gQ[i * d + k] != 0.f ? 1 : 0;
+        EXPECT_EQ(nonzero, 0u) << "dQ elements of rows that see no key are not 0";
         ++checked;
       }
     }
   }
-  EXPECT_EQ(checked, 8 * int(std::size(kBwdCases)));
+  return checked;
+}
+
+TEST(AttentionWgmmaBwdGpu, MatchesFloat64ReferenceAndRepeats) {
+  REQUIRE_SM90();
+  const auto vs = wgmma_bwd_variants();
+  const int checked = check_backward(vs, kBwdCases, std::size(kBwdCases), 2000);
+  EXPECT_EQ(checked, int(vs.size() * std::size(kBwdCases)));
+}
+
+// The partials variant's chunked launches, on a registry with a 1 MiB slab
+// bound (d128, G = 2, Sq = 300: a key block's partial of one unit is
+// 2*300*128*4 = 307200 bytes, 3 per slab): Sk = 700 -> 6 key blocks in 2 key
+// ranges per unit (fp32 accumulator between them); Sk = 200 -> 2 key blocks,
+// one unit per launch over 4 units.
+TEST(AttentionWgmmaBwdGpu, PartialsChunkedLaunches) {
+  REQUIRE_SM90();
+  static const Registry reg = [] {
+    Registry r;
+    register_attention_wgmma_partials(r, 1);
+    return r;
+  }();
+  ASSERT_EQ(reg.attention().size(), 1u);
+  std::vector<const AttentionVariant*> vs = {&reg.attention()[0]};
+  EXPECT_EQ(vs[0]->desc.name, "attention.bf16.wgmma.partials.br64_bc128_st2_d128_mb1");
+  AttentionProblem p;
+  p.B = 2, p.H = 4, p.Hkv = 2, p.Sq = 300, p.Sk = 700, p.d = 128;
+  const auto pl = attention::plan_partials(p, 128, size_t(1) << 20);
+  ASSERT_TRUE(pl.has_value());
+  EXPECT_EQ(pl->ranges, 2);
+  p.Sk = 200;
+  EXPECT_EQ(attention::plan_partials(p, 128, size_t(1) << 20)->uc, 1);
+  const Case cases[] = {
+      {2, 4, 2, 300, 700, true, 0.0, "chunked key ranges, causal"},
+      {2, 4, 2, 300, 200, false, 0.0, "chunked units"},
+      {2, 4, 2, 300, 200, true, 0.0, "chunked units, causal Sq > Sk"},
+  };
+  EXPECT_EQ(check_backward(vs, cases, std::size(cases), 3000), int(std::size(cases)));
 }
 
 }  // namespace

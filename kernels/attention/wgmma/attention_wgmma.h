@@ -76,4 +76,7 @@ void register_attention_wgmma(Registry& r);
 // The forward-only configurations (strategy token `fwd`), for a registry of
 // their own: tests/attention_wgmma and experiments/attention_wgmma_probe.
 void register_attention_wgmma_forward_only(Registry& r);
+// The partials variant with a slab bound of partials_mib MiB (tests register a
+// tiny bound in a registry of their own to exercise the chunked launches).
+void register_attention_wgmma_partials(Registry& r, int partials_mib);
 }

@@ -39,7 +39,7 @@ template <class Cfg>
 struct BwdKv {
   using T = cutlass::bfloat16_t;
   static constexpr int D = Cfg::D, BR = Cfg::BR, BC = Cfg::BC, ST = Cfg::STAGES;
-  static constexpr bool ATOMIC = Cfg::DQ_ATOMIC;
+  static constexpr int DQ = Cfg::DQ;  // 0 none, 1 atomic, 2 partials
   static constexpr int THREADS = 384, kConsumers = 256;
   static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
   static constexpr uint32_t kTileBytes = uint32_t(BR) * D * sizeof(T);
@@ -84,7 +84,7 @@ struct BwdKv {
     cute::array_aligned<T, cosize_v<SmemK>, 1024> v;
     cute::array_aligned<T, cosize_v<SmemQ>, 1024> q;
     cute::array_aligned<T, cosize_v<SmemQ>, 1024> dO;
-    cute::array_aligned<T, ATOMIC ? cosize_v<SmemDS> : 8, 1024> ds;
+    cute::array_aligned<T, DQ != 0 ? cosize_v<SmemDS> : 8, 1024> ds;
     // Per consumer warpgroup, double-buffered: LSE (log2 units, +inf where P
     // must be 0) and D of the current query block's BR rows.
     alignas(16) float lse2[2][2][BR];
@@ -113,7 +113,8 @@ struct BwdKv {
     const float* Dvec;  // [B, H, Sq]
     T* dK;
     T* dV;
-    float* dq_acc;  // atomic: [B, H, Sq, D]
+    float* dq;  // atomic: the fp32 accumulator [B, H, Sq, D]; partials: the slab
+    int kb_begin, kb_count, unit_begin;  // this launch's key blocks and (b, kv head) units
   };
 };
 
@@ -132,7 +133,9 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
 
   const int tid = threadIdx.x;
   const int warp_group = tid / 128;
-  const int n_block = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
+  const int n_block = p.kb_begin + int(blockIdx.x);
+  const int unit = p.unit_begin + int(blockIdx.y);
+  const int hk = unit % p.Hkv, b = unit / p.Hkv;
 
   // Query blocks [m_begin, m_blocks) hold every query that sees some key of
   // this block: query i sees key j iff j <= i + (Sk - Sq).
@@ -295,7 +298,7 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
             tdSr(v + 1) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[1]);
           }
           detail::wg_gemm<false, true>(mma_kv, tdSr, tKVrQ(_, _, _, st.index()), tdKacc);
-          if constexpr (K_::ATOMIC) {
+          if constexpr (K_::DQ != 0) {
             // dS (queries x keys) to shared memory for dQ = dS K.
             Tensor sdS = make_tensor(make_smem_ptr(ss.ds.data()), typename K_::SmemDS{});
             CUTLASS_PRAGMA_UNROLL
@@ -327,16 +330,24 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
             pipe_q.consumer_release(st);
             pipe_do.consumer_release(st);
             detail::named_sync(1, 256);  // both warpgroups have read dS before the next block writes it
-            float* dq = p.dq_acc + bh * p.Sq * D;
+            // Atomic: this head's rows of the accumulator. Partials: this key
+            // block's slot of the slab, rows (head of the group, query).
+            float* dq = K_::DQ == 1
+                            ? p.dq + bh * p.Sq * D
+                            : p.dq + ((int64_t(blockIdx.y) * p.kb_count + blockIdx.x) * p.group + g) * p.Sq * D;
             CUTLASS_PRAGMA_UNROLL
             for (int i = 0; i < size(tdQacc); i += 2) {
               // d = 128: warpgroup wg holds columns [wg D/2, (wg + 1) D/2) in the
               // 64 x N layout; d = 64: every column, from its own keys.
               const int r = wq * 16 + lane / 4 + 8 * ((i / 2) % 2);
               const int c = (K_::kDqSplitN ? wg * (D / 2) : 0) + 8 * (i / 4) + col_lane;
-              if (q0 + r < p.Sq)
-                atomicAdd(reinterpret_cast<float2*>(dq + int64_t(q0 + r) * D + c),
-                          make_float2(tdQacc(i) * p.scale, tdQacc(i + 1) * p.scale));
+              if (q0 + r < p.Sq) {
+                const float2 val = make_float2(tdQacc(i) * p.scale, tdQacc(i + 1) * p.scale);
+                if constexpr (K_::DQ == 1)
+                  atomicAdd(reinterpret_cast<float2*>(dq + int64_t(q0 + r) * D + c), val);
+                else
+                  *reinterpret_cast<float2*>(dq + int64_t(q0 + r) * D + c) = val;
+              }
             }
           } else {
             warpgroup_wait<0>();  // dV and dK done: the Q and dO tiles and P, dS registers are free
@@ -347,6 +358,17 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
           warpgroup_fence_operand(tdSr);
           ++st;
         }
+      }
+    }
+
+    if constexpr (K_::DQ == 2) {
+      // Partials: rows of the query blocks this key block skips (causal) hold
+      // zeros in its slot, so the fixed-order sum reads only written values.
+      const int64_t rows = min(int64_t(m_begin) * BR, int64_t(p.Sq));
+      for (int g = 0; g < p.group; ++g) {
+        float4* z = reinterpret_cast<float4*>(
+            p.dq + ((int64_t(blockIdx.y) * p.kb_count + blockIdx.x) * p.group + g) * p.Sq * D);
+        for (int64_t i = ctid; i < rows * D / 4; i += 256) z[i] = make_float4(0.f, 0.f, 0.f, 0.f);
       }
     }
 
@@ -627,8 +649,8 @@ size_t bwd_dq_smem_bytes() {
 }
 
 template <class Cfg>
-void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const float* Dvec, float* dq_acc,
-                   cudaStream_t stream) {
+void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const float* Dvec, float* dq,
+                   cudaStream_t stream, int64_t kb_begin, int64_t kb_count, int64_t unit_begin, int64_t units) {
   using K_ = BwdKv<Cfg>;
   using T = typename K_::T;
   detail::check_ptr(a.Q, "Q");
@@ -639,7 +661,7 @@ void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const flo
   detail::check_ptr(a.dV, "dV");
   if (a.lse_in == nullptr) throw Error("attention wgmma backward: lse_in is null");
   if (Dvec == nullptr) throw Error("attention wgmma backward: workspace is null");
-  if (Cfg::DQ_ATOMIC && dq_acc == nullptr) throw Error("attention wgmma backward: workspace is null");
+  if (Cfg::DQ != 0 && dq == nullptr) throw Error("attention wgmma backward: workspace is null");
   const int B = int(pr.B), H = int(pr.H), Hkv = int(pr.Hkv), Sq = int(pr.Sq), Sk = int(pr.Sk);
   constexpr int D = Cfg::D;
   auto gq = detail::gtensor<T>(a.Q, Sq, D, H, B);
@@ -660,11 +682,18 @@ void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const flo
       Dvec,
       static_cast<T*>(a.dK),
       static_cast<T*>(a.dV),
-      dq_acc};
+      dq,
+      0, 0, 0};
+  const int64_t n_kb = (pr.Sk + Cfg::BC - 1) / Cfg::BC;
+  if (kb_count < 0) kb_count = n_kb - kb_begin;
+  if (units < 0) units = pr.B * pr.Hkv - unit_begin;
+  P.kb_begin = int(kb_begin);
+  P.kb_count = int(kb_count);
+  P.unit_begin = int(unit_begin);
   auto kernel = attention_bwd_kv_wgmma_kernel<Cfg>;
   const size_t smem = bwd_kv_smem_bytes<Cfg>();
   DETFUSE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  dim3 grid(unsigned((Sk + Cfg::BC - 1) / Cfg::BC), unsigned(Hkv), unsigned(B));
+  dim3 grid(unsigned(kb_count), unsigned(units), 1);
   kernel<<<grid, K_::THREADS, smem, stream>>>(P);
   DETFUSE_CUDA_CHECK(cudaGetLastError());
 }

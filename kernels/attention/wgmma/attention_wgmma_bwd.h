@@ -8,8 +8,10 @@
 //              registers over every query block of every query head of the GQA
 //              group, walked in a fixed order (heads, then query blocks), so dK
 //              and dV are deterministic without atomics or workspace.
-//              DQ_ATOMIC: it also forms dS K per query block (dS through shared
-//              memory) and adds it with fp32 atomics into the dQ accumulator.
+//              DQ 1 (atomic) / 2 (partials): it also forms dS K per query
+//              block (dS through shared memory) and adds it with fp32 atomics
+//              into the dQ accumulator / stores it into its key block's slot
+//              of the partials slab.
 //   dq kernel  (the `owning` strategy) CTA per (query block of 128 rows, head,
 //              batch); recomputes S and dP per key block in key order and
 //              accumulates dQ = scale * sum_n dS_n K_n in registers.
@@ -17,22 +19,30 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
+
 #include "kernels/registry.h"
 
 namespace detfuse::attention::wg {
 
 // kv kernel: BR queries per pipeline stage (Q and dO tiles), BC = 128 keys per
-// CTA (64 per consumer warpgroup), STAGES-deep Q/dO rings.
-template <int D_, int BR_, int STAGES_, bool DQ_ATOMIC_>
+// CTA (64 per consumer warpgroup), STAGES-deep Q/dO rings. DQ: what it does
+// with dS K: 0 nothing (owning: the dq kernel forms dQ), 1 fp32 atomics into
+// the dQ accumulator, 2 plain stores of its key block's partial into the
+// partials slab (bwd_common.h layout), summed in fixed order afterwards.
+template <int D_, int BR_, int STAGES_, int DQ_>
 struct BwdKvConfig {
-  static constexpr int D = D_, BR = BR_, BC = 128, STAGES = STAGES_;
-  static constexpr bool DQ_ATOMIC = DQ_ATOMIC_;
+  static constexpr int D = D_, BR = BR_, BC = 128, STAGES = STAGES_, DQ = DQ_;
+  static constexpr bool DQ_ATOMIC = DQ == 1, DQ_PARTIALS = DQ == 2;
   static_assert(D == 64 || D == 128, "head dim 64 or 128");
+  static_assert(DQ >= 0 && DQ <= 2, "DQ: 0 none, 1 atomic, 2 partials");
   static_assert(BR % 16 == 0 && BR >= 16 && BR <= 128, "BR: the wgmma N of K Q^T and the K of P^T dO (16s)");
-  static_assert(!DQ_ATOMIC || BR == 64, "atomic dQ: dS K is one wgmma M = 64 tile of queries");
+  static_assert(DQ == 0 || BR == 64, "dQ in the kv kernel: dS K is one wgmma M = 64 tile of queries");
+  static_assert(!DQ_PARTIALS || D == 128,
+                "partials: each dQ element of a key block written once (the d = 128 column split)");
   static_assert(STAGES >= 2, "at least a double-buffered Q/dO ring");
-  // K, V (BC x D), STAGES Q and dO tiles (BR x D), dS (BR x BC) when atomic; bf16.
-  static constexpr int kSmemTiles = 2 * (2 * BC * D + 2 * STAGES * BR * D + (DQ_ATOMIC ? BR * BC : 0));
+  // K, V (BC x D), STAGES Q and dO tiles (BR x D), dS (BR x BC) when DQ; bf16.
+  static constexpr int kSmemTiles = 2 * (2 * BC * D + 2 * STAGES * BR * D + (DQ != 0 ? BR * BC : 0));
   static_assert(kSmemTiles + 1024 <= 227 * 1024, "shared memory above the 227 KB of an sm_90 block");
 };
 
@@ -49,14 +59,15 @@ struct BwdDqConfig {
 };
 
 // The registered configurations (one .cu each).
-using KvD128Br64St2 = BwdKvConfig<128, 64, 2, false>;
-using KvD128Br64St3 = BwdKvConfig<128, 64, 3, false>;
-using KvD128Br64St2A = BwdKvConfig<128, 64, 2, true>;
-using KvD128Br64St3A = BwdKvConfig<128, 64, 3, true>;
-using KvD64Br64St2 = BwdKvConfig<64, 64, 2, false>;
-using KvD64Br128St2 = BwdKvConfig<64, 128, 2, false>;
-using KvD64Br64St2A = BwdKvConfig<64, 64, 2, true>;
-using KvD64Br64St4A = BwdKvConfig<64, 64, 4, true>;
+using KvD128Br64St2 = BwdKvConfig<128, 64, 2, 0>;
+using KvD128Br64St3 = BwdKvConfig<128, 64, 3, 0>;
+using KvD128Br64St2A = BwdKvConfig<128, 64, 2, 1>;
+using KvD128Br64St3A = BwdKvConfig<128, 64, 3, 1>;
+using KvD128Br64St2P = BwdKvConfig<128, 64, 2, 2>;
+using KvD64Br64St2 = BwdKvConfig<64, 64, 2, 0>;
+using KvD64Br128St2 = BwdKvConfig<64, 128, 2, 0>;
+using KvD64Br64St2A = BwdKvConfig<64, 64, 2, 1>;
+using KvD64Br64St4A = BwdKvConfig<64, 64, 4, 1>;
 using DqD128Bc64St2 = BwdDqConfig<128, 64, 2>;
 using DqD64Bc128St2 = BwdDqConfig<64, 128, 2>;
 
@@ -65,12 +76,17 @@ size_t bwd_kv_smem_bytes();
 template <class Cfg>
 size_t bwd_dq_smem_bytes();
 
-// Enqueues the kv kernel: writes args.dK, args.dV (bf16) from Q, K, V, dO,
-// lse_in and Dvec (rowsum(dO * O), fp32 [B*H*Sq]); with DQ_ATOMIC also adds
-// scale * dS K into dq_acc (fp32 [B, H, Sq, d], zeroed by the caller).
+// Enqueues the kv kernel over key blocks [kb_begin, kb_begin + kb_count) of
+// units (b, kv head) [unit_begin, unit_begin + units) (kb_count, units < 0:
+// all): writes args.dK, args.dV (bf16) of those key blocks from Q, K, V, dO,
+// lse_in and Dvec (rowsum(dO * O), fp32 [B*H*Sq]). DQ 1: adds scale * dS K
+// into dq (fp32 [B, H, Sq, d], zeroed by the caller); DQ 2: writes every
+// element of each key block's partial into dq, the slab
+// [units][kb_count][(H/Hkv) Sq d] (launch_partials_reduce's layout).
 template <class Cfg>
-void launch_bwd_kv(const AttentionProblem& p, const AttentionArgs& args, const float* Dvec, float* dq_acc,
-                   cudaStream_t stream);
+void launch_bwd_kv(const AttentionProblem& p, const AttentionArgs& args, const float* Dvec, float* dq,
+                   cudaStream_t stream, int64_t kb_begin = 0, int64_t kb_count = -1, int64_t unit_begin = 0,
+                   int64_t units = -1);
 // Enqueues the dq kernel: writes args.dQ (bf16).
 template <class Cfg>
 void launch_bwd_dq(const AttentionProblem& p, const AttentionArgs& args, const float* Dvec, cudaStream_t stream);
@@ -78,7 +94,7 @@ void launch_bwd_dq(const AttentionProblem& p, const AttentionArgs& args, const f
 #define DETFUSE_ATTN_WGMMA_KV_INSTANCES(PREFIX, CFG)                                                      \
   PREFIX template size_t bwd_kv_smem_bytes<CFG>();                                                        \
   PREFIX template void launch_bwd_kv<CFG>(const AttentionProblem&, const AttentionArgs&, const float*, float*, \
-                                          cudaStream_t);
+                                          cudaStream_t, int64_t, int64_t, int64_t, int64_t);
 #define DETFUSE_ATTN_WGMMA_DQ_INSTANCES(PREFIX, CFG) \
   PREFIX template size_t bwd_dq_smem_bytes<CFG>();   \
   PREFIX template void launch_bwd_dq<CFG>(const AttentionProblem&, const AttentionArgs&, const float*, cudaStream_t);
@@ -87,6 +103,7 @@ DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St3)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2A)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St3A)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2P)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br64St2)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br64St2A)

@@ -3,6 +3,7 @@
 //                                    refuses the backward mode;
 //   attention.bf16.wgmma.owning.*    forward (the overlapped forward of the head
 //   attention.bf16.wgmma.atomic.*    dim) and backward (attention_wgmma_bwd.h):
+//   attention.bf16.wgmma.partials.*
 //                                    D = rowsum(dO O) (bwd_common.h), the kv
 //                                    kernel (dK, dV; atomic: + dQ by fp32
 //                                    atomics and the convert pass), owning: the
@@ -14,6 +15,7 @@
 #include <type_traits>
 
 #include "kernels/attention/bwd_common.h"
+#include "kernels/attention/variants.h"
 #include "kernels/attention/wgmma/attention_wgmma.h"
 #include "kernels/attention/wgmma/attention_wgmma_bwd.h"
 #include "kernels/common/error.h"
@@ -54,6 +56,14 @@ std::optional<std::string> common_reason(const AttentionProblem& p, const Device
   return std::nullopt;
 }
 
+template <class Dq>
+constexpr int qbc_of() {
+  if constexpr (std::is_void_v<Dq>)
+    return 0;
+  else
+    return Dq::BC;
+}
+
 template <class Cfg>
 std::optional<std::string> can_run(const AttentionProblem& p, AttentionMode mode, const DeviceInfo& dev) {
   if (mode == AttentionMode::backward) return std::string(kForwardOnly);
@@ -87,50 +97,69 @@ void add(Registry& r) {
   r.add(std::move(v));
 }
 
-// Forward and backward: Fwd is the forward configuration, Kv the kv kernel's;
-// Dq the owning dq kernel's (void: atomic, Kv::DQ_ATOMIC).
+// Forward and backward: Fwd is the forward configuration, Kv the kv kernel's
+// (Kv::DQ: 0 owning, 1 atomic, 2 partials), Dq the owning dq kernel's (void
+// otherwise). Partials: slab bound kPartialsMiB (variants.h), as the portable family.
 template <class Fwd, class Kv, class Dq>
-void add_bwd(Registry& r) {
-  constexpr bool kAtomic = Kv::DQ_ATOMIC;
-  static_assert(kAtomic == std::is_void_v<Dq>, "atomic: no dq kernel; owning: a dq kernel");
+void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
+  constexpr int kDq = Kv::DQ;
+  static_assert((kDq == 0) == !std::is_void_v<Dq>, "owning: a dq kernel; atomic, partials: none");
   static_assert(Fwd::D == Kv::D, "one head dim");
   AttentionVariant v;
   v.desc.family = Family::attention;
   v.desc.dtype = DType::bf16;
   v.desc.engine = "wgmma";
-  v.desc.strategy = kAtomic ? "atomic" : "owning";
+  v.desc.strategy = kDq == 0 ? "owning" : kDq == 1 ? "atomic" : "partials";
   v.desc.params = {{"br", Kv::BR}, {"bc", Kv::BC}, {"st", Kv::STAGES}};
-  if constexpr (!kAtomic) {
+  if constexpr (kDq == 0) {
     static_assert(Dq::D == Kv::D, "one head dim");
     v.desc.params.push_back({"qbc", Dq::BC});
     v.desc.params.push_back({"qst", Dq::STAGES});
   }
   v.desc.params.push_back({"d", Kv::D});
+  if constexpr (kDq == 2) v.desc.params.push_back({"mb", kMiB});
   v.desc.name = VariantDesc::canonical_name(v.desc.family, v.desc.dtype, v.desc.engine, v.desc.strategy, v.desc.params);
   // dK, dV: each element written once by the CTA of its key block after a
   // fixed walk over (query head, query block); owning dQ: once by the CTA of
-  // its query block after a fixed walk over key blocks. Atomic dQ: fp32 adds
-  // in arrival order.
-  v.desc.deterministic = !kAtomic;
+  // its query block after a fixed walk over key blocks; partials: each key
+  // block's partial written once, summed in key order by one thread per
+  // element. Atomic dQ: fp32 adds in arrival order.
+  v.desc.deterministic = kDq != 1;
   v.desc.summary = "Hopper forward (br" + std::to_string(Fwd::BR) + " bc" + std::to_string(Fwd::BC) +
                    " overlapped) + backward: kv kernel (TMA Q/dO ring of " + std::to_string(Kv::STAGES) + "x" +
                    std::to_string(Kv::BR) + " queries, 128 keys, dK dV in registers, GQA heads walked in order)" +
-                   (kAtomic ? ", dQ by fp32 atomics of dS K + convert pass"
-                            : ", dQ by a query-block kernel (128 rows, " + std::to_string(Dq::BC) +
-                                  "-key tiles) walking the key blocks in order");
-  v.can_run = [](const AttentionProblem& p, AttentionMode mode, const DeviceInfo& dev) {
+                   (kDq == 1   ? ", dQ by fp32 atomics of dS K + convert pass"
+                    : kDq == 2 ? ", dQ partials of dS K per key block (" + std::to_string(kMiB) +
+                                     " MiB slab) summed in fixed order"
+                               : ", dQ by a query-block kernel (128 rows, " + std::to_string(qbc_of<Dq>()) +
+                                     "-key tiles) walking the key blocks in order");
+  v.can_run = [kMiB](const AttentionProblem& p, AttentionMode mode,
+                     const DeviceInfo& dev) -> std::optional<std::string> {
     size_t smem = fwd_smem_bytes<Fwd>();
     if (mode == AttentionMode::backward) {
       smem = bwd_kv_smem_bytes<Kv>();
-      if constexpr (!kAtomic) smem = std::max(smem, bwd_dq_smem_bytes<Dq>());
+      if constexpr (kDq == 0) smem = std::max(smem, bwd_dq_smem_bytes<Dq>());
     }
-    return common_reason(p, dev, Kv::D, smem);
+    if (auto e = common_reason(p, dev, Kv::D, smem)) return e;
+    if (mode == AttentionMode::backward) {
+      if (p.B * p.Hkv > 65535)
+        return "B*Hkv must be at most 65535 (the kv kernel's grid y), got " + std::to_string(p.B * p.Hkv);
+      if (kDq == 2 && !plan_partials(p, Kv::BC, size_t(kMiB) << 20))
+        return "workspace bound: one key block's dQ partial of a kv-head group (" +
+               std::to_string((p.H / p.Hkv) * p.Sq * p.d * 4) + " bytes) exceeds " + std::to_string(kMiB) + " MiB";
+    }
+    return std::nullopt;
   };
-  v.workspace_bytes = [](const AttentionProblem& p, AttentionMode mode) -> size_t {
+  v.workspace_bytes = [kMiB](const AttentionProblem& p, AttentionMode mode) -> size_t {
     if (mode == AttentionMode::forward) return 0;
-    return d_bytes(p) + (kAtomic ? dq_acc_bytes(p) : 0);
+    size_t n = d_bytes(p);
+    if (kDq == 1) n += dq_acc_bytes(p);
+    if (kDq == 2) {
+      if (auto pl = plan_partials(p, Kv::BC, size_t(kMiB) << 20)) n += pl->slab_bytes + pl->acc_bytes;
+    }
+    return n;
   };
-  v.launch = [](const AttentionProblem& p, AttentionMode mode, const AttentionArgs& a, cudaStream_t s) {
+  v.launch = [kMiB](const AttentionProblem& p, AttentionMode mode, const AttentionArgs& a, cudaStream_t s) {
     if (mode == AttentionMode::forward) {
       launch_fwd<Fwd>(p, a, s);
       return;
@@ -140,13 +169,30 @@ void add_bwd(Registry& r) {
     if (a.dQ == nullptr) throw Error("attention wgmma backward: dQ is null");
     char* ws = static_cast<char*>(a.workspace);
     float* Dvec = reinterpret_cast<float*>(ws);
+    char* rest = ws + d_bytes(p);
     launch_rowsum_do_o(DType::bf16, a.dO, a.O_in, Dvec, p.B * p.H * p.Sq, int(p.d), s);
-    if constexpr (kAtomic) {
-      float* acc = reinterpret_cast<float*>(ws + d_bytes(p));
+    if constexpr (kDq == 1) {
+      float* acc = reinterpret_cast<float*>(rest);
       const int64_t n = p.B * p.H * p.Sq * p.d;
       DETFUSE_CUDA_CHECK(cudaMemsetAsync(acc, 0, size_t(n) * sizeof(float), s));
       launch_bwd_kv<Kv>(p, a, Dvec, acc, s);
       launch_convert_f32(DType::bf16, acc, a.dQ, n, s);
+    } else if constexpr (kDq == 2) {
+      const auto plan = plan_partials(p, Kv::BC, size_t(kMiB) << 20);
+      if (!plan) throw Error("attention wgmma backward: the partials slab bound is too small for this problem");
+      const PartialsPlan& pl = *plan;
+      float* slab = reinterpret_cast<float*>(rest);
+      float* acc = reinterpret_cast<float*>(rest + pl.slab_bytes);
+      const int64_t unit_elems = (p.H / p.Hkv) * p.Sq * p.d;
+      for (int64_t u0 = 0; u0 < pl.units; u0 += pl.uc) {
+        const int64_t uc = std::min(pl.uc, pl.units - u0);
+        for (int64_t ri = 0; ri < pl.ranges; ++ri) {
+          const int64_t kb0 = ri * pl.kc, kc = std::min(pl.kc, pl.n_kb - kb0);
+          launch_bwd_kv<Kv>(p, a, Dvec, slab, s, kb0, kc, u0, uc);
+          launch_partials_reduce(DType::bf16, slab, acc, a.dQ, u0, uc, kc, unit_elems, ri == 0,
+                                 ri == pl.ranges - 1, s);
+        }
+      }
     } else {
       launch_bwd_kv<Kv>(p, a, Dvec, nullptr, s);
       launch_bwd_dq<Dq>(p, a, Dvec, s);
@@ -187,6 +233,12 @@ void register_attention_wgmma(Registry& r) {
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St3A, void>(r);
   add_bwd<FwdD64Bc128St3Ov, KvD64Br64St2A, void>(r);
   add_bwd<FwdD64Bc128St3Ov, KvD64Br64St4A, void>(r);
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2P, void>(r);
+}
+
+void register_attention_wgmma_partials(Registry& r, int partials_mib) {
+  using namespace attention::wg;
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2P, void>(r, partials_mib);
 }
 
 }  // namespace detfuse
