@@ -124,11 +124,11 @@ class Tensor {
   DeviceBytes mem_;
 };
 
-struct Run {
+struct Device {
   AttentionProblem p;
   Tensor Q, K, V, dO, O, dQ, dK, dV;
   DeviceBuffer<float> lse;
-  Run(const AttentionProblem& pr, const reference::AttentionInputs& in)
+  Device(const AttentionProblem& pr, const reference::AttentionInputs& in)
       : p(pr),
         Q(pr.dtype, in.Q.size()),
         K(pr.dtype, in.K.size()),
@@ -182,7 +182,7 @@ void check_case(const AttentionVariant& v, const Case& c) {
   const AttentionProblem p = problem_of(c, param(v.desc, "d"), v.desc.dtype);
   if (auto why = v.can_run(p, AttentionMode::backward, cached_device(0))) GTEST_SKIP() << *why;
   const Expected& e = expected(c, p);
-  Run run(p, e.in);
+  Device run(p, e.in);
   run.forward_backward(v);
   const Tol tol = tolerance(p.dtype);
   const auto O = run.O.download(), dQ = run.dQ.download(), dK = run.dK.download(), dV = run.dV.download();
@@ -241,7 +241,7 @@ TEST_P(AttentionGpu, Determinism) {
   const Case& c = cases()[2];  // causal GQA, Sq != Sk
   const AttentionProblem p = problem_of(c, param(v.desc, "d"), v.desc.dtype);
   if (auto why = v.can_run(p, AttentionMode::backward, cached_device(0))) GTEST_SKIP() << *why;
-  Run run(p, expected(c, p).in);
+  Device run(p, expected(c, p).in);
   std::map<std::string, std::set<std::string>> digests;  // output -> distinct digests
   for (int rep = 0; rep < 5; ++rep) {
     run.forward_backward(v);
@@ -279,7 +279,7 @@ TEST(AttentionGpuChunkedPartials, MatchesTheReferenceAndRepeats) {
                           Case{"chunk_units", 2, 4, 2, 200, 100, false, 1.0, 32}}) {
       check_case(*v, c);
       const AttentionProblem p = problem_of(c, d, DType::f32);
-      Run run(p, expected(c, p).in);
+      Device run(p, expected(c, p).in);
       std::set<std::string> dq;
       for (int rep = 0; rep < 3; ++rep) {
         run.forward_backward(*v);
@@ -297,7 +297,7 @@ TEST(AttentionGpuApi, ForwardBackwardOnTheHeuristicChoice) {
   for (DType t : {DType::f32, DType::bf16}) {
     const AttentionProblem p = problem_of(c, 128, t);
     const Expected& e = expected(c, p);
-    Run run(p, e.in);
+    Device run(p, e.in);
     AttentionArgs a;
     a.Q = run.Q.get();
     a.K = run.K.get();
@@ -330,7 +330,7 @@ TEST(AttentionGpuApi, BadInputLeavesOutputsUntouched) {
   DETFUSE_REQUIRE_GPU();
   const Case& c = cases()[0];
   const AttentionProblem p = problem_of(c, 64, DType::f32);
-  Run run(p, expected(c, p).in);
+  Device run(p, expected(c, p).in);
   run.O.poison();
   const auto before = run.O.download();
   AttentionArgs a;
