@@ -1,0 +1,98 @@
+#include "kernels/attention/attention.h"
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+#include "kernels/common/buffer.h"
+#include "kernels/common/error.h"
+
+namespace detfuse::attention {
+
+const char* to_string(AttentionMode m) { return m == AttentionMode::forward ? "forward" : "backward"; }
+
+namespace {
+void require_ptr(const void* p, const char* name, AttentionMode mode) {
+  if (!p) throw invalid_argument(std::string(name) + ": null pointer (required for " + to_string(mode) + ")");
+}
+}  // namespace
+
+void validate_call(const AttentionProblem& p, AttentionMode mode, const AttentionArgs& a) {
+  p.validate();
+  require_ptr(a.Q, "Q", mode);
+  require_ptr(a.K, "K", mode);
+  require_ptr(a.V, "V", mode);
+  if (mode == AttentionMode::forward) {
+    require_ptr(a.O, "O", mode);
+    require_ptr(a.lse, "lse", mode);
+  } else {
+    require_ptr(a.dO, "dO", mode);
+    require_ptr(a.O_in, "O_in", mode);
+    require_ptr(a.lse_in, "lse_in", mode);
+    require_ptr(a.dQ, "dQ", mode);
+    require_ptr(a.dK, "dK", mode);
+    require_ptr(a.dV, "dV", mode);
+  }
+  if (!a.workspace && a.workspace_size > 0)
+    throw invalid_argument("workspace: null pointer with workspace_size " + std::to_string(a.workspace_size));
+}
+
+void run(const AttentionVariant& v, const AttentionProblem& p, AttentionMode mode, const AttentionArgs& args,
+         cudaStream_t stream) {
+  validate_call(p, mode, args);
+  if (v.desc.dtype != p.dtype)
+    throw invalid_argument("dtype: variant " + v.desc.name + " runs " + detfuse::to_string(v.desc.dtype) +
+                           ", the problem is " + detfuse::to_string(p.dtype));
+  const size_t need = v.workspace_bytes(p, mode);
+  if (args.workspace && args.workspace_size < need)
+    throw invalid_argument("workspace_size: " + std::to_string(args.workspace_size) + " bytes given, variant " +
+                           v.desc.name + " needs " + std::to_string(need));
+  int dev = 0;
+  DETFUSE_CUDA_CHECK(cudaGetDevice(&dev));
+  if (auto why = v.can_run(p, mode, cached_device(dev)))
+    throw invalid_argument("variant " + v.desc.name + " cannot run " + p.key() + ": " + *why);
+  if (args.workspace || need == 0) {
+    v.launch(p, mode, args, stream);
+    return;
+  }
+  DeviceBytes ws(need);  // freed after the stream drains
+  AttentionArgs a = args;
+  a.workspace = ws.get();
+  a.workspace_size = need;
+  v.launch(p, mode, a, stream);
+  DETFUSE_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMode mode, const DeviceInfo& dev) {
+  // Before any tuning: the deterministic owning strategy with 64x64 tiles,
+  // else the first deterministic variant that can run, else any.
+  const Registry& r = builtin_registry();
+  const std::string preferred = VariantDesc::canonical_name(Family::attention, p.dtype, "fma", "owning",
+                                                            {{"br", 64}, {"bc", 64}, {"w", 8}, {"d", p.d}});
+  for (const auto& v : r.attention())
+    if (v.desc.name == preferred && !v.can_run(p, mode, dev)) return v;
+  for (const auto& v : r.attention())
+    if (v.desc.deterministic && !v.can_run(p, mode, dev)) return v;
+  for (const auto& v : r.attention())
+    if (!v.can_run(p, mode, dev)) return v;
+  throw invalid_argument("no registered attention variant can run " + p.key() +
+                         " (head dims 64 and 128 are built)");
+}
+
+namespace {
+void run_heuristic(const AttentionProblem& p, AttentionMode mode, const AttentionArgs& a, cudaStream_t s) {
+  validate_call(p, mode, a);
+  int dev = 0;
+  DETFUSE_CUDA_CHECK(cudaGetDevice(&dev));
+  run(heuristic_variant(p, mode, cached_device(dev)), p, mode, a, s);
+}
+}  // namespace
+
+void forward(const AttentionProblem& p, const AttentionArgs& a, cudaStream_t s) {
+  run_heuristic(p, AttentionMode::forward, a, s);
+}
+void backward(const AttentionProblem& p, const AttentionArgs& a, cudaStream_t s) {
+  run_heuristic(p, AttentionMode::backward, a, s);
+}
+
+}  // namespace detfuse::attention

@@ -1,0 +1,287 @@
+// CPU tests of the attention family: the registered variant set (names,
+// strategies, flags, coverage), can_run refusals with reasons, workspace
+// bounds, the partials chunk plan, and argument validation, which happens
+// before any device work (so bad calls fail here, without a GPU, and leave
+// outputs untouched).
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <string>
+
+#include "kernels/attention/attention.h"
+#include "kernels/attention/bwd_common.h"
+#include "kernels/attention/variants.h"
+#include "kernels/common/error.h"
+#include "kernels/registry.h"
+
+namespace detfuse {
+namespace {
+
+DeviceInfo h200() {
+  DeviceInfo d;
+  d.name = "fake H200";
+  d.cc_major = 9;
+  d.cc_minor = 0;
+  d.sm_count = 132;
+  d.max_smem_per_block_optin = 232448;
+  return d;
+}
+
+AttentionProblem prob(int64_t d, DType t, bool causal = false) {
+  AttentionProblem p;
+  p.B = 2;
+  p.H = 8;
+  p.Hkv = 2;
+  p.Sq = 300;
+  p.Sk = 500;
+  p.d = d;
+  p.dtype = t;
+  p.causal = causal;
+  return p;
+}
+
+int64_t param(const VariantDesc& d, const std::string& k) {
+  for (const auto& [n, v] : d.params)
+    if (n == k) return v;
+  return -1;
+}
+
+std::string expect_invalid(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), Error::Kind::invalid_argument) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "no detfuse::Error thrown";
+  return "";
+}
+
+TEST(AttentionVariants, EveryStrategyHeadDimAndDtypeHasThreeBlockShapes) {
+  const auto& vs = builtin_registry().attention();
+  ASSERT_FALSE(vs.empty());
+  std::map<std::string, std::set<std::string>> shapes;  // dtype.engine.strategy.d -> block shapes
+  for (const auto& v : vs) {
+    const auto& d = v.desc;
+    EXPECT_EQ(d.family, Family::attention);
+    EXPECT_EQ(d.name, VariantDesc::canonical_name(d.family, d.dtype, d.engine, d.strategy, d.params));
+    EXPECT_EQ(d.deterministic, d.strategy != "atomic") << d.name;
+    if (d.engine != "fma") continue;  // other engines' own suites check their sets
+    EXPECT_TRUE(d.strategy == "owning" || d.strategy == "atomic" || d.strategy == "partials") << d.name;
+    if (d.strategy == "partials") EXPECT_GT(param(d, "mb"), 0) << d.name;
+    const std::string key = std::string(to_string(d.dtype)) + "." + d.engine + "." + d.strategy + ".d" +
+                            std::to_string(param(d, "d"));
+    shapes[key].insert(std::to_string(param(d, "br")) + "x" + std::to_string(param(d, "bc")) + "w" +
+                       std::to_string(param(d, "w")));
+  }
+  for (const char* t : {"fp32", "bf16"})
+    for (const char* s : {"owning", "atomic", "partials"})
+      for (int hd : {64, 128}) {
+        const std::string key = std::string(t) + ".fma." + s + ".d" + std::to_string(hd);
+        EXPECT_GE(shapes[key].size(), 3u) << key;
+      }
+}
+
+TEST(AttentionVariants, ExampleNameIsCanonical) {
+  EXPECT_NE(builtin_registry().find_attention("attention.fp32.fma.owning.br64_bc64_w8_d128"), nullptr);
+  EXPECT_NE(builtin_registry().find_attention("attention.bf16.fma.partials.br32_bc32_w4_d64_mb256"), nullptr);
+}
+
+TEST(AttentionVariants, CanRunRefusesOtherHeadDimsAndDtypesWithAReason) {
+  const DeviceInfo dev = h200();
+  for (const auto& v : builtin_registry().attention()) {
+    if (v.desc.engine != "fma") continue;
+    const int64_t d = param(v.desc, "d");
+    AttentionProblem p = prob(d, v.desc.dtype);
+    EXPECT_FALSE(v.can_run(p, AttentionMode::forward, dev)) << v.desc.name;
+    EXPECT_FALSE(v.can_run(p, AttentionMode::backward, dev)) << v.desc.name;
+    p.d = 96;
+    auto why = v.can_run(p, AttentionMode::forward, dev);
+    ASSERT_TRUE(why) << v.desc.name;
+    EXPECT_NE(why->find("d: head dim 96"), std::string::npos) << *why;
+    p = prob(d, v.desc.dtype == DType::f32 ? DType::bf16 : DType::f32);
+    why = v.can_run(p, AttentionMode::forward, dev);
+    ASSERT_TRUE(why) << v.desc.name;
+    EXPECT_NE(why->find("dtype"), std::string::npos) << *why;
+  }
+}
+
+TEST(AttentionVariants, SharedMemoryFitsAnH200AndSmallDevicesAreRefused) {
+  DeviceInfo small = h200();
+  small.max_smem_per_block_optin = 48 * 1024;
+  bool refused = false;
+  for (const auto& v : builtin_registry().attention()) {
+    if (v.desc.engine != "fma") continue;
+    AttentionProblem p = prob(param(v.desc, "d"), v.desc.dtype);
+    if (auto why = v.can_run(p, AttentionMode::backward, small)) {
+      refused = true;
+      EXPECT_NE(why->find("shared memory"), std::string::npos) << *why;
+    }
+  }
+  EXPECT_TRUE(refused);
+}
+
+TEST(AttentionVariants, WorkspaceByStrategy) {
+  for (const auto& v : builtin_registry().attention()) {
+    if (v.desc.engine != "fma") continue;
+    AttentionProblem p = prob(param(v.desc, "d"), v.desc.dtype, true);
+    EXPECT_EQ(v.workspace_bytes(p, AttentionMode::forward), 0u) << v.desc.name;
+    const size_t ws = v.workspace_bytes(p, AttentionMode::backward);
+    const size_t dbytes = attention::d_bytes(p);
+    if (v.desc.strategy == "owning") EXPECT_EQ(ws, dbytes) << v.desc.name;
+    if (v.desc.strategy == "atomic") EXPECT_EQ(ws, dbytes + attention::dq_acc_bytes(p)) << v.desc.name;
+    if (v.desc.strategy == "partials") {
+      EXPECT_GT(ws, dbytes) << v.desc.name;
+      EXPECT_LE(ws, dbytes + (size_t(param(v.desc, "mb")) << 20) * 2 + 512) << v.desc.name;
+    }
+  }
+}
+
+TEST(AttentionPartialsPlan, ChunksUnitsAndKeyRangesUnderTheBound) {
+  AttentionProblem p = prob(64, DType::f32);  // G = 4, Sq = 300: unit_bytes = 4*300*64*4 = 307200
+  p.Sk = 500;                                 // 16 key blocks of 32
+  auto all = attention::plan_partials(p, 32, size_t(256) << 20);
+  ASSERT_TRUE(all);
+  EXPECT_EQ(all->n_kb, 16);
+  EXPECT_EQ(all->units, 4);
+  EXPECT_EQ(all->kc, 16);
+  EXPECT_EQ(all->uc, 4);
+  EXPECT_EQ(all->ranges, 1);
+  EXPECT_EQ(all->acc_bytes, 0u);
+  auto two_units = attention::plan_partials(p, 32, 32 * 307200 + 100);
+  ASSERT_TRUE(two_units);
+  EXPECT_EQ(two_units->uc, 2);
+  EXPECT_EQ(two_units->ranges, 1);
+  auto ranges = attention::plan_partials(p, 32, 5 * 307200);
+  ASSERT_TRUE(ranges);
+  EXPECT_EQ(ranges->kc, 5);
+  EXPECT_EQ(ranges->uc, 1);
+  EXPECT_EQ(ranges->ranges, 4);
+  EXPECT_LE(ranges->slab_bytes, size_t(5 * 307200));
+  EXPECT_EQ(ranges->acc_bytes, size_t(307200));
+  EXPECT_FALSE(attention::plan_partials(p, 32, 307199));
+  // can_run says why.
+  const auto* v = builtin_registry().find_attention("attention.fp32.fma.partials.br32_bc32_w4_d64_mb256");
+  ASSERT_NE(v, nullptr);
+  AttentionProblem huge = prob(64, DType::f32);
+  huge.H = 32;
+  huge.Hkv = 1;
+  huge.Sq = 65536;  // one partial of a group: 32*65536*64*4 = 512 MiB
+  auto why = v->can_run(huge, AttentionMode::backward, h200());
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("workspace bound"), std::string::npos) << *why;
+  EXPECT_FALSE(v->can_run(huge, AttentionMode::forward, h200()));
+}
+
+// Fake, never dereferenced device addresses: validation must fail first.
+AttentionArgs fake_args(AttentionMode m) {
+  static float cell[16];
+  AttentionArgs a;
+  a.Q = a.K = a.V = cell;
+  if (m == AttentionMode::forward) {
+    a.O = cell;
+    a.lse = cell;
+  } else {
+    a.dO = a.O_in = cell;
+    a.lse_in = cell;
+    a.dQ = a.dK = a.dV = cell;
+  }
+  return a;
+}
+
+TEST(AttentionValidate, BadProblemsNameTheField) {
+  AttentionProblem p = prob(64, DType::f32);
+  const auto a = fake_args(AttentionMode::forward);
+  EXPECT_NO_THROW(attention::validate_call(p, AttentionMode::forward, a));
+  p.Hkv = 3;
+  EXPECT_NE(expect_invalid([&] { attention::validate_call(p, AttentionMode::forward, a); }).find("Hkv"),
+            std::string::npos);
+  p = prob(64, DType::f32);
+  p.Sq = 0;
+  EXPECT_NE(expect_invalid([&] { attention::validate_call(p, AttentionMode::forward, a); }).find("Sq"),
+            std::string::npos);
+  p = prob(64, DType::f32);
+  p.scale = -1;
+  EXPECT_NE(expect_invalid([&] { attention::validate_call(p, AttentionMode::forward, a); }).find("scale"),
+            std::string::npos);
+}
+
+TEST(AttentionValidate, NullPointersTheModeNeedsAreNamed) {
+  const AttentionProblem p = prob(64, DType::bf16);
+  struct Field {
+    const char* name;
+    AttentionMode mode;
+    std::function<void(AttentionArgs&)> clear;
+  };
+  const std::vector<Field> fields = {
+      {"Q", AttentionMode::forward, [](AttentionArgs& a) { a.Q = nullptr; }},
+      {"K", AttentionMode::forward, [](AttentionArgs& a) { a.K = nullptr; }},
+      {"V", AttentionMode::forward, [](AttentionArgs& a) { a.V = nullptr; }},
+      {"O", AttentionMode::forward, [](AttentionArgs& a) { a.O = nullptr; }},
+      {"lse", AttentionMode::forward, [](AttentionArgs& a) { a.lse = nullptr; }},
+      {"dO", AttentionMode::backward, [](AttentionArgs& a) { a.dO = nullptr; }},
+      {"O_in", AttentionMode::backward, [](AttentionArgs& a) { a.O_in = nullptr; }},
+      {"lse_in", AttentionMode::backward, [](AttentionArgs& a) { a.lse_in = nullptr; }},
+      {"dQ", AttentionMode::backward, [](AttentionArgs& a) { a.dQ = nullptr; }},
+      {"dK", AttentionMode::backward, [](AttentionArgs& a) { a.dK = nullptr; }},
+      {"dV", AttentionMode::backward, [](AttentionArgs& a) { a.dV = nullptr; }},
+  };
+  for (const auto& f : fields) {
+    AttentionArgs a = fake_args(f.mode);
+    f.clear(a);
+    const std::string msg = expect_invalid([&] { attention::validate_call(p, f.mode, a); });
+    EXPECT_EQ(msg.rfind(std::string(f.name) + ": null pointer", 0), 0u) << msg;
+    // run() and the entry points validate before touching the device.
+    const auto* v = builtin_registry().find_attention("attention.bf16.fma.owning.br64_bc64_w8_d64");
+    ASSERT_NE(v, nullptr);
+    expect_invalid([&] { attention::run(*v, p, f.mode, a); });
+    if (f.mode == AttentionMode::forward)
+      expect_invalid([&] { attention::forward(p, a); });
+    else
+      expect_invalid([&] { attention::backward(p, a); });
+  }
+  // Outputs the mode does not write may be null.
+  AttentionArgs fwd = fake_args(AttentionMode::forward);
+  EXPECT_NO_THROW(attention::validate_call(p, AttentionMode::forward, fwd));
+}
+
+TEST(AttentionValidate, WorkspaceTooSmallOrInconsistent) {
+  const AttentionProblem p = prob(128, DType::f32, true);
+  const auto* v = builtin_registry().find_attention("attention.fp32.fma.atomic.br32_bc32_w4_d128");
+  ASSERT_NE(v, nullptr);
+  AttentionArgs a = fake_args(AttentionMode::backward);
+  static char ws[64];
+  a.workspace = ws;
+  a.workspace_size = sizeof ws;
+  const std::string msg = expect_invalid([&] { attention::run(*v, p, AttentionMode::backward, a); });
+  EXPECT_EQ(msg.rfind("workspace_size:", 0), 0u) << msg;
+  a.workspace = nullptr;
+  EXPECT_EQ(expect_invalid([&] { attention::validate_call(p, AttentionMode::backward, a); }).rfind("workspace:", 0),
+            0u);
+}
+
+TEST(AttentionValidate, WrongDtypeVariantIsRefusedBeforeLaunch) {
+  const AttentionProblem p = prob(64, DType::f32);
+  const auto* v = builtin_registry().find_attention("attention.bf16.fma.owning.br64_bc64_w8_d64");
+  ASSERT_NE(v, nullptr);
+  const std::string msg = expect_invalid([&] { attention::run(*v, p, AttentionMode::forward, fake_args(AttentionMode::forward)); });
+  EXPECT_EQ(msg.rfind("dtype:", 0), 0u) << msg;
+}
+
+TEST(AttentionHeuristic, PicksADeterministicVariantOfTheHeadDimOrExplains) {
+  const DeviceInfo dev = h200();
+  for (DType t : {DType::f32, DType::bf16})
+    for (int d : {64, 128}) {
+      const auto& v = attention::heuristic_variant(prob(d, t), AttentionMode::backward, dev);
+      EXPECT_TRUE(v.desc.deterministic);
+      EXPECT_EQ(v.desc.dtype, t);
+      EXPECT_EQ(param(v.desc, "d"), d);
+    }
+  const std::string msg =
+      expect_invalid([&] { attention::heuristic_variant(prob(80, DType::bf16), AttentionMode::forward, dev); });
+  EXPECT_NE(msg.find("64 and 128"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace detfuse
