@@ -6,6 +6,7 @@
 # wgmma-tests wgmma-sanitize wgmma-probe (the Hopper engine, issue #7)
 # invariance (config-invariance classes at a multi-chunk shape, issue #7)
 # reliability (the tuner's GPU tests and supervised faults, issue #9)
+# attention-tests attention-sanitize attention-probe (issue #8) study-quick (issue #10)
 set -u
 DIST=${DIST:-dist}
 OUT=${OUT:-out}
@@ -124,6 +125,29 @@ for stage in "$@"; do
       run reliability 30 "$D/detfuse" tune --shape 2147483648,1,1 --db "$T/x.db"
       rm -rf "$T"
       grep -E "^\[  (PASSED|FAILED) |FAILED  \]|^=== |reason|expect|killed|crashed|abandon" "$OUT/reliability.log" | tail -40 ;;
+    attention-tests)
+      nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv >> "$OUT/attention.log"
+      run attention 60 "$D/test_attention_variants"
+      run attention 240 "$D/test_attention_gpu"
+      run attention 120 "$D/test_attention_wgmma"
+      grep -E "^\[  (PASSED|FAILED) |FAILED  \]|tests? ran|distinct" "$OUT/attention.log" | tail -40 ;;
+    attention-sanitize)
+      for t in memcheck racecheck synccheck; do
+        run sanitize 150 compute-sanitizer --tool $t --error-exitcode 9 "$D/test_attention_gpu" \
+          --gtest_filter='*Correct*br32_bc32_w4_d64*:*ChunkedPartials*'
+        run sanitize 150 compute-sanitizer --tool $t --error-exitcode 9 "$D/test_attention_wgmma" \
+          --gtest_filter='AttentionWgmmaGpu.*'
+      done
+      grep -E "ERROR SUMMARY|^=== exit" "$OUT/sanitize.log" ;;
+    attention-probe)
+      run attention_bench 200 "$D/attention_wgmma_probe"
+      run attention_bench 200 python3 experiments/attention_peers.py
+      grep -E "TFLOP|flash|cudnn" "$OUT/attention_bench.log" | tail -60 ;;
+    study-quick)
+      # Issue 10: the quick contention study, its figures and report (REPORT.md in $OUT/contention).
+      run study 330 "$D/detfuse" study contention --kernel flce --quick --db "$OUT/study.db"
+      run study 60 python3 experiments/contention/plot.py --db "$OUT/study.db" --out "$OUT/contention"
+      tail -n 25 "$OUT/study.log" ;;
     *) echo "unknown stage $stage" ;;
   esac
 done

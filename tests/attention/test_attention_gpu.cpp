@@ -144,7 +144,9 @@ struct Device {
     V.upload(in.V);
     dO.upload(in.dO);
   }
-  void forward_backward(const AttentionVariant& v) {
+  // Runs the forward, and the backward unless `with_backward` is false
+  // (forward-only variants, e.g. an engine whose backward is not built yet).
+  void forward_backward(const AttentionVariant& v, bool with_backward = true) {
     O.poison();
     lse.fill_bytes(0xFF);
     dQ.poison();
@@ -157,6 +159,10 @@ struct Device {
     a.O = O.get();
     a.lse = lse.data();
     attention::run(v, p, AttentionMode::forward, a);
+    if (!with_backward) {
+      DETFUSE_CUDA_CHECK(cudaDeviceSynchronize());
+      return;
+    }
     AttentionArgs b;
     b.Q = Q.get();
     b.K = K.get();
@@ -179,20 +185,26 @@ Tol tolerance(DType t) { return t == DType::f32 ? Tol{1e-5, 1e-4} : Tol{2e-2, 1e
 
 // Runs one case on one variant and checks every output against the reference.
 void check_case(const AttentionVariant& v, const Case& c) {
+  if (param(v.desc, "d") < 0) GTEST_SKIP() << v.desc.name << " has no head-dim parameter d";
   const AttentionProblem p = problem_of(c, param(v.desc, "d"), v.desc.dtype);
-  if (auto why = v.can_run(p, AttentionMode::backward, cached_device(0))) GTEST_SKIP() << *why;
+  if (auto why = v.can_run(p, AttentionMode::forward, cached_device(0))) GTEST_SKIP() << *why;
+  const bool bwd = !v.can_run(p, AttentionMode::backward, cached_device(0));
   const Expected& e = expected(c, p);
   Device run(p, e.in);
-  run.forward_backward(v);
+  run.forward_backward(v, bwd);
   const Tol tol = tolerance(p.dtype);
   const auto O = run.O.download(), dQ = run.dQ.download(), dK = run.dK.download(), dV = run.dV.download();
   const auto lse = run.lse.download();
   SCOPED_TRACE(c.name + " " + p.key());
   EXPECT_LE(reference::rel_norm_error(O, e.ref.O), tol.grad) << "O";
   EXPECT_LE(reference::rel_norm_error(lse, e.ref.lse), tol.lse) << "LSE";
-  EXPECT_LE(reference::rel_norm_error(dQ, e.ref.dQ), tol.grad) << "dQ";
-  EXPECT_LE(reference::rel_norm_error(dK, e.ref.dK), tol.grad) << "dK";
-  EXPECT_LE(reference::rel_norm_error(dV, e.ref.dV), tol.grad) << "dV";
+  if (bwd) {
+    EXPECT_LE(reference::rel_norm_error(dQ, e.ref.dQ), tol.grad) << "dQ";
+    EXPECT_LE(reference::rel_norm_error(dK, e.ref.dK), tol.grad) << "dK";
+    EXPECT_LE(reference::rel_norm_error(dV, e.ref.dV), tol.grad) << "dV";
+  } else {
+    std::printf("[ INFO     ] %s: forward only (backward refused by can_run)\n", v.desc.name.c_str());
+  }
   // Rows that see no key: exactly O = 0, LSE = -inf, dQ = 0; nothing NaN anywhere.
   int64_t empty_rows = 0;
   for (size_t row = 0; row < lse.size(); ++row) {
@@ -201,12 +213,14 @@ void check_case(const AttentionVariant& v, const Case& c) {
     EXPECT_TRUE(std::isinf(lse[row]) && lse[row] < 0) << "row " << row << " lse " << lse[row];
     for (int64_t k = 0; k < p.d; ++k) {
       ASSERT_EQ(O[row * p.d + k], 0.f) << "O row " << row;
-      ASSERT_EQ(dQ[row * p.d + k], 0.f) << "dQ row " << row;
+      if (bwd) ASSERT_EQ(dQ[row * p.d + k], 0.f) << "dQ row " << row;
     }
   }
   if (c.name == "causal_sq_gt_sk_empty_rows") EXPECT_EQ(empty_rows, p.B * p.H * 63);
-  for (const auto* t : {&O, &dQ, &dK, &dV})
-    for (float x : *t) ASSERT_FALSE(std::isnan(x));
+  for (float x : O) ASSERT_FALSE(std::isnan(x));
+  if (bwd)
+    for (const auto* t : {&dQ, &dK, &dV})
+      for (float x : *t) ASSERT_FALSE(std::isnan(x));
 }
 
 std::vector<std::string> variant_names() {
@@ -239,14 +253,17 @@ TEST_P(AttentionGpu, Determinism) {
   DETFUSE_REQUIRE_GPU();
   const AttentionVariant& v = variant();
   const Case& c = cases()[2];  // causal GQA, Sq != Sk
+  if (param(v.desc, "d") < 0) GTEST_SKIP() << v.desc.name << " has no head-dim parameter d";
   const AttentionProblem p = problem_of(c, param(v.desc, "d"), v.desc.dtype);
-  if (auto why = v.can_run(p, AttentionMode::backward, cached_device(0))) GTEST_SKIP() << *why;
+  if (auto why = v.can_run(p, AttentionMode::forward, cached_device(0))) GTEST_SKIP() << *why;
+  const bool bwd = !v.can_run(p, AttentionMode::backward, cached_device(0));
   Device run(p, expected(c, p).in);
   std::map<std::string, std::set<std::string>> digests;  // output -> distinct digests
   for (int rep = 0; rep < 5; ++rep) {
-    run.forward_backward(v);
+    run.forward_backward(v, bwd);
     digests["O"].insert(digest_device(run.O.get(), run.O.bytes()).hex());
     digests["LSE"].insert(digest_device(run.lse.data(), run.lse.bytes()).hex());
+    if (!bwd) continue;
     digests["dQ"].insert(digest_device(run.dQ.get(), run.dQ.bytes()).hex());
     digests["dK"].insert(digest_device(run.dK.get(), run.dK.bytes()).hex());
     digests["dV"].insert(digest_device(run.dV.get(), run.dV.bytes()).hex());
