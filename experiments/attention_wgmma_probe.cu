@@ -1,6 +1,6 @@
 // Development probe for the Hopper attention (kernels/attention/wgmma/): times
-// every wgmma variant that can run each shape (the forward-only configurations
-// and the built-in forward+backward ones), with random bf16 inputs (N(0,1)),
+// every registered wgmma variant that can run each shape (the forward-only
+// configurations and the forward+backward ones), with random bf16 inputs (N(0,1)),
 // 3 warm-up runs, then the median of 20 timed runs by CUDA events (L2 flushed
 // before each). TFLOP/s by the DESIGN.md conventions: forward
 // AttentionProblem::flops_forward() (4 B H Sq Sk d, half if causal), backward
@@ -18,7 +18,6 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/attention/wgmma/attention_wgmma.h"
 #include "kernels/common/buffer.h"
 #include "kernels/common/device_info.h"
 #include "kernels/common/host_bf16.h"
@@ -35,15 +34,6 @@ std::vector<uint16_t> random_bf16(size_t n, uint32_t seed) {
   std::vector<uint16_t> v(n);
   for (auto& x : v) x = float_to_bf16_bits(dist(gen));
   return v;
-}
-
-const Registry& forward_only_registry() {
-  static const Registry r = [] {
-    Registry x;
-    register_attention_wgmma_forward_only(x);
-    return x;
-  }();
-  return r;
 }
 
 // Median milliseconds of `fn` over 20 runs after 3 warm-ups, L2 flushed before each.
@@ -76,8 +66,8 @@ void probe(const AttentionProblem& p, const DeviceInfo& dev) {
   a.Q = Q.data(), a.K = K.data(), a.V = V.data(), a.O = O.data(), a.lse = L.data();
   const double ff = p.flops_forward(), fb = p.flops_backward();
   std::printf("%s\n", p.key().c_str());
-  for (const Registry* reg : {&forward_only_registry(), &builtin_registry()}) {
-    for (const auto& v : reg->attention()) {
+  {
+    for (const auto& v : builtin_registry().attention()) {
       if (v.desc.engine != "wgmma") continue;
       if (auto why = v.can_run(p, AttentionMode::forward, dev)) continue;
       auto [med, mn] = time_ms(flush, [&] { v.launch(p, AttentionMode::forward, a, nullptr); });

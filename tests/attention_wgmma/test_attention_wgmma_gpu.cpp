@@ -34,28 +34,19 @@ namespace {
 
 using namespace detfuse;
 
-// The forward-only configurations live in a registry of their own.
-const Registry& forward_only_registry() {
-  static const Registry r = [] {
-    Registry x;
-    register_attention_wgmma_forward_only(x);
-    return x;
-  }();
-  return r;
-}
-
+// The forward-only configurations (strategy token `fwd`).
 std::vector<const AttentionVariant*> wgmma_variants() {
   std::vector<const AttentionVariant*> out;
-  for (const auto& v : forward_only_registry().attention())
-    if (v.desc.engine == "wgmma") out.push_back(&v);
+  for (const auto& v : builtin_registry().attention())
+    if (v.desc.engine == "wgmma" && v.desc.strategy == "fwd") out.push_back(&v);
   return out;
 }
 
-// The built-in forward+backward wgmma variants (owning, atomic).
+// The forward+backward wgmma variants (owning, atomic, partials).
 std::vector<const AttentionVariant*> wgmma_bwd_variants() {
   std::vector<const AttentionVariant*> out;
   for (const auto& v : builtin_registry().attention())
-    if (v.desc.engine == "wgmma") out.push_back(&v);
+    if (v.desc.engine == "wgmma" && v.desc.strategy != "fwd") out.push_back(&v);
   return out;
 }
 
@@ -85,8 +76,7 @@ TEST(AttentionWgmma, NineVariantsRegisteredWithCanonicalNames) {
   }
   EXPECT_EQ(d64, 4);
   EXPECT_EQ(d128, 5);
-  EXPECT_NE(forward_only_registry().find_attention("attention.bf16.wgmma.fwd.br128_bc128_st2_ov0_pp0_d128"), nullptr);
-  EXPECT_EQ(builtin_registry().find_attention("attention.bf16.wgmma.fwd.br128_bc128_st2_ov0_pp0_d128"), nullptr);
+  EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.fwd.br128_bc128_st2_ov0_pp0_d128"), nullptr);
 }
 
 TEST(AttentionWgmma, CanRunRefusesWithReasons) {
@@ -213,7 +203,7 @@ TEST(AttentionWgmmaGpu, MatchesFloat64ReferenceAndIsDeterministic) {
 
 TEST(AttentionWgmmaGpu, LaunchRefusesNullAndMisalignedPointers) {
   REQUIRE_SM90();
-  const AttentionVariant* v = forward_only_registry().find_attention("attention.bf16.wgmma.fwd.br128_bc128_st2_ov0_pp0_d128");
+  const AttentionVariant* v = builtin_registry().find_attention("attention.bf16.wgmma.fwd.br128_bc128_st2_ov0_pp0_d128");
   ASSERT_NE(v, nullptr);
   AttentionProblem p;
   p.B = 1, p.H = 1, p.Hkv = 1, p.Sq = 64, p.Sk = 64, p.d = 128;
@@ -387,6 +377,16 @@ TEST(AttentionWgmmaBwdGpu, MatchesFloat64ReferenceAndRepeats) {
   const auto vs = wgmma_bwd_variants();
   const int checked = check_backward(vs, kBwdCases, std::size(kBwdCases), 2000);
   EXPECT_EQ(checked, int(vs.size() * std::size(kBwdCases)));
+}
+
+// Sanitizer-sized (compute-sanitizer memcheck / racecheck / synccheck): every
+// forward+backward variant once on one small causal GQA problem with Sq != Sk,
+// odd lengths and rows that see no key.
+TEST(AttentionWgmmaBwdGpu, SanitizerSized) {
+  REQUIRE_SM90();
+  const auto vs = wgmma_bwd_variants();
+  const Case cases[] = {{1, 4, 2, 150, 131, true, 0.0, "sanitizer: causal GQA 2:1, Sq > Sk, odd lengths"}};
+  EXPECT_EQ(check_backward(vs, cases, std::size(cases), 4000), int(vs.size()));
 }
 
 // The partials variant's chunked launches, on a registry with a 1 MiB slab

@@ -71,10 +71,10 @@ DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD128Bc128St2OvPp)
 }  // namespace detfuse::attention::wg
 
 namespace detfuse {
-// Built-in: the forward+backward variants (owning, atomic; attention_wgmma_bwd.h).
+// Built-in: the forward-only configurations (strategy token `fwd`, below) and
+// the forward+backward variants (owning, atomic, partials; attention_wgmma_bwd.h).
 void register_attention_wgmma(Registry& r);
-// The forward-only configurations (strategy token `fwd`), for a registry of
-// their own: tests/attention_wgmma and experiments/attention_wgmma_probe.
+// The forward-only configurations alone.
 void register_attention_wgmma_forward_only(Registry& r);
 // The partials variant with a slab bound of partials_mib MiB (tests register a
 // tiny bound in a registry of their own to exercise the chunked launches).
