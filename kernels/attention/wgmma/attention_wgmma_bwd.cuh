@@ -299,6 +299,11 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
           }
           detail::wg_gemm<false, true>(mma_kv, tdSr, tKVrQ(_, _, _, st.index()), tdKacc);
           if constexpr (K_::DQ != 0) {
+            // The A registers of an in-flight wgmma may not be read (PTX), so
+            // dV and dK complete first; the Q and dO stages are free then.
+            warpgroup_wait<0>();
+            pipe_q.consumer_release(st);
+            pipe_do.consumer_release(st);
             // dS (queries x keys) to shared memory for dQ = dS K.
             Tensor sdS = make_tensor(make_smem_ptr(ss.ds.data()), typename K_::SmemDS{});
             CUTLASS_PRAGMA_UNROLL
@@ -326,9 +331,7 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
               Tensor tQrK = thr_dq.partition_fragment_B(sKt_half);
               detail::wg_gemm<true, false>(mma_dq, tQrdS, tQrK, tdQacc);
             }
-            warpgroup_wait<0>();  // dV, dK and dQ done
-            pipe_q.consumer_release(st);
-            pipe_do.consumer_release(st);
+            warpgroup_wait<0>();  // dQ part done
             detail::named_sync(1, 256);  // both warpgroups have read dS before the next block writes it
             // Atomic: this head's rows of the accumulator. Partials: this key
             // block's slot of the slab, rows (head of the group, query).

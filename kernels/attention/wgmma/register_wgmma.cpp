@@ -228,7 +228,7 @@ void register_attention_wgmma(Registry& r) {
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2, DqD128Bc64St2>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St3, DqD128Bc64St2>(r);
   add_bwd<FwdD64Bc128St3Ov, KvD64Br64St2, DqD64Bc128St2>(r);
-  add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2, DqD64Bc128St2>(r);
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br96St2, DqD64Bc128St2>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2A, void>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St3A, void>(r);
   add_bwd<FwdD64Bc128St3Ov, KvD64Br64St2A, void>(r);

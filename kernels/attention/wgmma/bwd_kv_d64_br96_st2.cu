@@ -1,10 +1,10 @@
-// Attention backward kv kernel (dK, dV) on wgmma/TMA, configuration KvD64Br128St2 (attention_wgmma_bwd.h).
+// Attention backward kv kernel (dK, dV) on wgmma/TMA, configuration KvD64Br96St2 (attention_wgmma_bwd.h).
 // One file per configuration so the CUTLASS instantiations compile in
 // parallel; built for sm_90a only (DETFUSE_ATTN_WGMMA_IMPL).
 #include "kernels/attention/wgmma/attention_wgmma_bwd.cuh"
 
 namespace detfuse::attention::wg {
 
-DETFUSE_ATTN_WGMMA_KV_INSTANCES(, KvD64Br128St2)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(, KvD64Br96St2)
 
 }  // namespace detfuse::attention::wg
