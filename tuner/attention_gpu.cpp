@@ -55,6 +55,7 @@ AttentionGpuCase::AttentionGpuCase(const AttentionProblem& p, Mode mode, const A
   O_.allocate(nq_ * e);
   lse_.resize(nrows_);
   if (mode == Mode::forward_backward) {
+    has_backward_ = true;
     upload(dO_, in.dO, p.dtype);
     dQ_.allocate(nq_ * e);
     dK_.allocate(nk_ * e);
@@ -95,8 +96,14 @@ size_t AttentionGpuCase::workspace_bytes(const AttentionVariant& v, const Attent
   return ws;
 }
 
+bool AttentionGpuCase::set_mode(Mode m) {
+  if (m == Mode::forward_backward && !has_backward_) return false;
+  mode_ = m;
+  return true;
+}
+
 void AttentionGpuCase::launch(const AttentionVariant& v, Mode m, const DeviceBytes& ws) {
-  if (m == Mode::forward_backward && mode_ != Mode::forward_backward)
+  if (m == Mode::forward_backward && !has_backward_)
     throw invalid_argument("attention case: prepared for the forward only, asked for forward_backward");
   AttentionArgs f = args(AttentionMode::forward);
   f.workspace = ws.get();
@@ -167,6 +174,7 @@ bool AttentionGpuCase::time(const AttentionVariant& v, Mode timed, const Repetit
 
 std::vector<float> AttentionGpuCase::download(const DeviceBytes& b, size_t count) const {
   if (!b.bytes()) throw invalid_argument("attention case: this output is not computed in mode " + std::string(to_string(mode_)));
+  DETFUSE_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<float> out(count);
   if (p_.dtype == DType::f32) {
     DETFUSE_CUDA_CHECK(cudaMemcpy(out.data(), b.get(), count * sizeof(float), cudaMemcpyDeviceToHost));
@@ -189,7 +197,7 @@ void AttentionGpuCase::dump_outputs(const std::filesystem::path& dir) {
   const AttentionProblem& p = p_;
   write_npy(dir / "O.npy", O(), {p.B, p.H, p.Sq, p.d});
   write_npy(dir / "lse.npy", lse(), {p.B, p.H, p.Sq});
-  if (mode_ == Mode::forward_backward) {
+  if (mode_ == Mode::forward_backward) {  // the last run's mode
     write_npy(dir / "dQ.npy", dQ(), {p.B, p.H, p.Sq, p.d});
     write_npy(dir / "dK.npy", dK(), {p.B, p.Hkv, p.Sk, p.d});
     write_npy(dir / "dV.npy", dV(), {p.B, p.Hkv, p.Sk, p.d});

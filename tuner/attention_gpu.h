@@ -88,6 +88,9 @@ class AttentionGpuCase : public GpuCase {
   }
   // O.npy [B,H,Sq,d], lse.npy [B,H,Sq], dQ.npy, dK.npy, dV.npy (float32).
   void dump_outputs(const std::filesystem::path& dir) override;
+  // A case prepared for forward_backward also runs the forward alone (bench's
+  // forward-only variants); one prepared for the forward cannot do more.
+  bool set_mode(Mode m) override;
 
  private:
   void launch(const AttentionVariant& v, Mode m, const DeviceBytes& ws);
@@ -95,6 +98,7 @@ class AttentionGpuCase : public GpuCase {
 
   AttentionProblem p_;
   Mode mode_;
+  bool has_backward_ = false;  // dO, dQ, dK, dV allocated
   DeviceInfo dev_;
   size_t nq_ = 0, nk_ = 0, nrows_ = 0;  // elements of Q-shaped, K-shaped tensors; LSE rows
   DeviceBytes Q_, K_, V_, dO_, O_, dQ_, dK_, dV_;

@@ -42,15 +42,24 @@ BenchReport run_bench(const Registry& reg, const DeviceInfo& dev, const BenchOpt
     row.variant = v.name();
     row.strategy = v.desc().strategy;
     row.deterministic_by_design = v.desc().deterministic;
+    std::vector<Mode> run_modes = modes;
     if (auto why = v.can_run(o.problem, Mode::forward_backward, dev)) {
-      row.status = "cannot_run";
-      row.reason = *why;
-      rep.rows.push_back(row);
-      continue;
+      // A forward-only variant is timed in the forward alone, where the family times it.
+      const bool fwd = std::find(modes.begin(), modes.end(), Mode::forward) != modes.end();
+      if (!fwd || v.can_run(o.problem, Mode::forward, dev)) {
+        row.status = "cannot_run";
+        row.reason = *why;
+        rep.rows.push_back(row);
+        continue;
+      }
+      row.forward_only = *why;
+      run_modes = {Mode::forward};
     }
     if (progress) *progress << "[" << i << "/" << variants.size() << "] " << v.name() << "...\n";
     try {
-      for (Mode m : modes) {
+      if (!gc->set_mode(run_modes.back()) && !row.forward_only.empty())
+        throw Error("this problem's case cannot run the forward alone");
+      for (Mode m : run_modes) {
         db::Timing t;
         if (!gc->time_mode(v, m, o.reps, interrupt_requested, t, nullptr)) throw Error("interrupted");
         if (m == Mode::forward_backward) {
@@ -65,6 +74,7 @@ BenchReport run_bench(const Registry& reg, const DeviceInfo& dev, const BenchOpt
       db::Determinism d;
       if (!gc->repeat_digests(v, o.repeats, interrupt_requested, d, {})) throw Error("interrupted");
       row.distinct = d.distinct;
+      gc->set_mode(Mode::forward_backward);
     } catch (const std::exception& e) {
       if (interrupt_requested()) throw;
       row.status = "error";
@@ -141,7 +151,11 @@ std::string format_bench_table(const BenchReport& r) {
         std::snprintf(b, sizeof b, "%10s  %8s  ", "-", "-");
       line += b;
     }
-    std::snprintf(b, sizeof b, "%10.3f  %6.1f%%  %8.1f  ", row.stats.median, row.stats.spread * 100, row.timing.tflops);
+    const bool fb = !row.timing.samples_ms.empty();
+    if (fb)
+      std::snprintf(b, sizeof b, "%10.3f  %6.1f%%  %8.1f  ", row.stats.median, row.stats.spread * 100, row.timing.tflops);
+    else
+      std::snprintf(b, sizeof b, "%10s  %6.1f%%  %8s  ", "-", row.forward_stats.spread * 100, "-");
     line += b;
     if (ratio_col) {
       std::string ratio = "-";
@@ -157,8 +171,10 @@ std::string format_bench_table(const BenchReport& r) {
     std::string nd;
     for (const auto& [k, n] : row.distinct)
       if (n > 1 && k != headline) nd += (nd.empty() ? "" : " ") + k + ":" + std::to_string(n) + " distinct";
-    std::snprintf(b, sizeof b, "%10s  %5d  %s\n", format_bytes(double(row.timing.peak_extra_bytes)).c_str(),
-                  it == row.distinct.end() ? 0 : it->second, nd.c_str());
+    if (!row.forward_only.empty()) nd += (nd.empty() ? "" : "; ") + std::string("forward only: ") + row.forward_only;
+    const int64_t extra = fb ? row.timing.peak_extra_bytes : row.forward ? row.forward->peak_extra_bytes : 0;
+    const std::string count = it == row.distinct.end() ? (fb ? "0" : "-") : std::to_string(it->second);
+    std::snprintf(b, sizeof b, "%10s  %5s  %s\n", format_bytes(double(extra)).c_str(), count.c_str(), nd.c_str());
     os << line << b;
   }
   return os.str();
@@ -186,7 +202,8 @@ std::string bench_json(const BenchReport& r) {
               {"deterministic_by_design", row.deterministic_by_design},
               {"status", row.status},
               {"reason", row.reason}};
-    if (row.status == "ok") {
+    if (!row.forward_only.empty()) v["forward_only"] = row.forward_only;
+    if (row.status == "ok" && !row.timing.samples_ms.empty()) {
       v["median_ms"] = json_number(row.stats.median);
       v["min_ms"] = json_number(row.stats.min);
       v["max_ms"] = json_number(row.stats.max);
@@ -198,6 +215,8 @@ std::string bench_json(const BenchReport& r) {
       Json samples = Json::array();
       for (double s : row.timing.samples_ms) samples.push_back(json_number(s));
       v["samples_ms"] = samples;
+    }
+    if (row.status == "ok") {
       if (row.forward) {
         Json fs = Json::array();
         for (double s : row.forward->samples_ms) fs.push_back(json_number(s));

@@ -37,10 +37,13 @@ struct BenchRow {
   bool deterministic_by_design = false;
   std::string status = "ok";  // ok, cannot_run, error
   std::string reason;
-  db::Timing timing;  // forward_backward
+  db::Timing timing;  // forward_backward (no samples: a forward-only row)
   SampleStats stats;
   std::optional<db::Timing> forward;  // the forward alone (families whose bench_modes time it)
   SampleStats forward_stats;
+  // Set when the variant refuses forward_backward but runs the forward (a
+  // forward-only kernel): its row has the forward's time and digests only.
+  std::string forward_only;
   double ratio_to_gemms = 0;  // median / three-GEMM total; 0 when no baseline
   std::map<std::string, int> distinct;  // per output, over K repeats
 };

@@ -329,6 +329,9 @@ class GpuCase {
                          const std::function<bool()>& stop, db::Timing& t, int* uncapped) = 0;
   // Writes every output of the last run as .npy (float32) into dir.
   virtual void dump_outputs(const std::filesystem::path& dir) = 0;
+  // What run_once and repeat_digests run from now on; false when the case
+  // cannot (it was prepared for less, or its family's case has one mode).
+  virtual bool set_mode(Mode) { return false; }
 };
 
 }  // namespace detfuse::tuner

@@ -4,7 +4,8 @@
 // result to the outputs (rounded to the dtype). "exact" is correct and
 // deterministic; "wrong" scales O by 1.1 (incorrect); "noisy" changes one dQ
 // value on every other launch by 2^-7 relative (run-to-run digests differ;
-// correct within bf16's tolerance). Registered only in these tests.
+// correct within bf16's tolerance); "fwd" is "exact" whose can_run refuses the
+// backward (a forward-only kernel). Registered only in these tests.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -53,12 +54,13 @@ inline AttentionVariant host_attention_variant(const std::string& how, DType dty
   v.desc.dtype = dtype;
   v.desc.engine = "host";
   v.desc.strategy = how == "noisy" ? "atomic" : "owning";
-  v.desc.params = {{how == "exact" ? "ex" : how == "wrong" ? "wr" : "no", 1}};
+  v.desc.params = {{how == "exact" ? "ex" : how == "wrong" ? "wr" : how == "fwd" ? "fw" : "no", 1}};
   v.desc.name = VariantDesc::canonical_name(Family::attention, dtype, "host", v.desc.strategy, v.desc.params);
   v.desc.deterministic = how != "noisy";
   v.desc.summary = "host float64 reference written to the outputs (" + how + "), tuner GPU tests only";
-  v.can_run = [](const AttentionProblem& p, AttentionMode, const DeviceInfo&) -> std::optional<std::string> {
+  v.can_run = [how](const AttentionProblem& p, AttentionMode m, const DeviceInfo&) -> std::optional<std::string> {
     if (double(p.B) * p.H * p.Sq * p.Sk * p.d > 5e9) return "too large for the host reference";
+    if (how == "fwd" && m == AttentionMode::backward) return "forward only (test)";
     return std::nullopt;
   };
   v.workspace_bytes = [](const AttentionProblem&, AttentionMode) { return size_t(256); };
@@ -99,6 +101,7 @@ inline Registry host_attention_registry() {
   r.add(host_attention_variant("exact", DType::bf16));
   r.add(host_attention_variant("wrong", DType::bf16));
   r.add(host_attention_variant("noisy", DType::bf16));
+  r.add(host_attention_variant("fwd", DType::bf16));
   r.add(host_attention_variant("exact", DType::f32));
   return r;
 }

@@ -126,6 +126,17 @@ TEST_F(AttentionGpu, VerifyClassesBenchRowsAndATuningRun) {
   EXPECT_NE(table.find("dQ#"), std::string::npos) << table;
   EXPECT_EQ(table.find("x GEMMs"), std::string::npos) << table;
   std::cout << table << bench_json(r);
+  // A forward-only variant: the forward's time and digests, said so.
+  bo.variants = {v("fw1").desc.name};
+  const BenchReport rf = run_bench(host, dev, bo, nullptr);
+  ASSERT_EQ(rf.rows.at(0).status, "ok") << rf.rows[0].reason;
+  EXPECT_EQ(rf.rows[0].forward_only, "backward: forward only (test)");
+  ASSERT_TRUE(rf.rows[0].forward);
+  EXPECT_TRUE(rf.rows[0].timing.samples_ms.empty());
+  EXPECT_EQ(rf.rows[0].distinct.count("dQ"), 0u);
+  EXPECT_EQ(rf.rows[0].distinct.at("O"), 1);
+  EXPECT_NE(format_bench_table(rf).find("forward only"), std::string::npos);
+  std::cout << format_bench_table(rf);
 
   // A tuning run (in-process) into a store, then verify reproduces it.
   {
@@ -138,7 +149,8 @@ TEST_F(AttentionGpu, VerifyClassesBenchRowsAndATuningRun) {
     const TuneReport rep = t.run(o);
     ASSERT_EQ(rep.status, db::kRunComplete);
     ASSERT_TRUE(rep.problems.at(0).best);
-    EXPECT_EQ(rep.problems[0].best->variant, v("ex1").desc.name);  // wrong is incorrect, noisy nondeterministic
+    EXPECT_EQ(rep.problems[0].best->variant, v("ex1").desc.name);  // wrong is incorrect, noisy nondeterministic, fwd refused
+    EXPECT_EQ(rep.cannot_run, 1);
   }
   db::Store ro = db::Store::open_read_only(tmp / "t.db");
   vo.variants = {v("ex1").desc.name};
