@@ -1,6 +1,7 @@
 #include "tuner/attention_family.h"
 
 #include "db/store.h"
+#include "kernels/attention/attention.h"
 #include "tuner/attention_gpu.h"
 #include "tuner/footprint.h"
 
@@ -51,6 +52,11 @@ AttentionProblem FamilyTraits<AttentionProblem>::from_json(const Json& j) {
 
 std::string FamilyTraits<AttentionProblem>::heuristic(const Registry& reg, const AttentionProblem& p, Mode m,
                                                       const DeviceInfo& dev) {
+  // The built-in registry: kernels/attention's own choice (as FLCE's default is
+  // flce::heuristic_variant); backward is the pass a forward_backward run adds.
+  if (&reg == &builtin_registry())
+    return attention::heuristic_variant(p, m == Mode::forward ? AttentionMode::forward : AttentionMode::backward, dev)
+        .desc.name;
   const AttentionVariant* first = nullptr;
   for (const auto& v : reg.attention()) {
     if (v.desc.dtype != p.dtype || can_run(v, p, m, dev)) continue;

@@ -37,10 +37,10 @@ struct FamilyTraits<AttentionProblem> {
   static double flops(const AttentionProblem& p, Mode m) {
     return m == Mode::forward ? p.flops_forward() : p.flops_forward() + p.flops_backward();
   }
-  // The default choice before any tuning: the first deterministic variant of
-  // the dtype that can run the problem in this mode, else the first that can
-  // (throws when none can). kernels/attention's heuristic_variant replaces it
-  // once the kernels are registered.
+  // The default choice before any tuning: over the built-in registry
+  // kernels/attention's heuristic_variant; over another registry (tests) the
+  // first deterministic variant of the dtype that can run the problem in this
+  // mode, else the first that can (throws when none can).
   static std::string heuristic(const Registry& reg, const AttentionProblem& p, Mode m, const DeviceInfo& dev);
   static std::unique_ptr<GpuCase> make_case(const AttentionProblem& p, Mode m, const HostInputs& in, int64_t seed,
                                             const DeviceInfo& dev);
