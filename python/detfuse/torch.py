@@ -316,7 +316,7 @@ def _choose_backward(p, sel_b, device, backward_variant):
         with torch.cuda.device(device):
             return _lib.attention_choose(p, _lib.ATTENTION_BACKWARD, sel_b)
     except _lib.InvalidArgument as e:
-        if backward_variant is None:
+        if backward_variant is None and sel_b.kind == _lib.SELECT_NAME:
             raise _lib.InvalidArgument(f"{e} (backward_variant=None uses `variant` for the backward too; pass "
                                        f"backward_variant='heuristic' or a variant that runs the backward)",
                                        e.status) from None
