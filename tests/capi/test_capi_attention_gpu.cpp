@@ -34,7 +34,7 @@ struct Inputs {
     std::mt19937 rng(5);
     std::normal_distribution<float> g(0.f, 1.f);
     auto fill = [&](DeviceBuffer<uint16_t>& b, int64_t n) {
-      std::vector<float> h(size_t(n));
+      std::vector<float> h(static_cast<size_t>(n));
       for (auto& v : h) v = g(rng);
       b.upload(to_bf16_bits(h));
     };
