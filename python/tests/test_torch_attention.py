@@ -10,13 +10,12 @@ the group's gradients into each kv head. Rows that see no key: the reference
 unmasks them (to keep SDPA finite) and multiplies their output by 0, which
 gives O = 0 and zero gradients from those rows, detfuse's contract.
 
-Tolerances (relative Frobenius error against the float64 reference): bf16
-results are rounded to bf16 once (2^-9 relative) after fp32 accumulation, and
-the backward reads the bf16-rounded O; 1e-2 for O and 2e-2 for gradients, the
-bounds of the FLCE tests. fp32: the fma engine computes in fp32 throughout,
-1e-5 for O and 1e-4 for gradients (errors of order sqrt(Sk) * 2^-24 times the
-condition of the softmax, far below these, and far above what a wrong mask,
-scale or GQA mapping gives: those are O(1)).
+Tolerances (relative norm error against the float64 reference) are the
+attention family's own (tests/attention/test_attention_gpu.cpp, issue 8):
+1e-5 for O, dQ, dK, dV in fp32 (the fma engine computes in fp32 throughout,
+expf/logf without fast math), 2e-2 in bf16 (outputs rounded to bf16, the
+backward reads the bf16-rounded O; the wgmma forward rounds P to bf16), 1e-4
+for the LSE. A wrong mask, scale or GQA mapping gives errors of order 1.
 """
 import importlib.util
 import math
@@ -31,7 +30,7 @@ if HAVE_TORCH:
     import torch.nn.functional as F
 HAVE_CUDA = HAVE_TORCH and torch.cuda.is_available() and detfuse.device_count() > 0
 
-TOL = {"bf16": (1e-2, 2e-2), "fp32": (1e-5, 1e-4)}
+TOL = {"bf16": (2e-2, 2e-2), "fp32": (1e-5, 1e-5)}  # (O, gradients); LSE 1e-4
 
 
 class WithoutTorchTest(unittest.TestCase):
@@ -172,7 +171,7 @@ class AttentionGpuTest(unittest.TestCase):
         self.assertLess(rel_err(k.grad, kr.grad), tol_g)
         self.assertLess(rel_err(v.grad, vr.grad), tol_g)
         if seen.any():
-            self.assertLess(rel_err(lse[:, :, seen], lser[:, :, seen]), 1e-5)
+            self.assertLess(rel_err(lse[:, :, seen], lser[:, :, seen]), 1e-4)
         if not seen.all():
             # Rows that see no key: O = 0 exactly, LSE = -inf, zero dq rows.
             self.assertTrue((O[:, :, ~seen] == 0).all().item())
@@ -283,7 +282,7 @@ class AttentionGpuTest(unittest.TestCase):
             dt.attention(q, k, v, causal=True, variant=wg[0])
         with torch.no_grad():  # no gradients needed: the forward-only variant runs
             O = dt.attention(q, k, v, causal=True, variant=wg[0])
-        self.assertLess(rel_err(O, reference(q, k, v, True)[0]), 1e-2)
+        self.assertLess(rel_err(O, reference(q, k, v, True)[0]), TOL["bf16"][0])
         self.check(shape, torch.bfloat16, variant=wg[0], backward_variant="heuristic")
 
 
