@@ -14,6 +14,7 @@
 #include "kernels/common/device_info.h"
 #include "kernels/common/digest.h"
 #include "kernels/common/error.h"
+#include "kernels/attention/attention.h"
 #include "kernels/common/problem.h"
 #include "kernels/flce/flce.h"
 #include "kernels/registry.h"
@@ -263,6 +264,166 @@ void check_hex_out(char* hex, size_t cap) {
   if (cap < 33) throw invalid_argument("hex_cap: must be at least 33 (32 hex digits and NUL), got " + std::to_string(cap));
 }
 
+
+// ------------------------------------------------------------------ attention
+
+AttentionMode to_attention_mode(int32_t v) {
+  switch (v) {
+    case DETFUSE_ATTENTION_FORWARD: return AttentionMode::forward;
+    case DETFUSE_ATTENTION_BACKWARD: return AttentionMode::backward;
+  }
+  throw invalid_argument("mode: must be 0 (forward) or 1 (backward), got " + std::to_string(v));
+}
+
+// The C struct to detfuse::AttentionProblem, validated; messages name the C
+// field ("problem.Hkv: ...").
+AttentionProblem to_attention_problem(const detfuse_attention_problem* c) {
+  require_nonnull(c, "problem");
+  AttentionProblem p;
+  p.B = c->B;
+  p.H = c->H;
+  p.Hkv = c->Hkv;
+  p.Sq = c->Sq;
+  p.Sk = c->Sk;
+  p.d = c->d;
+  p.dtype = to_dtype(c->dtype, "problem.dtype");
+  if (c->causal != 0 && c->causal != 1)
+    throw invalid_argument("problem.causal: must be 0 or 1, got " + std::to_string(c->causal));
+  p.causal = c->causal != 0;
+  p.scale = c->scale;
+  try {
+    p.validate();
+  } catch (const Error& e) {
+    throw Error(std::string("problem.") + e.what(), e.kind());
+  }
+  return p;
+}
+
+// The pointers `mode` needs (attention::validate_call's rules, checked here
+// so that a bad call fails before any CUDA call, with the C field names).
+AttentionArgs to_attention_args(const detfuse_attention_args* c, AttentionMode mode) {
+  require_nonnull(c, "args");
+  const std::string for_mode = std::string(" (required for ") + attention::to_string(mode) + ")";
+  auto need = [&](const void* ptr, const char* name) {
+    if (!ptr) throw invalid_argument(std::string("args.") + name + ": null pointer" + for_mode);
+  };
+  need(c->Q, "Q");
+  need(c->K, "K");
+  need(c->V, "V");
+  if (mode == AttentionMode::forward) {
+    need(c->O, "O");
+    need(c->lse, "lse");
+  } else {
+    need(c->dO, "dO");
+    need(c->O_in, "O_in");
+    need(c->lse_in, "lse_in");
+    need(c->dQ, "dQ");
+    need(c->dK, "dK");
+    need(c->dV, "dV");
+  }
+  if (c->workspace_size > 0 && !c->workspace)
+    throw invalid_argument("args.workspace: null pointer with workspace_size " + std::to_string(c->workspace_size));
+  if (c->workspace && reinterpret_cast<uintptr_t>(c->workspace) % 256 != 0)
+    throw invalid_argument("args.workspace: must be 256-byte aligned");
+  AttentionArgs a;
+  a.Q = c->Q;
+  a.K = c->K;
+  a.V = c->V;
+  a.dO = c->dO;
+  a.O_in = c->O_in;
+  a.lse_in = c->lse_in;
+  a.O = c->O;
+  a.lse = c->lse;
+  a.dQ = c->dQ;
+  a.dK = c->dK;
+  a.dV = c->dV;
+  a.workspace = c->workspace;
+  a.workspace_size = c->workspace_size;
+  return a;
+}
+
+// Name and heuristic only: there is no attention tuner yet.
+void check_attention_selection(const detfuse_selection* s) {
+  check_selection(s);
+  if (s->kind == DETFUSE_SELECT_TUNED)
+    throw invalid_argument(
+        "selection.kind: 2 (tuned) is not available for attention (no attention tuning store yet); use 0 (name) "
+        "or 1 (heuristic)");
+}
+
+// The device the calling thread's CUDA context is on (after require_device).
+const DeviceInfo& current_device() {
+  int dev = 0;
+  DETFUSE_CUDA_CHECK(cudaGetDevice(&dev));
+  return cached_device(dev);
+}
+
+// By name: the name and the dtype (no GPU); where a device is present, also
+// the variant's can_run for this mode on the current device, so that a
+// forward-only variant is refused for the backward with its reason.
+const AttentionVariant& named_attention_variant(const char* name, const AttentionProblem& p, AttentionMode mode) {
+  const AttentionVariant* v = builtin_registry().find_attention(name);
+  if (!v)
+    throw invalid_argument(std::string("selection.name: no attention variant named '") + name +
+                           "' in this build (detfuse list prints them)");
+  if (v->desc.dtype != p.dtype)
+    throw invalid_argument(std::string("selection.name: variant '") + name + "' is for " + to_string(v->desc.dtype) +
+                           " inputs, problem.dtype is " + to_string(p.dtype));
+  if (cuda_device_count(nullptr) > 0) {
+    if (auto why = v->can_run(p, mode, current_device()))
+      throw invalid_argument(std::string("selection.name: variant '") + name + "' cannot run the " +
+                             attention::to_string(mode) + " of " + p.key() + ": " + *why);
+  }
+  return *v;
+}
+
+struct AttentionSelected {
+  const AttentionVariant* variant = nullptr;
+  int32_t source = DETFUSE_SOURCE_NAMED;
+  std::string note;
+};
+
+AttentionSelected select_attention(const detfuse_selection* s, const AttentionProblem& p, AttentionMode mode) {
+  AttentionSelected r;
+  if (s->kind == DETFUSE_SELECT_NAME) {
+    r.variant = &named_attention_variant(s->name, p, mode);
+    r.note = "variant named by the caller";
+    return r;
+  }
+  require_device();
+  r.variant = &attention::heuristic_variant(p, mode, current_device());
+  r.source = DETFUSE_SOURCE_HEURISTIC;
+  r.note = std::string("built-in heuristic for the ") + attention::to_string(mode) +
+           " (deterministic owning variant first; there is no attention tuner yet)";
+  return r;
+}
+
+void fill_attention_choice(detfuse_choice* out, const AttentionSelected& s) {
+  if (!out) return;
+  std::memset(out, 0, sizeof *out);
+  copy_text(out->name, sizeof out->name, s.variant->desc.name);
+  out->source = s.source;
+  out->deterministic = s.variant->desc.deterministic ? 1 : 0;
+  copy_text(out->note, sizeof out->note, s.note);
+}
+
+int32_t run_attention_mode(const char* fn, const detfuse_attention_problem* problem, int32_t mode,
+                           const detfuse_attention_args* args, const detfuse_selection* selection, void* stream,
+                           detfuse_choice* choice) {
+  return guard(fn, [&] {
+    const AttentionMode m = to_attention_mode(mode);
+    const AttentionProblem p = to_attention_problem(problem);
+    const AttentionArgs a = to_attention_args(args, m);
+    check_attention_selection(selection);
+    if (selection->kind == DETFUSE_SELECT_NAME)
+      named_attention_variant(selection->name, p, m);  // name and dtype errors before the device check
+    require_device();
+    const AttentionSelected s = select_attention(selection, p, m);
+    attention::run(*s.variant, p, m, a, static_cast<cudaStream_t>(stream));
+    fill_attention_choice(choice, s);
+  });
+}
+
 }  // namespace
 
 extern "C" {
@@ -377,6 +538,87 @@ int32_t detfuse_flce_forward_backward(const detfuse_flce_problem* problem, const
 int32_t detfuse_flce_backward(const detfuse_flce_problem* problem, const detfuse_flce_args* args,
                               const detfuse_selection* selection, void* stream, detfuse_choice* choice) {
   return run_mode("detfuse_flce_backward", problem, DETFUSE_MODE_BACKWARD, args, selection, stream, choice);
+}
+
+int32_t detfuse_attention_problem_init(detfuse_attention_problem* problem) {
+  return guard("detfuse_attention_problem_init", [&] {
+    require_nonnull(problem, "problem");
+    const AttentionProblem d;
+    std::memset(problem, 0, sizeof *problem);
+    problem->B = d.B;
+    problem->H = d.H;
+    problem->Hkv = d.Hkv;
+    problem->Sq = d.Sq;
+    problem->Sk = d.Sk;
+    problem->d = d.d;
+    problem->dtype = d.dtype == DType::bf16 ? DETFUSE_DTYPE_BF16 : DETFUSE_DTYPE_F32;
+    problem->causal = d.causal ? 1 : 0;
+    problem->scale = d.scale;
+  });
+}
+
+int32_t detfuse_attention_problem_key(const detfuse_attention_problem* problem, char* key, size_t key_cap) {
+  return guard("detfuse_attention_problem_key", [&] {
+    const AttentionProblem p = to_attention_problem(problem);
+    if (key) copy_text(key, key_cap, p.key());
+  });
+}
+
+int32_t detfuse_attention_variant_count(int64_t* count) {
+  return guard("detfuse_attention_variant_count", [&] {
+    require_nonnull(count, "count");
+    *count = int64_t(builtin_registry().attention().size());
+  });
+}
+
+int32_t detfuse_attention_variant_name(int64_t index, char* name, size_t name_cap) {
+  return guard("detfuse_attention_variant_name", [&] {
+    require_nonnull(name, "name");
+    const auto& all = builtin_registry().attention();
+    if (index < 0 || index >= int64_t(all.size()))
+      throw invalid_argument("index: must be in [0, " + std::to_string(all.size()) + "), got " + std::to_string(index));
+    copy_text(name, name_cap, all[size_t(index)].desc.name);
+  });
+}
+
+int32_t detfuse_attention_choose(const detfuse_attention_problem* problem, int32_t mode,
+                                 const detfuse_selection* selection, detfuse_choice* choice) {
+  return guard("detfuse_attention_choose", [&] {
+    const AttentionMode m = to_attention_mode(mode);
+    const AttentionProblem p = to_attention_problem(problem);
+    check_attention_selection(selection);
+    require_nonnull(choice, "choice");
+    fill_attention_choice(choice, select_attention(selection, p, m));
+  });
+}
+
+int32_t detfuse_attention_workspace_size(const detfuse_attention_problem* problem, int32_t mode,
+                                         const detfuse_selection* selection, size_t* bytes) {
+  return guard("detfuse_attention_workspace_size", [&] {
+    const AttentionMode m = to_attention_mode(mode);
+    const AttentionProblem p = to_attention_problem(problem);
+    check_attention_selection(selection);
+    require_nonnull(bytes, "bytes");
+    *bytes = select_attention(selection, p, m).variant->workspace_bytes(p, m);
+  });
+}
+
+int32_t detfuse_attention_run(const detfuse_attention_problem* problem, int32_t mode,
+                              const detfuse_attention_args* args, const detfuse_selection* selection, void* stream,
+                              detfuse_choice* choice) {
+  return run_attention_mode("detfuse_attention_run", problem, mode, args, selection, stream, choice);
+}
+
+int32_t detfuse_attention_forward(const detfuse_attention_problem* problem, const detfuse_attention_args* args,
+                                  const detfuse_selection* selection, void* stream, detfuse_choice* choice) {
+  return run_attention_mode("detfuse_attention_forward", problem, DETFUSE_ATTENTION_FORWARD, args, selection, stream,
+                            choice);
+}
+
+int32_t detfuse_attention_backward(const detfuse_attention_problem* problem, const detfuse_attention_args* args,
+                                   const detfuse_selection* selection, void* stream, detfuse_choice* choice) {
+  return run_attention_mode("detfuse_attention_backward", problem, DETFUSE_ATTENTION_BACKWARD, args, selection,
+                            stream, choice);
 }
 
 int32_t detfuse_digest_device(const void* data, size_t bytes, void* stream, char* hex, size_t hex_cap) {

@@ -1,5 +1,6 @@
 /* detfuse C ABI: a stable, exception-free C interface over the C++ API
- * (kernels/flce/flce.h, tuner/tuned.h, kernels/common/digest.h), built as the
+ * (kernels/flce/flce.h, kernels/attention/attention.h, tuner/tuned.h,
+ * kernels/common/digest.h), built as the
  * shared library libdetfuse_c.so. The Python package (python/detfuse) loads it
  * with ctypes; any language with a C FFI can.
  *
@@ -12,9 +13,10 @@
  *  - Arguments are checked (null pointers, enums, sizes, the kMaxDim limit of
  *    kernels/common/problem.h) before anything touches the GPU; a call that
  *    needs a GPU on a machine without one returns DETFUSE_ERR_NO_DEVICE.
- *  - Pointers in detfuse_flce_args are device pointers; `stream` is a
+ *  - Pointers in detfuse_flce_args and detfuse_attention_args are device pointers; `stream` is a
  *    cudaStream_t passed as void* (NULL: the legacy default stream).
- *  - All structs are plain data; detfuse_flce_problem_init() fills defaults.
+ *  - All structs are plain data; detfuse_flce_problem_init() and
+ *    detfuse_attention_problem_init() fill defaults.
  * Bump DETFUSE_C_ABI_VERSION whenever a struct layout or signature changes.
  */
 #ifndef DETFUSE_C_H_
@@ -33,7 +35,8 @@
 extern "C" {
 #endif
 
-#define DETFUSE_C_ABI_VERSION 1
+/* 1: FLCE and digests. 2: attention entry points (detfuse_attention_*). */
+#define DETFUSE_C_ABI_VERSION 2
 
 typedef enum detfuse_status {
   DETFUSE_OK = 0,
@@ -164,6 +167,86 @@ DETFUSE_C_API int32_t detfuse_flce_forward_backward(const detfuse_flce_problem* 
 DETFUSE_C_API int32_t detfuse_flce_backward(const detfuse_flce_problem* problem, const detfuse_flce_args* args,
                                             const detfuse_selection* selection, void* stream,
                                             detfuse_choice* choice);
+
+/* ------------------------------------------------------------------ attention
+ * Exact softmax attention (kernels/attention/attention.h; semantics in
+ * kernels/common/problem.h): Q [B,H,Sq,d], K and V [B,Hkv,Sk,d] (GQA: head h
+ * reads kv head h / (H/Hkv)), O [B,H,Sq,d], LSE [B,H,Sq] fp32 (natural log).
+ * Causal masks are bottom-right aligned (query i sees key j iff
+ * j <= i + Sk - Sq); a row that sees no key has O = 0, LSE = -inf and zero
+ * gradients. Q, K, V, O, dO, dQ, dK, dV are contiguous, in problem.dtype.
+ *
+ * Selection: DETFUSE_SELECT_NAME or DETFUSE_SELECT_HEURISTIC (there is no
+ * attention tuner yet: DETFUSE_SELECT_TUNED is refused). Forward and backward
+ * select separately: one variant serves both modes unless its can_run refuses
+ * one (the wgmma variants are forward only), and the backward may use another
+ * variant than the forward (it recomputes the scores from Q, K and the LSE). */
+
+typedef enum detfuse_attention_mode {
+  DETFUSE_ATTENTION_FORWARD = 0, /* O, lse */
+  DETFUSE_ATTENTION_BACKWARD = 1 /* dQ, dK, dV from Q K V O_in dO lse_in */
+} detfuse_attention_mode;
+
+/* detfuse::AttentionProblem field for field. */
+typedef struct detfuse_attention_problem {
+  int64_t B, H, Hkv, Sq, Sk, d;
+  int32_t dtype;  /* detfuse_dtype of Q, K, V, O, dO and the gradients */
+  int32_t causal; /* 0 or 1 */
+  double scale;   /* softmax scale; 0 means 1/sqrt(d) */
+} detfuse_attention_problem;
+
+/* Device pointers (detfuse::AttentionArgs). forward: Q K V O lse; backward:
+ * Q K V dO O_in lse_in dQ dK dV. */
+typedef struct detfuse_attention_args {
+  const void* Q;
+  const void* K;
+  const void* V;
+  const void* dO;
+  const void* O_in;     /* backward: the forward's O */
+  const float* lse_in;  /* backward: the forward's LSE */
+  void* O;
+  float* lse;
+  void* dQ;
+  void* dK;
+  void* dV;
+  void* workspace; /* may be NULL: the library then allocates and synchronises */
+  size_t workspace_size;
+} detfuse_attention_args;
+
+/* Fills the defaults of detfuse::AttentionProblem (bf16, not causal, scale 0;
+ * every dimension 0). */
+DETFUSE_C_API int32_t detfuse_attention_problem_init(detfuse_attention_problem* problem);
+/* Validates the problem (no GPU) and writes its canonical key
+ * ("attention:B=..,H=..,...") into key[key_cap] when key is not NULL. */
+DETFUSE_C_API int32_t detfuse_attention_problem_key(const detfuse_attention_problem* problem, char* key,
+                                                    size_t key_cap);
+
+/* Registered attention variants (no GPU). */
+DETFUSE_C_API int32_t detfuse_attention_variant_count(int64_t* count);
+DETFUSE_C_API int32_t detfuse_attention_variant_name(int64_t index, char* name, size_t name_cap);
+
+/* The variant a selection picks for (problem, mode) and why. NAME checks the
+ * name and dtype without a GPU and, where a device is present, the variant's
+ * can_run on the current device for this mode (a forward-only variant is
+ * refused for the backward with its reason); HEURISTIC needs a device. */
+DETFUSE_C_API int32_t detfuse_attention_choose(const detfuse_attention_problem* problem, int32_t mode,
+                                               const detfuse_selection* selection, detfuse_choice* choice);
+/* Workspace bytes the selected variant needs for (problem, mode). */
+DETFUSE_C_API int32_t detfuse_attention_workspace_size(const detfuse_attention_problem* problem, int32_t mode,
+                                                       const detfuse_selection* selection, size_t* bytes);
+/* Runs attention on `stream` with the selected variant (validation, can_run,
+ * workspace as attention::run). `choice` may be NULL. */
+DETFUSE_C_API int32_t detfuse_attention_run(const detfuse_attention_problem* problem, int32_t mode,
+                                            const detfuse_attention_args* args, const detfuse_selection* selection,
+                                            void* stream, detfuse_choice* choice);
+DETFUSE_C_API int32_t detfuse_attention_forward(const detfuse_attention_problem* problem,
+                                                const detfuse_attention_args* args,
+                                                const detfuse_selection* selection, void* stream,
+                                                detfuse_choice* choice);
+DETFUSE_C_API int32_t detfuse_attention_backward(const detfuse_attention_problem* problem,
+                                                 const detfuse_attention_args* args,
+                                                 const detfuse_selection* selection, void* stream,
+                                                 detfuse_choice* choice);
 
 /* XXH3-128 of `bytes` bytes as 32 lowercase hex digits plus NUL (hex[33]).
  * The device form copies to the host after synchronising `stream`. */

@@ -13,6 +13,7 @@
 #include "kernels/common/error.h"
 #include "kernels/common/host_bf16.h"
 #include "tuner/best.h"
+#include "tuner/attention_gpu.h"
 #include "tuner/footprint.h"
 #include "tuner/json.h"
 #include "tuner/npy.h"
@@ -30,9 +31,11 @@ const char* kTopUsage =
     "  devices   the CUDA devices and the facts results are keyed on\n"
     "  list      registered kernel variants (no GPU needed)\n"
     "  tune      measure every variant for this GPU and shapes, store the results\n"
+    "            (--kernel flce | attention)\n"
     "  best      the tuned best variant for a shape (nearest tuned shape, else the heuristic)\n"
     "  verify    run a variant K times and compare digests with the stored ones\n"
-    "  bench     time variants against three cuBLAS GEMMs (bench flce ...)\n"
+    "  bench     time variants (bench flce: against three cuBLAS GEMMs; bench attention: forward\n"
+    "            and forward+backward)\n"
     "  db        export --csv DIR | merge OTHER.db\n"
     "  study     contention --kernel flce: the contention study's sweep, tagged in the store\n"
     "\n"
@@ -59,26 +62,36 @@ bool parse(const std::vector<std::string>& args, const po::options_description& 
 
 void add_problem_options(po::options_description& d, bool) {
   d.add_options()
-      ("kernel", po::value<std::string>()->default_value("flce"), "kernel family: flce (attention: not tunable yet)")
-      ("shape", po::value<std::string>(), "N,D,V: rows, hidden size, vocabulary (e.g. 16384,4096,128256)")
+      ("kernel", po::value<std::string>()->default_value("flce"), "kernel family: flce or attention")
+      ("shape", po::value<std::string>(),
+       "flce: N,D,V: rows, hidden size, vocabulary (e.g. 16384,4096,128256); attention: B,H,Hkv,Sq,Sk,d (e.g. "
+       "4,32,8,4096,4096,128)")
       ("dtype", po::value<std::string>()->default_value("bf16"), "input dtype: bf16 or fp32")
-      ("reduction", po::value<std::string>()->default_value("mean"), "mean, sum or none")
-      ("ignore-index", po::value<int64_t>()->default_value(-100), "target value of ignored rows")
-      ("label-smoothing", po::value<double>()->default_value(0.0), "label smoothing in [0, 1)")
-      ("z-loss", po::value<double>()->default_value(0.0), "z-loss weight (lse_square_scale)")
-      ("softcap", po::value<double>()->default_value(0.0), "logit softcap (0: off)")
-      ("grad-output", po::value<double>()->default_value(1.0), "upstream gradient scale")
-      ("grad-dtype", po::value<std::string>()->default_value("fp32"), "dX/dW dtype: fp32 or the input dtype");
+      ("reduction", po::value<std::string>()->default_value("mean"), "flce: mean, sum or none")
+      ("ignore-index", po::value<int64_t>()->default_value(-100), "flce: target value of ignored rows")
+      ("label-smoothing", po::value<double>()->default_value(0.0), "flce: label smoothing in [0, 1)")
+      ("z-loss", po::value<double>()->default_value(0.0), "flce: z-loss weight (lse_square_scale)")
+      ("softcap", po::value<double>()->default_value(0.0), "flce: logit softcap (0: off)")
+      ("grad-output", po::value<double>()->default_value(1.0), "flce: upstream gradient scale")
+      ("grad-dtype", po::value<std::string>()->default_value("fp32"), "flce: dX/dW dtype: fp32 or the input dtype")
+      ("causal", "attention: causal mask (bottom-right aligned when Sq != Sk)")
+      ("scale", po::value<double>()->default_value(0.0), "attention: softmax scale (0: 1/sqrt(d))");
 }
 
-void require_flce(const po::variables_map& vm) {
-  const std::string k = vm["kernel"].as<std::string>();
-  Family f = parse_family(k);  // throws invalid_argument on an unknown family
-  if (f != Family::flce)
-    throw invalid_argument("--kernel attention: the attention family has no tunable variants yet (use --kernel flce)");
+Family kernel_family(const po::variables_map& vm, std::optional<Family> family) {
+  if (family) return *family;
+  return parse_family(vm["kernel"].as<std::string>());  // throws invalid_argument on an unknown family
 }
 
-FlceProblem problem_from(const po::variables_map& vm, bool need_shape) {
+namespace {
+
+const char* kFlceOptions[] = {"reduction", "ignore-index", "label-smoothing", "z-loss", "softcap", "grad-output",
+                              "grad-dtype"};
+
+FlceProblem flce_problem_from(const po::variables_map& vm, bool need_shape) {
+  for (const char* o : {"causal", "scale"})
+    if (vm.count(o) && !vm[o].defaulted())
+      throw UsageError(std::string("--") + o + ": an attention option (use --kernel attention)");
   FlceProblem p;
   if (vm.count("shape")) {
     auto s = tuner::parse_shape(vm["shape"].as<std::string>());
@@ -100,6 +113,40 @@ FlceProblem problem_from(const po::variables_map& vm, bool need_shape) {
   return p;
 }
 
+AttentionProblem attention_problem_from(const po::variables_map& vm, bool need_shape) {
+  for (const char* o : kFlceOptions)
+    if (vm.count(o) && !vm[o].defaulted())
+      throw UsageError(std::string("--") + o + ": an FLCE option, not for --kernel attention");
+  AttentionProblem p;
+  if (vm.count("shape")) {
+    auto s = tuner::parse_dims(vm["shape"].as<std::string>(), 6, "--shape",
+                               "B,H,Hkv,Sq,Sk,d for --kernel attention, e.g. 4,32,8,4096,4096,128");
+    p.B = s[0];
+    p.H = s[1];
+    p.Hkv = s[2];
+    p.Sq = s[3];
+    p.Sk = s[4];
+    p.d = s[5];
+  } else if (need_shape) {
+    throw UsageError("--shape B,H,Hkv,Sq,Sk,d is required with --kernel attention");
+  }
+  p.dtype = parse_dtype(vm["dtype"].as<std::string>());
+  p.causal = vm.count("causal") > 0;
+  p.scale = vm["scale"].as<double>();
+  if (need_shape || vm.count("shape")) p.validate();
+  return p;
+}
+
+}  // namespace
+
+tuner::Problem problem_from(const po::variables_map& vm, bool need_shape, std::optional<Family> family) {
+  switch (kernel_family(vm, family)) {
+    case Family::flce: return flce_problem_from(vm, need_shape);
+    case Family::attention: return attention_problem_from(vm, need_shape);
+  }
+  throw UsageError("--kernel: unknown family");
+}
+
 DeviceInfo require_device(const Env& env, int ordinal) {
   std::string why;
   int n = env.ctx.device_count ? env.ctx.device_count(&why) : cuda_device_count(&why);
@@ -111,7 +158,7 @@ DeviceInfo require_device(const Env& env, int ordinal) {
 }
 
 tuner::HeuristicFn heuristic(const Env& env) {
-  return env.ctx.heuristic ? env.ctx.heuristic : tuner::default_heuristic();
+  return tuner::heuristic_from(env.reg, env.ctx.heuristic, env.ctx.attention_heuristic);
 }
 
 tuner::FlceHostInputs load_inputs(const std::filesystem::path& dir, FlceProblem& p, bool shape_given) {
@@ -159,6 +206,71 @@ tuner::FlceHostInputs load_inputs(const std::filesystem::path& dir, FlceProblem&
     for (float& v : in.W) v = round_to_bf16(v);
   }
   if (p.reduction == Reduction::none) in.dloss.assign(size_t(N), 1.0f);
+  return in;
+}
+
+namespace {
+
+tuner::AttentionHostInputs load_attention_inputs(const std::filesystem::path& dir, AttentionProblem& p, bool shape_given) {
+  auto name = [&](const char* f) { return (dir / f).string(); };
+  tuner::NpyArray Q = tuner::read_npy(dir / "Q.npy");
+  tuner::NpyArray K = tuner::read_npy(dir / "K.npy");
+  tuner::NpyArray V = tuner::read_npy(dir / "V.npy");
+  tuner::NpyArray dO = tuner::read_npy(dir / "dO.npy");
+  const char* files[] = {"Q.npy", "K.npy", "V.npy", "dO.npy"};
+  tuner::NpyArray* arrays[] = {&Q, &K, &V, &dO};
+  const char* layout[] = {"[B, H, Sq, d]", "[B, Hkv, Sk, d]", "[B, Hkv, Sk, d]", "[B, H, Sq, d]"};
+  for (int i = 0; i < 4; ++i)
+    if (arrays[i]->descr != "<f4" || arrays[i]->shape.size() != 4)
+      throw invalid_argument(name(files[i]) + ": expected a 4-d float32 array " + layout[i]);
+  auto dims = [](const tuner::NpyArray& a) {
+    return std::to_string(a.shape[0]) + "," + std::to_string(a.shape[1]) + "," + std::to_string(a.shape[2]) + "," +
+           std::to_string(a.shape[3]);
+  };
+  if (V.shape != K.shape) throw invalid_argument(name("V.npy") + ": has shape " + dims(V) + ", K.npy has " + dims(K));
+  if (dO.shape != Q.shape) throw invalid_argument(name("dO.npy") + ": has shape " + dims(dO) + ", Q.npy has " + dims(Q));
+  if (K.shape[0] != Q.shape[0])
+    throw invalid_argument(name("K.npy") + ": has B=" + std::to_string(K.shape[0]) + ", Q.npy has B=" + std::to_string(Q.shape[0]));
+  if (K.shape[3] != Q.shape[3])
+    throw invalid_argument(name("K.npy") + ": has d=" + std::to_string(K.shape[3]) + ", Q.npy has d=" + std::to_string(Q.shape[3]));
+  AttentionProblem q = p;
+  q.B = Q.shape[0];
+  q.H = Q.shape[1];
+  q.Sq = Q.shape[2];
+  q.d = Q.shape[3];
+  q.Hkv = K.shape[1];
+  q.Sk = K.shape[2];
+  if (shape_given && (p.B != q.B || p.H != q.H || p.Hkv != q.Hkv || p.Sq != q.Sq || p.Sk != q.Sk || p.d != q.d))
+    throw invalid_argument("--shape " + tuner::FamilyTraits<AttentionProblem>::shape(p) + " does not match the inputs in " +
+                           dir.string() + " (" + tuner::FamilyTraits<AttentionProblem>::shape(q) + ")");
+  q.validate();  // names the field: Hkv must divide H, ...
+  p = q;
+  for (int i = 0; i < 4; ++i)
+    if (auto bad = tuner::nonfinite_values(*arrays[i]))
+      throw invalid_argument(name(files[i]) + ": " + *bad + "; inputs must be finite");
+  tuner::AttentionHostInputs in;
+  in.Q = std::move(Q.f32);
+  in.K = std::move(K.f32);
+  in.V = std::move(V.f32);
+  in.dO = std::move(dO.f32);
+  if (p.dtype == DType::bf16)
+    for (auto* t : {&in.Q, &in.K, &in.V, &in.dO})
+      for (float& v : *t) v = round_to_bf16(v);
+  return in;
+}
+
+}  // namespace
+
+tuner::HostInputs load_inputs(const std::filesystem::path& dir, tuner::Problem& p, bool shape_given) {
+  if (p.is<FlceProblem>()) {
+    FlceProblem q = p.as<FlceProblem>();
+    tuner::HostInputs in = load_inputs(dir, q, shape_given);
+    p = q;
+    return in;
+  }
+  AttentionProblem q = p.as<AttentionProblem>();
+  tuner::HostInputs in = load_attention_inputs(dir, q, shape_given);
+  p = q;
   return in;
 }
 
@@ -315,13 +427,14 @@ int cmd_best(Env& env, const std::vector<std::string>& args) {
       "json", "machine-readable output")("device", po::value<int>()->default_value(0), "CUDA device ordinal");
   po::variables_map vm;
   if (!parse(args, d, nullptr, vm,
-             "usage: detfuse best --kernel flce --shape N,D,V --dtype bf16 [--gpu UUID|NAME] [--db PATH] [--json]\n\n"
-             "The tuned best variant for this GPU and shape; else the nearest tuned shape (sum over N, D, V\n"
-             "of |log2 ratio|), marked as such; else the built-in heuristic, marked as such.",
+             "usage: detfuse best --kernel flce --shape N,D,V --dtype bf16 [--gpu UUID|NAME] [--db PATH] [--json]\n"
+             "       detfuse best --kernel attention --shape B,H,Hkv,Sq,Sk,d [--causal] [--dtype bf16] ...\n\n"
+             "The tuned best variant for this GPU and shape; else the nearest tuned shape with the same\n"
+             "options (sum over the shape dims of |log2 ratio|: N, D, V; attention B, H, Hkv, Sq, Sk), marked\n"
+             "as such; else the built-in heuristic, marked as such.",
              env.out))
     return 0;
-  require_flce(vm);
-  FlceProblem p = problem_from(vm);
+  tuner::Problem p = problem_from(vm);
   const bool allow_nd = vm.count("allow-nondeterministic") > 0;
   const std::string path = vm["db"].as<std::string>();
   std::unique_ptr<db::Store> store;
@@ -347,7 +460,7 @@ int cmd_best(Env& env, const std::vector<std::string>& args) {
     dev = require_device(env, vm["device"].as<int>());
     if (store) ids = tuner::device_rows_for(*store, dev);
   }
-  tuner::BestAnswer a = tuner::resolve_best(store.get(), ids, dev, p, FlceMode::forward_backward, allow_nd, env.reg,
+  tuner::BestAnswer a = tuner::resolve_best(store.get(), ids, dev, p, tuner::Mode::forward_backward, allow_nd, env.reg,
                                             heuristic(env));
   if (!store) a.notes.insert(a.notes.begin(), "no database at " + path);
   if (vm.count("json")) {

@@ -16,11 +16,12 @@
 
 namespace detfuse::cli {
 
-// What the command depends on, replaceable by tests (a fake registry, a
-// heuristic over it, no GPU).
+// What the command depends on, replaceable by tests (a fake registry,
+// heuristics over it, no GPU).
 struct CliContext {
   const Registry* registry = nullptr;           // null: builtin_registry()
-  tuner::HeuristicFn heuristic;                 // empty: flce::heuristic_variant
+  tuner::FlceHeuristicFn heuristic;             // empty: flce::heuristic_variant
+  tuner::AttentionHeuristicFn attention_heuristic;  // empty: the attention family's default
   std::function<int(std::string*)> device_count;  // empty: cuda_device_count
   // What `tune`'s measuring worker builds for `--gpu SPEC` (runs after the fork,
   // or in-process with --in-process). Empty: the GPU measurer on that device.

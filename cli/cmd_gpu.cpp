@@ -33,7 +33,9 @@ int cmd_verify(Env& env, const std::vector<std::string>& args) {
       ("all-variants", "every variant that can run; groups bitwise-identical ones (config-invariance classes)")
       ("seed", po::value<int64_t>()->default_value(0), "seed of the random inputs (as tuned)")
       ("repeats", po::value<int>()->default_value(5), "K: runs per variant")
-      ("inputs", po::value<std::string>(), "DIR with X.npy, W.npy (float32) and y.npy (int64) instead of seeded inputs")
+      ("inputs", po::value<std::string>(),
+       "DIR of .npy inputs instead of seeded ones: flce X.npy, W.npy (float32), y.npy (int64); attention Q.npy, "
+       "K.npy, V.npy, dO.npy (float32)")
       ("dump", po::value<std::string>(), "DIR to write every output as .npy (per variant when several)")
       ("db", po::value<std::string>()->default_value(db::kDefaultPath), "the database holding the stored digests")
       ("allow-nondeterministic", "`best` may resolve to a nondeterministic variant")
@@ -41,13 +43,16 @@ int cmd_verify(Env& env, const std::vector<std::string>& args) {
   po::variables_map vm;
   if (!parse(args, d, nullptr, vm,
              "usage: detfuse verify --kernel flce --shape N,D,V --dtype bf16 (--variant NAME|best | --all-variants)\n"
-             "                      [--seed S] [--repeats K] [--inputs DIR] [--dump DIR] [--db PATH]\n\n"
-             "Runs each variant K times on the seeded inputs, prints the digest of every output, and\n"
-             "compares them with the digests stored for this GPU, build, variant, problem and seed:\n"
-             "`reproduced` (exit 0) or `mismatch` (exit 1); says so when nothing was stored.",
+             "                      [--seed S] [--repeats K] [--inputs DIR] [--dump DIR] [--db PATH]\n"
+             "       detfuse verify --kernel attention --shape B,H,Hkv,Sq,Sk,d [--causal] (--variant NAME|best |\n"
+             "                      --all-variants) [...]\n\n"
+             "Runs each variant K times (forward+backward) on the seeded inputs, prints the digest of every\n"
+             "output (flce: loss, lse, dX, dW; attention: O, lse, dQ, dK, dV), and compares them with the\n"
+             "digests stored for this GPU, build, variant, problem and seed: `reproduced` (exit 0) or\n"
+             "`mismatch` (exit 1); says so when nothing was stored. --all-variants prints the\n"
+             "config-invariance classes (variants whose outputs are bitwise identical).",
              env.out))
     return 0;
-  require_flce(vm);
   const bool all = vm.count("all-variants") > 0;
   if (!all && !vm.count("variant")) throw UsageError("give --variant NAME|best or --all-variants");
   if (all && vm.count("variant")) throw UsageError("--all-variants and --variant exclude each other");
@@ -56,7 +61,7 @@ int cmd_verify(Env& env, const std::vector<std::string>& args) {
   o.seed = vm["seed"].as<int64_t>();
   o.repeats = vm["repeats"].as<int>();
   if (o.repeats < 1) throw UsageError("--repeats: must be >= 1");
-  if (!vm.count("inputs")) tuner::check_fits(o.problem, nullptr);  // before seeded inputs are made
+  if (!vm.count("inputs")) o.problem.check_fits(nullptr);  // before seeded inputs are made
   if (vm.count("inputs")) o.inputs = load_inputs(vm["inputs"].as<std::string>(), o.problem, vm.count("shape") > 0);
   if (vm.count("dump")) o.dump_dir = vm["dump"].as<std::string>();
   const std::string path = vm["db"].as<std::string>();
@@ -67,7 +72,7 @@ int cmd_verify(Env& env, const std::vector<std::string>& args) {
       if (n != "best") tuner::plan_variants(env.reg, o.problem, {n});
 
   const DeviceInfo dev = require_device(env, vm["device"].as<int>());
-  tuner::check_fits(o.problem, &dev);
+  o.problem.check_fits(&dev);
   auto store = open_if_exists(path);
   if (vm.count("variant")) {
     for (const auto& n : vm["variant"].as<std::vector<std::string>>()) {
@@ -76,7 +81,7 @@ int cmd_verify(Env& env, const std::vector<std::string>& args) {
         continue;
       }
       std::vector<db::Id> ids = store ? tuner::device_rows_for(*store, dev) : std::vector<db::Id>{};
-      auto a = tuner::resolve_best(store.get(), ids, dev, o.problem, FlceMode::forward_backward,
+      auto a = tuner::resolve_best(store.get(), ids, dev, o.problem, tuner::Mode::forward_backward,
                                    vm.count("allow-nondeterministic") > 0, env.reg, heuristic(env));
       env.out << "best: " << a.variant << " (" << tuner::to_string(a.source) << ")\n";
       names.push_back(a.variant);
@@ -87,13 +92,13 @@ int cmd_verify(Env& env, const std::vector<std::string>& args) {
   tuner::install_sigint_handler();
   auto rows = tuner::run_verify(store.get(), env.reg, dev, o, &env.err);
 
-  env.out << "problem " << o.problem.key() << ", seed " << o.seed << (o.inputs ? " (inputs from " + vm["inputs"].as<std::string>() + ")" : "")
+  env.out << "problem " << o.problem.key() << ", seed " << o.seed << (o.inputs.has_value() ? " (inputs from " + vm["inputs"].as<std::string>() + ")" : "")
           << ", " << o.repeats << " repeats on " << dev.name << " (" << dev.uuid << ")\n";
   bool failed = false;
   for (const auto& r : rows) {
     env.out << "\n" << r.variant << ": " << r.status << (r.reason.empty() ? "" : " (" + r.reason + ")") << "\n";
     if (!r.local.digests.empty()) {
-      for (const auto& out : tuner::flce_output_names()) {
+      for (const auto& out : o.problem.output_names()) {
         std::vector<std::string> ds;
         for (const auto& dr : r.local.digests)
           if (dr.output == out) ds.push_back(dr.digest);
@@ -134,12 +139,13 @@ int cmd_bench(Env& env, const std::vector<std::string>& args) {
   po::options_description d("bench options");
   add_problem_options(d);
   d.add_options()
-      ("family", po::value<std::string>(), "positional: flce")
+      ("family", po::value<std::string>(), "positional: flce or attention")
       ("variant", po::value<std::vector<std::string>>()->composing(), "only these variants (repeatable)")
       ("repeats", po::value<int>()->default_value(5), "K: repeats for the distinct-digest count")
       ("seed", po::value<int64_t>()->default_value(0), "seed of the random inputs")
-      ("inputs", po::value<std::string>(), "DIR with X.npy, W.npy (float32) and y.npy (int64)")
-      ("no-baseline", "skip the three cuBLAS GEMMs")
+      ("inputs", po::value<std::string>(),
+       "DIR of .npy inputs: flce X.npy, W.npy (float32), y.npy (int64); attention Q.npy, K.npy, V.npy, dO.npy")
+      ("no-baseline", "flce: skip the three cuBLAS GEMMs")
       ("json", "machine-readable output")
       ("device", po::value<int>()->default_value(0), "CUDA device ordinal");
   po::positional_options_description pos;
@@ -147,31 +153,35 @@ int cmd_bench(Env& env, const std::vector<std::string>& args) {
   po::variables_map vm;
   if (!parse(args, d, &pos, vm,
              "usage: detfuse bench flce --shape N,D,V --dtype bf16|fp32 [--variant NAME] [--repeats K] [--json]\n"
-             "                          [--inputs DIR]\n\n"
-             "Per variant: median and spread of forward_backward time, TFLOP/s (6*N*D*V), ratio to three\n"
-             "cuBLAS GEMMs of the shape timed in the same run, peak extra device memory, and the number\n"
-             "of distinct dW digests over K repeats.",
+             "                          [--inputs DIR]\n"
+             "       detfuse bench attention --shape B,H,Hkv,Sq,Sk,d [--causal] [--dtype bf16|fp32] [...]\n\n"
+             "flce, per variant: median and spread of forward_backward time, TFLOP/s (6*N*D*V), ratio to\n"
+             "three cuBLAS GEMMs of the shape timed in the same run, peak extra device memory, and the\n"
+             "number of distinct dW digests over K repeats.\n"
+             "attention, per variant: forward time and TFLOP/s (4*B*H*Sq*Sk*d, half if causal), forward+\n"
+             "backward time and TFLOP/s (3.5 times the forward's count), peak extra device memory, and the\n"
+             "number of distinct dQ digests (and of any other output that varies) over K repeats.",
              env.out))
     return 0;
+  std::optional<Family> family;
   if (vm.count("family")) {
     const std::string f = vm["family"].as<std::string>();
     if (!vm["kernel"].defaulted() && vm["kernel"].as<std::string>() != f)
       throw UsageError("bench " + f + " and --kernel " + vm["kernel"].as<std::string>() + " disagree");
-    if (parse_family(f) != Family::flce) throw invalid_argument("bench: only flce can be benchmarked yet");
+    family = parse_family(f);
   }
-  require_flce(vm);
   tuner::BenchOptions o;
-  o.problem = problem_from(vm, !vm.count("inputs"));
+  o.problem = problem_from(vm, !vm.count("inputs"), family);
   o.repeats = vm["repeats"].as<int>();
   if (o.repeats < 1) throw UsageError("--repeats: must be >= 1");
   o.seed = vm["seed"].as<int64_t>();
   if (vm.count("variant")) o.variants = vm["variant"].as<std::vector<std::string>>();
   o.baseline = !vm.count("no-baseline");
-  if (!vm.count("inputs")) tuner::check_fits(o.problem, nullptr);  // before seeded inputs are made
+  if (!vm.count("inputs")) o.problem.check_fits(nullptr);  // before seeded inputs are made
   if (vm.count("inputs")) o.inputs = load_inputs(vm["inputs"].as<std::string>(), o.problem, vm.count("shape") > 0);
   tuner::plan_variants(env.reg, o.problem, o.variants);  // bad names: exit 2 before the GPU
   const DeviceInfo dev = require_device(env, vm["device"].as<int>());
-  tuner::check_fits(o.problem, &dev);
+  o.problem.check_fits(&dev);
   tuner::clear_interrupt();
   tuner::install_sigint_handler();
   auto r = tuner::run_bench(env.reg, dev, o, &env.err);

@@ -87,7 +87,7 @@ int cmd_study(Env& env, const std::vector<std::string>& args) {
   db::Store store(vm["db"].as<std::string>());
   tuner::clear_interrupt();
   tuner::install_sigint_handler();
-  std::unique_ptr<tuner::FlceMeasurer> in_process;
+  std::unique_ptr<tuner::Measurer> in_process;
   std::unique_ptr<tuner::SupervisedMeasurer> supervised;
   DeviceInfo dev;
   if (vm.count("in-process")) {
@@ -98,7 +98,7 @@ int cmd_study(Env& env, const std::vector<std::string>& args) {
     supervised = std::make_unique<tuner::SupervisedMeasurer>(env.reg, factory);
     dev = supervised->start();
   }
-  tuner::FlceMeasurer& measurer = in_process ? *in_process : static_cast<tuner::FlceMeasurer&>(*supervised);
+  tuner::Measurer& measurer = in_process ? *in_process : static_cast<tuner::Measurer&>(*supervised);
   env.err << "study " << o.plan.name << ": " << o.plan.problems.size() << " problem(s) x " << o.plan.variants.size()
           << " variant(s) on " << dev.name << " into " << store.path().string()
           << (o.budget_s > 0 ? ", budget " + tuner::format_duration(o.budget_s) : "") << "\n";

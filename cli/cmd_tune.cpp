@@ -8,7 +8,7 @@
 #include "cli/common.h"
 #include "db/store.h"
 #include "kernels/common/error.h"
-#include "tuner/flce_measurer.h"
+#include "tuner/gpu_measurer.h"
 #include "tuner/footprint.h"
 #include "tuner/interrupt.h"
 #include "tuner/presets.h"
@@ -45,13 +45,13 @@ tuner::WorkerSetup gpu_worker_setup(const std::string& gpu) {
   DETFUSE_CUDA_CHECK(cudaSetDevice(ordinal));
   tuner::WorkerSetup s;
   s.device = query_device(ordinal);
-  s.measurer = std::make_unique<tuner::FlceGpuMeasurer>(s.device);
+  s.measurer = tuner::make_gpu_measurer(s.device);
   return s;
 }
 
 int cmd_tune(Env& env, const std::vector<std::string>& args) {
   std::string presets;
-  for (const auto& n : tuner::preset_names()) presets += (presets.empty() ? "" : ", ") + n;
+  for (const auto& n : tuner::all_preset_names()) presets += (presets.empty() ? "" : ", ") + n;
   po::options_description d("tune options");
   add_problem_options(d);
   d.add_options()
@@ -78,27 +78,31 @@ int cmd_tune(Env& env, const std::vector<std::string>& args) {
       ("device", po::value<int>(), "CUDA device ordinal (same as --gpu N)");
   po::variables_map vm;
   if (!parse(args, d, nullptr, vm,
-             "usage: detfuse tune --kernel flce (--shape N,D,V | --preset llm-heads) [--dtype bf16] [options]\n\n"
-             "Measures every registered variant of the dtype on this GPU: can_run refusals, correctness\n"
-             "against the float64 reference, K repeats with digests of every output, timing (L2 flushed,\n"
-             "median of >= 5 repetitions, every sample stored). Results go to --db; the ranked table is\n"
-             "printed at the end. Ctrl-C stops cleanly (run marked interrupted, exit 130); --resume\n"
-             "continues it. Progress and ETA go to stderr.",
+             "usage: detfuse tune --kernel flce (--shape N,D,V | --preset llm-heads) [--dtype bf16] [options]\n"
+             "       detfuse tune --kernel attention (--shape B,H,Hkv,Sq,Sk,d | --preset llm-attention) [--causal]\n"
+             "                    [--dtype bf16] [options]\n\n"
+             "Measures every registered variant of the family and dtype on this GPU: can_run refusals,\n"
+             "correctness against the float64 reference, K repeats with digests of every output (flce: loss,\n"
+             "lse, dX, dW; attention: O, lse, dQ, dK, dV), timing of forward+backward (L2 flushed, median of\n"
+             ">= 5 repetitions, every sample stored). Results go to --db; the ranked table is printed at\n"
+             "the end. Ctrl-C stops cleanly (run marked interrupted, exit 130); --resume continues it.\n"
+             "Progress and ETA go to stderr.",
              env.out))
     return 0;
-  require_flce(vm);
   const bool has_shape = vm.count("shape") > 0, has_preset = vm.count("preset") > 0;
-  if (has_shape == has_preset) throw UsageError("give exactly one of --shape N,D,V or --preset NAME");
-  FlceProblem base = problem_from(vm, false);
+  if (has_shape == has_preset)
+    throw UsageError(kernel_family(vm) == Family::attention ? "give exactly one of --shape B,H,Hkv,Sq,Sk,d or --preset NAME"
+                                                            : "give exactly one of --shape N,D,V or --preset NAME");
+  const tuner::Problem base = problem_from(vm, false);
   tuner::TuneOptions o;
   if (has_preset) {
-    o.problems = tuner::expand_preset(vm["preset"].as<std::string>(), base);
+    o.problems = tuner::expand_preset_for(vm["preset"].as<std::string>(), base);
   } else {
     o.problems = {problem_from(vm, true)};
   }
   for (const auto& p : o.problems) {
     p.validate();
-    tuner::check_fits(p, nullptr);  // host memory, before any worker or GPU (the device is checked by the tuner)
+    p.check_fits(nullptr);  // host memory, before any worker or GPU (the device is checked by the tuner)
   }
   o.seed = vm["seed"].as<int64_t>();
   o.repeats = vm["repeats"].as<int>();
@@ -121,16 +125,20 @@ int cmd_tune(Env& env, const std::vector<std::string>& args) {
     }
     const std::set<std::string> named(o.variants.begin(), o.variants.end());
     std::vector<std::string> keep;
-    for (const auto& v : env.reg.flce())
-      if (engines.count(v.desc.engine) && (named.empty() || named.count(v.desc.name))) keep.push_back(v.desc.name);
-    if (keep.empty()) throw UsageError("--engine: no registered FLCE variant matches (see `detfuse list --engine E`)");
+    for (const auto& v : base.variants(env.reg))
+      if (engines.count(v.desc().engine) && (named.empty() || named.count(v.name()))) keep.push_back(v.name());
+    if (keep.empty())
+      throw UsageError("--engine: no registered " + std::string(base.label()) +
+                       " variant matches (see `detfuse list --engine E`)");
     o.variants = keep;
   }
   o.command_line = env.command_line;
   for (const auto& p : o.problems) tuner::plan_variants(env.reg, p, o.variants);  // bad names: exit 2 now
   bool any = false;
   for (const auto& p : o.problems) any = any || !tuner::plan_variants(env.reg, p, o.variants).empty();
-  if (!any) throw Error("no " + std::string(to_string(base.dtype)) + " FLCE variant is registered in this build (see `detfuse list`)");
+  if (!any)
+    throw Error("no " + std::string(to_string(base.dtype())) + " " + base.label() +
+                " variant is registered in this build (see `detfuse list`)");
 
   o.kill_after_s = vm.count("kill-after") ? tuner::parse_duration(vm["kill-after"].as<std::string>())
                                           : o.variant_time_cap_s + 120;
@@ -154,7 +162,7 @@ int cmd_tune(Env& env, const std::vector<std::string>& args) {
   db::Store store(vm["db"].as<std::string>());
   tuner::clear_interrupt();
   tuner::install_sigint_handler();
-  std::unique_ptr<tuner::FlceMeasurer> in_process;
+  std::unique_ptr<tuner::Measurer> in_process;
   std::unique_ptr<tuner::SupervisedMeasurer> supervised;
   DeviceInfo dev;
   if (vm.count("in-process")) {
@@ -165,7 +173,7 @@ int cmd_tune(Env& env, const std::vector<std::string>& args) {
     supervised = std::make_unique<tuner::SupervisedMeasurer>(env.reg, factory);
     dev = supervised->start();
   }
-  tuner::FlceMeasurer& measurer = in_process ? *in_process : static_cast<tuner::FlceMeasurer&>(*supervised);
+  tuner::Measurer& measurer = in_process ? *in_process : static_cast<tuner::Measurer&>(*supervised);
   tuner::Tuner t(store, env.reg, dev, measurer, &env.err);
   env.err << "tuning " << o.problems.size() << " problem(s) on " << dev.name << " (" << dev.uuid << ") into "
           << store.path().string() << (o.budget_s > 0 ? ", budget " + tuner::format_duration(o.budget_s) : "") << "\n";

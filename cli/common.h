@@ -13,6 +13,7 @@
 #include "cli/cli.h"
 #include "kernels/common/device_info.h"
 #include "kernels/common/problem.h"
+#include "tuner/family.h"
 #include "tuner/flce_gpu.h"
 #include "tuner/supervisor.h"
 
@@ -43,20 +44,25 @@ bool parse(const std::vector<std::string>& args, const po::options_description& 
            const po::positional_options_description* pos, po::variables_map& vm, const std::string& usage,
            std::ostream& out);
 
-// FLCE problem options shared by tune, best, verify and bench.
+// Problem options shared by tune, best, verify and bench: --kernel, --shape,
+// --dtype, FLCE's options and attention's (--causal, --scale).
 void add_problem_options(po::options_description& d, bool shape_required_text = true);
-// The problem from the options; the shape from --shape (or `shape_override`).
-FlceProblem problem_from(const po::variables_map& vm, bool need_shape = true);
-// --kernel must be flce (attention is not tunable yet).
-void require_flce(const po::variables_map& vm);
+// The family of --kernel (or `family` when given, e.g. bench's positional).
+Family kernel_family(const po::variables_map& vm, std::optional<Family> family = {});
+// The problem from the options; the shape from --shape (flce N,D,V; attention
+// B,H,Hkv,Sq,Sk,d). An option of the other family is bad usage.
+tuner::Problem problem_from(const po::variables_map& vm, bool need_shape = true, std::optional<Family> family = {});
 
 // The current device, or NoDevice with the reason.
 DeviceInfo require_device(const Env& env, int ordinal = 0);
 tuner::HeuristicFn heuristic(const Env& env);
 
-// --inputs DIR: X.npy [N,D] <f4, W.npy [V,D] <f4, y.npy [N] <i8; values
-// rounded to the dtype; the problem's N, D, V set from the files (they must
-// agree with --shape when it is given).
+// --inputs DIR, by the problem's family; the problem's shape is set from the
+// files (they must agree with --shape when it is given); values rounded to the
+// dtype.
+//   flce:      X.npy [N,D] <f4, W.npy [V,D] <f4, y.npy [N] <i8
+//   attention: Q.npy [B,H,Sq,d], K.npy and V.npy [B,Hkv,Sk,d], dO.npy [B,H,Sq,d], all <f4
+tuner::HostInputs load_inputs(const std::filesystem::path& dir, tuner::Problem& p, bool shape_given);
 tuner::FlceHostInputs load_inputs(const std::filesystem::path& dir, FlceProblem& p, bool shape_given);
 
 // The GPU measurer on `gpu` (ordinal, UUID or UUID prefix): what tune's worker builds.

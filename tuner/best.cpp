@@ -3,7 +3,6 @@
 #include <cstdio>
 
 #include "kernels/common/error.h"
-#include "kernels/flce/flce.h"
 #include "tuner/records.h"
 
 namespace detfuse::tuner {
@@ -17,9 +16,18 @@ const char* to_string(ChoiceSource s) {
   return "?";
 }
 
-HeuristicFn default_heuristic() {
-  return [](const FlceProblem& p, FlceMode m, const DeviceInfo& d) -> const FlceVariant& {
-    return flce::heuristic_variant(p, m, d);
+HeuristicFn default_heuristic(const Registry& reg) {
+  return [&reg](const Problem& p, Mode m, const DeviceInfo& d) { return p.heuristic(reg, m, d); };
+}
+
+HeuristicFn heuristic_from(const Registry& reg, FlceHeuristicFn flce, AttentionHeuristicFn attention) {
+  return [&reg, flce, attention](const Problem& p, Mode m, const DeviceInfo& d) -> std::string {
+    if (flce && p.is<FlceProblem>())
+      return flce(p.as<FlceProblem>(), FamilyTraits<FlceProblem>::family_mode(m), d).desc.name;
+    if (attention && p.is<AttentionProblem>())
+      return attention(p.as<AttentionProblem>(), m == Mode::forward ? AttentionMode::forward : AttentionMode::backward, d)
+          .desc.name;
+    return p.heuristic(reg, m, d);
   };
 }
 
@@ -33,9 +41,8 @@ std::vector<db::Id> device_rows_for(const db::Store& store, const DeviceInfo& de
 }
 
 namespace {
-std::string usable(const Registry& reg, const std::string& name, const FlceProblem& p, FlceMode mode,
-                   const DeviceInfo& dev) {
-  const FlceVariant* v = reg.find_flce(name);
+std::string usable(const Registry& reg, const std::string& name, const Problem& p, Mode mode, const DeviceInfo& dev) {
+  const std::optional<Variant> v = p.find_variant(reg, name);
   if (!v) return "this build has no variant '" + name + "'";
   try {
     if (auto why = v->can_run(p, mode, dev)) return name + " cannot run this problem: " + *why;
@@ -59,7 +66,7 @@ std::string fmt_ms(double ms) {
 }  // namespace
 
 BestAnswer resolve_best(const db::Store* store, const std::vector<db::Id>& device_ids, const DeviceInfo& dev,
-                        const FlceProblem& p, FlceMode mode, bool allow_nondeterministic, const Registry& reg,
+                        const Problem& p, Mode mode, bool allow_nondeterministic, const Registry& reg,
                         const HeuristicFn& heuristic) {
   p.validate();
   BestAnswer a;
@@ -120,9 +127,8 @@ BestAnswer resolve_best(const db::Store* store, const std::vector<db::Id>& devic
     a.notes.push_back("this GPU has no results in the database");
   }
   // 3. heuristic
-  const FlceVariant& h = heuristic(p, mode, dev);
   a.source = ChoiceSource::heuristic;
-  a.variant = h.desc.name;
+  a.variant = heuristic ? heuristic(p, mode, dev) : p.heuristic(reg, mode, dev);
   a.notes.push_back("built-in heuristic choice (not measured)");
   return a;
 }

@@ -1,10 +1,12 @@
 // The answer to "which variant should run this problem on this GPU?", shared by
 // `detfuse best` and the tuned C++ API (tuner/tuned.h). In order:
 //   1. tuned:     the store's best result for this device and exact problem;
-//   2. nearest:   the best result of the nearest tuned shape with the same
-//                 dtype and options (distance: sum over N, D, V of |log2(a/b)|,
-//                 db/README.md), marked as such;
-//   3. heuristic: flce::heuristic_variant, marked as such.
+//   2. nearest:   the best result of the nearest tuned shape of the same
+//                 family with the same dtype and options (distance: sum over the
+//                 named dims of |log2(a/b)|, db/README.md), marked as such;
+//   3. heuristic: the family's built-in choice (flce::heuristic_variant, ...),
+//                 marked as such.
+// Family-neutral: the problem is a tuner::Problem (tuner/family.h).
 // A stored variant that this build does not have, or that cannot run the
 // problem, is passed over with a note. Results from another build or another
 // driver of the same GPU are used and said so.
@@ -18,14 +20,20 @@
 #include "db/store.h"
 #include "kernels/common/device_info.h"
 #include "kernels/registry.h"
+#include "tuner/families.h"
 
 namespace detfuse::tuner {
 
 enum class ChoiceSource { tuned, nearest, heuristic };
 const char* to_string(ChoiceSource s);
 
-using HeuristicFn = std::function<const FlceVariant&(const FlceProblem&, FlceMode, const DeviceInfo&)>;
-HeuristicFn default_heuristic();  // flce::heuristic_variant
+// The built-in choice for a problem: a variant name. Empty function: the
+// family's own heuristic (FamilyTraits<P>::heuristic).
+using HeuristicFn = std::function<std::string(const Problem&, Mode, const DeviceInfo&)>;
+HeuristicFn default_heuristic(const Registry& reg);
+// A heuristic from per-family ones written against the family's types (tests
+// and the command replace them); an empty one falls back to the family's own.
+HeuristicFn heuristic_from(const Registry& reg, FlceHeuristicFn flce, AttentionHeuristicFn attention = {});
 
 struct BestAnswer {
   ChoiceSource source = ChoiceSource::heuristic;
@@ -41,8 +49,8 @@ struct BestAnswer {
 // store may be null (no database). device_ids: the store's rows for this GPU,
 // best first (exact device, then the same UUID under another driver).
 BestAnswer resolve_best(const db::Store* store, const std::vector<db::Id>& device_ids, const DeviceInfo& dev,
-                        const FlceProblem& p, FlceMode mode, bool allow_nondeterministic, const Registry& reg,
-                        const HeuristicFn& heuristic);
+                        const Problem& p, Mode mode, bool allow_nondeterministic, const Registry& reg,
+                        const HeuristicFn& heuristic = {});
 
 // The store's rows for a GPU: the exact device record first, then others with
 // the same UUID (another driver).

@@ -25,6 +25,9 @@
 #include "kernels/flce/device_case.h"
 #include "kernels/registry.h"
 #include "reference/inputs.h"
+#include "tuner/family.h"
+#include "tuner/flce_family.h"
+#include "tuner/gpu_loop.h"
 #include "tuner/stats.h"
 
 namespace detfuse::tuner {
@@ -45,7 +48,7 @@ inline const std::vector<std::string>& flce_output_names() {
 // Digests of the outputs `mode` writes, as (name, digest) in flce_output_names() order.
 std::vector<std::pair<std::string, Digest>> flce_digest_list(const flce::DeviceCase::Digests& d, FlceMode mode);
 
-class FlceGpuCase {
+class FlceGpuCase : public GpuCase {
  public:
   // Uploads the inputs; validate_call() runs once here (bad targets throw
   // invalid_argument). `dev` is the current device.
@@ -83,16 +86,22 @@ class FlceGpuCase {
 
   // The outputs `mode` writes, in flce_output_names() order: device pointer,
   // element count and element type.
-  struct OutputView {
-    std::string name;
-    const void* ptr = nullptr;
-    size_t count = 0;
-    DType dtype = DType::f32;
-  };
+  using OutputView = tuner::OutputView;
   std::vector<OutputView> output_views();
 
+  // GpuCase (the neutral calls verify and bench make).
+  void run_once(const Variant& v) override { run_once(v.as<FlceVariant>()); }
+  bool repeat_digests(const Variant& v, int repeats, const std::function<bool()>& stop, db::Determinism& d,
+                      const std::function<bool()>& cap_spent) override {
+    return repeat_digests(v.as<FlceVariant>(), repeats, stop, d, cap_spent);
+  }
+  // `timed` must be the case's mode.
+  bool time_mode(const Variant& v, Mode timed, const RepetitionPolicy& policy, const std::function<bool()>& stop,
+                 db::Timing& t, int* uncapped) override;
+  // loss.npy, lse.npy, dX.npy, dW.npy (float32; bf16 gradients widened).
+  void dump_outputs(const std::filesystem::path& dir) override;
+
  private:
-  Digest digest_device_bytes(const void* p, size_t bytes);
   void launch(const FlceVariant& v, const DeviceBytes& ws);
   void flush_l2();
 
@@ -100,16 +109,8 @@ class FlceGpuCase {
   DeviceInfo dev_;
   flce::DeviceCase case_;
   DeviceBytes flush_;
-  struct Pinned {
-    void* p = nullptr;
-    size_t bytes = 0;
-    ~Pinned();
-  } pinned_;
+  DeviceDigester digester_;
 };
-
-// True when the CUDA context of the current device is unusable after an error
-// (a sticky error: illegal address, launch failure...): the process must stop.
-bool cuda_context_lost();
 
 // Picks `count` distinct rows of [0, N) from the seed (always row 0 and N-1), sorted.
 std::vector<int64_t> sample_rows(int64_t N, int count, int64_t seed);

@@ -7,6 +7,7 @@
 #include "reference/compare.h"
 #include "reference/inputs.h"
 #include "tuner/budget.h"
+#include "tuner/gpu_loop.h"
 
 namespace detfuse::tuner {
 
@@ -142,63 +143,14 @@ db::Correctness FlceGpuMeasurer::check(const FlceVariant& v) {
 }
 
 VariantOutcome FlceGpuMeasurer::measure(const FlceVariant& v, const MeasureControl& ctl) {
-  VariantOutcome out;
   if (!full_) {
+    VariantOutcome out;
     out.status = db::kResultError;
     out.reason = "measure() before prepare()";
     return out;
   }
-  auto note = [&](const std::string& s) {
-    if (ctl.note) ctl.note(s);
-  };
-  // The variant's soft cap runs from here: the check is never cut, the repeats
-  // and the timing repetitions are, past their minimums.
-  const SoftCap cap(ctl.time_cap_s);
-  try {
-    note("checking against the reference");
-    out.correctness = check(v);
-    if (ctl.stop && ctl.stop()) {
-      out.interrupted = true;
-      return out;
-    }
-    if (!out.correctness->pass) {
-      out.status = db::kResultIncorrect;
-      out.reason = "error above tolerance";
-      return out;
-    }
-    note("repeating " + std::to_string(ctl.repeats) + " times");
-    db::Determinism d;
-    if (!full_->repeat_digests(v, ctl.repeats, ctl.stop, d, [&] { return cap.spent(); })) {
-      out.interrupted = true;
-      return out;
-    }
-    if (d.repeats < ctl.repeats) out.cut = "repeats " + std::to_string(d.repeats) + " of " + std::to_string(ctl.repeats);
-    out.determinism = d;
-    note("timing");
-    RepetitionPolicy rp = reps_;
-    rp.cap_ms = cap.remaining() * 1e3;
-    db::Timing t;
-    int uncapped = 0;
-    if (!full_->time(v, rp, ctl.stop, t, &uncapped)) {
-      out.interrupted = true;
-      return out;
-    }
-    if (int(t.samples_ms.size()) < uncapped)
-      out.cut += (out.cut.empty() ? "" : ", ") + std::string("timing ") + std::to_string(t.samples_ms.size()) + " of " +
-                 std::to_string(uncapped) + " repetitions";
-    out.timing = t;
-    out.status = db::kResultOk;
-  } catch (const std::exception& e) {
-    out.reason = e.what();
-    if (cuda_context_lost()) {
-      out.status = db::kResultCrashed;
-      out.reason = "CUDA context lost: " + out.reason;
-      out.context_lost = true;
-    } else {
-      out.status = db::kResultError;
-    }
-  }
-  return out;
+  return measure_case(*full_, v, mode_ == FlceMode::forward ? Mode::forward : Mode::forward_backward, ctl, reps_,
+                      [&] { return check(v); });
 }
 
 }  // namespace detfuse::tuner

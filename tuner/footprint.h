@@ -20,6 +20,12 @@ struct FlceFootprint {
 // nullopt when a byte count overflows 64 bits.
 std::optional<FlceFootprint> flce_footprint(const FlceProblem& p);
 
+// Attention: host float32 Q, K, V, dO (the float64 reference runs on a reduced
+// problem, tuner/attention_measurer.h); device Q, K, V, dO, O, dQ, dK, dV in
+// the dtype and the fp32 LSE.
+std::optional<FlceFootprint> attention_footprint(const AttentionProblem& p);
+void check_fits(const AttentionProblem& p, const DeviceInfo* dev);
+
 // Physical memory of this machine (sysconf), 0 when unknown.
 uint64_t host_memory_bytes();
 

@@ -69,7 +69,7 @@ db::BuildRecord this_build() {
   return b;
 }
 
-db::ProblemRecord problem_record(const FlceProblem& p) { return db::make_problem_record(p.key(), {"N", "D", "V"}); }
+db::ProblemRecord problem_record(const Problem& p) { return p.record(); }
 
 db::VariantRecord variant_record(const VariantDesc& d) {
   db::VariantRecord v;

@@ -8,6 +8,7 @@
 #include "kernels/common/device_info.h"
 #include "kernels/common/problem.h"
 #include "kernels/registry.h"
+#include "tuner/family.h"
 
 namespace detfuse::tuner {
 
@@ -16,7 +17,8 @@ db::DeviceRecord device_record(const DeviceInfo& d);
 // the heuristic see when `best --gpu` names a device of the store.
 DeviceInfo device_info_from(const db::DeviceRecord& r);
 db::BuildRecord this_build();
-db::ProblemRecord problem_record(const FlceProblem& p);
+// The problem row of any family (named dims and options key from its traits).
+db::ProblemRecord problem_record(const Problem& p);
 db::VariantRecord variant_record(const VariantDesc& d);
 
 }  // namespace detfuse::tuner

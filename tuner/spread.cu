@@ -41,8 +41,12 @@ struct Element {
   const T* b;
   __host__ __device__ Triple operator()(size_t i) const {
     const double x = as_double(a[i]), y = as_double(b[i]);
-    const double d = x - y;
-    return Triple{d < 0 ? -d : d, d * d, y * y};
+    // Equal values differ by 0, infinities included (attention's LSE is -inf on
+    // rows that see no key); the reference norm counts finite values. NaN still
+    // propagates (NaN == NaN is false).
+    const double d = x == y ? 0.0 : x - y;
+    const bool finite = y - y == 0.0;
+    return Triple{d < 0 ? -d : d, d * d, finite ? y * y : 0.0};
   }
 };
 

@@ -14,6 +14,7 @@
 
 #include "kernels/common/error.h"
 #include "tuner/budget.h"
+#include "tuner/families.h"
 #include "tuner/interrupt.h"
 #include "tuner/text.h"
 
@@ -24,36 +25,6 @@ namespace detfuse::tuner {
 namespace {
 double num_or_nan(const Json& j) { return j.is_null() ? std::numeric_limits<double>::quiet_NaN() : j.get<double>(); }
 }  // namespace
-
-Json to_json(const FlceProblem& p) {
-  return {{"N", p.N},
-          {"D", p.D},
-          {"V", p.V},
-          {"dtype", to_string(p.dtype)},
-          {"grad_dtype", to_string(p.grad_dtype)},
-          {"ignore_index", p.ignore_index},
-          {"reduction", to_string(p.reduction)},
-          {"label_smoothing", p.label_smoothing},
-          {"lse_square_scale", p.lse_square_scale},
-          {"softcap", p.softcap},
-          {"grad_output", p.grad_output}};
-}
-
-FlceProblem flce_problem_from_json(const Json& j) {
-  FlceProblem p;
-  p.N = j.at("N").get<int64_t>();
-  p.D = j.at("D").get<int64_t>();
-  p.V = j.at("V").get<int64_t>();
-  p.dtype = parse_dtype(j.at("dtype").get<std::string>());
-  p.grad_dtype = parse_dtype(j.at("grad_dtype").get<std::string>());
-  p.ignore_index = j.at("ignore_index").get<int64_t>();
-  p.reduction = parse_reduction(j.at("reduction").get<std::string>());
-  p.label_smoothing = j.at("label_smoothing").get<double>();
-  p.lse_square_scale = j.at("lse_square_scale").get<double>();
-  p.softcap = j.at("softcap").get<double>();
-  p.grad_output = j.at("grad_output").get<double>();
-  return p;
-}
 
 Json to_json(const DeviceInfo& d) {
   return {{"ordinal", d.ordinal},
@@ -251,6 +222,7 @@ Json error_reply(const std::exception& e) {
     }
     if (!write_frame(out_fd, {{"ok", true}, {"device", to_json(setup.device)}})) _exit(0);
     std::string buf;
+    std::optional<Problem> prepared;  // the problem the measurer holds (variants are looked up in its family)
     for (;;) {
       std::optional<Json> req = read_frame_blocking(in_fd, buf);
       if (!req) break;  // the parent closed the pipe: done
@@ -259,12 +231,15 @@ Json error_reply(const std::exception& e) {
       bool exit_after = false;
       try {
         if (op == "prepare") {
-          setup.measurer->prepare(flce_problem_from_json(req->at("problem")), FlceMode(req->at("mode").get<int>()),
-                                  req->at("seed").get<int64_t>());
+          prepared.reset();
+          Problem p = problem_from_json(req->at("problem"));
+          setup.measurer->prepare(p, Mode(req->at("mode").get<int>()), req->at("seed").get<int64_t>());
+          prepared = p;
         } else if (op == "measure") {
           const std::string name = req->at("variant").get<std::string>();
-          const FlceVariant* v = reg.find_flce(name);
-          if (!v) throw Error("worker: no FLCE variant named '" + name + "' in its registry");
+          if (!prepared) throw Error("worker: measure before prepare");
+          const std::optional<Variant> v = prepared->find_variant(reg, name);
+          if (!v) throw Error("worker: no " + std::string(prepared->label()) + " variant named '" + name + "' in its registry");
           clear_interrupt();
           MeasureControl ctl;
           ctl.repeats = req->at("repeats").get<int>();
@@ -277,6 +252,7 @@ Json error_reply(const std::exception& e) {
           exit_after = out.context_lost;
         } else if (op == "release") {
           setup.measurer->release();
+          prepared.reset();
         } else {
           throw Error("worker: unknown request '" + op + "'");
         }
@@ -459,7 +435,7 @@ DeviceInfo SupervisedMeasurer::start() {
 
 void SupervisedMeasurer::prepare_in_worker() {
   start();
-  send({{"op", "prepare"}, {"problem", to_json(problem_->p)}, {"mode", int(problem_->mode)}, {"seed", problem_->seed}});
+  send({{"op", "prepare"}, {"problem", problem_->p.to_json()}, {"mode", int(problem_->mode)}, {"seed", problem_->seed}});
   Reply r = wait_reply(0, nullptr, nullptr);
   if (!r.msg) throw Error("the measuring worker ended while preparing the problem: " + r.gone);
   if (!r.msg->at("ok").get<bool>()) {
@@ -469,7 +445,7 @@ void SupervisedMeasurer::prepare_in_worker() {
   worker_prepared_ = true;
 }
 
-void SupervisedMeasurer::prepare(const FlceProblem& p, FlceMode mode, int64_t seed) {
+void SupervisedMeasurer::prepare(const Problem& p, Mode mode, int64_t seed) {
   problem_ = Prepared{p, mode, seed};
   worker_prepared_ = false;
   prepare_in_worker();
@@ -485,7 +461,7 @@ void SupervisedMeasurer::release() {
   worker_prepared_ = false;
 }
 
-VariantOutcome SupervisedMeasurer::measure(const FlceVariant& v, const MeasureControl& ctl) {
+VariantOutcome SupervisedMeasurer::measure(const Variant& v, const MeasureControl& ctl) {
   VariantOutcome out;
   if (!problem_) {
     out.status = db::kResultError;
@@ -514,7 +490,7 @@ VariantOutcome SupervisedMeasurer::measure(const FlceVariant& v, const MeasureCo
       return out;
     }
   }
-  send({{"op", "measure"}, {"variant", v.desc.name}, {"repeats", ctl.repeats}, {"time_cap_s", ctl.time_cap_s}});
+  send({{"op", "measure"}, {"variant", v.name()}, {"repeats", ctl.repeats}, {"time_cap_s", ctl.time_cap_s}});
   Reply r = wait_reply(ctl.kill_after_s, ctl.stop, ctl.note);
   if (r.msg) {
     if (!r.msg->at("ok").get<bool>()) {

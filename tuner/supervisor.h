@@ -1,4 +1,4 @@
-// Supervised measurement: the tuner's FlceMeasurer run in a worker process.
+// Supervised measurement: the tuner's Measurer (any family) run in a worker process.
 //
 // A variant can take its process down with it: an illegal address or a trap
 // leaves the CUDA context unusable for the rest of the process (a sticky
@@ -6,7 +6,7 @@
 // measures in a worker that this class forks and talks to over two pipes; the
 // parent (the orchestration and the SQLite store) never touches CUDA.
 //
-//   parent (Tuner, store, no CUDA)  --prepare/measure/release-->  worker (CUDA, FlceGpuMeasurer)
+//   parent (Tuner, store, no CUDA)  --prepare/measure/release-->  worker (CUDA, the GPU measurer)
 //                                   <--note / reply (JSON)-------
 //
 // What happens to a variant:
@@ -53,7 +53,7 @@ namespace detfuse::tuner {
 // rethrows it in the parent with the same kind.
 struct WorkerSetup {
   DeviceInfo device;
-  std::unique_ptr<FlceMeasurer> measurer;
+  std::unique_ptr<Measurer> measurer;
 };
 using WorkerFactory = std::function<WorkerSetup()>;
 
@@ -63,7 +63,7 @@ struct SupervisorOptions {
   double start_timeout_s = 300;  // a worker that has not reported its device by then is killed
 };
 
-class SupervisedMeasurer : public FlceMeasurer {
+class SupervisedMeasurer : public Measurer {
  public:
   SupervisedMeasurer(const Registry& reg, WorkerFactory factory, SupervisorOptions o = {});
   ~SupervisedMeasurer() override;
@@ -74,8 +74,8 @@ class SupervisedMeasurer : public FlceMeasurer {
   // the worker's setup error (kind kept) or an Error when it died starting.
   DeviceInfo start();
 
-  void prepare(const FlceProblem& p, FlceMode mode, int64_t seed) override;
-  VariantOutcome measure(const FlceVariant& v, const MeasureControl& ctl) override;
+  void prepare(const Problem& p, Mode mode, int64_t seed) override;
+  VariantOutcome measure(const Variant& v, const MeasureControl& ctl) override;
   void release() override;
   void set_wait_hook(std::function<void()> hook) override { wait_hook_ = std::move(hook); }
 
@@ -105,8 +105,8 @@ class SupervisedMeasurer : public FlceMeasurer {
   DeviceInfo device_;
   int started_ = 0;
   struct Prepared {
-    FlceProblem p;
-    FlceMode mode;
+    Problem p;
+    Mode mode;
     int64_t seed;
   };
   std::optional<Prepared> problem_;  // what the tuner prepared
@@ -114,8 +114,7 @@ class SupervisedMeasurer : public FlceMeasurer {
 };
 
 // JSON forms of what crosses the pipe (also used by tests).
-Json to_json(const FlceProblem& p);
-FlceProblem flce_problem_from_json(const Json& j);
+// (A problem's: Problem::to_json and problem_from_json, tuner/families.h.)
 Json to_json(const DeviceInfo& d);
 DeviceInfo device_info_from_json(const Json& j);
 Json to_json(const VariantOutcome& o);

@@ -117,6 +117,28 @@ Shape3 parse_shape(const std::string& text, const std::string& option) {
   return Shape3{v[0], v[1], v[2]};
 }
 
+std::vector<int64_t> parse_dims(const std::string& text, size_t count, const std::string& option,
+                                const std::string& expected) {
+  auto bad = [&](const std::string& why) {
+    return invalid_argument(option + ": " + why + " in '" + text + "' (expected " + expected + ")");
+  };
+  std::vector<int64_t> v;
+  size_t start = 0;
+  for (size_t f = 0; f < count; ++f) {
+    size_t comma = text.find(',', start);
+    if ((f + 1 < count) != (comma != std::string::npos))
+      throw bad("expected " + std::to_string(count) + " comma-separated numbers");
+    std::string part = trim(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos)
+      throw bad("'" + part + "' is not a positive integer");
+    if (part.size() > 12) throw bad("'" + part + "' is too large");
+    v.push_back(std::stoll(part));
+    if (v.back() <= 0) throw bad("'" + part + "' is not a positive integer");
+    start = comma == std::string::npos ? text.size() : comma + 1;
+  }
+  return v;
+}
+
 std::string format_bytes(double bytes) {
   char buf[64];
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace detfuse::tuner {
 
@@ -31,6 +32,12 @@ struct Shape3 {
 // "N,D,V" with three positive integers (spaces allowed around them).
 // Throws invalid_argument naming `option` (e.g. "--shape").
 Shape3 parse_shape(const std::string& text, const std::string& option = "--shape");
+
+// `count` positive comma-separated integers (spaces allowed around them), e.g.
+// attention's "B,H,Hkv,Sq,Sk,d". Throws invalid_argument naming `option` and
+// saying `expected` (e.g. "B,H,Hkv,Sq,Sk,d for --kernel attention, e.g. 4,32,8,4096,4096,128").
+std::vector<int64_t> parse_dims(const std::string& text, size_t count, const std::string& option,
+                                const std::string& expected);
 
 // "512 B", "3.0 KiB", "1.25 GiB".
 std::string format_bytes(double bytes);

@@ -3,6 +3,7 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <type_traits>
 
 #include "kernels/common/error.h"
 #include "kernels/flce/flce.h"
@@ -39,9 +40,8 @@ std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
-}  // namespace
-
-FlceChoice choose_flce(const FlceProblem& p, FlceMode mode, const Selection& sel) {
+// The answer for (database, GPU, problem, mode, policy): looked up once, cached.
+Cached choose(const Problem& p, Mode mode, const Selection& sel) {
   p.validate();
   std::lock_guard<std::mutex> lock(g_mutex);
   const DeviceInfo dev = current_device();
@@ -68,18 +68,39 @@ FlceChoice choose_flce(const FlceProblem& p, FlceMode mode, const Selection& sel
       }
     }
     std::vector<db::Id> ids = store ? device_rows_for(*store, dev) : std::vector<db::Id>{};
-    a = resolve_best(store.get(), ids, dev, p, mode, sel.allow_nondeterministic, reg, default_heuristic());
+    a = resolve_best(store.get(), ids, dev, p, mode, sel.allow_nondeterministic, reg, default_heuristic(reg));
     if (!open_note.empty()) a.notes.insert(a.notes.begin(), open_note);
     it = g_cache.emplace(key, Cached{a.variant, a.source, a.tuned_problem_key, a.distance, join(a.notes)}).first;
   }
-  FlceChoice c;
-  c.variant = builtin_registry().find_flce(it->second.variant);
-  if (!c.variant) throw Error("selection: variant '" + it->second.variant + "' is not in this build");
-  c.source = it->second.source;
-  c.tuned_problem_key = it->second.tuned_problem_key;
-  c.distance = it->second.distance;
-  c.note = it->second.note;
-  return c;
+  return it->second;
+}
+
+template <class Choice>
+Choice choice_of(const Problem& p, const Cached& c) {
+  Choice out;
+  const std::optional<Variant> v = p.find_variant(builtin_registry(), c.variant);
+  if (!v) throw Error("selection: variant '" + c.variant + "' is not in this build");
+  out.variant = &v->as<std::remove_cv_t<std::remove_pointer_t<decltype(out.variant)>>>();
+  out.source = c.source;
+  out.tuned_problem_key = c.tuned_problem_key;
+  out.distance = c.distance;
+  out.note = c.note;
+  return out;
+}
+
+}  // namespace
+
+FlceChoice choose_flce(const FlceProblem& p, FlceMode mode, const Selection& sel) {
+  // backward runs the variant chosen for forward_backward (the mode the tuner measures).
+  return choice_of<FlceChoice>(p, choose(p, FamilyTraits<FlceProblem>::family_mode_of(mode), sel));
+}
+
+AttentionChoice choose_attention(const AttentionProblem& p, Mode mode, const Selection& sel) {
+  return choice_of<AttentionChoice>(p, choose(p, mode, sel));
+}
+
+const AttentionVariant& select_attention(const AttentionProblem& p, Mode mode, const Selection& sel) {
+  return *choose_attention(p, mode, sel).variant;
 }
 
 const FlceVariant& select_flce(const FlceProblem& p, FlceMode mode, const Selection& sel) {

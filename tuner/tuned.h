@@ -8,7 +8,8 @@
 //   std::cerr << choice.variant->desc.name << " (" << to_string(choice.source) << ")\n";
 //   const FlceVariant& v = tuner::select_flce(problem, FlceMode::forward_backward);
 //
-// The answer for a (database, GPU, problem, mode, policy) is looked up once per
+// FLCE's backward runs the variant chosen for forward_backward (the mode the
+// tuner measures). The answer for a (database, GPU, problem, mode, policy) is looked up once per
 // process and cached; clear_selection_cache() forgets it (e.g. after tuning).
 // A missing or unreadable database is not an error: the heuristic answers and
 // the note says why.
@@ -54,6 +55,21 @@ FlceChoice forward_backward(const FlceProblem& p, const FlceArgs& args, cudaStre
                             const Selection& sel = tuned());
 FlceChoice backward(const FlceProblem& p, const FlceArgs& args, cudaStream_t stream = nullptr,
                     const Selection& sel = tuned());
+
+// The tuned choice for attention (the mode the tuner measures is
+// forward_backward; forward alone may be tuned with Mode::forward). Running it
+// is kernels/attention's run(); this only chooses.
+struct AttentionChoice {
+  const AttentionVariant* variant = nullptr;
+  ChoiceSource source = ChoiceSource::heuristic;
+  std::string tuned_problem_key;
+  double distance = 0;
+  std::string note;
+};
+AttentionChoice choose_attention(const AttentionProblem& p, Mode mode = Mode::forward_backward,
+                                 const Selection& sel = tuned());
+const AttentionVariant& select_attention(const AttentionProblem& p, Mode mode = Mode::forward_backward,
+                                         const Selection& sel = tuned());
 
 void clear_selection_cache();
 

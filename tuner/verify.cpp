@@ -6,6 +6,7 @@
 
 #include "kernels/common/error.h"
 #include "reference/inputs.h"
+#include "tuner/gpu_loop.h"
 #include "tuner/interrupt.h"
 #include "tuner/npy.h"
 #include "tuner/records.h"
@@ -65,63 +66,53 @@ std::vector<InvarianceClass> invariance_classes(const std::vector<VerifyRow>& ro
   return classes;
 }
 
-void dump_outputs(flce::DeviceCase& c, const std::filesystem::path& dir) {
-  std::filesystem::create_directories(dir);
-  const FlceProblem& p = c.problem();
-  write_npy(dir / "loss.npy", c.loss(), {int64_t(c.loss_count())});
-  write_npy(dir / "lse.npy", c.lse(), {p.N});
-  write_npy(dir / "dX.npy", c.dX(), {p.N, p.D});
-  write_npy(dir / "dW.npy", c.dW(), {p.V, p.D});
-}
-
 std::vector<VerifyRow> run_verify(const db::Store* store, const Registry& reg, const DeviceInfo& dev,
                                   const VerifyOptions& o, std::ostream* progress) {
   o.problem.validate();
   if (o.repeats < 1) throw invalid_argument("--repeats: must be >= 1");
   const auto variants = plan_variants(reg, o.problem, o.variants);
-  FlceHostInputs in = inputs_or_seeded(o.inputs, o.problem, o.seed);
-  FlceGpuCase gc(o.problem, FlceMode::forward_backward, in, dev);
-  in = FlceHostInputs{};
+  const bool user_inputs = o.inputs.has_value();
+  std::unique_ptr<GpuCase> gc = o.problem.make_case(Mode::forward_backward, o.inputs, o.seed, dev);
 
   std::optional<db::Id> dev_id, build_id, problem_id;
-  if (store && !o.inputs) {
+  if (store && !user_inputs) {
     dev_id = store->find_device(device_record(dev));
     build_id = store->find_build(this_build());
     problem_id = store->find_problem(o.problem.key());
   }
 
   std::vector<VerifyRow> rows;
-  for (const FlceVariant* v : variants) {
+  for (const Variant& v : variants) {
     if (interrupt_requested()) throw Error("interrupted");
     VerifyRow row;
-    row.variant = v->desc.name;
-    if (auto why = v->can_run(o.problem, FlceMode::forward_backward, dev)) {
+    row.variant = v.name();
+    if (auto why = v.can_run(o.problem, Mode::forward_backward, dev)) {
       row.status = "cannot_run";
       row.reason = *why;
       rows.push_back(row);
       continue;
     }
-    if (progress) *progress << "running " << v->desc.name << " " << o.repeats << " times...\n";
+    if (progress) *progress << "running " << v.name() << " " << o.repeats << " times...\n";
     try {
-      if (!gc.repeat_digests(*v, o.repeats, interrupt_requested, row.local)) throw Error("interrupted");
+      if (!gc->repeat_digests(v, o.repeats, interrupt_requested, row.local, {})) throw Error("interrupted");
     } catch (const std::exception& e) {
       if (interrupt_requested()) throw;
       row.status = "error";
       row.reason = one_line(e.what());
       if (cuda_context_lost()) {
         rows.push_back(row);
-        throw Error("CUDA context lost while running " + v->desc.name + ": " + row.reason);
+        throw Error("CUDA context lost while running " + v.name() + ": " + row.reason);
       }
       rows.push_back(row);
       continue;
     }
-    if (o.dump_dir) dump_outputs(gc.device_case(), variants.size() > 1 ? *o.dump_dir / v->desc.name : *o.dump_dir);
-    std::optional<db::Id> var_id = store && !o.inputs ? store->find_variant(v->desc.name) : std::nullopt;
+    if (o.dump_dir) gc->dump_outputs(variants.size() > 1 ? *o.dump_dir / v.name() : *o.dump_dir);
+    std::optional<db::Id> var_id = store && !user_inputs ? store->find_variant(v.name()) : std::nullopt;
     if (dev_id && build_id && problem_id && var_id)
       row.stored = store->stored_digests(*dev_id, *build_id, *var_id, *problem_id, o.seed);
     if (!row.stored) {
       row.status = kNotStored;
-      if (o.inputs)
+      if (user_inputs)
         row.reason = "user inputs: nothing stored to compare against";
       else if (!store)
         row.reason = "no database";

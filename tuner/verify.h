@@ -1,4 +1,4 @@
-// `detfuse verify`: run variants K times on seeded (or user-supplied) inputs,
+// `detfuse verify` (any family): run variants K times on seeded (or user-supplied) inputs,
 // digest every output, and compare with the digests the store holds for the
 // same GPU, build, variant, problem and seed. Also the config-invariance
 // classes: variants whose outputs are bitwise identical.
@@ -13,7 +13,7 @@
 #include "db/store.h"
 #include "kernels/common/device_info.h"
 #include "kernels/registry.h"
-#include "tuner/flce_gpu.h"
+#include "tuner/family.h"
 
 namespace detfuse::tuner {
 
@@ -46,19 +46,16 @@ struct InvarianceClass {
 std::vector<InvarianceClass> invariance_classes(const std::vector<VerifyRow>& rows);
 
 struct VerifyOptions {
-  FlceProblem problem;
+  Problem problem;
   std::vector<std::string> variants;  // names (already resolved from "best")
   int repeats = 5;
   int64_t seed = 0;
-  std::optional<FlceHostInputs> inputs;  // --inputs: nothing stored to compare with
+  HostInputs inputs;  // --inputs (the family's input type): nothing stored to compare with; empty: seeded
   std::optional<std::filesystem::path> dump_dir;
 };
 
 // store may be null. Runs on the current device `dev`.
 std::vector<VerifyRow> run_verify(const db::Store* store, const Registry& reg, const DeviceInfo& dev,
                                   const VerifyOptions& o, std::ostream* progress);
-
-// Writes loss.npy, lse.npy, dX.npy, dW.npy (float32; bf16 gradients widened).
-void dump_outputs(flce::DeviceCase& c, const std::filesystem::path& dir);
 
 }  // namespace detfuse::tuner

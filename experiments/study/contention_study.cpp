@@ -19,7 +19,7 @@ std::optional<db::Id> complete_study_run(const db::Store& store, const std::stri
 }
 
 StudyReport run_contention_study(db::Store& store, const Registry& reg, const DeviceInfo& dev,
-                                 tuner::FlceMeasurer& measurer, const StudyRunOptions& o, std::ostream* progress) {
+                                 tuner::Measurer& measurer, const StudyRunOptions& o, std::ostream* progress) {
   StudyReport rep;
   rep.study_id = store.find_or_create_study(db::StudyRecord{o.plan.name, "contention", o.plan.axes_json, ""});
   if (o.resume) {
@@ -36,7 +36,7 @@ StudyReport run_contention_study(db::Store& store, const Registry& reg, const De
     }
   }
   tuner::TuneOptions t;
-  t.problems = o.plan.problems;
+  t.problems.assign(o.plan.problems.begin(), o.plan.problems.end());
   t.variants = o.plan.variants;
   t.repeats = o.plan.repeats;
   t.variant_time_cap_s = o.plan.time_cap_s;

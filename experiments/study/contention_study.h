@@ -42,7 +42,7 @@ std::optional<db::Id> complete_study_run(const db::Store& store, const std::stri
 // tagged with the study's name (resuming the study's unfinished run with
 // resume; doing nothing when resume finds it complete on this device and build).
 StudyReport run_contention_study(db::Store& store, const Registry& reg, const DeviceInfo& dev,
-                                 tuner::FlceMeasurer& measurer, const StudyRunOptions& o,
+                                 tuner::Measurer& measurer, const StudyRunOptions& o,
                                  std::ostream* progress = nullptr);
 
 }  // namespace detfuse::study

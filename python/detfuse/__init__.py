@@ -13,6 +13,8 @@ from ._lib import (  # noqa: F401
     NoDevice,
     RuntimeFailure,
     abi_version,
+    attention_problem_key,
+    attention_variants,
     device_count,
     digest,
     library_path,

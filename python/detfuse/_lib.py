@@ -7,12 +7,13 @@ import pathlib
 from typing import NamedTuple, Optional
 
 # Must equal DETFUSE_C_ABI_VERSION in capi/detfuse_c.h (the structs below mirror it).
-ABI_VERSION = 1
+ABI_VERSION = 2
 
 OK, ERR_INVALID_ARGUMENT, ERR_NO_DEVICE, ERR_RUNTIME, ERR_OUT_OF_MEMORY, ERR_INTERNAL = range(6)
 DTYPE_F32, DTYPE_BF16 = 0, 1
 REDUCTIONS = {"mean": 0, "sum": 1, "none": 2}
 MODE_FORWARD, MODE_FORWARD_BACKWARD, MODE_BACKWARD = 0, 1, 2
+ATTENTION_FORWARD, ATTENTION_BACKWARD = 0, 1
 SELECT_NAME, SELECT_HEURISTIC, SELECT_TUNED = 0, 1, 2
 SOURCES = {0: "named", 1: "tuned", 2: "nearest", 3: "heuristic"}
 NAME_CAP, NOTE_CAP = 256, 1024
@@ -58,6 +59,19 @@ class FlceProblem(ctypes.Structure):
 
 class FlceArgs(ctypes.Structure):
     _fields_ = [(n, ctypes.c_void_p) for n in ("X", "W", "y", "dloss", "lse_in", "loss", "lse", "dX", "dW",
+                                               "workspace")] + [("workspace_size", ctypes.c_size_t)]
+
+
+class AttentionProblem(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_int64) for n in ("B", "H", "Hkv", "Sq", "Sk", "d")] + [
+        ("dtype", ctypes.c_int32),
+        ("causal", ctypes.c_int32),
+        ("scale", ctypes.c_double),
+    ]
+
+
+class AttentionArgs(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_void_p) for n in ("Q", "K", "V", "dO", "O_in", "lse_in", "O", "lse", "dQ", "dK", "dV",
                                                "workspace")] + [("workspace_size", ctypes.c_size_t)]
 
 
@@ -120,6 +134,13 @@ def _declare(lib: ctypes.CDLL) -> None:
         "detfuse_flce_choose": (i32, [P(FlceProblem), i32, P(Selection), P(CChoice)]),
         "detfuse_flce_workspace_size": (i32, [P(FlceProblem), i32, P(Selection), P(sz)]),
         "detfuse_flce_run": (i32, [P(FlceProblem), i32, P(FlceArgs), P(Selection), vp, P(CChoice)]),
+        "detfuse_attention_problem_init": (i32, [P(AttentionProblem)]),
+        "detfuse_attention_problem_key": (i32, [P(AttentionProblem), ctypes.c_char_p, sz]),
+        "detfuse_attention_variant_count": (i32, [P(i64)]),
+        "detfuse_attention_variant_name": (i32, [i64, ctypes.c_char_p, sz]),
+        "detfuse_attention_choose": (i32, [P(AttentionProblem), i32, P(Selection), P(CChoice)]),
+        "detfuse_attention_workspace_size": (i32, [P(AttentionProblem), i32, P(Selection), P(sz)]),
+        "detfuse_attention_run": (i32, [P(AttentionProblem), i32, P(AttentionArgs), P(Selection), vp, P(CChoice)]),
         "detfuse_digest_device": (i32, [vp, sz, vp, ctypes.c_char_p, sz]),
         "detfuse_digest_host": (i32, [vp, sz, ctypes.c_char_p, sz]),
     }
@@ -269,6 +290,74 @@ def run(p: FlceProblem, mode: int, args: FlceArgs, sel: Selection, stream: int =
     c = CChoice()
     check(load_library().detfuse_flce_run(ctypes.byref(p), mode, ctypes.byref(args), ctypes.byref(sel),
                                           ctypes.c_void_p(stream or None), ctypes.byref(c)))
+    return to_choice(c)
+
+
+# ------------------------------------------------------------------ attention
+
+def make_attention_problem(B, H, Hkv, Sq, Sk, d, *, dtype=DTYPE_BF16, causal=False, scale=0.0) -> AttentionProblem:
+    """A C attention problem struct; Python-level type errors here, the rest checked by the library."""
+    p = AttentionProblem()
+    check(load_library().detfuse_attention_problem_init(ctypes.byref(p)))
+    dims = (("B", B), ("H", H), ("Hkv", Hkv), ("Sq", Sq), ("Sk", Sk), ("d", d))
+    for name, v in dims:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise TypeError(f"{name}: must be an int, got {type(v).__name__}")
+        if not -(2**63) <= v < 2**63:
+            raise ValueError(f"{name}: does not fit in int64, got {v}")
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal: must be a bool, got {type(causal).__name__}")
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+        raise TypeError(f"scale: must be a float, got {type(scale).__name__}")
+    p.B, p.H, p.Hkv, p.Sq, p.Sk, p.d = B, H, Hkv, Sq, Sk, d
+    p.dtype = dtype
+    p.causal = 1 if causal else 0
+    p.scale = float(scale)
+    return p
+
+
+def attention_validate(p: AttentionProblem) -> str:
+    """Checks the attention problem in the library (no GPU) and returns its key."""
+    buf = ctypes.create_string_buffer(512)
+    check(load_library().detfuse_attention_problem_key(ctypes.byref(p), buf, len(buf)))
+    return buf.value.decode()
+
+
+def attention_problem_key(B, H, Hkv, Sq, Sk, d, **options) -> str:
+    """The canonical key of an attention problem ("attention:B=..,H=..,..."), validated by the library."""
+    return attention_validate(make_attention_problem(B, H, Hkv, Sq, Sk, d, **options))
+
+
+def attention_variants() -> list:
+    """Names of every attention variant compiled into the library."""
+    lib = load_library()
+    n = ctypes.c_int64()
+    check(lib.detfuse_attention_variant_count(ctypes.byref(n)))
+    out = []
+    buf = ctypes.create_string_buffer(NAME_CAP)
+    for i in range(n.value):
+        check(lib.detfuse_attention_variant_name(i, buf, NAME_CAP))
+        out.append(buf.value.decode())
+    return out
+
+
+def attention_choose(p: AttentionProblem, mode: int, sel: Selection) -> Choice:
+    c = CChoice()
+    check(load_library().detfuse_attention_choose(ctypes.byref(p), mode, ctypes.byref(sel), ctypes.byref(c)))
+    return to_choice(c)
+
+
+def attention_workspace_size(p: AttentionProblem, mode: int, sel: Selection) -> int:
+    n = ctypes.c_size_t()
+    check(load_library().detfuse_attention_workspace_size(ctypes.byref(p), mode, ctypes.byref(sel),
+                                                          ctypes.byref(n)))
+    return n.value
+
+
+def attention_run(p: AttentionProblem, mode: int, args: AttentionArgs, sel: Selection, stream: int = 0) -> Choice:
+    c = CChoice()
+    check(load_library().detfuse_attention_run(ctypes.byref(p), mode, ctypes.byref(args), ctypes.byref(sel),
+                                               ctypes.c_void_p(stream or None), ctypes.byref(c)))
     return to_choice(c)
 
 

@@ -1,5 +1,5 @@
-"""PyTorch front end: detfuse's fused linear + cross-entropy as an autograd
-function. torch is imported on first use, so ``import detfuse.torch`` works
+"""PyTorch front end: detfuse's fused linear + cross-entropy and exact
+attention as autograd functions (attention: see ``attention``'s docstring). torch is imported on first use, so ``import detfuse.torch`` works
 without it (calls then raise ImportError saying so).
 
 Memory modes (``grad_in_forward``):
@@ -201,6 +201,168 @@ def chosen_variant(x, weight, target=None, *, ignore_index=-100, reduction="mean
         return _lib.choose(p, mode, sel)
 
 
+# ------------------------------------------------------------------ attention
+
+def _attention_selection(variant, what):
+    if not isinstance(variant, str):
+        raise TypeError(f"{what}: must be a str ('heuristic' or an attention variant name), got "
+                        f"{type(variant).__name__}")
+    if variant == "tuned":
+        raise ValueError(f"{what}: 'tuned' is not available for attention (there is no attention tuning store "
+                         f"yet); use 'heuristic' or a variant name (detfuse.attention_variants())")
+    return _lib.make_selection(variant, None)
+
+
+def _check_attention(q, k, v, causal, scale):
+    """Checks before the library runs anything (types, dtypes, ranks, shapes;
+    then the library's own problem checks: Hkv dividing H, sizes, scale);
+    returns the C problem and contiguous q, k, v."""
+    torch = _torch()
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name}: must be a torch.Tensor, got {type(t).__name__}")
+    code = _dtype_code(torch, q.dtype, "q")
+    for name, t in (("k", k), ("v", v)):
+        if t.dtype != q.dtype:
+            raise TypeError(f"{name}: dtype must equal q's ({q.dtype}), got {t.dtype}")
+    if q.dim() != 4:
+        raise ValueError(f"q: must have shape [B, H, Sq, d], got {tuple(q.shape)}")
+    if k.dim() != 4:
+        raise ValueError(f"k: must have shape [B, Hkv, Sk, d], got {tuple(k.shape)}")
+    if tuple(v.shape) != tuple(k.shape):
+        raise ValueError(f"v: shape must equal k's {tuple(k.shape)}, got {tuple(v.shape)}")
+    B, H, Sq, d = (int(x) for x in q.shape)
+    Bk, Hkv, Sk, dk = (int(x) for x in k.shape)
+    if Bk != B:
+        raise ValueError(f"k: batch {Bk} does not match q's {B} (q [B, H, Sq, d], k [B, Hkv, Sk, d])")
+    if dk != d:
+        raise ValueError(f"k: head dim {dk} does not match q's {d} (q [B, H, Sq, d], k [B, Hkv, Sk, d])")
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal: must be a bool, got {type(causal).__name__}")
+    if scale is None:
+        scale = 0.0  # the library's 1/sqrt(d)
+    elif isinstance(scale, bool) or not isinstance(scale, (int, float)):
+        raise TypeError(f"scale: must be a float or None, got {type(scale).__name__}")
+    elif not scale > 0:
+        raise ValueError(f"scale: must be > 0 (None means 1/sqrt(d)), got {scale}")
+    p = _lib.make_attention_problem(B, H, Hkv, Sq, Sk, d, dtype=code, causal=causal, scale=float(scale))
+    _lib.attention_validate(p)  # the library's checks (no GPU): "problem.Hkv: must divide H (GQA), ..."
+    return p, q.contiguous(), k.contiguous(), v.contiguous()
+
+
+def _check_attention_devices(q, k, v):
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.device.type != "cuda":
+            raise ValueError(f"{name}: is on {t.device}; detfuse runs on CUDA devices only (move it with .cuda())")
+    if not (q.device == k.device == v.device):
+        raise ValueError(f"q, k, v: must be on one device, got {q.device}, {k.device}, {v.device}")
+
+
+def _attention_launch(p, mode, sel, device, **ptrs):
+    torch = _torch()
+    with torch.cuda.device(device):
+        stream = torch.cuda.current_stream(device).cuda_stream
+        ws_bytes = _lib.attention_workspace_size(p, mode, sel)
+        ws = torch.empty(ws_bytes, dtype=torch.uint8, device=device) if ws_bytes else None
+        a = _lib.AttentionArgs()
+        for name, t in ptrs.items():
+            setattr(a, name, _ptr(t))
+        a.workspace, a.workspace_size = _ptr(ws), ws_bytes
+        return _lib.attention_run(p, mode, a, sel, stream)
+
+
+def _attention_function():
+    if "attn" in _cache:
+        return _cache["attn"]
+    torch = _torch()
+
+    class AttentionFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v, p, sel_fwd, sel_bwd):
+            O = torch.empty_like(q)
+            lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
+            _attention_launch(p, _lib.ATTENTION_FORWARD, sel_fwd, q.device, Q=q, K=k, V=v, O=O, lse=lse)
+            ctx.p, ctx.sel_bwd = p, sel_bwd
+            if any(ctx.needs_input_grad[:3]):
+                ctx.save_for_backward(q, k, v, O, lse)
+            ctx.mark_non_differentiable(lse)
+            return O, lse
+
+        @staticmethod
+        @torch.autograd.function.once_differentiable
+        def backward(ctx, dO, grad_lse):
+            q, k, v, O, lse = ctx.saved_tensors
+            dO = dO.to(q.dtype).contiguous()
+            dQ, dK, dV = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+            _attention_launch(ctx.p, _lib.ATTENTION_BACKWARD, ctx.sel_bwd, q.device, Q=q, K=k, V=v, dO=dO, O_in=O,
+                              lse_in=lse, dQ=dQ, dK=dK, dV=dV)
+            return dQ, dK, dV, None, None, None
+
+    _cache["attn"] = AttentionFunction
+    return AttentionFunction
+
+
+def _attention_setup(q, k, v, causal, scale, variant, backward_variant):
+    p, q2, k2, v2 = _check_attention(q, k, v, causal, scale)
+    sel_f = _attention_selection(variant, "variant")
+    sel_b = _attention_selection(variant if backward_variant is None else backward_variant, "backward_variant")
+    _check_attention_devices(q, k, v)
+    return p, q2, k2, v2, sel_f, sel_b
+
+
+def _choose_backward(p, sel_b, device, backward_variant):
+    torch = _torch()
+    try:
+        with torch.cuda.device(device):
+            return _lib.attention_choose(p, _lib.ATTENTION_BACKWARD, sel_b)
+    except _lib.InvalidArgument as e:
+        if backward_variant is None and sel_b.kind == _lib.SELECT_NAME:
+            raise _lib.InvalidArgument(f"{e} (backward_variant=None uses `variant` for the backward too; pass "
+                                       f"backward_variant='heuristic' or a variant that runs the backward)",
+                                       e.status) from None
+        raise
+
+
+def attention(q, k, v, *, causal=False, scale=None, variant="heuristic", backward_variant=None, return_lse=False):
+    """Exact softmax attention, softmax(scale * q k^T [+ causal mask]) v, with
+    gradients for q, k and v that are bitwise reproducible run to run
+    (deterministic variants: every one but the `atomic` dQ strategy).
+
+    q [B, H, Sq, d]; k, v [B, Hkv, Sk, d] with Hkv dividing H (GQA: head h
+    reads kv head h // (H // Hkv)); bfloat16 or float32, one CUDA device;
+    non-contiguous inputs are copied. Head dims 64 and 128 are built.
+    causal: bottom-right aligned (query i sees key j iff j <= i + Sk - Sq, as
+    FlashAttention >= 2.1; torch's SDPA is_causal is top-left aligned, the two
+    agree when Sq == Sk). A query row that sees no key gets O = 0 and zero
+    gradients. scale: None means 1/sqrt(d).
+    variant: "heuristic" (the library's built-in choice: a deterministic
+    `owning` variant) or a canonical name (detfuse.attention_variants()) for
+    the forward; backward_variant the same for the backward (None: the same
+    as `variant`; a forward-only variant such as the wgmma ones is then
+    refused when gradients are needed, with the reason).
+    Returns O [B, H, Sq, d] in q's dtype; with return_lse=True also the
+    per-row log-sum-exp [B, H, Sq] float32 (natural log, -inf for rows that
+    see no key; not differentiable). The forward saves q, k, v, O and the LSE
+    for the backward. Work runs on the current CUDA stream; workspace comes
+    from PyTorch's caching allocator."""
+    torch = _torch()
+    p, q2, k2, v2, sel_f, sel_b = _attention_setup(q, k, v, causal, scale, variant, backward_variant)
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        _choose_backward(p, sel_b, q.device, backward_variant)  # refuse a forward-only backward before running
+    O, lse = _attention_function().apply(q2, k2, v2, p, sel_f, sel_b)
+    return (O, lse) if return_lse else O
+
+
+def chosen_attention_variants(q, k, v, *, causal=False, scale=None, variant="heuristic", backward_variant=None):
+    """What attention() would run for these inputs: (forward Choice, backward
+    Choice), each a detfuse.Choice(name, source, deterministic, note, ...)."""
+    torch = _torch()
+    p, _, _, _, sel_f, sel_b = _attention_setup(q, k, v, causal, scale, variant, backward_variant)
+    with torch.cuda.device(q.device):
+        fwd = _lib.attention_choose(p, _lib.ATTENTION_FORWARD, sel_f)
+    return fwd, _choose_backward(p, sel_b, q.device, backward_variant)
+
+
 def digest(t) -> str:
     """XXH3-128 of a tensor's raw bytes (32 hex digits); CUDA tensors are hashed
     after the current stream's work. Non-contiguous tensors are refused."""
@@ -227,6 +389,8 @@ def __getattr__(name):
         return _function()
     if name == "LinearCrossEntropy":
         return _module()
+    if name == "AttentionFunction":
+        return _attention_function()
     raise AttributeError(f"module 'detfuse.torch' has no attribute {name!r}")
 
 

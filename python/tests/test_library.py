@@ -21,6 +21,9 @@ class LibraryTest(unittest.TestCase):
         self.assertEqual(ctypes.sizeof(_lib.CChoice), 256 + 4 + 4 + 8 + 1024 + 1024)
         self.assertEqual(_lib.FlceProblem.ignore_index.offset, 32)
         self.assertEqual(_lib.FlceProblem.label_smoothing.offset, 48)
+        self.assertEqual(ctypes.sizeof(_lib.AttentionProblem), 6 * 8 + 2 * 4 + 8)
+        self.assertEqual(_lib.AttentionProblem.scale.offset, 56)
+        self.assertEqual(ctypes.sizeof(_lib.AttentionArgs), 13 * 8)
 
     def test_problem_key_is_the_cxx_key(self):
         self.assertEqual(detfuse.problem_key(8, 16, 32),
@@ -93,6 +96,58 @@ class LibraryTest(unittest.TestCase):
                 _lib.choose(p, _lib.MODE_FORWARD, sel)
         with self.assertRaisesRegex(detfuse.NoDevice, "detfuse_digest_device: no CUDA device available"):
             _lib.digest_device(4096, 16)
+
+    def test_attention_problem_key_and_bad_fields(self):
+        self.assertEqual(detfuse.attention_problem_key(2, 4, 2, 33, 47, 64),
+                         "attention:B=2,H=4,Hkv=2,Sq=33,Sk=47,d=64,causal=0,scale=0.125,dtype=bf16")
+        self.assertEqual(detfuse.attention_problem_key(1, 8, 8, 5, 7, 128, dtype=_lib.DTYPE_F32, causal=True,
+                                                       scale=0.5),
+                         "attention:B=1,H=8,Hkv=8,Sq=5,Sk=7,d=128,causal=1,scale=0.5,dtype=fp32")
+        cases = [
+            ((2, 4, 3, 33, 47, 64), {}, "detfuse_attention_problem_key: problem.Hkv: must divide H (GQA), got Hkv=3 H=4"),
+            ((0, 4, 2, 33, 47, 64), {}, "problem.B: must be >= 1, got 0"),
+            ((2, 4, 2, 0, 47, 64), {}, "problem.Sq: must be >= 1, got 0"),
+            ((2, 4, 2, 33, 2**31, 64), {}, "problem.Sk: must be at most 2^30"),
+            ((2, 4, 2, 33, 47, 64), {"scale": -1.0}, "problem.scale: must be finite and >= 0"),
+            ((2, 4, 2, 33, 47, 64), {"dtype": 7}, "problem.dtype: must be 0 (DETFUSE_DTYPE_F32) or 1"),
+        ]
+        for dims, kw, message in cases:
+            with self.subTest(dims=dims, **{k: str(v) for k, v in kw.items()}):
+                with self.assertRaises(detfuse.InvalidArgument) as cm:
+                    detfuse.attention_problem_key(*dims, **kw)
+                self.assertIn(message, str(cm.exception))
+        with self.assertRaisesRegex(TypeError, "causal: must be a bool, got int"):
+            detfuse.attention_problem_key(2, 4, 2, 33, 47, 64, causal=1)
+        with self.assertRaisesRegex(TypeError, "Sq: must be an int, got float"):
+            detfuse.attention_problem_key(2, 4, 2, 33.0, 47, 64)
+
+    def test_attention_variants_and_selection(self):
+        names = detfuse.attention_variants()
+        self.assertTrue(names and all(n.startswith("attention.") for n in names), names[:3])
+        owning = next(n for n in names if n.startswith("attention.bf16.fma.owning.") and n.endswith("_d64"))
+        p = _lib.make_attention_problem(2, 4, 2, 33, 47, 64)
+        sel = _lib.make_selection(owning)
+        c = _lib.attention_choose(p, _lib.ATTENTION_BACKWARD, sel)
+        self.assertEqual((c.name, c.source, c.deterministic), (owning, "named", True))
+        self.assertEqual(_lib.attention_workspace_size(p, _lib.ATTENTION_FORWARD, sel), 0)
+        self.assertGreaterEqual(_lib.attention_workspace_size(p, _lib.ATTENTION_BACKWARD, sel), 2 * 4 * 33 * 4)
+        with self.assertRaisesRegex(detfuse.InvalidArgument, "no attention variant named 'attention.bf16.x'"):
+            _lib.attention_choose(p, _lib.ATTENTION_FORWARD, _lib.make_selection("attention.bf16.x"))
+        with self.assertRaisesRegex(detfuse.InvalidArgument, r"selection.kind: 2 \(tuned\) is not available"):
+            _lib.attention_choose(p, _lib.ATTENTION_FORWARD, _lib.make_selection("tuned"))
+        with self.assertRaisesRegex(detfuse.InvalidArgument, r"mode: must be 0 \(forward\) or 1 \(backward\), got 2"):
+            _lib.attention_choose(p, 2, sel)
+        with self.assertRaisesRegex(detfuse.InvalidArgument,
+                                    r"detfuse_attention_run: args.dO: null pointer \(required for backward\)"):
+            a = _lib.AttentionArgs()
+            a.Q, a.K, a.V = 4096, 8192, 12288
+            _lib.attention_run(p, _lib.ATTENTION_BACKWARD, a, sel)
+
+    @unittest.skipIf(detfuse.device_count() > 0, "a CUDA device is present; this checks the no-device error")
+    def test_attention_without_device_says_so(self):
+        p = _lib.make_attention_problem(2, 4, 2, 33, 47, 64)
+        with self.assertRaisesRegex(detfuse.NoDevice, r"detfuse_attention_choose: no CUDA device available \("):
+            _lib.attention_choose(p, _lib.ATTENTION_FORWARD, _lib.make_selection("heuristic"))
 
     def test_host_digest(self):
         # XXH3-128 of the empty input (xxhash's published test vector).

@@ -84,6 +84,12 @@ TEST(CApi, StructLayoutsAreFixed) {
   EXPECT_EQ(sizeof(detfuse_flce_args), 88u);
   EXPECT_EQ(sizeof(detfuse_selection), 24u);
   EXPECT_EQ(sizeof(detfuse_choice), size_t(DETFUSE_NAME_CAP + 16 + 2 * DETFUSE_NOTE_CAP));
+  EXPECT_EQ(sizeof(detfuse_attention_problem), 64u);
+  EXPECT_EQ(offsetof(detfuse_attention_problem, dtype), 48u);
+  EXPECT_EQ(offsetof(detfuse_attention_problem, causal), 52u);
+  EXPECT_EQ(offsetof(detfuse_attention_problem, scale), 56u);
+  EXPECT_EQ(sizeof(detfuse_attention_args), 104u);
+  EXPECT_EQ(offsetof(detfuse_attention_args, workspace_size), 96u);
 }
 
 TEST(CApi, StatusNames) {
@@ -345,6 +351,272 @@ TEST(CApi, GpuCallsWithoutDeviceSayNoCudaDevice) {
   s = detfuse_selection{DETFUSE_SELECT_NAME, 0, name.c_str(), nullptr};
   expect_no_device(detfuse_flce_backward(&p, &a, &s, nullptr, &c), "detfuse_flce_backward");
   expect_no_device(detfuse_digest_device(a.X, 16, nullptr, hex, sizeof hex), "detfuse_digest_device");
+}
+
+// ------------------------------------------------------------------ attention
+
+detfuse_attention_problem attn_problem() {
+  detfuse_attention_problem p;
+  EXPECT_EQ(detfuse_attention_problem_init(&p), DETFUSE_OK);
+  p.B = 2;
+  p.H = 4;
+  p.Hkv = 2;
+  p.Sq = 33;
+  p.Sk = 47;
+  p.d = 64;
+  return p;
+}
+
+std::string attn_key(const detfuse_attention_problem& p) {
+  char key[512];
+  EXPECT_EQ(detfuse_attention_problem_key(&p, key, sizeof key), DETFUSE_OK) << last();
+  return key;
+}
+
+void expect_bad_attn(const detfuse_attention_problem& p, const std::string& want) {
+  char key[512];
+  EXPECT_EQ(detfuse_attention_problem_key(&p, key, sizeof key), DETFUSE_ERR_INVALID_ARGUMENT) << want;
+  EXPECT_NE(last().find(want), std::string::npos) << "message '" << last() << "' does not contain '" << want << "'";
+}
+
+detfuse_attention_args attn_full_args() {
+  detfuse_attention_args a;
+  std::memset(&a, 0, sizeof a);
+  a.Q = fake(1);
+  a.K = fake(2);
+  a.V = fake(3);
+  a.dO = fake(4);
+  a.O_in = fake(5);
+  a.lse_in = static_cast<const float*>(fake(6));
+  a.O = const_cast<void*>(fake(7));
+  a.lse = static_cast<float*>(const_cast<void*>(fake(8)));
+  a.dQ = const_cast<void*>(fake(9));
+  a.dK = const_cast<void*>(fake(10));
+  a.dV = const_cast<void*>(fake(11));
+  return a;
+}
+
+std::vector<std::string> attention_variants() {
+  int64_t n = 0;
+  EXPECT_EQ(detfuse_attention_variant_count(&n), DETFUSE_OK) << last();
+  std::vector<std::string> out;
+  char name[DETFUSE_NAME_CAP];
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_EQ(detfuse_attention_variant_name(i, name, sizeof name), DETFUSE_OK) << last();
+    out.push_back(name);
+  }
+  return out;
+}
+
+std::string first_attention(const std::string& prefix) {
+  for (const auto& n : attention_variants())
+    if (n.rfind(prefix, 0) == 0) return n;
+  return "";
+}
+
+TEST(CApiAttention, ProblemInitAndKey) {
+  detfuse_attention_problem p;
+  std::memset(&p, 0x5a, sizeof p);
+  ASSERT_EQ(detfuse_attention_problem_init(&p), DETFUSE_OK);
+  EXPECT_EQ(p.B, 0);
+  EXPECT_EQ(p.d, 0);
+  EXPECT_EQ(p.dtype, DETFUSE_DTYPE_BF16);
+  EXPECT_EQ(p.causal, 0);
+  EXPECT_EQ(p.scale, 0.0);
+  EXPECT_EQ(detfuse_attention_problem_init(nullptr), DETFUSE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last().find("detfuse_attention_problem_init: problem: null pointer"), std::string::npos) << last();
+
+  p = attn_problem();
+  EXPECT_EQ(attn_key(p), "attention:B=2,H=4,Hkv=2,Sq=33,Sk=47,d=64,causal=0,scale=0.125,dtype=bf16");
+  p.dtype = DETFUSE_DTYPE_F32;
+  p.causal = 1;
+  p.scale = 0.5;
+  p.d = 128;
+  EXPECT_EQ(attn_key(p), "attention:B=2,H=4,Hkv=2,Sq=33,Sk=47,d=128,causal=1,scale=0.5,dtype=fp32");
+  EXPECT_EQ(detfuse_attention_problem_key(&p, nullptr, 0), DETFUSE_OK);  // validation only
+}
+
+TEST(CApiAttention, EveryBadProblemFieldIsNamed) {
+  detfuse_attention_problem p;
+  p = attn_problem(); p.B = 0; expect_bad_attn(p, "detfuse_attention_problem_key: problem.B: must be >= 1, got 0");
+  p = attn_problem(); p.H = -1; expect_bad_attn(p, "problem.H: must be >= 1");
+  p = attn_problem(); p.Hkv = 3; expect_bad_attn(p, "problem.Hkv: must divide H (GQA), got Hkv=3 H=4");
+  p = attn_problem(); p.Hkv = 8; expect_bad_attn(p, "problem.Hkv: must divide H (GQA), got Hkv=8 H=4");
+  p = attn_problem(); p.Sq = 0; expect_bad_attn(p, "problem.Sq: must be >= 1, got 0");
+  p = attn_problem(); p.Sk = 0; expect_bad_attn(p, "problem.Sk: must be >= 1, got 0");
+  p = attn_problem(); p.d = 0; expect_bad_attn(p, "problem.d: must be >= 1, got 0");
+  p = attn_problem(); p.Sk = int64_t(1) << 31; expect_bad_attn(p, "problem.Sk: must be at most 2^30");
+  p = attn_problem(); p.dtype = 2; expect_bad_attn(p, "problem.dtype: must be 0 (DETFUSE_DTYPE_F32) or 1");
+  p = attn_problem(); p.causal = 2; expect_bad_attn(p, "problem.causal: must be 0 or 1, got 2");
+  p = attn_problem(); p.scale = -1; expect_bad_attn(p, "problem.scale: must be finite and >= 0");
+  p = attn_problem(); p.scale = std::nan(""); expect_bad_attn(p, "problem.scale");
+  EXPECT_EQ(detfuse_attention_problem_key(nullptr, nullptr, 0), DETFUSE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last().find("problem: null pointer"), std::string::npos) << last();
+}
+
+TEST(CApiAttention, VariantsAreListed) {
+  const auto names = attention_variants();
+  ASSERT_FALSE(names.empty());
+  for (const auto& n : names) EXPECT_EQ(n.rfind("attention.", 0), 0u) << n;
+  EXPECT_FALSE(first_attention("attention.bf16.fma.owning.").empty());
+  EXPECT_FALSE(first_attention("attention.fp32.fma.partials.").empty());
+  char name[DETFUSE_NAME_CAP];
+  const int64_t n = int64_t(names.size());
+  EXPECT_EQ(detfuse_attention_variant_name(n, name, sizeof name), DETFUSE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last().find("index: must be in [0, " + std::to_string(n) + "), got " + std::to_string(n)),
+            std::string::npos) << last();
+  EXPECT_EQ(detfuse_attention_variant_name(0, nullptr, 0), DETFUSE_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(detfuse_attention_variant_count(nullptr), DETFUSE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last().find("detfuse_attention_variant_count: count: null pointer"), std::string::npos) << last();
+}
+
+TEST(CApiAttention, SelectionByNameAndWorkspace) {
+  const std::string owning = first_attention("attention.bf16.fma.owning.br64_bc64_w8_d64");
+  const std::string partials = first_attention("attention.bf16.fma.partials.br32_bc32_w4_d64");
+  const std::string f32 = first_attention("attention.fp32.fma.owning.");
+  ASSERT_FALSE(owning.empty());
+  ASSERT_FALSE(partials.empty());
+  ASSERT_FALSE(f32.empty());
+  const detfuse_attention_problem p = attn_problem();
+  detfuse_selection s{DETFUSE_SELECT_NAME, 0, owning.c_str(), nullptr};
+  detfuse_choice c;
+  ASSERT_EQ(detfuse_attention_choose(&p, DETFUSE_ATTENTION_BACKWARD, &s, &c), DETFUSE_OK) << last();
+  EXPECT_EQ(std::string(c.name), owning);
+  EXPECT_EQ(c.source, DETFUSE_SOURCE_NAMED);
+  EXPECT_EQ(c.deterministic, 1);
+  // Forward needs no workspace; the backward needs D = rowsum(dO * O) at
+  // least (B*H*Sq fp32), partials its slab on top.
+  size_t ws = 12345;
+  ASSERT_EQ(detfuse_attention_workspace_size(&p, DETFUSE_ATTENTION_FORWARD, &s, &ws), DETFUSE_OK) << last();
+  EXPECT_EQ(ws, 0u);
+  ASSERT_EQ(detfuse_attention_workspace_size(&p, DETFUSE_ATTENTION_BACKWARD, &s, &ws), DETFUSE_OK) << last();
+  EXPECT_GE(ws, size_t(2 * 4 * 33 * 4));
+  size_t ws_partials = 0;
+  s.name = partials.c_str();
+  ASSERT_EQ(detfuse_attention_workspace_size(&p, DETFUSE_ATTENTION_BACKWARD, &s, &ws_partials), DETFUSE_OK) << last();
+  EXPECT_GT(ws_partials, ws);
+  // Wrong dtype, unknown name, an FLCE name, tuned selection, bad mode.
+  s.name = f32.c_str();
+  EXPECT_EQ(detfuse_attention_choose(&p, DETFUSE_ATTENTION_FORWARD, &s, &c), DETFUSE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last().find("selection.name: variant '" + f32 + "' is for fp32 inputs, problem.dtype is bf16"),
+            std::string::npos) << last();
+  s.name = "attention.bf16.nope";
+  EXPECT_EQ(detfuse_attention_workspace_size(&p, DETFUSE_ATTENTION_FORWARD, &s, &ws), DETFUSE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last().find("selection.name: no attention variant named 'attention.bf16.nope'"), std::string::npos)
+      << last();
+  const std::string flce = first_variant("flce.bf16.");
+  s.name = flce.c_str();
+  EXPECT_EQ(detfuse_attention_choose(&p, DETFUSE_ATTENTION_FORWARD, &s, &c), DETFUSE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last().find("no attention variant named '" + flce + "'"), std::string::npos) << last();
+  s = detfuse_selection{DETFUSE_SELECT_TUNED, 0, nullptr, nullptr};
+  EXPECT_EQ(detfuse_attention_choose(&p, DETFUSE_ATTENTION_FORWARD, &s, &c), DETFUSE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last().find("selection.kind: 2 (tuned) is not available for attention"), std::string::npos) << last();
+  s = heuristic();
+  EXPECT_EQ(detfuse_attention_choose(&p, 2, &s, &c), DETFUSE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last().find("mode: must be 0 (forward) or 1 (backward), got 2"), std::string::npos) << last();
+  EXPECT_EQ(detfuse_attention_choose(&p, 0, &s, nullptr), DETFUSE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last().find("choice: null pointer"), std::string::npos) << last();
+  EXPECT_EQ(detfuse_attention_workspace_size(&p, 0, &s, nullptr), DETFUSE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last().find("bytes: null pointer"), std::string::npos) << last();
+  EXPECT_EQ(detfuse_attention_workspace_size(&p, 0, nullptr, &ws), DETFUSE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last().find("selection: null pointer"), std::string::npos) << last();
+}
+
+TEST(CApiAttention, MissingPointersAreNamedPerMode) {
+  const detfuse_attention_problem p = attn_problem();
+  const detfuse_selection s = heuristic();
+  struct Case {
+    int32_t mode;
+    const char* mode_name;
+    std::vector<std::string> needed;
+  };
+  const Case cases[] = {
+      {DETFUSE_ATTENTION_FORWARD, "forward", {"Q", "K", "V", "O", "lse"}},
+      {DETFUSE_ATTENTION_BACKWARD, "backward", {"Q", "K", "V", "dO", "O_in", "lse_in", "dQ", "dK", "dV"}},
+  };
+  for (const Case& k : cases) {
+    for (const std::string& field : k.needed) {
+      detfuse_attention_args a = attn_full_args();
+      if (field == "Q") a.Q = nullptr;
+      if (field == "K") a.K = nullptr;
+      if (field == "V") a.V = nullptr;
+      if (field == "dO") a.dO = nullptr;
+      if (field == "O_in") a.O_in = nullptr;
+      if (field == "lse_in") a.lse_in = nullptr;
+      if (field == "O") a.O = nullptr;
+      if (field == "lse") a.lse = nullptr;
+      if (field == "dQ") a.dQ = nullptr;
+      if (field == "dK") a.dK = nullptr;
+      if (field == "dV") a.dV = nullptr;
+      EXPECT_EQ(detfuse_attention_run(&p, k.mode, &a, &s, nullptr, nullptr), DETFUSE_ERR_INVALID_ARGUMENT) << field;
+      const std::string want = "args." + field + ": null pointer (required for " + k.mode_name + ")";
+      EXPECT_NE(last().find(want), std::string::npos) << "want '" << want << "', got '" << last() << "'";
+    }
+  }
+  // A mode's unread pointers may be null: without a GPU such calls reach the
+  // device check. Never run with these fake pointers on a GPU.
+  if (detfuse_device_count() == 0) {
+    detfuse_attention_args a = attn_full_args();
+    a.dO = a.O_in = nullptr;
+    a.lse_in = nullptr;
+    a.dQ = a.dK = a.dV = nullptr;
+    EXPECT_EQ(detfuse_attention_forward(&p, &a, &s, nullptr, nullptr), DETFUSE_ERR_NO_DEVICE) << last();
+    a = attn_full_args();
+    a.O = nullptr;
+    a.lse = nullptr;
+    EXPECT_EQ(detfuse_attention_backward(&p, &a, &s, nullptr, nullptr), DETFUSE_ERR_NO_DEVICE) << last();
+  }
+  EXPECT_EQ(detfuse_attention_run(&p, 0, nullptr, &s, nullptr, nullptr), DETFUSE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last().find("detfuse_attention_run: args: null pointer"), std::string::npos) << last();
+  // The problem is checked before the pointers, the mode before the problem.
+  detfuse_attention_problem bad = attn_problem();
+  bad.Hkv = 3;
+  EXPECT_EQ(detfuse_attention_forward(&bad, nullptr, &s, nullptr, nullptr), DETFUSE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last().find("detfuse_attention_forward: problem.Hkv: must divide H"), std::string::npos) << last();
+  EXPECT_EQ(detfuse_attention_run(&bad, 5, nullptr, &s, nullptr, nullptr), DETFUSE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last().find("detfuse_attention_run: mode: must be 0 (forward) or 1 (backward), got 5"), std::string::npos)
+      << last();
+}
+
+TEST(CApiAttention, WorkspaceAndSelectionArgumentsAreChecked) {
+  const detfuse_attention_problem p = attn_problem();
+  detfuse_selection s = heuristic();
+  detfuse_attention_args a = attn_full_args();
+  a.workspace_size = 1024;
+  EXPECT_EQ(detfuse_attention_backward(&p, &a, &s, nullptr, nullptr), DETFUSE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last().find("args.workspace: null pointer with workspace_size 1024"), std::string::npos) << last();
+  a.workspace = reinterpret_cast<void*>(uintptr_t(4096 + 8));
+  EXPECT_EQ(detfuse_attention_backward(&p, &a, &s, nullptr, nullptr), DETFUSE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last().find("args.workspace: must be 256-byte aligned"), std::string::npos) << last();
+  a = attn_full_args();
+  s = detfuse_selection{DETFUSE_SELECT_TUNED, 0, nullptr, nullptr};
+  EXPECT_EQ(detfuse_attention_forward(&p, &a, &s, nullptr, nullptr), DETFUSE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last().find("selection.kind: 2 (tuned) is not available for attention"), std::string::npos) << last();
+  // A bad name is reported before the device check.
+  s = detfuse_selection{DETFUSE_SELECT_NAME, 0, "attention.bf16.nope", nullptr};
+  EXPECT_EQ(detfuse_attention_forward(&p, &a, &s, nullptr, nullptr), DETFUSE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last().find("detfuse_attention_forward: selection.name: no attention variant named"), std::string::npos)
+      << last();
+}
+
+TEST(CApiAttention, GpuCallsWithoutDeviceSayNoCudaDevice) {
+  if (detfuse_device_count() > 0) GTEST_SKIP() << "a CUDA device is present; this test is for machines without one";
+  const detfuse_attention_problem p = attn_problem();
+  const detfuse_attention_args a = attn_full_args();
+  detfuse_choice c;
+  size_t ws = 0;
+  auto expect_no_device = [&](int32_t st, const char* fn) {
+    EXPECT_EQ(st, DETFUSE_ERR_NO_DEVICE) << fn << ": " << last();
+    EXPECT_NE(last().find(std::string(fn) + ": no CUDA device available ("), std::string::npos) << last();
+  };
+  detfuse_selection s = heuristic();
+  expect_no_device(detfuse_attention_choose(&p, DETFUSE_ATTENTION_FORWARD, &s, &c), "detfuse_attention_choose");
+  expect_no_device(detfuse_attention_workspace_size(&p, DETFUSE_ATTENTION_BACKWARD, &s, &ws),
+                   "detfuse_attention_workspace_size");
+  expect_no_device(detfuse_attention_forward(&p, &a, &s, nullptr, &c), "detfuse_attention_forward");
+  const std::string name = first_attention("attention.bf16.fma.owning.");
+  s = detfuse_selection{DETFUSE_SELECT_NAME, 0, name.c_str(), nullptr};
+  expect_no_device(detfuse_attention_backward(&p, &a, &s, nullptr, &c), "detfuse_attention_backward");
 }
 
 // The message is per thread: a failure on another thread does not change it.

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <cstdint>
 #include <vector>
 
@@ -57,6 +58,17 @@ TEST(SpreadGpu, KnownArraysFp32AndBf16) {
     const SpreadSums s = device_spread(da.get(), db.get(), a.size(), DType::f32);
     EXPECT_TRUE(std::isnan(s.max_abs_diff));
     EXPECT_EQ(s.ref_sq, 100000.0);
+  }
+  {
+    // Equal infinities (attention's LSE of rows that see no key) differ by 0;
+    // the reference norm counts the finite values.
+    const float inf = std::numeric_limits<float>::infinity();
+    const std::vector<float> b = {-inf, 2, -inf}, a = {-inf, 2.5f, -inf};
+    DeviceBytes da = upload(a), db = upload(b);
+    const SpreadSums s = device_spread(da.get(), db.get(), a.size(), DType::f32);
+    EXPECT_EQ(s.max_abs_diff, 0.5);
+    EXPECT_EQ(s.diff_sq, 0.25);
+    EXPECT_EQ(s.ref_sq, 4.0);
   }
   {
     // Identical arrays: exactly zero.

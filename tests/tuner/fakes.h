@@ -1,6 +1,8 @@
 // Test doubles for the tuner and the command on a machine without a GPU: FLCE
-// variants whose launch does nothing, a measurer that returns scripted
-// outcomes, a controllable clock, a fake device and a temporary database path.
+// and attention variants whose launch does nothing (attention: the second
+// family, proving the orchestration is family-neutral), measurers that return
+// scripted outcomes, a controllable clock, a fake device and a temporary
+// database path.
 #pragma once
 
 #include <atomic>
@@ -16,6 +18,7 @@
 #include "kernels/common/error.h"
 #include "kernels/registry.h"
 #include "tuner/budget.h"
+#include "tuner/gpu_measurer.h"
 #include "tuner/tuner.h"
 
 namespace detfuse::testing {
@@ -212,5 +215,106 @@ inline FlceProblem problem(int64_t N, int64_t D, int64_t V, DType t = DType::bf1
   p.dtype = t;
   return p;
 }
+
+// ------------------------------------------------------------- attention fakes
+
+// A fake attention variant "attention.<dtype>.<engine>.<strategy>.br<br>_bc64";
+// can_run refuses head dims other than `head_dim` and Sq above max_sq (for the
+// backward pass only when backward_only_limit: a forward_backward refusal).
+inline AttentionVariant fake_attention(const std::string& strategy, int64_t br, DType dtype = DType::bf16,
+                                       bool deterministic = true, int64_t max_sq = 1 << 30, int64_t head_dim = 128,
+                                       bool backward_only_limit = false) {
+  AttentionVariant v;
+  v.desc.family = Family::attention;
+  v.desc.dtype = dtype;
+  v.desc.engine = dtype == DType::bf16 ? "mma" : "fma";
+  v.desc.strategy = strategy;
+  v.desc.params = {{"br", br}, {"bc", 64}, {"d", head_dim}};
+  v.desc.name = VariantDesc::canonical_name(Family::attention, dtype, v.desc.engine, strategy, v.desc.params);
+  v.desc.deterministic = deterministic;
+  v.desc.summary = "fake attention " + strategy + " variant for tests";
+  v.can_run = [max_sq, head_dim, backward_only_limit](const AttentionProblem& p, AttentionMode m,
+                                                      const DeviceInfo&) -> std::optional<std::string> {
+    if (p.d != head_dim) return "head dim " + std::to_string(p.d) + " (this variant: " + std::to_string(head_dim) + ")";
+    if (p.Sq > max_sq && (!backward_only_limit || m == AttentionMode::backward))
+      return "Sq above " + std::to_string(max_sq);
+    return std::nullopt;
+  };
+  v.workspace_bytes = [](const AttentionProblem&, AttentionMode) { return size_t(0); };
+  v.launch = [](const AttentionProblem&, AttentionMode, const AttentionArgs&, cudaStream_t) {};
+  return v;
+}
+
+// The FLCE fakes plus attention: owning br64/br128 (deterministic, d128),
+// atomic br64 (not), partials br64 (backward refuses Sq > 4096), owning br64
+// for d64, fp32 owning br64.
+inline Registry fake_registry_with_attention() {
+  Registry r = fake_registry();
+  r.add(fake_attention("owning", 64));
+  r.add(fake_attention("owning", 128));
+  r.add(fake_attention("atomic", 64, DType::bf16, false));
+  r.add(fake_attention("partials", 64, DType::bf16, true, 4096, 128, true));
+  r.add(fake_attention("owning", 64, DType::bf16, true, 1 << 30, 64));
+  r.add(fake_attention("owning", 64, DType::f32));
+  return r;
+}
+
+inline AttentionProblem attention_problem(int64_t B, int64_t H, int64_t Hkv, int64_t Sq, int64_t Sk, int64_t d,
+                                          bool causal = false, DType t = DType::bf16) {
+  AttentionProblem p;
+  p.B = B;
+  p.H = H;
+  p.Hkv = Hkv;
+  p.Sq = Sq;
+  p.Sk = Sk;
+  p.d = d;
+  p.causal = causal;
+  p.dtype = t;
+  return p;
+}
+
+// Outcomes by variant name, as FakeMeasurer: ok, correct, run_to_run unless
+// the variant is atomic (5 distinct dQ digests); time by name (default 10 ms).
+class FakeAttentionMeasurer : public tuner::AttentionMeasurer {
+ public:
+  FakeClock* clock = nullptr;
+  double seconds_per_variant = 10;
+  std::map<std::string, double> median_ms;
+  std::map<std::string, tuner::VariantOutcome> scripted;
+  std::vector<std::string> measured;
+  std::vector<std::string> prepared;  // problem keys, in order
+  int releases = 0;
+
+  void prepare(const AttentionProblem& p, tuner::Mode, int64_t) override { prepared.push_back(p.key()); }
+  void release() override { ++releases; }
+  tuner::VariantOutcome measure(const AttentionVariant& v, const tuner::MeasureControl&) override {
+    measured.push_back(v.desc.name);
+    if (clock) clock->now += seconds_per_variant;
+    auto it = scripted.find(v.desc.name);
+    if (it != scripted.end()) return it->second;
+    tuner::VariantOutcome o;
+    o.correctness = db::Correctness{"full", {{"O", 1e-3}, {"lse", 1e-6}, {"dQ", 4e-3}, {"dK", 4e-3}, {"dV", 3e-3}}, 2e-2, true};
+    db::Determinism d;
+    d.repeats = 5;
+    const bool nondet = v.desc.strategy == "atomic";
+    for (int r = 0; r < 5; ++r) {
+      for (const char* out : {"O", "lse", "dK", "dV"}) d.digests.push_back({r, out, std::string(32, 'a')});
+      std::string dq(32, 'd');
+      if (nondet) dq[0] = char('0' + r);
+      d.digests.push_back({r, "dQ", dq});
+    }
+    d.distinct = {{"O", 1}, {"lse", 1}, {"dK", 1}, {"dV", 1}, {"dQ", nondet ? 5 : 1}};
+    d.level = nondet ? db::kLevelNone : db::kLevelRunToRun;
+    o.determinism = d;
+    db::Timing t;
+    const double ms = median_ms.count(v.desc.name) ? median_ms[v.desc.name] : 10.0;
+    t.samples_ms = {ms, ms * 1.01, ms * 0.99, ms, ms};
+    t.flops = 3.5e12;
+    t.warmup = 1;
+    db::summarize(t);
+    o.timing = t;
+    return o;
+  }
+};
 
 }  // namespace detfuse::testing

@@ -312,7 +312,7 @@ TEST_F(Own, TwoProcessesOnDifferentGpusIntoOneStoreLoseNothing) {
       Tuner t(store, reg, d, m, nullptr, clock.fn());
       t.set_stop([] { return false; });
       TuneOptions o;
-      o.problems = problems;
+      o.problems.assign(problems.begin(), problems.end());
       o.resume = resume;
       o.budget_s = budget;
       const TuneReport r = t.run(o);

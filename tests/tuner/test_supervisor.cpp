@@ -70,7 +70,7 @@ TEST(Supervisor, TheWorkerReportsItsDeviceAndMeasures) {
   // The device came from another process.
   EXPECT_EQ(dev.name, "fake GPU in worker " + std::to_string(sup.worker_pid()));
   EXPECT_NE(sup.worker_pid(), getpid());
-  sup.prepare(testing::problem(256, 64, 100), FlceMode::forward_backward, 0);
+  sup.prepare(testing::problem(256, 64, 100), Mode::forward_backward, 0);
   MeasureControl ctl;
   VariantOutcome o = sup.measure(*reg.find_flce("flce.bf16.mma.owning.bm64"), ctl);
   EXPECT_EQ(o.status, db::kResultOk) << o.reason;
@@ -84,7 +84,7 @@ TEST(Supervisor, AbortingVariantIsCrashedAndTheNextRunsInANewWorker) {
   Registry reg = registry_with_misbehaving();
   SupervisedMeasurer sup(reg, fake_worker());
   sup.start();
-  sup.prepare(testing::problem(256, 64, 100), FlceMode::forward_backward, 0);
+  sup.prepare(testing::problem(256, 64, 100), Mode::forward_backward, 0);
   const pid_t first = sup.worker_pid();
   MeasureControl ctl;
   VariantOutcome o = sup.measure(*reg.find_flce(name_of(reg, "_ab1")), ctl);
@@ -102,7 +102,7 @@ TEST(Supervisor, AWorkerKilledWhileIdleIsReplacedWithoutBlamingTheNextVariant) {
   Registry reg = registry_with_misbehaving();
   SupervisedMeasurer sup(reg, fake_worker());
   sup.start();
-  sup.prepare(testing::problem(256, 64, 100), FlceMode::forward_backward, 0);
+  sup.prepare(testing::problem(256, 64, 100), Mode::forward_backward, 0);
   const pid_t first = sup.worker_pid();
   kill(first, SIGKILL);
   for (int i = 0; i < 200 && alive(first); ++i) usleep(5000);
@@ -115,7 +115,7 @@ TEST(Supervisor, HangingVariantTimesOutAndIsKilled) {
   Registry reg = registry_with_misbehaving();
   SupervisedMeasurer sup(reg, fake_worker());
   sup.start();
-  sup.prepare(testing::problem(256, 64, 100), FlceMode::forward_backward, 0);
+  sup.prepare(testing::problem(256, 64, 100), Mode::forward_backward, 0);
   const pid_t hung = sup.worker_pid();
   MeasureControl ctl;
   ctl.kill_after_s = 0.5;
@@ -134,7 +134,7 @@ TEST(Supervisor, LostContextIsCrashedWithTheCudaErrorAndTheWorkerReplaced) {
   Registry reg = registry_with_misbehaving();
   SupervisedMeasurer sup(reg, fake_worker());
   sup.start();
-  sup.prepare(testing::problem(256, 64, 100), FlceMode::forward_backward, 0);
+  sup.prepare(testing::problem(256, 64, 100), Mode::forward_backward, 0);
   const pid_t first = sup.worker_pid();
   MeasureControl ctl;
   VariantOutcome o = sup.measure(*reg.find_flce(name_of(reg, "_lo1")), ctl);
@@ -150,7 +150,7 @@ TEST(Supervisor, ThrowingVariantIsAnErrorAndTheWorkerLives) {
   Registry reg = registry_with_misbehaving();
   SupervisedMeasurer sup(reg, fake_worker());
   sup.start();
-  sup.prepare(testing::problem(256, 64, 100), FlceMode::forward_backward, 0);
+  sup.prepare(testing::problem(256, 64, 100), Mode::forward_backward, 0);
   MeasureControl ctl;
   VariantOutcome o = sup.measure(*reg.find_flce(name_of(reg, "_th1")), ctl);
   EXPECT_EQ(o.status, db::kResultError);
@@ -164,7 +164,7 @@ TEST(Supervisor, StopRequestAbandonsAHangingVariantWithinTheGrace) {
   so.stop_grace_s = 0.5;
   SupervisedMeasurer sup(reg, fake_worker(), so);
   sup.start();
-  sup.prepare(testing::problem(256, 64, 100), FlceMode::forward_backward, 0);
+  sup.prepare(testing::problem(256, 64, 100), Mode::forward_backward, 0);
   MeasureControl ctl;
   const auto t0 = std::chrono::steady_clock::now();
   ctl.stop = [&] { return std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(200); };
@@ -180,7 +180,7 @@ TEST(Supervisor, StopRequestReachesACooperativeWorker) {
   Registry reg = registry_with_misbehaving();
   SupervisedMeasurer sup(reg, fake_worker(/*repeat_ms=*/50));
   sup.start();
-  sup.prepare(testing::problem(256, 64, 100), FlceMode::forward_backward, 0);
+  sup.prepare(testing::problem(256, 64, 100), Mode::forward_backward, 0);
   MeasureControl ctl;
   ctl.repeats = 1000000;
   ctl.time_cap_s = 1e9;

@@ -35,7 +35,7 @@ struct Fixture : ::testing::Test {
 
   TuneOptions opts(std::vector<FlceProblem> ps) {
     TuneOptions o;
-    o.problems = std::move(ps);
+    o.problems.assign(ps.begin(), ps.end());
     o.command_line = "detfuse tune (test)";
     return o;
   }
@@ -305,17 +305,17 @@ TEST_F(Fixture, BestFallsBackToTheNearestTunedShapeThenTheHeuristic) {
   tune(store, opts({testing::problem(4096, 1024, 32000)}));
   meas.median_ms = {{"flce.bf16.mma.owning.bm64", 10}, {"flce.bf16.mma.owning.bm128", 15}};
   tune(store, opts({testing::problem(16384, 4096, 128256)}));
-  HeuristicFn h = [this](const FlceProblem&, FlceMode, const DeviceInfo&) -> const FlceVariant& {
+  HeuristicFn h = heuristic_from(reg, [this](const FlceProblem&, FlceMode, const DeviceInfo&) -> const FlceVariant& {
     return *reg.find_flce("flce.bf16.mma.partials.bm64");
-  };
+  });
   auto ids = device_rows_for(store, dev);
   ASSERT_EQ(ids.size(), 1u);
   // Exact.
-  auto a = resolve_best(&store, ids, dev, testing::problem(4096, 1024, 32000), FlceMode::forward_backward, false, reg, h);
+  auto a = resolve_best(&store, ids, dev, testing::problem(4096, 1024, 32000), Mode::forward_backward, false, reg, h);
   EXPECT_EQ(a.source, ChoiceSource::tuned);
   EXPECT_EQ(a.variant, "flce.bf16.mma.owning.bm128");
   // Nearest: 8192,4096,128256 is one doubling from the big one.
-  a = resolve_best(&store, ids, dev, testing::problem(8192, 4096, 128256), FlceMode::forward_backward, false, reg, h);
+  a = resolve_best(&store, ids, dev, testing::problem(8192, 4096, 128256), Mode::forward_backward, false, reg, h);
   EXPECT_EQ(a.source, ChoiceSource::nearest);
   EXPECT_EQ(a.variant, "flce.bf16.mma.owning.bm64");
   EXPECT_DOUBLE_EQ(a.distance, 1.0);
@@ -323,19 +323,19 @@ TEST_F(Fixture, BestFallsBackToTheNearestTunedShapeThenTheHeuristic) {
   // Nothing tuned with these options (label smoothing): heuristic, said so.
   auto p = testing::problem(4096, 1024, 32000);
   p.label_smoothing = 0.1;
-  a = resolve_best(&store, ids, dev, p, FlceMode::forward_backward, false, reg, h);
+  a = resolve_best(&store, ids, dev, p, Mode::forward_backward, false, reg, h);
   EXPECT_EQ(a.source, ChoiceSource::heuristic);
   EXPECT_EQ(a.variant, "flce.bf16.mma.partials.bm64");
   // No store at all.
-  a = resolve_best(nullptr, {}, dev, p, FlceMode::forward_backward, false, reg, h);
+  a = resolve_best(nullptr, {}, dev, p, Mode::forward_backward, false, reg, h);
   EXPECT_EQ(a.source, ChoiceSource::heuristic);
   // A stored best that this build lacks is passed over with a note.
   Registry small;
   small.add(testing::fake_flce("partials", 64, DType::bf16, true, 1 << 30));
-  HeuristicFn h2 = [&](const FlceProblem&, FlceMode, const DeviceInfo&) -> const FlceVariant& {
+  HeuristicFn h2 = heuristic_from(small, [&](const FlceProblem&, FlceMode, const DeviceInfo&) -> const FlceVariant& {
     return small.flce()[0];
-  };
-  a = resolve_best(&store, ids, dev, testing::problem(4096, 1024, 32000), FlceMode::forward_backward, false, small, h2);
+  });
+  a = resolve_best(&store, ids, dev, testing::problem(4096, 1024, 32000), Mode::forward_backward, false, small, h2);
   EXPECT_EQ(a.source, ChoiceSource::heuristic);
   bool noted = false;
   for (const auto& n : a.notes) noted = noted || n.find("has no variant") != std::string::npos;

@@ -35,5 +35,10 @@ step "6. shapes beyond memory and beyond the limit: one line, exit 1 and 2"
 "$D" tune --shape 2147483648,1,1; echo "exit $? (expect 2)"
 step "7. devices --json parses"
 "$D" devices --json | python3 -c 'import json,sys; d=json.load(sys.stdin); print(len(d), "device(s):", d[0]["name"])'
+step "8. attention through the tuner and the command (needs registered attention variants; else each says none is registered, exit 1)"
+"$D" list --kernel attention | head -5
+"$D" tune --kernel attention --preset smoke-attention --db "$T/att.db" 2>"$T/att.err"; echo "exit $? (expect 0)"; tail -2 "$T/att.err"
+"$D" verify --kernel attention --shape 1,4,2,128,128,64 --all-variants --db "$T/att.db"; echo "exit $? (expect 0 or 1 with atomic differing run to run)"
+"$D" bench attention --shape 1,4,2,1024,1024,128 --causal --repeats 3; echo "exit $? (expect 0)"
 rm -rf "$T"
 } 2>&1 | tee "$OUT/tuner-gpu.log"
