@@ -288,10 +288,11 @@ const Case kBwdCases[] = {
 
 // Forward by the variant, then backward from its O and LSE; dQ, dK, dV
 // against the float64 reference on the bf16-rounded inputs; 5 repeats of the
-// backward: deterministic variants give one digest per output, atomic reports
-// its dQ digests (dK and dV must still repeat). Returns the variants checked.
+// backward (`repeats` of them): deterministic variants give one digest per
+// output, atomic reports its dQ digests (dK and dV must still repeat). Returns
+// the (variant, case) pairs checked.
 int check_backward(const std::vector<const AttentionVariant*>& variants, const Case* cases, size_t n_cases,
-                   uint64_t seed0) {
+                   uint64_t seed0, int repeats = 5) {
   const DeviceInfo& dev = cached_device(0);
   int checked = 0;
   for (int64_t d : {64, 128}) {
@@ -331,7 +332,7 @@ int check_backward(const std::vector<const AttentionVariant*>& variants, const C
         a.dQ = dQ.data(), a.dK = dK.data(), a.dV = dV.data();
         a.workspace = ws.get(), a.workspace_size = ws.bytes();
         std::set<std::string> dq_digests, dk_digests, dv_digests;
-        for (int rep = 0; rep < 5; ++rep) {
+        for (int rep = 0; rep < repeats; ++rep) {
           // NaN bytes: any element the kernels do not write fails the check;
           // the workspace too (the kernels initialise what they read).
           for (auto* b : {&dQ, &dK, &dV}) EXPECT_EQ(cudaMemset(b->data(), 0xff, b->bytes()), cudaSuccess);
@@ -347,8 +348,8 @@ int check_backward(const std::vector<const AttentionVariant*>& variants, const C
         if (v->desc.deterministic) {
           EXPECT_EQ(dq_digests.size(), 1u) << "dQ is not bitwise repeatable";
         } else {
-          std::printf("[ INFO     ] %s %s: %zu distinct dQ digests over 5 repeats (atomic)\n", v->desc.name.c_str(),
-                      p.key().c_str(), dq_digests.size());
+          std::printf("[ INFO     ] %s %s: %zu distinct dQ digests over %d repeats (atomic)\n",
+                      v->desc.name.c_str(), p.key().c_str(), dq_digests.size(), repeats);
         }
         const auto gQ = from_bf16_bits(dQ.download()), gK = from_bf16_bits(dK.download()),
                    gV = from_bf16_bits(dV.download());
@@ -380,13 +381,13 @@ TEST(AttentionWgmmaBwdGpu, MatchesFloat64ReferenceAndRepeats) {
 }
 
 // Sanitizer-sized (compute-sanitizer memcheck / racecheck / synccheck): every
-// forward+backward variant once on one small causal GQA problem with Sq != Sk,
-// odd lengths and rows that see no key.
+// forward+backward variant once (forward, 2 backwards) on one small causal GQA
+// problem with Sq != Sk, odd lengths and rows that see no key.
 TEST(AttentionWgmmaBwdGpu, SanitizerSized) {
   REQUIRE_SM90();
   const auto vs = wgmma_bwd_variants();
   const Case cases[] = {{1, 4, 2, 150, 131, true, 0.0, "sanitizer: causal GQA 2:1, Sq > Sk, odd lengths"}};
-  EXPECT_EQ(check_backward(vs, cases, std::size(cases), 4000), int(vs.size()));
+  EXPECT_EQ(check_backward(vs, cases, std::size(cases), 4000, /*repeats=*/2), int(vs.size()));
 }
 
 // The partials variant's chunked launches, on a registry with a 1 MiB slab
