@@ -6,7 +6,8 @@
 # wgmma-tests wgmma-sanitize wgmma-probe (the Hopper engine, issue #7)
 # invariance (config-invariance classes at a multi-chunk shape, issue #7)
 # reliability (the tuner's GPU tests and supervised faults, issue #9)
-# attention-tests attention-sanitize attention-probe (issue #8) study-quick (issue #10)
+# attention-tests attention-sanitize attention-probe bench-attention (issue #8) study-quick (issue #10)
+# capi-python (issue #11) tuner-gpu (the family-neutral tuner on the GPU)
 set -u
 DIST=${DIST:-dist}
 OUT=${OUT:-out}
@@ -132,12 +133,18 @@ for stage in "$@"; do
       run attention 120 "$D/test_attention_wgmma"
       grep -E "^\[  (PASSED|FAILED) |FAILED  \]|tests? ran|distinct" "$OUT/attention.log" | tail -40 ;;
     attention-sanitize)
-      for t in memcheck racecheck synccheck; do
-        run sanitize 150 compute-sanitizer --tool $t --error-exitcode 9 "$D/test_attention_gpu" \
-          --gtest_filter='*Correct*br32_bc32_w4_d64*:*ChunkedPartials*'
+      # memcheck and synccheck over a variant of each fma strategy and the wgmma tests;
+      # racecheck (much slower) over one fma variant and the small wgmma backward case.
+      F1='*Correct*bf16_fma_owning_br32_bc32_w4_d64*:*Correct*fp32_fma_partials_br32_bc32_w4_d64*:*Correct*bf16_fma_atomic_br32_bc32_w4_d64*:*ChunkedPartials*'
+      for t in memcheck synccheck; do
+        run sanitize 150 compute-sanitizer --tool $t --error-exitcode 9 "$D/test_attention_gpu" --gtest_filter="$F1"
         run sanitize 150 compute-sanitizer --tool $t --error-exitcode 9 "$D/test_attention_wgmma" \
           --gtest_filter='AttentionWgmmaGpu.*:AttentionWgmmaBwdGpu.SanitizerSized'
       done
+      run sanitize 200 compute-sanitizer --tool racecheck --error-exitcode 9 "$D/test_attention_gpu" \
+        --gtest_filter='*Correct*bf16_fma_owning_br32_bc32_w4_d64*'
+      run sanitize 200 compute-sanitizer --tool racecheck --error-exitcode 9 "$D/test_attention_wgmma" \
+        --gtest_filter='AttentionWgmmaBwdGpu.SanitizerSized'
       grep -E "ERROR SUMMARY|^=== exit" "$OUT/sanitize.log" ;;
     attention-probe)
       run attention_bench 200 "$D/attention_wgmma_probe"
@@ -148,6 +155,22 @@ for stage in "$@"; do
       run study 330 "$D/detfuse" study contention --kernel flce --quick --db "$OUT/study.db"
       run study 60 python3 experiments/contention/plot.py --db "$OUT/study.db" --out "$OUT/contention"
       tail -n 25 "$OUT/study.log" ;;
+    capi-python)
+      # Issue 11: the C ABI's GPU tests (the library beside the binary) and every GPU Python check.
+      run capi 120 env LD_LIBRARY_PATH="$D:$LD_LIBRARY_PATH" "$D/test_capi_gpu"
+      DETFUSE_LIB="$PWD/$D/libdetfuse_c.so" OUT="$OUT/py" bash python/tests/run_gpu.sh > /dev/null 2>&1
+      grep -E "^\[  (PASSED|FAILED) |FAILED  \]" "$OUT/capi.log"; cat "$OUT/py/summary.txt" ;;
+    bench-attention)
+      # Issue 8's bar shape through the command (forward, forward+backward, digests), non-causal and causal.
+      for c in "" --causal; do
+        run attention_bench 150 "$D/detfuse" bench attention --shape 4,32,32,4096,4096,128 $c --repeats 5
+      done
+      run attention_bench 100 "$D/detfuse" bench attention --shape 4,32,32,4096,4096,64 --causal --repeats 5
+      grep -vE "^\s*$" "$OUT/attention_bench.log" | tail -60 ;;
+    tuner-gpu)
+      run tuner 300 "$D/test_tuner_gpu"
+      run tuner 200 "$D/test_study_spread_gpu"
+      grep -E "^\[  (PASSED|FAILED) |FAILED  \]" "$OUT/tuner.log" ;;
     *) echo "unknown stage $stage" ;;
   esac
 done

@@ -13,7 +13,7 @@ for f in tests/common/test_gpu_smoke tests/engines/test_engines tests/flce/test_
          tests/tuner_gpu/test_tuner_gpu tests/tuner_gpu/test_tuner_supervised_gpu \
          tests/attention/test_attention_gpu tests/attention/test_attention_variants \
          tests/attention_wgmma/test_attention_wgmma experiments/attention_wgmma_probe \
-         tests/study/test_study_spread_gpu "$@"; do
+         tests/study/test_study_spread_gpu tests/capi/test_capi_gpu capi/libdetfuse_c.so "$@"; do
   if [ -f "$B/$f" ]; then cp "$B/$f" dist/bin/; else echo "make_dist: $B/$f not built, skipped" >&2; fi
 done
 strip --strip-unneeded dist/bin/* 2>/dev/null || true
