@@ -161,16 +161,36 @@ for stage in "$@"; do
       DETFUSE_LIB="$PWD/$D/libdetfuse_c.so" OUT="$OUT/py" bash python/tests/run_gpu.sh > /dev/null 2>&1
       grep -E "^\[  (PASSED|FAILED) |FAILED  \]" "$OUT/capi.log"; cat "$OUT/py/summary.txt" ;;
     bench-attention)
-      # Issue 8's bar shape through the command (forward, forward+backward, digests), non-causal and causal.
+      # Issue 8's bar shape through the command (forward, forward+backward, digests), non-causal and
+      # causal, over the Hopper variants (the fma ones are reference-grade, minutes at this shape).
+      W=attention.bf16.wgmma
+      V128="--variant $W.owning.br64_bc128_st2_qbc64_qst2_d128 --variant $W.owning.br64_bc128_st3_qbc64_qst2_d128
+            --variant $W.atomic.br64_bc128_st2_d128 --variant $W.partials.br64_bc128_st2_d128_mb256
+            --variant $W.fwd.br128_bc128_st2_ov1_pp0_d128"
+      V64="--variant $W.owning.br64_bc128_st2_qbc128_qst2_d64 --variant $W.owning.br96_bc128_st2_qbc128_qst2_d64
+           --variant $W.atomic.br64_bc128_st2_d64 --variant $W.fwd.br128_bc128_st3_ov1_pp0_d64"
       for c in "" --causal; do
-        run attention_bench 150 "$D/detfuse" bench attention --shape 4,32,32,4096,4096,128 $c --repeats 5
+        run attention_bench 150 "$D/detfuse" bench attention --shape 4,32,32,4096,4096,128 $c --repeats 5 $V128
       done
-      run attention_bench 100 "$D/detfuse" bench attention --shape 4,32,32,4096,4096,64 --causal --repeats 5
+      run attention_bench 100 "$D/detfuse" bench attention --shape 4,32,32,4096,4096,64 --causal --repeats 5 $V64
       grep -vE "^\s*$" "$OUT/attention_bench.log" | tail -60 ;;
     tuner-gpu)
       run tuner 300 "$D/test_tuner_gpu"
       run tuner 200 "$D/test_study_spread_gpu"
       grep -E "^\[  (PASSED|FAILED) |FAILED  \]" "$OUT/tuner.log" ;;
+    attention-tune)
+      # The tuner on attention through the command: a smoke preset, the config-invariance classes,
+      # and the issue's bar shape over the Hopper variants (GQA 32/8).
+      run attention_tune 150 "$D/detfuse" tune --kernel attention --preset smoke-attention --db "$OUT/attn.db"
+      run attention_tune 100 "$D/detfuse" verify --kernel attention --shape 1,4,2,300,257,64 --causal --all-variants \
+        --repeats 3 --db "$OUT/attn.db"
+      run attention_tune 200 "$D/detfuse" tune --kernel attention --shape 4,32,8,4096,4096,128 --engine wgmma \
+        --db "$OUT/attn.db"
+      run attention_tune 30 "$D/detfuse" best --kernel attention --shape 4,32,8,4096,4096,128 --db "$OUT/attn.db"
+      grep -vE "^\s*$" "$OUT/attention_tune.log" | tail -60 ;;
+    python-tests)
+      DETFUSE_LIB="$PWD/$D/libdetfuse_c.so" PYTHONPATH="$PWD/python" run python 200 python3 python/tests/run.py
+      grep -E "^(FAIL|ERROR)|detfuse python tests" "$OUT/python.log" ;;
     *) echo "unknown stage $stage" ;;
   esac
 done

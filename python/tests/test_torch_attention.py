@@ -167,8 +167,17 @@ class AttentionGpuTest(unittest.TestCase):
             self.assertFalse(torch.isnan(t).any().item(), f"{name} has NaN")
             self.assertEqual(t.dtype, dtype, name)
         self.assertLess(rel_err(O, Or), tol_o)
-        self.assertLess(rel_err(q.grad, qr.grad), tol_g)
-        self.assertLess(rel_err(k.grad, kr.grad), tol_g)
+        if Sk == 1:
+            # One key: P = 1, O = V, and dS = P * (dP - rowsum(dO * O)) = 0, so dq
+            # and dk are zero in exact arithmetic and a relative error against the
+            # (zero or rounding-sized) float64 reference means nothing; the fp32
+            # kernel leaves dP - D at rounding size. Check them against the scale
+            # of the upstream gradient instead.
+            for name, t in (("dq", q.grad), ("dk", k.grad)):
+                self.assertLess(float(t.double().norm() / dO.double().norm()), tol_g, name)
+        else:
+            self.assertLess(rel_err(q.grad, qr.grad), tol_g)
+            self.assertLess(rel_err(k.grad, kr.grad), tol_g)
         self.assertLess(rel_err(v.grad, vr.grad), tol_g)
         if seen.any():
             self.assertLess(rel_err(lse[:, :, seen], lser[:, :, seen]), 1e-4)
