@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <string>
+#include <vector>
 
 #include "kernels/common/buffer.h"
 #include "kernels/common/error.h"
@@ -64,13 +65,21 @@ void run(const AttentionVariant& v, const AttentionProblem& p, AttentionMode mod
 }
 
 const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMode mode, const DeviceInfo& dev) {
-  // Before any tuning: the deterministic owning strategy with 64x64 tiles,
-  // else the first deterministic variant that can run, else any.
+  // Before any tuning: the deterministic owning strategy, on the Hopper engine
+  // where it can run (bf16, sm_90, built with wgmma), else the exact fma engine
+  // with 64x64 tiles; else the first deterministic variant that can run, else
+  // any. The wgmma choices are the fastest deterministic variants measured on
+  // the H200 at B=4, H=32, Sq=Sk=4096 (experiments/attention_bench_log.md,
+  // run 4): d=128 forward+backward 421.9 TFLOP/s (causal 385.3), d=64 308.5.
   const Registry& r = builtin_registry();
-  const std::string preferred = VariantDesc::canonical_name(Family::attention, p.dtype, "fma", "owning",
-                                                            {{"br", 64}, {"bc", 64}, {"w", 8}, {"d", p.d}});
-  for (const auto& v : r.attention())
-    if (v.desc.name == preferred && !v.can_run(p, mode, dev)) return v;
+  std::vector<std::string> preferred;
+  if (p.dtype == DType::bf16)
+    preferred.push_back(p.d == 128 ? "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst2_d128"
+                                   : "attention.bf16.wgmma.owning.br64_bc128_st2_qbc128_qst2_d64");
+  preferred.push_back(VariantDesc::canonical_name(Family::attention, p.dtype, "fma", "owning",
+                                                  {{"br", 64}, {"bc", 64}, {"w", 8}, {"d", p.d}}));
+  for (const auto& name : preferred)
+    if (const AttentionVariant* v = r.find_attention(name); v && !v->can_run(p, mode, dev)) return *v;
   for (const auto& v : r.attention())
     if (v.desc.deterministic && !v.can_run(p, mode, dev)) return v;
   for (const auto& v : r.attention())

@@ -283,5 +283,25 @@ TEST(AttentionHeuristic, PicksADeterministicVariantOfTheHeadDimOrExplains) {
   EXPECT_NE(msg.find("64 and 128"), std::string::npos) << msg;
 }
 
+TEST(AttentionHeuristic, PrefersTheHopperOwningVariantWhereItRuns) {
+  // bf16 on an H200: the wgmma owning variant when the build has it (both
+  // modes); fp32 and a pre-Hopper device: the exact fma owning 64x64 variant.
+  const DeviceInfo dev = h200();
+  for (int d : {64, 128}) {
+    const std::string hopper = d == 128 ? "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst2_d128"
+                                        : "attention.bf16.wgmma.owning.br64_bc128_st2_qbc128_qst2_d64";
+    const std::string fma_bf16 = "attention.bf16.fma.owning.br64_bc64_w8_d" + std::to_string(d);
+    const bool built = builtin_registry().find_attention(hopper) != nullptr;
+    for (AttentionMode m : {AttentionMode::forward, AttentionMode::backward}) {
+      EXPECT_EQ(attention::heuristic_variant(prob(d, DType::bf16), m, dev).desc.name, built ? hopper : fma_bf16);
+      EXPECT_EQ(attention::heuristic_variant(prob(d, DType::f32), m, dev).desc.name,
+                "attention.fp32.fma.owning.br64_bc64_w8_d" + std::to_string(d));
+    }
+    DeviceInfo ampere = dev;
+    ampere.cc_major = 8;
+    EXPECT_EQ(attention::heuristic_variant(prob(d, DType::bf16), AttentionMode::backward, ampere).desc.name, fma_bf16);
+  }
+}
+
 }  // namespace
 }  // namespace detfuse
