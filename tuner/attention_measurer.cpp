@@ -9,6 +9,7 @@
 #include "reference/compare.h"
 #include "reference/inputs.h"
 #include "tuner/gpu_loop.h"
+#include "tuner/text.h"
 
 namespace detfuse::tuner {
 
@@ -87,14 +88,6 @@ void AttentionGpuMeasurer::release() {
   ref_small_ = {};
 }
 
-namespace {
-std::string sci(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.0e", v);
-  return b;
-}
-}  // namespace
-
 void AttentionGpuMeasurer::prepare(const AttentionProblem& p, Mode mode, int64_t seed) {
   release();
   try {
@@ -111,8 +104,8 @@ void AttentionGpuMeasurer::prepare_(const AttentionProblem& p, Mode mode, int64_
   const bool backward = mode == Mode::forward_backward;
   AttentionHostInputs in = reference::make_attention_inputs(p, uint64_t(seed));
   const AttentionTolerances tol = attention_tolerances_for(p.dtype);
-  const std::string tol_text = "tolerance O" + std::string(backward ? ",dQ,dK,dV " : " ") + sci(tol.out) + ", lse " +
-                               sci(tol.lse);
+  const std::string tol_text = "tolerance O" + std::string(backward ? ",dQ,dK,dV " : " ") + format_tolerance(tol.out) + ", lse " +
+                               format_tolerance(tol.lse);
   const double macs = double(p.B) * double(p.H) * double(p.Sq) * double(p.Sk) * double(p.d);
   if (macs <= check_.full_check_macs) {
     ref_full_ = reference::attention_reference(p, in, backward, check_.reference_threads);

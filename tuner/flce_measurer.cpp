@@ -8,6 +8,7 @@
 #include "reference/inputs.h"
 #include "tuner/budget.h"
 #include "tuner/gpu_loop.h"
+#include "tuner/text.h"
 
 namespace detfuse::tuner {
 
@@ -29,14 +30,6 @@ void FlceGpuMeasurer::release() {
   ref_small_ = {};
 }
 
-namespace {
-std::string sci(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.0e", v);
-  return b;
-}
-}  // namespace
-
 void FlceGpuMeasurer::prepare(const FlceProblem& p, FlceMode mode, int64_t seed) {
   release();
   try {
@@ -53,7 +46,7 @@ void FlceGpuMeasurer::prepare_(const FlceProblem& p, FlceMode mode, int64_t seed
   reference::FlceInputs in = reference::make_flce_inputs(p, uint64_t(seed));
   const double macs = double(p.N) * double(p.D) * double(p.V);
   const Tolerances tol = tolerances_for(p.dtype);
-  const std::string tol_text = "tolerance loss,lse " + sci(tol.loss) + ", dX,dW " + sci(tol.grad);
+  const std::string tol_text = "tolerance loss,lse " + format_tolerance(tol.loss) + ", dX,dW " + format_tolerance(tol.grad);
   if (macs <= check_.full_check_macs) {
     ref_full_ = reference::flce_reference(p, in, backward, check_.reference_threads);
     checked_what_ = "full; " + tol_text;

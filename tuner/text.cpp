@@ -8,6 +8,12 @@
 
 namespace detfuse::tuner {
 
+std::string format_tolerance(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.0e", v);
+  return b;
+}
+
 namespace {
 
 std::string trim(const std::string& s) {

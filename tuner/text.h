@@ -14,6 +14,9 @@ namespace detfuse::tuner {
 // text on anything else.
 double parse_duration(const std::string& text);
 
+// A tolerance as the check texts spell it: "1e-05", "2e-02" (printf "%.0e").
+std::string format_tolerance(double v);
+
 // Human duration: "850 ms", "4.2 s", "42 s", "1m10s", "1h05m".
 std::string format_duration(double seconds);
 
