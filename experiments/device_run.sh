@@ -6,7 +6,7 @@
 # wgmma-tests wgmma-sanitize wgmma-probe (the Hopper engine, issue #7)
 # invariance (config-invariance classes at a multi-chunk shape, issue #7)
 # reliability (the tuner's GPU tests and supervised faults, issue #9)
-# attention-tests attention-sanitize attention-probe bench-attention (issue #8) study-quick (issue #10)
+# attention-tests attention-sanitize attention-probe bench-attention attention-preset (issue #8) study-quick (issue #10)
 # capi-python (issue #11) tuner-gpu (the family-neutral tuner on the GPU)
 set -u
 DIST=${DIST:-dist}
@@ -166,9 +166,11 @@ for stage in "$@"; do
       W=attention.bf16.wgmma
       V128="--variant $W.owning.br64_bc128_st2_qbc64_qst2_d128 --variant $W.owning.br64_bc128_st3_qbc64_qst2_d128
             --variant $W.atomic.br64_bc128_st2_d128 --variant $W.partials.br64_bc128_st2_d128_mb256
+            --variant $W.ordered.br64_bc128_st2_d128 --variant $W.ordered.br64_bc128_st3_d128
             --variant $W.fwd.br128_bc128_st2_ov1_pp0_d128"
       V64="--variant $W.owning.br64_bc128_st2_qbc128_qst2_d64 --variant $W.owning.br96_bc128_st2_qbc128_qst2_d64
-           --variant $W.atomic.br64_bc128_st2_d64 --variant $W.fwd.br128_bc128_st3_ov1_pp0_d64"
+           --variant $W.atomic.br64_bc128_st2_d64 --variant $W.ordered.br64_bc128_st2_d64
+           --variant $W.fwd.br128_bc128_st3_ov1_pp0_d64"
       for c in "" --causal; do
         run attention_bench 150 "$D/detfuse" bench attention --shape 4,32,32,4096,4096,128 $c --repeats 5 $V128
       done
@@ -188,6 +190,15 @@ for stage in "$@"; do
         --db "$OUT/attn.db"
       run attention_tune 30 "$D/detfuse" best --kernel attention --shape 4,32,8,4096,4096,128 --db "$OUT/attn.db"
       grep -vE "^\s*$" "$OUT/attention_tune.log" | tail -60 ;;
+    attention-preset)
+      # Issue 8's preset of common shapes (Llama-3-8B 4k/8k, a d64 model, 32k) over the Hopper
+      # variants, then the tuned choice of each shape.
+      run attention_preset 420 "$D/detfuse" tune --kernel attention --preset llm-attention --engine wgmma \
+        --budget 6m --db "$OUT/attn_preset.db"
+      for s in 4,32,8,4096,4096,128 2,32,8,8192,8192,128 8,32,8,4096,4096,64 1,32,8,32768,32768,128; do
+        run attention_preset 30 "$D/detfuse" best --kernel attention --shape $s --db "$OUT/attn_preset.db"
+      done
+      grep -vE "^\s*$" "$OUT/attention_preset.log" | tail -60 ;;
     python-tests)
       DETFUSE_LIB="$PWD/$D/libdetfuse_c.so" PYTHONPATH="$PWD/python" run python 200 python3 python/tests/run.py
       grep -E "^(FAIL|ERROR)|detfuse python tests" "$OUT/python.log" ;;

@@ -1,4 +1,5 @@
 // Backward passes shared by the attention engines (see bwd_common.h).
+#include <cub/device/device_for.cuh>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -36,12 +37,16 @@ __global__ void convert_kernel(const float* __restrict__ src, T* __restrict__ ds
     st(dst, i, src[i]);
 }
 
+// One dQ element of the partials reduction (cub::DeviceFor::Bulk calls it
+// for i < units * unit_elems): its kc partials summed in key-block order.
 template <class T>
-__global__ void partials_reduce_kernel(const float* __restrict__ slab, float* __restrict__ acc, T* __restrict__ dQ,
-                                       int64_t unit_begin, int64_t units, int64_t kc, int64_t unit_elems, bool first,
-                                       bool last) {
-  const int64_t n = units * unit_elems;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+struct SumPartials {
+  const float* slab;
+  float* acc;
+  T* dQ;
+  int64_t unit_begin, kc, unit_elems;
+  bool first, last;
+  __device__ void operator()(int64_t i) const {
     const int64_t u = i / unit_elems, e = i % unit_elems;
     float s = first ? 0.f : acc[i];
     const float* col = slab + u * kc * unit_elems + e;
@@ -51,7 +56,7 @@ __global__ void partials_reduce_kernel(const float* __restrict__ slab, float* __
     else
       acc[i] = s;
   }
-}
+};
 
 unsigned grid_for(int64_t n, int threads) {
   int64_t blocks = (n + threads - 1) / threads;
@@ -89,12 +94,14 @@ void launch_partials_reduce(DType dtype, const float* slab, float* acc, void* dQ
   const int64_t n = units * unit_elems;
   if (n <= 0) return;
   if (dtype == DType::f32)
-    partials_reduce_kernel<float><<<grid_for(n, 256), 256, 0, stream>>>(
-        slab, acc, static_cast<float*>(dQ), unit_begin, units, kc, unit_elems, first, last);
+    DETFUSE_CUDA_CHECK(cub::DeviceFor::Bulk(
+        n, SumPartials<float>{slab, acc, static_cast<float*>(dQ), unit_begin, kc, unit_elems, first, last}, stream));
   else
-    partials_reduce_kernel<__nv_bfloat16><<<grid_for(n, 256), 256, 0, stream>>>(
-        slab, acc, static_cast<__nv_bfloat16*>(dQ), unit_begin, units, kc, unit_elems, first, last);
-  DETFUSE_CUDA_CHECK(cudaGetLastError());
+    DETFUSE_CUDA_CHECK(cub::DeviceFor::Bulk(
+        n,
+        SumPartials<__nv_bfloat16>{slab, acc, static_cast<__nv_bfloat16*>(dQ), unit_begin, kc, unit_elems, first,
+                                   last},
+        stream));
 }
 
 std::optional<PartialsPlan> plan_partials(const AttentionProblem& p, int bc, size_t bound_bytes) {

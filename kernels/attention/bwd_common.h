@@ -34,9 +34,10 @@ void launch_convert_f32(DType dtype, const float* src, void* dst, int64_t n, cud
 // each: slab[(u*kc + j)*unit_elems + e]. Every element e is summed over j = 0..kc-1
 // in that order (plus acc[u*unit_elems + e] first unless `first`), then stored
 // to acc (fp32, unless `last`) or to dQ (dtype, when `last`). Fixed order, so the
-// result is bitwise the same on every run. A plain kernel rather than
+// result is bitwise the same on every run. Built on cub::DeviceFor::Bulk (one
+// call per element, as FLCE's launch_sum_partials) rather than
 // cub::DeviceSegmentedReduce: every segment here is a strided column of kc
-// values, which one thread per element sums coalesced in one pass.
+// values, which one call per element sums coalesced in one pass, in order.
 void launch_partials_reduce(DType dtype, const float* slab, float* acc, void* dQ, int64_t unit_begin,
                             int64_t units, int64_t kc, int64_t unit_elems, bool first, bool last,
                             cudaStream_t stream);
@@ -62,6 +63,10 @@ inline size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 inline size_t d_bytes(const AttentionProblem& p) { return align256(size_t(p.B * p.H * p.Sq) * sizeof(float)); }
 inline size_t dq_acc_bytes(const AttentionProblem& p) {
   return align256(size_t(p.B * p.H * p.Sq) * size_t(p.d) * sizeof(float));
+}
+// The semaphores of an ordered dQ: one int per (batch, head, query block of br rows).
+inline size_t ordered_sem_bytes(const AttentionProblem& p, int br) {
+  return align256(size_t(p.B * p.H * ((p.Sq + br - 1) / br)) * sizeof(int));
 }
 
 }  // namespace detfuse::attention

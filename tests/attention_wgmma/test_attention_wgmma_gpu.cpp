@@ -225,22 +225,24 @@ TEST(AttentionWgmmaGpu, LaunchRefusesNullAndMisalignedPointers) {
 
 // ------------------------------------------------------------------ backward
 
-TEST(AttentionWgmmaBwd, NineVariantsRunBothModesWithReasonsAndWorkspace) {
+TEST(AttentionWgmmaBwd, TwelveVariantsRunBothModesWithReasonsAndWorkspace) {
   const auto vs = wgmma_bwd_variants();
-  ASSERT_EQ(vs.size(), 9u);
+  ASSERT_EQ(vs.size(), 12u);
   DeviceInfo h200;
   h200.cc_major = 9;
   h200.cc_minor = 0;
   h200.max_smem_per_block_optin = 232448;
   DeviceInfo a100 = h200;
   a100.cc_major = 8;
-  int owning = 0, atomic = 0, partials = 0;
+  int owning = 0, atomic = 0, partials = 0, ordered = 0;
   for (const auto* v : vs) {
     SCOPED_TRACE(v->desc.name);
     EXPECT_EQ(v->desc.name, VariantDesc::canonical_name(Family::attention, DType::bf16, "wgmma", v->desc.strategy,
                                                         v->desc.params));
     EXPECT_EQ(v->desc.deterministic, v->desc.strategy != "atomic");
-    (v->desc.strategy == "owning" ? owning : v->desc.strategy == "atomic" ? atomic : partials) += 1;
+    const std::string& s = v->desc.strategy;
+    ASSERT_TRUE(s == "owning" || s == "atomic" || s == "partials" || s == "ordered") << s;
+    (s == "owning" ? owning : s == "atomic" ? atomic : s == "partials" ? partials : ordered) += 1;
     AttentionProblem p;
     p.B = 2, p.H = 8, p.Hkv = 2, p.Sq = 1000, p.Sk = 700, p.d = param(*v, "d"), p.causal = true;
     for (auto mode : {AttentionMode::forward, AttentionMode::backward}) {
@@ -261,6 +263,8 @@ TEST(AttentionWgmmaBwd, NineVariantsRunBothModesWithReasonsAndWorkspace) {
     }
     EXPECT_EQ(v->workspace_bytes(p, AttentionMode::forward), 0u);
     size_t extra = v->desc.strategy == "atomic" ? attention::dq_acc_bytes(p) : 0;
+    if (v->desc.strategy == "ordered")
+      extra = attention::dq_acc_bytes(p) + attention::ordered_sem_bytes(p, int(param(*v, "br")));
     if (v->desc.strategy == "partials") {
       const auto pl = attention::plan_partials(p, 128, size_t(param(*v, "mb")) << 20);
       ASSERT_TRUE(pl.has_value());
@@ -271,6 +275,9 @@ TEST(AttentionWgmmaBwd, NineVariantsRunBothModesWithReasonsAndWorkspace) {
   EXPECT_EQ(owning, 4);
   EXPECT_EQ(atomic, 4);
   EXPECT_EQ(partials, 1);
+  EXPECT_EQ(ordered, 3);
+  EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.ordered.br64_bc128_st2_d128"), nullptr);
+  EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.ordered.br64_bc128_st2_d64"), nullptr);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.partials.br64_bc128_st2_d128_mb256"), nullptr);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst2_d128"), nullptr);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.atomic.br64_bc128_st2_d128"), nullptr);
@@ -388,6 +395,22 @@ TEST(AttentionWgmmaBwdGpu, SanitizerSized) {
   const auto vs = wgmma_bwd_variants();
   const Case cases[] = {{1, 4, 2, 150, 131, true, 0.0, "sanitizer: causal GQA 2:1, Sq > Sk, odd lengths"}};
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 4000, /*repeats=*/2), int(vs.size()));
+}
+
+// Ordered dQ over many key blocks (18 per unit, 8 units): every key block of
+// a query block waits for the ones before it, across GQA heads, causal (key
+// blocks that skip the first query blocks) and not.
+TEST(AttentionWgmmaBwdGpu, OrderedManyKeyBlocks) {
+  REQUIRE_SM90();
+  std::vector<const AttentionVariant*> vs;
+  for (const auto* v : wgmma_bwd_variants())
+    if (v->desc.strategy == "ordered") vs.push_back(v);
+  ASSERT_EQ(vs.size(), 3u);
+  const Case cases[] = {
+      {2, 8, 4, 640, 2304, false, 0.0, "ordered: 18 key blocks, GQA 2:1"},
+      {2, 8, 4, 2100, 2304, true, 0.0, "ordered: 18 key blocks, causal Sq < Sk, odd Sq"},
+  };
+  EXPECT_EQ(check_backward(vs, cases, std::size(cases), 5000), int(vs.size() * std::size(cases)));
 }
 
 // The partials variant's chunked launches, on a registry with a 1 MiB slab

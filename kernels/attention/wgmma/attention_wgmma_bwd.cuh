@@ -14,6 +14,12 @@
 //                  dK += dS^T Q (RS). Atomic dQ: dS^T is stored to shared memory
 //                  as dS (BR x 128, K-major), both warpgroups form dS K (SS, each
 //                  d/2 columns) and add scale * dS K with fp32 atomics.
+//                  Ordered dQ: the same dS K (d = 64: warpgroup 1's part
+//                  added to warpgroup 0's through shared memory), added with
+//                  plain loads and stores once the key blocks before this one
+//                  have added theirs to the query block (a semaphore per (batch, head,
+//                  query block) counts them: FlashAttention-3's deterministic
+//                  mode), so every dQ element is summed in key-block order.
 //   epilogue       dK * scale and dV, bf16, keys < Sk.
 // dq kernel (owning), per CTA (query block of 128 rows, head, batch): Q and dO
 // once, K and V rings over the key blocks in ascending order: S = Q K^T and
@@ -27,6 +33,8 @@
 
 #include <type_traits>
 
+#include <cutlass/barrier.h>
+
 #include "kernels/attention/wgmma/attention_wgmma.cuh"
 #include "kernels/attention/wgmma/attention_wgmma_bwd.h"
 
@@ -39,7 +47,7 @@ template <class Cfg>
 struct BwdKv {
   using T = cutlass::bfloat16_t;
   static constexpr int D = Cfg::D, BR = Cfg::BR, BC = Cfg::BC, ST = Cfg::STAGES;
-  static constexpr int DQ = Cfg::DQ;  // 0 none, 1 atomic, 2 partials
+  static constexpr int DQ = Cfg::DQ;  // 0 none, 1 atomic, 2 partials, 3 ordered
   static constexpr int THREADS = 384, kConsumers = 256;
   static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
   static constexpr uint32_t kTileBytes = uint32_t(BR) * D * sizeof(T);
@@ -78,6 +86,9 @@ struct BwdKv {
 
   using Pipeline = cutlass::PipelineTmaAsync<ST>;
   using PipelineState = typename Pipeline::PipelineState;
+  // Ordered dQ: thread 0 of the consumers spins on a flag (acquire) and
+  // releases it after named barrier 1 over the 256 consumer threads.
+  using Ordered = cutlass::GenericBarrier<cutlass::detail::NamedBarrierSync<256, 1>>;
 
   struct SharedStorage {
     cute::array_aligned<T, cosize_v<SmemK>, 1024> k;
@@ -113,7 +124,8 @@ struct BwdKv {
     const float* Dvec;  // [B, H, Sq]
     T* dK;
     T* dV;
-    float* dq;  // atomic: the fp32 accumulator [B, H, Sq, D]; partials: the slab
+    float* dq;  // atomic, ordered: the fp32 accumulator [B, H, Sq, D]; partials: the slab
+    int* sem;   // ordered: [B, H, m_blocks] key blocks added so far, zeroed by the caller
     int kb_begin, kb_count, unit_begin;  // this launch's key blocks and (b, kv head) units
   };
 };
@@ -332,26 +344,87 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
               detail::wg_gemm<true, false>(mma_dq, tQrdS, tQrK, tdQacc);
             }
             warpgroup_wait<0>();  // dQ part done
-            detail::named_sync(1, 256);  // both warpgroups have read dS before the next block writes it
-            // Atomic: this head's rows of the accumulator. Partials: this key
-            // block's slot of the slab, rows (head of the group, query).
-            float* dq = K_::DQ == 1
+            // Both warpgroups have read dS before the next block writes it
+            // (ordered: and thread 0 has seen key blocks 0 .. n_block - 1
+            // add their parts to this query block: every earlier key block
+            // that sees a query of it walks it too, m_begin growing with n).
+            const int flag = int(bh * p.m_blocks + m);
+            if constexpr (K_::DQ == 3)
+              K_::Ordered::wait_eq(p.sem, ctid, flag, n_block);
+            else
+              detail::named_sync(1, 256);
+            // Atomic, ordered: this head's rows of the accumulator. Partials:
+            // this key block's slot of the slab, rows (head of the group, query).
+            float* dq = K_::DQ != 2
                             ? p.dq + bh * p.Sq * D
                             : p.dq + ((int64_t(blockIdx.y) * p.kb_count + blockIdx.x) * p.group + g) * p.Sq * D;
-            CUTLASS_PRAGMA_UNROLL
-            for (int i = 0; i < size(tdQacc); i += 2) {
-              // d = 128: warpgroup wg holds columns [wg D/2, (wg + 1) D/2) in the
-              // 64 x N layout; d = 64: every column, from its own keys.
-              const int r = wq * 16 + lane / 4 + 8 * ((i / 2) % 2);
-              const int c = (K_::kDqSplitN ? wg * (D / 2) : 0) + 8 * (i / 4) + col_lane;
-              if (q0 + r < p.Sq) {
-                const float2 val = make_float2(tdQacc(i) * p.scale, tdQacc(i + 1) * p.scale);
-                if constexpr (K_::DQ == 1)
-                  atomicAdd(reinterpret_cast<float2*>(dq + int64_t(q0 + r) * D + c), val);
-                else
-                  *reinterpret_cast<float2*>(dq + int64_t(q0 + r) * D + c) = val;
+            // d = 128: warpgroup wg holds columns [wg D/2, (wg + 1) D/2) in the
+            // 64 x N layout; d = 64: every column, from its own keys.
+            auto row_of = [&](int i) { return wq * 16 + lane / 4 + 8 * ((i / 2) % 2); };
+            auto col_of = [&](int i) { return (K_::kDqSplitN ? wg * (D / 2) : 0) + 8 * (i / 4) + col_lane; };
+            if constexpr (K_::DQ == 3) {
+              if constexpr (!K_::kDqSplitN) {
+                // d = 64: warpgroup 1 hands its part to warpgroup 0 through the
+                // dS buffer (both have read dS: 64 x 64 fp32 = its 16 KB), which
+                // adds it to its own in a fixed order and alone updates dQ.
+                float* xch = reinterpret_cast<float*>(ss.ds.data());
+                if (wg == 1) {
+                  CUTLASS_PRAGMA_UNROLL
+                  for (int i = 0; i < size(tdQacc); i += 2)
+                    *reinterpret_cast<float2*>(xch + row_of(i) * D + col_of(i)) =
+                        make_float2(tdQacc(i), tdQacc(i + 1));
+                }
+                detail::named_sync(1, 256);
+                if (wg == 0) {
+                  CUTLASS_PRAGMA_UNROLL
+                  for (int i = 0; i < size(tdQacc); i += 2) {
+                    const float2 o = *reinterpret_cast<const float2*>(xch + row_of(i) * D + col_of(i));
+                    tdQacc(i) += o.x;
+                    tdQacc(i + 1) += o.y;
+                  }
+                }
+              }
+              if (K_::kDqSplitN || wg == 0) {
+                // Read-modify-write through L2 (cg: the previous key block's
+                // stores, not a stale L1 line), eight float2 loads in flight
+                // before their stores (one at a time would be a round trip each).
+                constexpr int kChunk = 8;
+                static_assert(K_::kDqPerThread % (2 * kChunk) == 0, "whole chunks");
+                CUTLASS_PRAGMA_UNROLL
+                for (int i0 = 0; i0 < size(tdQacc); i0 += 2 * kChunk) {
+                  float2 cur[kChunk];
+                  CUTLASS_PRAGMA_UNROLL
+                  for (int j = 0; j < kChunk; ++j) {
+                    const int i = i0 + 2 * j;
+                    cur[j] = q0 + row_of(i) < p.Sq
+                                 ? __ldcg(reinterpret_cast<const float2*>(dq + int64_t(q0 + row_of(i)) * D + col_of(i)))
+                                 : make_float2(0.f, 0.f);
+                  }
+                  CUTLASS_PRAGMA_UNROLL
+                  for (int j = 0; j < kChunk; ++j) {
+                    const int i = i0 + 2 * j;
+                    if (q0 + row_of(i) < p.Sq)
+                      __stcg(reinterpret_cast<float2*>(dq + int64_t(q0 + row_of(i)) * D + col_of(i)),
+                             make_float2(fmaf(tdQacc(i), p.scale, cur[j].x), fmaf(tdQacc(i + 1), p.scale, cur[j].y)));
+                  }
+                }
+              }
+            } else {
+              CUTLASS_PRAGMA_UNROLL
+              for (int i = 0; i < size(tdQacc); i += 2) {
+                const int r = row_of(i), c = col_of(i);
+                if (q0 + r < p.Sq) {
+                  const float2 val = make_float2(tdQacc(i) * p.scale, tdQacc(i + 1) * p.scale);
+                  float2* at = reinterpret_cast<float2*>(dq + int64_t(q0 + r) * D + c);
+                  if constexpr (K_::DQ == 1)
+                    atomicAdd(at, val);
+                  else
+                    *at = val;
+                }
               }
             }
+            // Ordered: the next key block may add (release after all 256 stores).
+            if constexpr (K_::DQ == 3) K_::Ordered::arrive_inc(p.sem, ctid, flag, 1);
           } else {
             warpgroup_wait<0>();  // dV and dK done: the Q and dO tiles and P, dS registers are free
             pipe_q.consumer_release(st);
@@ -653,7 +726,8 @@ size_t bwd_dq_smem_bytes() {
 
 template <class Cfg>
 void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const float* Dvec, float* dq,
-                   cudaStream_t stream, int64_t kb_begin, int64_t kb_count, int64_t unit_begin, int64_t units) {
+                   cudaStream_t stream, int64_t kb_begin, int64_t kb_count, int64_t unit_begin, int64_t units,
+                   int* sem) {
   using K_ = BwdKv<Cfg>;
   using T = typename K_::T;
   detail::check_ptr(a.Q, "Q");
@@ -665,6 +739,7 @@ void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const flo
   if (a.lse_in == nullptr) throw Error("attention wgmma backward: lse_in is null");
   if (Dvec == nullptr) throw Error("attention wgmma backward: workspace is null");
   if (Cfg::DQ != 0 && dq == nullptr) throw Error("attention wgmma backward: workspace is null");
+  if (Cfg::DQ == 3 && sem == nullptr) throw Error("attention wgmma backward: ordered dQ needs its semaphores");
   const int B = int(pr.B), H = int(pr.H), Hkv = int(pr.Hkv), Sq = int(pr.Sq), Sk = int(pr.Sk);
   constexpr int D = Cfg::D;
   auto gq = detail::gtensor<T>(a.Q, Sq, D, H, B);
@@ -686,10 +761,16 @@ void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const flo
       static_cast<T*>(a.dK),
       static_cast<T*>(a.dV),
       dq,
+      sem,
       0, 0, 0};
   const int64_t n_kb = (pr.Sk + Cfg::BC - 1) / Cfg::BC;
   if (kb_count < 0) kb_count = n_kb - kb_begin;
   if (units < 0) units = pr.B * pr.Hkv - unit_begin;
+  // Ordered: a key block waits for the ones before it, so the launch holds
+  // every key block of its units, in blockIdx.x order (the hardware starts
+  // blocks in linear index order: a waiting block's predecessors have started).
+  if (Cfg::DQ == 3 && (kb_begin != 0 || kb_count != n_kb))
+    throw Error("attention wgmma backward: ordered dQ launches every key block at once");
   P.kb_begin = int(kb_begin);
   P.kb_count = int(kb_count);
   P.unit_begin = int(unit_begin);

@@ -11,7 +11,9 @@
 //              DQ 1 (atomic) / 2 (partials): it also forms dS K per query
 //              block (dS through shared memory) and adds it with fp32 atomics
 //              into the dQ accumulator / stores it into its key block's slot
-//              of the partials slab.
+//              of the partials slab. DQ 3 (ordered): it adds dS K into the
+//              dQ accumulator with plain loads and stores, key blocks in
+//              ascending order per query block (a semaphore each).
 //   dq kernel  (the `owning` strategy) CTA per (query block of 128 rows, head,
 //              batch); recomputes S and dP per key block in key order and
 //              accumulates dQ = scale * sum_n dS_n K_n in registers.
@@ -29,13 +31,14 @@ namespace detfuse::attention::wg {
 // CTA (64 per consumer warpgroup), STAGES-deep Q/dO rings. DQ: what it does
 // with dS K: 0 nothing (owning: the dq kernel forms dQ), 1 fp32 atomics into
 // the dQ accumulator, 2 plain stores of its key block's partial into the
-// partials slab (bwd_common.h layout), summed in fixed order afterwards.
+// partials slab (bwd_common.h layout), summed in fixed order afterwards, 3
+// ordered adds into the dQ accumulator (key block n adds after 0 .. n-1).
 template <int D_, int BR_, int STAGES_, int DQ_>
 struct BwdKvConfig {
   static constexpr int D = D_, BR = BR_, BC = 128, STAGES = STAGES_, DQ = DQ_;
-  static constexpr bool DQ_ATOMIC = DQ == 1, DQ_PARTIALS = DQ == 2;
+  static constexpr bool DQ_ATOMIC = DQ == 1, DQ_PARTIALS = DQ == 2, DQ_ORDERED = DQ == 3;
   static_assert(D == 64 || D == 128, "head dim 64 or 128");
-  static_assert(DQ >= 0 && DQ <= 2, "DQ: 0 none, 1 atomic, 2 partials");
+  static_assert(DQ >= 0 && DQ <= 3, "DQ: 0 none, 1 atomic, 2 partials, 3 ordered");
   static_assert(BR % 16 == 0 && BR >= 16 && BR <= 128, "BR: the wgmma N of K Q^T and the K of P^T dO (16s)");
   static_assert(DQ == 0 || BR == 64, "dQ in the kv kernel: dS K is one wgmma M = 64 tile of queries");
   static_assert(!DQ_PARTIALS || D == 128,
@@ -64,10 +67,13 @@ using KvD128Br64St3 = BwdKvConfig<128, 64, 3, 0>;
 using KvD128Br64St2A = BwdKvConfig<128, 64, 2, 1>;
 using KvD128Br64St3A = BwdKvConfig<128, 64, 3, 1>;
 using KvD128Br64St2P = BwdKvConfig<128, 64, 2, 2>;
+using KvD128Br64St2O = BwdKvConfig<128, 64, 2, 3>;
+using KvD128Br64St3O = BwdKvConfig<128, 64, 3, 3>;
 using KvD64Br64St2 = BwdKvConfig<64, 64, 2, 0>;
 using KvD64Br96St2 = BwdKvConfig<64, 96, 2, 0>;  // br128 spilled 768 bytes (S^T, dP^T 64 registers each)
 using KvD64Br64St2A = BwdKvConfig<64, 64, 2, 1>;
 using KvD64Br64St4A = BwdKvConfig<64, 64, 4, 1>;
+using KvD64Br64St2O = BwdKvConfig<64, 64, 2, 3>;
 using DqD128Bc64St2 = BwdDqConfig<128, 64, 2>;
 using DqD64Bc128St2 = BwdDqConfig<64, 128, 2>;
 
@@ -82,11 +88,14 @@ size_t bwd_dq_smem_bytes();
 // lse_in and Dvec (rowsum(dO * O), fp32 [B*H*Sq]). DQ 1: adds scale * dS K
 // into dq (fp32 [B, H, Sq, d], zeroed by the caller); DQ 2: writes every
 // element of each key block's partial into dq, the slab
-// [units][kb_count][(H/Hkv) Sq d] (launch_partials_reduce's layout).
+// [units][kb_count][(H/Hkv) Sq d] (launch_partials_reduce's layout); DQ 3:
+// adds scale * dS K into dq (zeroed by the caller) in key-block order, counted
+// in sem (int [B, H, ceil(Sq / BR)], zeroed by the caller), every key block in
+// one launch.
 template <class Cfg>
 void launch_bwd_kv(const AttentionProblem& p, const AttentionArgs& args, const float* Dvec, float* dq,
                    cudaStream_t stream, int64_t kb_begin = 0, int64_t kb_count = -1, int64_t unit_begin = 0,
-                   int64_t units = -1);
+                   int64_t units = -1, int* sem = nullptr);
 // Enqueues the dq kernel: writes args.dQ (bf16).
 template <class Cfg>
 void launch_bwd_dq(const AttentionProblem& p, const AttentionArgs& args, const float* Dvec, cudaStream_t stream);
@@ -94,7 +103,7 @@ void launch_bwd_dq(const AttentionProblem& p, const AttentionArgs& args, const f
 #define DETFUSE_ATTN_WGMMA_KV_INSTANCES(PREFIX, CFG)                                                      \
   PREFIX template size_t bwd_kv_smem_bytes<CFG>();                                                        \
   PREFIX template void launch_bwd_kv<CFG>(const AttentionProblem&, const AttentionArgs&, const float*, float*, \
-                                          cudaStream_t, int64_t, int64_t, int64_t, int64_t);
+                                          cudaStream_t, int64_t, int64_t, int64_t, int64_t, int*);
 #define DETFUSE_ATTN_WGMMA_DQ_INSTANCES(PREFIX, CFG) \
   PREFIX template size_t bwd_dq_smem_bytes<CFG>();   \
   PREFIX template void launch_bwd_dq<CFG>(const AttentionProblem&, const AttentionArgs&, const float*, cudaStream_t);
@@ -104,6 +113,9 @@ DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St3)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2A)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St3A)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2P)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2O)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St3O)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br64St2O)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br64St2)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br96St2)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br64St2A)

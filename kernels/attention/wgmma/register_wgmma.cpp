@@ -4,10 +4,13 @@
 //   attention.bf16.wgmma.owning.*    forward (the overlapped forward of the head
 //   attention.bf16.wgmma.atomic.*    dim) and backward (attention_wgmma_bwd.h):
 //   attention.bf16.wgmma.partials.*
-//                                    D = rowsum(dO O) (bwd_common.h), the kv
+//   attention.bf16.wgmma.ordered.*   D = rowsum(dO O) (bwd_common.h), the kv
 //                                    kernel (dK, dV; atomic: + dQ by fp32
-//                                    atomics and the convert pass), owning: the
-//                                    dq kernel over query blocks.
+//                                    atomics and the convert pass; ordered:
+//                                    + dQ added in key-block order behind a
+//                                    semaphore per query block, and the
+//                                    convert pass), owning: the dq kernel
+//                                    over query blocks.
 #include <algorithm>
 #include <cstdint>
 #include <optional>
@@ -98,18 +101,18 @@ void add(Registry& r) {
 }
 
 // Forward and backward: Fwd is the forward configuration, Kv the kv kernel's
-// (Kv::DQ: 0 owning, 1 atomic, 2 partials), Dq the owning dq kernel's (void
+// (Kv::DQ: 0 owning, 1 atomic, 2 partials, 3 ordered), Dq the owning dq kernel's (void
 // otherwise). Partials: slab bound kPartialsMiB (variants.h), as the portable family.
 template <class Fwd, class Kv, class Dq>
 void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
   constexpr int kDq = Kv::DQ;
-  static_assert((kDq == 0) == !std::is_void_v<Dq>, "owning: a dq kernel; atomic, partials: none");
+  static_assert((kDq == 0) == !std::is_void_v<Dq>, "owning: a dq kernel; atomic, partials, ordered: none");
   static_assert(Fwd::D == Kv::D, "one head dim");
   AttentionVariant v;
   v.desc.family = Family::attention;
   v.desc.dtype = DType::bf16;
   v.desc.engine = "wgmma";
-  v.desc.strategy = kDq == 0 ? "owning" : kDq == 1 ? "atomic" : "partials";
+  v.desc.strategy = kDq == 0 ? "owning" : kDq == 1 ? "atomic" : kDq == 2 ? "partials" : "ordered";
   v.desc.params = {{"br", Kv::BR}, {"bc", Kv::BC}, {"st", Kv::STAGES}};
   if constexpr (kDq == 0) {
     static_assert(Dq::D == Kv::D, "one head dim");
@@ -123,7 +126,9 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
   // fixed walk over (query head, query block); owning dQ: once by the CTA of
   // its query block after a fixed walk over key blocks; partials: each key
   // block's partial written once, summed in key order by one thread per
-  // element. Atomic dQ: fp32 adds in arrival order.
+  // element; ordered: each key block's part added after those of the key
+  // blocks before it (a semaphore per query block sets the order, not timing).
+  // Atomic dQ: fp32 adds in arrival order.
   v.desc.deterministic = kDq != 1;
   v.desc.summary = "Hopper forward (br" + std::to_string(Fwd::BR) + " bc" + std::to_string(Fwd::BC) +
                    " overlapped) + backward: kv kernel (TMA Q/dO ring of " + std::to_string(Kv::STAGES) + "x" +
@@ -131,6 +136,7 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
                    (kDq == 1   ? ", dQ by fp32 atomics of dS K + convert pass"
                     : kDq == 2 ? ", dQ partials of dS K per key block (" + std::to_string(kMiB) +
                                      " MiB slab) summed in fixed order"
+                    : kDq == 3 ? ", dQ: dS K added in key-block order behind a semaphore per query block + convert pass"
                                : ", dQ by a query-block kernel (128 rows, " + std::to_string(qbc_of<Dq>()) +
                                      "-key tiles) walking the key blocks in order");
   v.can_run = [kMiB](const AttentionProblem& p, AttentionMode mode,
@@ -154,6 +160,7 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
     if (mode == AttentionMode::forward) return 0;
     size_t n = d_bytes(p);
     if (kDq == 1) n += dq_acc_bytes(p);
+    if (kDq == 3) n += dq_acc_bytes(p) + ordered_sem_bytes(p, Kv::BR);
     if (kDq == 2) {
       if (auto pl = plan_partials(p, Kv::BC, size_t(kMiB) << 20)) n += pl->slab_bytes + pl->acc_bytes;
     }
@@ -176,6 +183,14 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
       const int64_t n = p.B * p.H * p.Sq * p.d;
       DETFUSE_CUDA_CHECK(cudaMemsetAsync(acc, 0, size_t(n) * sizeof(float), s));
       launch_bwd_kv<Kv>(p, a, Dvec, acc, s);
+      launch_convert_f32(DType::bf16, acc, a.dQ, n, s);
+    } else if constexpr (kDq == 3) {
+      // The accumulator and the semaphores are contiguous: one memset.
+      float* acc = reinterpret_cast<float*>(rest);
+      int* sem = reinterpret_cast<int*>(rest + dq_acc_bytes(p));
+      const int64_t n = p.B * p.H * p.Sq * p.d;
+      DETFUSE_CUDA_CHECK(cudaMemsetAsync(acc, 0, dq_acc_bytes(p) + ordered_sem_bytes(p, Kv::BR), s));
+      launch_bwd_kv<Kv>(p, a, Dvec, acc, s, 0, -1, 0, -1, sem);
       launch_convert_f32(DType::bf16, acc, a.dQ, n, s);
     } else if constexpr (kDq == 2) {
       const auto plan = plan_partials(p, Kv::BC, size_t(kMiB) << 20);
@@ -234,6 +249,9 @@ void register_attention_wgmma(Registry& r) {
   add_bwd<FwdD64Bc128St3Ov, KvD64Br64St2A, void>(r);
   add_bwd<FwdD64Bc128St3Ov, KvD64Br64St4A, void>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2P, void>(r);
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2O, void>(r);
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St3O, void>(r);
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br64St2O, void>(r);
 }
 
 void register_attention_wgmma_partials(Registry& r, int partials_mib) {
