@@ -373,6 +373,7 @@ def fig_time_vs_N(plt, points, att, path):
         cols.append("attention")
     if att and len({r["group"] for r in att["gqa"]}) > 1:
         cols.append("gqa")
+    cols = cols or ["flce"]  # nothing on any axis: one empty panel
     fig, axs = plt.subplots(2, len(cols), figsize=(7 * len(cols), 8), squeeze=False, sharex="col")
     for col, what in enumerate(cols):
         top, bot = axs[0][col], axs[1][col]
@@ -516,6 +517,7 @@ def fig_memory(plt, points, att, path):
         rows.append("flce")
     if att and att["sweep"]:
         rows.append("attention")
+    rows = rows or ["flce"]
     fig, axs = plt.subplots(len(rows), 2, figsize=(13, 4.8 * len(rows)), squeeze=False)
     for i, what in enumerate(rows):
         if what == "flce":
@@ -590,6 +592,7 @@ def fig_noise(plt, points, att, path):
         panels.append(("Sq = Sk (Sk / bc key blocks add into each dQ tile)",
                        noise_rows(att["sweep"] + att["causal"], "dQ", "Sk"), "dQ",
                        "Attention: atomic dQ noise vs Sk, beside the error against float64"))
+    panels = panels or [("N", [], "dW", "Atomic noise: nothing measured on the contention axes")]
     fig, axs = plt.subplots(len(panels), 1, figsize=(9, 5 * len(panels)), squeeze=False)
     for ax, (xlabel, rows, output, title) in zip(axs[:, 0], panels):
         draw_noise(ax, rows, output, xlabel, title)

@@ -87,7 +87,10 @@ TEST_F(StudyCli, AttentionUsageErrors) {
   EXPECT_NE(err.str().find("unknown engine 'tpu'"), std::string::npos) << err.str();
   EXPECT_EQ(run({"study", "contention", "--kernel", "conv", "--plan"}), 2);
   EXPECT_NE(err.str().find("unknown kernel family 'conv'"), std::string::npos) << err.str();
-  EXPECT_EQ(run({"study", "contention", "--kernel", "attention", "--budget", "soon", "--db", "x.db"}), 2);
+  TempDir tmp;
+  EXPECT_EQ(run({"study", "contention", "--kernel", "attention", "--budget", "soon", "--db", (tmp / "s.db").string()}), 2);
+  EXPECT_NE(err.str().find("malformed duration 'soon'"), std::string::npos) << err.str();
+  EXPECT_FALSE(std::filesystem::exists(tmp / "s.db"));
   EXPECT_EQ(run({"study", "--help"}), 0);
   EXPECT_NE(out.str().find("--kernel flce|attention"), std::string::npos) << out.str();
 }
