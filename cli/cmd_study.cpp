@@ -18,7 +18,7 @@ int cmd_study(Env& env, const std::vector<std::string>& args) {
   po::options_description d("study options");
   d.add_options()
       ("kind", po::value<std::string>(), "the study: contention")
-      ("kernel", po::value<std::string>()->default_value("flce"), "kernel family: flce (attention: no kernels yet)")
+      ("kernel", po::value<std::string>()->default_value("flce"), "kernel family: flce or attention")
       ("quick", "a few points, one or two variants per (engine, strategy): minutes")
       ("plan", "print the problems and variants the study would measure, then exit (no GPU)")
       ("db", po::value<std::string>()->default_value(db::kDefaultPath), "the database (created if missing)")
@@ -32,23 +32,27 @@ int cmd_study(Env& env, const std::vector<std::string>& args) {
   pos.add("kind", 1);
   po::variables_map vm;
   if (!parse(args, d, &pos, vm,
-             "usage: detfuse study contention --kernel flce [--quick] [--db PATH] [--budget T] [--resume] "
+             "usage: detfuse study contention --kernel flce|attention [--quick] [--db PATH] [--budget T] [--resume] "
              "[--engine E...] [--plan]\n\n"
-             "The contention study: every strategy (atomic, partials, owning) of every engine, a few block\n"
-             "shapes and the strategies' knobs (chunk budget mb, row splits sk, slab rows vs), over N from\n"
-             "512 to 64k at fixed D, V, and over V and D at a fixed N. Measured by the tuner (correctness\n"
-             "against float64, K repeats with digests and run-to-run spread, timing, peak memory) into --db,\n"
-             "every run tagged with the study's name. Plots and report: experiments/contention/plot.py.",
+             "The contention study: every strategy (atomic, partials, owning, ordered, ...) of every engine, a\n"
+             "few block shapes and the strategies' knobs, over the contention level of the family:\n"
+             "  flce:      N from 512 to 64k at fixed D, V (N / bm row blocks add into each dW tile), and V\n"
+             "             and D at a fixed N; knobs: chunk budget mb, row splits sk, slab rows vs;\n"
+             "  attention: Sq = Sk from 512 to 32k at about 16k tokens (B*S), H=32, d=128 (Sk / bc key blocks\n"
+             "             add into each dQ tile), causal or not, GQA group size H/Hkv (Hkv 32, 8, 4, 1 at\n"
+             "             S=4096); forward+backward (forward-only variants are left out); knob: partials'\n"
+             "             workspace bound mb.\n"
+             "The fma engine (CUDA-core fp32) is planned only when no other engine has variants, or with\n"
+             "--engine fma. Measured by the tuner (correctness against float64, K repeats with digests and\n"
+             "run-to-run spread, timing, peak memory) into --db, every run tagged with the study's name\n"
+             "(contention-<kernel>[-quick][-<engine>...]). Plots and report: experiments/contention/plot.py.",
              env.out))
     return 0;
   if (!vm.count("kind")) throw UsageError("study: which study? (contention)");
   if (vm["kind"].as<std::string>() != "contention")
     throw UsageError("study: unknown study '" + vm["kind"].as<std::string>() + "' (expected contention)");
-  const std::string k = vm["kernel"].as<std::string>();
-  if (parse_family(k) != Family::flce)
-    throw invalid_argument("--kernel attention: the attention family has no kernels yet; the study runs --kernel flce");
-
   study::ContentionOptions co;
+  co.family = kernel_family(vm);  // invalid_argument (exit 2) on an unknown family
   co.quick = vm.count("quick") > 0;
   if (vm.count("engine")) {
     for (const auto& e : vm["engine"].as<std::vector<std::string>>()) {
@@ -59,7 +63,10 @@ int cmd_study(Env& env, const std::vector<std::string>& args) {
     }
   }
   std::vector<std::string> names;
-  for (const auto& v : env.reg.flce()) names.push_back(v.desc.name);
+  if (co.family == Family::attention)
+    for (const auto& v : env.reg.attention()) names.push_back(v.desc.name);
+  else
+    for (const auto& v : env.reg.flce()) names.push_back(v.desc.name);
   study::StudyRunOptions o;
   o.plan = study::plan_contention(names, co);
   if (vm.count("plan")) {

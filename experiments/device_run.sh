@@ -6,7 +6,8 @@
 # wgmma-tests wgmma-sanitize wgmma-probe (the Hopper engine, issue #7)
 # invariance (config-invariance classes at a multi-chunk shape, issue #7)
 # reliability (the tuner's GPU tests and supervised faults, issue #9)
-# attention-tests attention-sanitize attention-probe bench-attention attention-preset (issue #8) study-quick (issue #10)
+# attention-tests attention-sanitize attention-probe bench-attention attention-preset (issue #8)
+# study-quick study-attention-quick (issue #10)
 # capi-python (issue #11) tuner-gpu (the family-neutral tuner on the GPU)
 set -u
 DIST=${DIST:-dist}
@@ -153,6 +154,12 @@ for stage in "$@"; do
     study-quick)
       # Issue 10: the quick contention study, its figures and report (REPORT.md in $OUT/contention).
       run study 330 "$D/detfuse" study contention --kernel flce --quick --db "$OUT/study.db"
+      run study 60 python3 experiments/contention/plot.py --db "$OUT/study.db" --out "$OUT/contention"
+      tail -n 25 "$OUT/study.log" ;;
+    study-attention-quick)
+      # Issue 10, attention half: the quick attention study into the same store (after study-quick
+      # in the same call, the report has both families), its figures and report.
+      run study 330 "$D/detfuse" study contention --kernel attention --quick --db "$OUT/study.db"
       run study 60 python3 experiments/contention/plot.py --db "$OUT/study.db" --out "$OUT/contention"
       tail -n 25 "$OUT/study.log" ;;
     capi-python)

@@ -99,19 +99,76 @@ std::vector<FlceProblem> contention_problems(const ContentionAxes& a, DType dtyp
   return out;
 }
 
+AttentionContentionAxes attention_contention_axes(bool quick) {
+  AttentionContentionAxes a;
+  if (quick) {
+    // Three contention levels a decade apart in key blocks per dQ tile (8,
+    // 32 and 128 at bc=128), the causal and GQA axes at the middle point only
+    // (S=4096, the shape of the attention bench log), Hkv=8 being Llama-3's
+    // group of 4. Five problems; the largest, S=16384, is one forward+backward
+    // of 1.5e13 FLOP (about 40 ms on an H200 with the wgmma owning variant).
+    // Every problem above 2e10 MACs is checked on a float64 slice of 2e10 MACs
+    // (tuner/attention_measurer.h), a few seconds of the host's cores each.
+    a.S_sweep = {1024, 4096, 16384};
+    a.causal_S = {4096};
+    a.Hkv_sweep = {32, 8};
+  } else {
+    // S=32768 cannot keep 16k tokens (B=1 holds 32k); its tensors stay 256 MiB
+    // each in bf16.
+    a.S_sweep = {512, 1024, 2048, 4096, 8192, 16384, 32768};
+    a.causal_S = a.S_sweep;
+    a.Hkv_sweep = {32, 8, 4, 1};
+  }
+  return a;
+}
+
+std::vector<AttentionProblem> attention_contention_problems(const AttentionContentionAxes& a, DType dtype) {
+  std::vector<AttentionProblem> out;
+  std::set<std::string> keys;
+  auto add = [&](int64_t S, int64_t Hkv, bool causal) {
+    AttentionProblem p;
+    p.B = a.batch(S);
+    p.H = a.H;
+    p.Hkv = Hkv;
+    p.Sq = p.Sk = S;
+    p.d = a.d;
+    p.causal = causal;
+    p.dtype = dtype;
+    if (keys.insert(p.key()).second) out.push_back(p);
+  };
+  for (int64_t s : a.S_sweep) add(s, a.H, false);
+  for (int64_t s : a.causal_S) add(s, a.H, true);
+  for (int64_t h : a.Hkv_sweep) add(a.S_gqa, h, false);
+  return out;
+}
+
 std::vector<std::string> contention_variants(const std::vector<std::string>& names, const ContentionOptions& o) {
   const std::string dtype = to_string(o.dtype);
+  const std::string family = to_string(o.family);
+  const bool attention = o.family == Family::attention;
+  const int64_t head_dim = attention ? attention_contention_axes(o.quick).d : 0;
   // (engine, strategy) -> parsed variants in registry order.
   std::vector<std::pair<std::string, std::string>> group_order;
   std::map<std::pair<std::string, std::string>, std::vector<ParsedVariant>> groups;
   for (const auto& n : names) {
     auto v = parse_variant_name(n);
-    if (!v || v->family != "flce" || v->dtype != dtype) continue;
+    if (!v || v->family != family || v->dtype != dtype) continue;
     if (!o.engines.empty() && std::find(o.engines.begin(), o.engines.end(), v->engine) == o.engines.end()) continue;
+    if (attention && v->strategy == "fwd") continue;  // forward only: no backward to study
+    if (attention && v->param("d", head_dim) != head_dim) continue;
     const auto key = std::make_pair(v->engine, v->strategy);
     if (!groups.count(key)) group_order.push_back(key);
     groups[key].push_back(*v);
   }
+  // The reference-grade CUDA-core engine only when nothing faster is there
+  // (or --engine asks for it; see the header).
+  const bool fma_named = std::find(o.engines.begin(), o.engines.end(), "fma") != o.engines.end();
+  const bool other_engine = std::any_of(group_order.begin(), group_order.end(),
+                                        [](const auto& k) { return k.first != "fma"; });
+  if (!fma_named && other_engine)
+    group_order.erase(std::remove_if(group_order.begin(), group_order.end(),
+                                     [](const auto& k) { return k.first == "fma"; }),
+                      group_order.end());
   std::set<std::string> keep;
   for (const auto& key : group_order) {
     const auto& g = groups[key];
@@ -166,25 +223,37 @@ std::string json_strings(const std::vector<std::string>& v) {
 
 ContentionPlan plan_contention(const std::vector<std::string>& names, const ContentionOptions& o) {
   ContentionPlan p;
+  const bool attention = o.family == Family::attention;
   // A plan narrowed to some engines is its own study (a --resume of the
   // unfiltered study never takes it for complete, nor the other way round).
-  p.name = o.quick ? "contention-flce-quick" : "contention-flce";
+  p.name = std::string("contention-") + to_string(o.family) + (o.quick ? "-quick" : "");
   for (const auto& e : o.engines) p.name += "-" + e;
-  const ContentionAxes a = contention_axes(o.quick);
-  p.problems = contention_problems(a, o.dtype);
   p.variants = contention_variants(names, o);
   if (p.variants.empty())
     throw invalid_argument("study contention: no registered " + std::string(to_string(o.dtype)) +
-                           " FLCE variant matches" + (o.engines.empty() ? "" : " --engine") +
-                           " (see `detfuse list`)");
+                           (attention ? " attention" : " FLCE") + " variant matches" +
+                           (o.engines.empty() ? "" : " --engine") +
+                           (attention ? " (see `detfuse list --kernel attention`)" : " (see `detfuse list`)"));
   p.repeats = o.quick ? 3 : 5;
   p.time_cap_s = o.quick ? 2 : 10;
   std::ostringstream j;
-  j << "{\"kind\":\"contention\",\"family\":\"flce\",\"quick\":" << (o.quick ? "true" : "false") << ",\"dtype\":\""
-    << to_string(o.dtype) << "\",\"D\":" << a.D << ",\"V\":" << a.V << ",\"N_sweep\":" << json_list(a.N_sweep)
-    << ",\"N_fixed\":" << a.N_fixed << ",\"V_sweep\":" << json_list(a.V_sweep)
-    << ",\"D_sweep\":" << json_list(a.D_sweep) << ",\"engines\":" << json_strings(o.engines)
-    << ",\"repeats\":" << p.repeats << ",\"time_cap_s\":" << p.time_cap_s << "}";
+  if (attention) {
+    const AttentionContentionAxes a = attention_contention_axes(o.quick);
+    for (const auto& q : attention_contention_problems(a, o.dtype)) p.problems.emplace_back(q);
+    j << "{\"kind\":\"contention\",\"family\":\"attention\",\"quick\":" << (o.quick ? "true" : "false")
+      << ",\"dtype\":\"" << to_string(o.dtype) << "\",\"H\":" << a.H << ",\"d\":" << a.d << ",\"tokens\":" << a.tokens
+      << ",\"S_sweep\":" << json_list(a.S_sweep) << ",\"causal_S\":" << json_list(a.causal_S)
+      << ",\"S_gqa\":" << a.S_gqa << ",\"Hkv_sweep\":" << json_list(a.Hkv_sweep);
+  } else {
+    const ContentionAxes a = contention_axes(o.quick);
+    for (const auto& q : contention_problems(a, o.dtype)) p.problems.emplace_back(q);
+    j << "{\"kind\":\"contention\",\"family\":\"flce\",\"quick\":" << (o.quick ? "true" : "false") << ",\"dtype\":\""
+      << to_string(o.dtype) << "\",\"D\":" << a.D << ",\"V\":" << a.V << ",\"N_sweep\":" << json_list(a.N_sweep)
+      << ",\"N_fixed\":" << a.N_fixed << ",\"V_sweep\":" << json_list(a.V_sweep)
+      << ",\"D_sweep\":" << json_list(a.D_sweep);
+  }
+  j << ",\"engines\":" << json_strings(o.engines) << ",\"repeats\":" << p.repeats << ",\"time_cap_s\":" << p.time_cap_s
+    << "}";
   p.axes_json = j.str();
   return p;
 }

@@ -1,16 +1,22 @@
-// The contention study's sweep (issue 10, FLCE half), as pure functions: which
-// problems and which registered variants one `detfuse study contention` run
-// measures. No GPU, no store: tested on the CPU (tests/study).
+// The contention study's sweep (issue 10), as pure functions: which problems
+// and which registered variants one `detfuse study contention` run measures.
+// No GPU, no store: tested on the CPU (tests/study).
 //
-// Axes (DESIGN.md, "Gradient-accumulation strategies"):
+// FLCE axes (DESIGN.md, "Gradient-accumulation strategies"):
 //   - contention level: N from 512 to 64k at fixed D, V (N / bm row blocks add
 //     into every dW tile);
 //   - vocabulary size V and hidden size D at a fixed N;
 //   - per (engine, strategy): a few block shapes, and the knobs of the
 //     strategies: `mb` (chunk budget of owning; with sk and vs the workspace
 //     bound of partials), `sk` (row splits), `vs` (partial slab rows).
+// Attention axes (the strategies concern dQ; dK, dV are owned by key blocks):
+//   - contention level: Sq = Sk from 512 to 32k at a constant B*S token count
+//     (Sk / bc key blocks add into every dQ tile);
+//   - causal masking (a query block receives from the key blocks it sees only);
+//   - GQA group size H/Hkv (how many query heads a kv head's dK, dV sum over).
 // Variants are chosen from the registry's names by parsing them
-// ("family.dtype.engine.strategy.k1v1_k2v2..."), never from a list of names.
+// ("family.dtype.engine.strategy.k1v1_k2v2..."), never from a list of names:
+// a new strategy (e.g. `ordered`) or block shape is studied once registered.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +26,8 @@
 #include <vector>
 
 #include "kernels/common/problem.h"
+#include "kernels/registry.h"
+#include "tuner/families.h"
 
 namespace detfuse::study {
 
@@ -42,14 +50,16 @@ std::optional<ParsedVariant> parse_variant_name(const std::string& name);
 bool is_strategy_knob(const std::string& param);
 
 struct ContentionOptions {
+  Family family = Family::flce;
   bool quick = false;
   DType dtype = DType::bf16;
-  std::vector<std::string> engines;  // empty: every engine
+  std::vector<std::string> engines;  // empty: every engine (fma: see contention_variants)
 };
 
 struct ContentionPlan {
-  std::string name;  // the study's name in the store: contention-flce[-quick][-<engine>...]
-  std::vector<FlceProblem> problems;
+  // The study's name in the store: contention-<family>[-quick][-<engine>...].
+  std::string name;
+  std::vector<tuner::Problem> problems;  // of the plan's family, in sweep order
   std::vector<std::string> variants;  // in registry order
   int repeats = 5;           // K
   double time_cap_s = 20;    // per variant (soft)
@@ -71,18 +81,44 @@ ContentionAxes contention_axes(bool quick);
 // duplicates, in sweep order: contention, then vocabulary, then hidden size.
 std::vector<FlceProblem> contention_problems(const ContentionAxes& axes, DType dtype);
 
+// Attention axes: Sq = Sk sweeps at H heads of head dim d, the batch chosen to
+// keep B*S near `tokens` (B = max(1, tokens / S)); the S sweep non-causal and
+// causal; the GQA sweep (Hkv values) at S_gqa, non-causal.
+struct AttentionContentionAxes {
+  int64_t H = 32, d = 128, tokens = 16384;
+  std::vector<int64_t> S_sweep;    // non-causal, Hkv = H
+  std::vector<int64_t> causal_S;   // causal, Hkv = H
+  int64_t S_gqa = 4096;
+  std::vector<int64_t> Hkv_sweep;  // at S_gqa, non-causal (Hkv = H is the S sweep's point)
+  int64_t batch(int64_t S) const { return S >= tokens ? 1 : tokens / S; }
+};
+AttentionContentionAxes attention_contention_axes(bool quick);
+
+// The problems of the attention axes (dtype as given, default scale), without
+// duplicates, in sweep order: contention, then causal, then GQA.
+std::vector<AttentionProblem> attention_contention_problems(const AttentionContentionAxes& axes, DType dtype);
+
 // The variants of the registry (its names, in registry order) the study
-// measures, in registry order. Per (engine, strategy) of the dtype (and of
-// `engines` when not empty):
+// measures, in registry order. Per (engine, strategy) of o.family and the
+// dtype (and of `engines` when not empty):
 //   full:  every block shape at its default knobs (owning: its median chunk
 //          budget), plus every knob setting of the group's first block shape;
 //   quick: the group's first block shape only: owning at its smallest and
-//          largest chunk budget, atomic and partials at their (first) knobs.
+//          largest chunk budget, the other strategies at their (first) knobs.
+// Attention: the study measures forward+backward, so the forward-only
+// strategy `fwd` is left out; a variant whose name carries a head dim `dNN`
+// is kept only when NN is the axes' d (the wgmma and fma variants run their
+// own head dim only).
+// Both families: the `fma` engine (CUDA-core fp32, reference grade) is
+// planned only when no other engine has a variant of the family and dtype,
+// or when `engines` names it: on a tensor-core GPU one of its calls at the
+// study's large points takes seconds, and it would dominate the study's time.
 // Names that do not parse are ignored.
 std::vector<std::string> contention_variants(const std::vector<std::string>& registry_names,
                                              const ContentionOptions& o);
 
-// The whole plan. Throws detfuse::Error (invalid_argument) when no variant matches.
+// The whole plan of o.family. Throws detfuse::Error (invalid_argument) when no
+// variant matches.
 ContentionPlan plan_contention(const std::vector<std::string>& registry_names, const ContentionOptions& o);
 
 }  // namespace detfuse::study

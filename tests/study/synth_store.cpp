@@ -1,6 +1,7 @@
-// study_synth_store DB: a synthetic contention study (the full plan over a
-// registry named like the real one, outcomes from SynthMeasurer) written with
-// the real schema, for the plot script's CPU test.
+// study_synth_store DB [flce|attention|both]: synthetic contention studies
+// (the full plans over a registry named like the real one, outcomes from
+// SynthMeasurer and SynthAttentionMeasurer) written with the real schema, for
+// the plot script's CPU test. Default both: the FLCE study, then attention's.
 #include <iostream>
 
 #include "experiments/study/contention_study.h"
@@ -8,22 +9,33 @@
 
 int main(int argc, char** argv) {
   using namespace detfuse;
-  if (argc != 2) {
-    std::cerr << "usage: study_synth_store DB\n";
+  const std::string which = argc == 3 ? argv[2] : "both";
+  if (argc < 2 || argc > 3 || (which != "flce" && which != "attention" && which != "both")) {
+    std::cerr << "usage: study_synth_store DB [flce|attention|both]\n";
     return 2;
   }
   try {
     db::Store store(argv[1]);
     const Registry reg = testing::synth_registry();
-    std::vector<std::string> names;
-    for (const auto& v : reg.flce()) names.push_back(v.desc.name);
-    testing::SynthMeasurer m;
-    study::StudyRunOptions o;
-    o.plan = study::plan_contention(names, {});
-    o.command_line = "study_synth_store";
-    const auto r = study::run_contention_study(store, reg, testing::synth_device(), m, o);
-    std::cout << r.note << "\n";
-    return r.tune.status == db::kRunComplete ? 0 : 1;
+    auto measurer = testing::synth_measurers();
+    bool ok = true;
+    for (Family f : {Family::flce, Family::attention}) {
+      if (which != "both" && which != to_string(f)) continue;
+      std::vector<std::string> names;
+      if (f == Family::flce)
+        for (const auto& v : reg.flce()) names.push_back(v.desc.name);
+      else
+        for (const auto& v : reg.attention()) names.push_back(v.desc.name);
+      study::ContentionOptions co;
+      co.family = f;
+      study::StudyRunOptions o;
+      o.plan = study::plan_contention(names, co);
+      o.command_line = std::string("study_synth_store ") + to_string(f);
+      const auto r = study::run_contention_study(store, reg, testing::synth_device(), *measurer, o);
+      std::cout << r.note << "\n";
+      ok = ok && r.tune.status == db::kRunComplete;
+    }
+    return ok ? 0 : 1;
   } catch (const std::exception& e) {
     std::cerr << "study_synth_store: " << e.what() << "\n";
     return 1;

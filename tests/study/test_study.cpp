@@ -112,6 +112,159 @@ TEST(StudyPlan, EngineFilterAndErrors) {
   EXPECT_EQ(study::plan_contention(names_of(reg), e).name, "contention-flce-cublaslt");
 }
 
+std::vector<std::string> attention_names_of(const Registry& r) {
+  std::vector<std::string> n;
+  for (const auto& v : r.attention()) n.push_back(v.desc.name);
+  return n;
+}
+
+study::ContentionOptions attention_options(bool quick, std::vector<std::string> engines = {}) {
+  study::ContentionOptions o;
+  o.family = Family::attention;
+  o.quick = quick;
+  o.engines = std::move(engines);
+  return o;
+}
+
+TEST(StudyPlan, ParsesAttentionNames) {
+  auto v = study::parse_variant_name("attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst2_d128");
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->family, "attention");
+  EXPECT_EQ(v->strategy, "owning");
+  EXPECT_EQ(v->param("d"), 128);
+  EXPECT_EQ(v->param("qbc"), 64);
+  EXPECT_EQ(v->tile(), "br64_bc128_st2_qbc64_qst2_d128");
+  v = study::parse_variant_name("attention.bf16.fma.partials.br64_bc64_w8_d128_mb256");
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->param("mb"), 256);
+  EXPECT_EQ(v->tile(), "br64_bc64_w8_d128");  // mb: the partials workspace knob, not the shape
+}
+
+TEST(StudyPlan, AttentionProblemsSpanTheAxes) {
+  const auto a = study::attention_contention_axes(false);
+  const auto full = study::attention_contention_problems(a, DType::bf16);
+  EXPECT_EQ(a.S_sweep.front(), 512);
+  EXPECT_EQ(a.S_sweep.back(), 32768);
+  std::set<std::string> keys;
+  size_t noncausal = 0, causal = 0, gqa = 0;
+  for (const auto& p : full) {
+    EXPECT_TRUE(keys.insert(p.key()).second) << p.key();
+    EXPECT_NO_THROW(p.validate()) << p.key();
+    EXPECT_EQ(p.dtype, DType::bf16);
+    EXPECT_EQ(p.H, 32);
+    EXPECT_EQ(p.d, 128);
+    EXPECT_EQ(p.Sq, p.Sk);
+    // About 16k tokens: B*S constant up to S=16384, then B=1.
+    EXPECT_EQ(p.B, std::max<int64_t>(1, 16384 / p.Sk)) << p.key();
+    if (p.Hkv != p.H) {
+      ++gqa;
+      EXPECT_EQ(p.Sk, a.S_gqa);
+      EXPECT_FALSE(p.causal);
+    } else {
+      ++(p.causal ? causal : noncausal);
+    }
+  }
+  EXPECT_EQ(noncausal, a.S_sweep.size());
+  EXPECT_EQ(causal, a.causal_S.size());
+  EXPECT_EQ(gqa, 3u);  // Hkv 8, 4, 1 (Hkv = 32 is the S sweep's point)
+  EXPECT_EQ(full.size(), 7u + 7u + 3u);
+  // Sweep order: contention, causal, GQA.
+  EXPECT_EQ(full.front().Sk, 512);
+  EXPECT_FALSE(full.front().causal);
+  EXPECT_EQ(full.back().Hkv, 1);
+
+  const auto quick = study::attention_contention_problems(study::attention_contention_axes(true), DType::bf16);
+  std::vector<std::string> shapes;
+  for (const auto& p : quick) shapes.push_back(tuner::Problem(p).shape());
+  const std::vector<std::string> want = {"16,32,32,1024,1024,128", "4,32,32,4096,4096,128", "1,32,32,16384,16384,128",
+                                         "4,32,32,4096,4096,128,causal", "4,32,8,4096,4096,128"};
+  EXPECT_EQ(shapes, want);
+}
+
+TEST(StudyPlan, AttentionVariantsByParsing) {
+  const Registry reg = synth_registry();
+  // Quick: the first block shape of each (engine, strategy) at its first knob;
+  // the new `ordered` strategy comes in by its name; `fwd` (forward only), the
+  // d64 variant and the fma engine (a tensor-core engine is there) do not.
+  const std::vector<std::string> quick = {
+      "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst2_d128", "attention.bf16.wgmma.atomic.br64_bc128_st2_d128",
+      "attention.bf16.wgmma.partials.br64_bc128_st2_d128_mb64", "attention.bf16.wgmma.ordered.br64_bc128_st2_d128"};
+  EXPECT_EQ(study::contention_variants(attention_names_of(reg), attention_options(true)), quick);
+  const std::vector<std::string> full = {
+      "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst2_d128",
+      "attention.bf16.wgmma.owning.br64_bc128_st3_qbc64_qst2_d128",
+      "attention.bf16.wgmma.atomic.br64_bc128_st2_d128",
+      "attention.bf16.wgmma.atomic.br64_bc128_st3_d128",
+      "attention.bf16.wgmma.partials.br64_bc128_st2_d128_mb256",  // every knob of the first shape
+      "attention.bf16.wgmma.partials.br64_bc128_st2_d128_mb64",
+      "attention.bf16.wgmma.ordered.br64_bc128_st2_d128"};
+  EXPECT_EQ(study::contention_variants(attention_names_of(reg), attention_options(false)), full);
+  // A strategy nobody listed is studied once registered.
+  const std::vector<std::string> names = {"attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp0_d128",
+                                          "attention.bf16.wgmma.bulk.br64_bc128_st2_d128",
+                                          "attention.bf16.wgmma.bulk.br64_bc128_st2_d64", "not.a.name"};
+  EXPECT_EQ(study::contention_variants(names, attention_options(true)),
+            std::vector<std::string>{"attention.bf16.wgmma.bulk.br64_bc128_st2_d128"});
+  // FLCE names are not attention's, nor the other way round.
+  for (const auto& n : study::contention_variants(names_of(reg), attention_options(false)))
+    EXPECT_EQ(n.rfind("attention.", 0), 0u) << n;
+  for (const auto& n : study::contention_variants(attention_names_of(reg), {})) ADD_FAILURE() << n;
+}
+
+TEST(StudyPlan, AttentionEngineFilterFmaAndErrors) {
+  const Registry reg = synth_registry();
+  // --engine fma: the fma engine's every strategy.
+  const std::vector<std::string> fma = {"attention.bf16.fma.owning.br64_bc64_w8_d128",
+                                        "attention.bf16.fma.partials.br64_bc64_w8_d128_mb256",
+                                        "attention.bf16.fma.atomic.br64_bc64_w8_d128"};
+  EXPECT_EQ(study::contention_variants(attention_names_of(reg), attention_options(true, {"fma"})), fma);
+  EXPECT_EQ(study::contention_variants(attention_names_of(reg), attention_options(true, {"wgmma", "fma"})).size(), 7u);
+  // fma alone in the registry: planned without being named.
+  std::vector<std::string> only_fma;
+  for (const auto& n : attention_names_of(reg))
+    if (n.find(".fma.") != std::string::npos) only_fma.push_back(n);
+  EXPECT_EQ(study::contention_variants(only_fma, attention_options(true)), fma);
+  // Nothing matches: a clear error naming the family.
+  try {
+    study::plan_contention(attention_names_of(reg), attention_options(true, {"cublaslt"}));
+    ADD_FAILURE() << "no throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no registered bf16 attention variant matches --engine"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(study::plan_contention({"attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp0_d128"}, attention_options(true)),
+               Error);
+  auto f32 = attention_options(true);
+  f32.dtype = DType::f32;
+  EXPECT_THROW(study::plan_contention(attention_names_of(reg), f32), Error);
+
+  const auto q = study::plan_contention(attention_names_of(reg), attention_options(true));
+  EXPECT_EQ(q.name, "contention-attention-quick");
+  EXPECT_EQ(q.problems.size(), 5u);
+  EXPECT_EQ(q.variants.size(), 4u);
+  EXPECT_EQ(q.repeats, 3);
+  for (const auto& p : q.problems) EXPECT_TRUE(p.is<AttentionProblem>());
+  EXPECT_NE(q.axes_json.find("\"family\":\"attention\""), std::string::npos) << q.axes_json;
+  EXPECT_NE(q.axes_json.find("\"S_sweep\":[1024,4096,16384]"), std::string::npos) << q.axes_json;
+  EXPECT_NE(q.axes_json.find("\"causal_S\":[4096]"), std::string::npos) << q.axes_json;
+  EXPECT_NE(q.axes_json.find("\"Hkv_sweep\":[32,8]"), std::string::npos) << q.axes_json;
+  EXPECT_NE(q.axes_json.find("\"tokens\":16384"), std::string::npos) << q.axes_json;
+  const auto f = study::plan_contention(attention_names_of(reg), attention_options(false));
+  EXPECT_EQ(f.name, "contention-attention");
+  EXPECT_EQ(f.problems.size(), 17u);
+  EXPECT_EQ(f.repeats, 5);
+  EXPECT_EQ(study::plan_contention(attention_names_of(reg), attention_options(false, {"wgmma"})).name,
+            "contention-attention-wgmma");
+  // The FLCE plan is what it was.
+  const auto flce = study::plan_contention(names_of(reg), {});
+  for (const auto& p : flce.problems) EXPECT_TRUE(p.is<FlceProblem>());
+  EXPECT_EQ(flce.axes_json.rfind("{\"kind\":\"contention\",\"family\":\"flce\",\"quick\":false,\"dtype\":\"bf16\",\"D\":4096,"
+                                 "\"V\":32768,\"N_sweep\":[512,1024,2048,4096,8192,16384,32768,65536],",
+                                 0),
+            0u)
+      << flce.axes_json;
+}
+
 std::string slurp(const std::filesystem::path& f) {
   std::ifstream in(f);
   std::stringstream s;
@@ -168,6 +321,44 @@ TEST(StudyRun, TagsRunsStoresSpreadAndExportsThem) {
   const auto again = study::run_contention_study(store, reg, synth_device(), m, o);
   EXPECT_TRUE(again.already_complete);
   EXPECT_EQ(m.measured, int(o.plan.problems.size() * o.plan.variants.size()));
+}
+
+TEST(StudyRun, AttentionStudyTagsRunsAndStoresTheDqSpread) {
+  TempDir tmp;
+  db::Store store(tmp / "s.db");
+  const Registry reg = synth_registry();
+  SynthAttentionMeasurer m;
+  study::StudyRunOptions o;
+  o.plan = study::plan_contention(attention_names_of(reg), attention_options(true));
+  o.command_line = "detfuse study contention --kernel attention --quick";
+  const auto rep = study::run_contention_study(store, reg, synth_device(), m, o);
+  ASSERT_FALSE(rep.already_complete);
+  EXPECT_EQ(rep.tune.status, db::kRunComplete);
+  EXPECT_EQ(m.measured, 5 * 4);
+  EXPECT_EQ(rep.tune.cannot_run, 0);
+  const auto studies = store.list_studies();
+  ASSERT_EQ(studies.size(), 1u);
+  EXPECT_EQ(studies[0].record.name, "contention-attention-quick");
+  EXPECT_EQ(studies[0].record.axes, o.plan.axes_json);
+  EXPECT_EQ(store.run(rep.tune.run_id).study, "contention-attention-quick");
+  int atomic = 0;
+  for (const auto& r : store.run_results(rep.tune.run_id)) {
+    ASSERT_TRUE(r.record.determinism) << r.variant_name;
+    const auto& sp = r.record.determinism->spread;
+    ASSERT_EQ(sp.count("dQ"), 1u) << r.variant_name;
+    if (r.variant_name.find(".atomic.") != std::string::npos) {
+      ++atomic;
+      EXPECT_GT(sp.at("dQ").diff_norm, 0);
+      EXPECT_EQ(r.record.determinism->level, db::kLevelNone);
+    } else {
+      EXPECT_EQ(sp.at("dQ").diff_norm, 0);
+      EXPECT_EQ(r.record.determinism->level, db::kLevelRunToRun);
+    }
+  }
+  EXPECT_EQ(atomic, 5);
+  o.resume = true;
+  EXPECT_TRUE(study::run_contention_study(store, reg, synth_device(), m, o).already_complete);
+  EXPECT_EQ(m.measured, 5 * 4);
 }
 
 TEST(StudyRun, InterruptedStudyResumesWhereItStopped) {

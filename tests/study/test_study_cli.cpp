@@ -25,7 +25,7 @@ struct StudyCli : ::testing::Test {
     ctx.worker_setup = [](const std::string&) {
       tuner::WorkerSetup s;
       s.device = synth_device();
-      s.measurer = std::make_unique<SynthMeasurer>();
+      s.measurer = synth_measurers();
       return s;
     };
   }
@@ -59,11 +59,46 @@ TEST_F(StudyCli, PlanNeedsNoGpuAndListsWhatItWouldMeasure) {
   EXPECT_FALSE(std::filesystem::exists(tmp / "s.db"));
 }
 
+TEST_F(StudyCli, AttentionPlanNeedsNoGpu) {
+  ctx.device_count = [](std::string* why) {
+    *why = "none";
+    return 0;
+  };
+  ASSERT_EQ(run({"study", "contention", "--kernel", "attention", "--quick", "--plan"}), 0) << err.str();
+  const std::string o = out.str();
+  EXPECT_NE(o.find("study contention-attention-quick: 5 problem(s) x 4 variant(s), K=3"), std::string::npos) << o;
+  EXPECT_NE(o.find("\"family\":\"attention\""), std::string::npos) << o;
+  for (const char* p : {"problem 16,32,32,1024,1024,128\n", "problem 1,32,32,16384,16384,128\n",
+                        "problem 4,32,32,4096,4096,128,causal\n", "problem 4,32,8,4096,4096,128\n"})
+    EXPECT_NE(o.find(p), std::string::npos) << p << "\n" << o;
+  EXPECT_NE(o.find("variant attention.bf16.wgmma.ordered.br64_bc128_st2_d128\n"), std::string::npos) << o;
+  EXPECT_EQ(o.find(".fwd."), std::string::npos) << o;
+  EXPECT_EQ(o.find(".fma."), std::string::npos) << o;
+  EXPECT_EQ(o.find("_d64"), std::string::npos) << o;
+  ASSERT_EQ(run({"study", "contention", "--kernel", "attention", "--plan", "--engine", "fma"}), 0) << err.str();
+  EXPECT_NE(out.str().find("study contention-attention-fma: 17 problem(s) x 3 variant(s), K=5"), std::string::npos)
+      << out.str();
+}
+
+TEST_F(StudyCli, AttentionUsageErrors) {
+  EXPECT_EQ(run({"study", "contention", "--kernel", "attention", "--engine", "cublaslt", "--plan"}), 2);
+  EXPECT_NE(err.str().find("no registered bf16 attention variant matches --engine"), std::string::npos) << err.str();
+  EXPECT_EQ(run({"study", "contention", "--kernel", "attention", "--engine", "tpu", "--plan"}), 2);
+  EXPECT_NE(err.str().find("unknown engine 'tpu'"), std::string::npos) << err.str();
+  EXPECT_EQ(run({"study", "contention", "--kernel", "conv", "--plan"}), 2);
+  EXPECT_NE(err.str().find("unknown kernel family 'conv'"), std::string::npos) << err.str();
+  TempDir tmp;
+  EXPECT_EQ(run({"study", "contention", "--kernel", "attention", "--budget", "soon", "--db", (tmp / "s.db").string()}), 2);
+  EXPECT_NE(err.str().find("malformed duration 'soon'"), std::string::npos) << err.str();
+  EXPECT_FALSE(std::filesystem::exists(tmp / "s.db"));
+  EXPECT_EQ(run({"study", "--help"}), 0);
+  EXPECT_NE(out.str().find("--kernel flce|attention"), std::string::npos) << out.str();
+}
+
 TEST_F(StudyCli, UsageErrors) {
   EXPECT_EQ(run({"study"}), 2);
   EXPECT_EQ(run({"study", "throughput"}), 2);
   EXPECT_NE(err.str().find("unknown study 'throughput'"), std::string::npos) << err.str();
-  EXPECT_EQ(run({"study", "contention", "--kernel", "attention", "--plan"}), 2);
   EXPECT_EQ(run({"study", "contention", "--engine", "tpu", "--plan"}), 2);
   EXPECT_EQ(run({"study", "contention", "--engine", "wgmma", "--plan"}), 2);  // none registered here
   EXPECT_EQ(run({"study", "--help"}), 0);
@@ -83,6 +118,23 @@ TEST_F(StudyCli, QuickStudyStoresTaggedRunsAndExportsThem) {
   // 21 results x 4 outputs: one spread row each.
   const std::string spread = slurp(tmp / "csv" / "determinism_spread.csv");
   EXPECT_EQ(std::count(spread.begin(), spread.end(), '\n'), 1 + 21 * 4);
+}
+
+TEST_F(StudyCli, QuickAttentionStudyStoresTaggedRuns) {
+  TempDir tmp;
+  const std::string db = (tmp / "s.db").string();
+  ASSERT_EQ(run({"study", "contention", "--kernel", "attention", "--quick", "--db", db, "--in-process"}), 0)
+      << err.str();
+  EXPECT_NE(out.str().find("study contention-attention-quick, run "), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find(": complete; 20 measured, 0 cannot run"), std::string::npos) << out.str();
+  ASSERT_EQ(run({"study", "contention", "--kernel", "attention", "--quick", "--db", db, "--in-process", "--resume"}), 0)
+      << err.str();
+  EXPECT_NE(out.str().find("is complete on this device and build"), std::string::npos) << out.str();
+  ASSERT_EQ(run({"db", "export", "--csv", (tmp / "csv").string(), "--db", db}), 0) << err.str();
+  EXPECT_NE(slurp(tmp / "csv" / "studies.csv").find("contention-attention-quick,contention,"), std::string::npos);
+  // 20 results x 5 outputs (O, lse, dQ, dK, dV): one spread row each.
+  const std::string spread = slurp(tmp / "csv" / "determinism_spread.csv");
+  EXPECT_EQ(std::count(spread.begin(), spread.end(), '\n'), 1 + 20 * 5);
 }
 
 }  // namespace
