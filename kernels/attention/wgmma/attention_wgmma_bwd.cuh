@@ -89,6 +89,15 @@ struct BwdKv {
   // Ordered dQ: thread 0 of the consumers spins on a flag (acquire) and
   // releases it after named barrier 1 over the 256 consumer threads.
   using Ordered = cutlass::GenericBarrier<cutlass::detail::NamedBarrierSync<256, 1>>;
+  // The mi-th query block a CTA walks, of [m_begin, m_blocks). Ascending,
+  // except ordered dQ: descending, so that every key block starts on the last
+  // query block, which all of them see. Ascending, a causal key block n would
+  // start at its first visible block ~2n and wait there behind key blocks
+  // 0 .. n-1, holding its SM while key block 0 walks every query block
+  // (measured: causal ordered as slow as non-causal).
+  __device__ static int query_block(int m_begin, int m_blocks, int mi) {
+    return DQ == 3 ? m_blocks - 1 - mi : m_begin + mi;
+  }
 
   struct SharedStorage {
     cute::array_aligned<T, cosize_v<SmemK>, 1024> k;
@@ -205,7 +214,8 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
         auto [tQg, tQs] = tma_partition(p.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
         auto [tdOg, tdOs] =
             tma_partition(p.tma_do, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sdO), group_modes<0, 2>(gdO));
-        for (int m = m_begin; m < p.m_blocks; ++m) {
+        for (int mi = 0; mi < m_count; ++mi) {
+          const int m = K_::query_block(m_begin, p.m_blocks, mi);
           pipe_q.producer_acquire(st);
           copy(p.tma_q.with(*pipe_q.producer_get_barrier(st)), tQg(_, m), tQs(_, st.index()));
           pipe_do.producer_acquire(st);
@@ -255,7 +265,8 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
       for (int g = 0; g < p.group; ++g) {
         const int h = hk * p.group + g;
         const int64_t bh = int64_t(b) * p.H + h;
-        for (int m = m_begin; m < p.m_blocks; ++m, ++it) {
+        for (int mi = 0; mi < m_count; ++mi, ++it) {
+          const int m = K_::query_block(m_begin, p.m_blocks, mi);
           const int q0 = m * BR;
           // LSE (log2 units; +inf where P must be 0: rows >= Sq or LSE = -inf)
           // and D of the block's BR rows, one value per thread of the
