@@ -4,6 +4,7 @@
 
 #include "db/store.h"
 #include "tuner/build_info.h"
+#include "tuner/git_commit.h"
 
 #ifndef DETFUSE_VERSION
 #define DETFUSE_VERSION "unknown"
