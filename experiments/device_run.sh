@@ -174,9 +174,11 @@ for stage in "$@"; do
       V128="--variant $W.owning.br64_bc128_st2_qbc64_qst2_d128 --variant $W.owning.br64_bc128_st3_qbc64_qst2_d128
             --variant $W.atomic.br64_bc128_st2_d128 --variant $W.partials.br64_bc128_st2_d128_mb256
             --variant $W.ordered.br64_bc128_st2_d128 --variant $W.ordered.br64_bc128_st3_d128
+            --variant $W.atomic.br64_bc128_st2_tma1_d128 --variant $W.ordered.br64_bc128_st2_tma1_d128
             --variant $W.fwd.br128_bc128_st2_ov1_pp0_d128"
       V64="--variant $W.owning.br64_bc128_st2_qbc128_qst2_d64 --variant $W.owning.br96_bc128_st2_qbc128_qst2_d64
            --variant $W.atomic.br64_bc128_st2_d64 --variant $W.ordered.br64_bc128_st2_d64
+           --variant $W.atomic.br64_bc128_st2_tma1_d64 --variant $W.ordered.br64_bc128_st2_tma1_d64
            --variant $W.fwd.br128_bc128_st3_ov1_pp0_d64"
       for c in "" --causal; do
         run attention_bench 150 "$D/detfuse" bench attention --shape 4,32,32,4096,4096,128 $c --repeats 5 $V128

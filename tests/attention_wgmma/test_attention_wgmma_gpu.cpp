@@ -20,6 +20,7 @@
 
 #include "kernels/attention/bwd_common.h"
 #include "kernels/attention/wgmma/attention_wgmma.h"
+#include "kernels/attention/wgmma/attention_wgmma_bwd.h"
 #include "kernels/common/buffer.h"
 #include "kernels/common/device_info.h"
 #include "kernels/common/digest.h"
@@ -225,9 +226,9 @@ TEST(AttentionWgmmaGpu, LaunchRefusesNullAndMisalignedPointers) {
 
 // ------------------------------------------------------------------ backward
 
-TEST(AttentionWgmmaBwd, TwelveVariantsRunBothModesWithReasonsAndWorkspace) {
+TEST(AttentionWgmmaBwd, SixteenVariantsRunBothModesWithReasonsAndWorkspace) {
   const auto vs = wgmma_bwd_variants();
-  ASSERT_EQ(vs.size(), 12u);
+  ASSERT_EQ(vs.size(), 16u);
   DeviceInfo h200;
   h200.cc_major = 9;
   h200.cc_minor = 0;
@@ -263,8 +264,12 @@ TEST(AttentionWgmmaBwd, TwelveVariantsRunBothModesWithReasonsAndWorkspace) {
     }
     EXPECT_EQ(v->workspace_bytes(p, AttentionMode::forward), 0u);
     size_t extra = v->desc.strategy == "atomic" ? attention::dq_acc_bytes(p) : 0;
+    const int br = int(param(*v, "br"));
+    const bool tma = param(*v, "tma") == 1;
     if (v->desc.strategy == "ordered")
-      extra = attention::dq_acc_bytes(p) + attention::ordered_sem_bytes(p, int(param(*v, "br")));
+      extra = (tma ? attention::wg::dq_tile_acc_bytes(p, br) : attention::dq_acc_bytes(p)) +
+              attention::ordered_sem_bytes(p, br);
+    if (v->desc.strategy == "atomic" && tma) extra = attention::wg::dq_tile_acc_bytes(p, br);
     if (v->desc.strategy == "partials") {
       const auto pl = attention::plan_partials(p, 128, size_t(param(*v, "mb")) << 20);
       ASSERT_TRUE(pl.has_value());
@@ -273,9 +278,11 @@ TEST(AttentionWgmmaBwd, TwelveVariantsRunBothModesWithReasonsAndWorkspace) {
     EXPECT_EQ(v->workspace_bytes(p, AttentionMode::backward), attention::d_bytes(p) + extra);
   }
   EXPECT_EQ(owning, 4);
-  EXPECT_EQ(atomic, 4);
+  EXPECT_EQ(atomic, 6);
   EXPECT_EQ(partials, 1);
-  EXPECT_EQ(ordered, 3);
+  EXPECT_EQ(ordered, 5);
+  EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.atomic.br64_bc128_st2_tma1_d128"), nullptr);
+  EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_d64"), nullptr);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.ordered.br64_bc128_st2_d128"), nullptr);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.ordered.br64_bc128_st2_d64"), nullptr);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.partials.br64_bc128_st2_d128_mb256"), nullptr);
@@ -405,7 +412,7 @@ TEST(AttentionWgmmaBwdGpu, OrderedManyKeyBlocks) {
   std::vector<const AttentionVariant*> vs;
   for (const auto* v : wgmma_bwd_variants())
     if (v->desc.strategy == "ordered") vs.push_back(v);
-  ASSERT_EQ(vs.size(), 3u);
+  ASSERT_EQ(vs.size(), 5u);
   const Case cases[] = {
       {2, 8, 4, 640, 2304, false, 0.0, "ordered: 18 key blocks, GQA 2:1"},
       {2, 8, 4, 2100, 2304, true, 0.0, "ordered: 18 key blocks, causal Sq < Sk, odd Sq"},

@@ -20,6 +20,14 @@
 //                  have added theirs to the query block (a semaphore per (batch, head,
 //                  query block) counts them: FlashAttention-3's deterministic
 //                  mode), so every dQ element is summed in key-block order.
+//                  TMA dQ (DQ 4 atomic, 5 ordered: FlashAttention-3's dQ
+//                  path): the consumers store scale * dS K into a
+//                  double-buffered fp32 shared tile (in their fragment order,
+//                  bank-conflict free) and go on; warp 1 of the producer
+//                  warpgroup adds the tile into the tile-blocked accumulator
+//                  with one cp.reduce.async.bulk add (ordered: after the
+//                  semaphore says key blocks 0 .. n-1 have added theirs).
+//                  bwd_dq_tma_convert un-permutes it into dQ afterwards.
 //   epilogue       dK * scale and dV, bf16, keys < Sk.
 // dq kernel (owning), per CTA (query block of 128 rows, head, batch): Q and dO
 // once, K and V rings over the key blocks in ascending order: S = Q K^T and
@@ -31,8 +39,10 @@
 // 8 (v / 4) + 2 (l % 4) + v % 2 (attention_wgmma.cuh).
 #pragma once
 
+#include <algorithm>
 #include <type_traits>
 
+#include <cuda/ptx>
 #include <cutlass/barrier.h>
 
 #include "kernels/attention/wgmma/attention_wgmma.cuh"
@@ -47,7 +57,9 @@ template <class Cfg>
 struct BwdKv {
   using T = cutlass::bfloat16_t;
   static constexpr int D = Cfg::D, BR = Cfg::BR, BC = Cfg::BC, ST = Cfg::STAGES;
-  static constexpr int DQ = Cfg::DQ;  // 0 none, 1 atomic, 2 partials, 3 ordered
+  static constexpr int DQ = Cfg::DQ;  // 0 none, 1 atomic, 2 partials, 3 ordered, 4/5 atomic/ordered by TMA
+  static constexpr bool kTma = DQ == 4 || DQ == 5;
+  static constexpr bool kOrderedDq = DQ == 3 || DQ == 5;
   static constexpr int THREADS = 384, kConsumers = 256;
   static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
   static constexpr uint32_t kTileBytes = uint32_t(BR) * D * sizeof(T);
@@ -75,6 +87,26 @@ struct BwdKv {
           GMMA::ss_op_selector<T, T, float, Shape<_64, Int<D>, _64>, GMMA::Major::K, GMMA::Major::MN>(),
           Layout<Shape<_1, _1, _1>>{}))>;
   static constexpr int kDqPerThread = kDqSplitN ? D / 4 : D / 2;
+  // TMA dQ: threads writing the shared tile (d = 64: warpgroup 0, after the
+  // other's part is added), each kDqPerThread values; value i of thread t at
+  // (i / 2) * 2 kDqWriters + 2 t + i % 2 (consecutive threads, consecutive
+  // float2: no bank conflicts). Named barriers: full[b] 4 + b, empty[b] 6 + b,
+  // the 256 consumers and the writer warp.
+  static constexpr int kDqWriters = kDqSplitN ? 256 : 128;
+  static_assert(DQ == 0 || kDqWriters * kDqPerThread == BR * D, "the writers cover the tile");
+  static constexpr int kBarFull = 4, kBarEmpty = 6, kBarDqThreads = 256 + 32;
+  __host__ __device__ static constexpr int dq_tile_offset(int t, int i) {
+    return (i / 2) * 2 * kDqWriters + 2 * t + i % 2;
+  }
+  // Row (query in the block) and column of value i of consumer thread t's dQ
+  // part (d = 128: warpgroup t / 128 holds columns [wg D/2, (wg + 1) D/2) in
+  // the 64 x N layout; d = 64: every column, from its own keys).
+  __host__ __device__ static constexpr int dq_row(int t, int i) {
+    return (t % 128) / 32 * 16 + (t % 32) / 4 + 8 * ((i / 2) % 2);
+  }
+  __host__ __device__ static constexpr int dq_col(int t, int i) {
+    return (kDqSplitN ? t / 128 * (D / 2) : 0) + 8 * (i / 4) + 2 * (t % 4) + i % 2;
+  }
 
   using Atom = GMMA::Layout_K_SW128_Atom<T>;
   using SmemK = decltype(tile_to_shape(Atom{}, Shape<Int<BC>, Int<D>>{}));
@@ -89,15 +121,17 @@ struct BwdKv {
   // Ordered dQ: thread 0 of the consumers spins on a flag (acquire) and
   // releases it after named barrier 1 over the 256 consumer threads.
   using Ordered = cutlass::GenericBarrier<cutlass::detail::NamedBarrierSync<256, 1>>;
-  // The mi-th query block a CTA walks, of [m_begin, m_blocks). Ascending,
-  // except ordered dQ: descending, so that every key block starts on the last
-  // query block, which all of them see. Ascending, a causal key block n would
-  // start at its first visible block ~2n and wait there behind key blocks
-  // 0 .. n-1, holding its SM while key block 0 walks every query block
-  // (measured: causal ordered as slow as non-causal).
-  __device__ static int query_block(int m_begin, int m_blocks, int mi) {
-    return DQ == 3 ? m_blocks - 1 - mi : m_begin + mi;
-  }
+  // The query blocks a CTA walks, [m_begin, m_blocks): m = m_first, m_first +
+  // kMStep, ... != m_end. Ascending, except ordered dQ: descending, so that
+  // every key block starts on the last query block, which all of them see.
+  // Ascending, a causal key block n would start at its first visible block
+  // ~2n and wait there behind key blocks 0 .. n-1, holding its SM while key
+  // block 0 walks every query block (measured: causal ordered as slow as
+  // non-causal). (An index loop with m computed from it cost ptxas ~100 more
+  // bytes of spills in the atomic kernels.)
+  static constexpr int kMStep = kOrderedDq ? -1 : 1;
+  __device__ static int m_first(int m_begin, int m_blocks) { return kOrderedDq ? m_blocks - 1 : m_begin; }
+  __device__ static int m_end(int m_begin, int m_blocks) { return kOrderedDq ? m_begin - 1 : m_blocks; }
 
   struct SharedStorage {
     cute::array_aligned<T, cosize_v<SmemK>, 1024> k;
@@ -105,6 +139,7 @@ struct BwdKv {
     cute::array_aligned<T, cosize_v<SmemQ>, 1024> q;
     cute::array_aligned<T, cosize_v<SmemQ>, 1024> dO;
     cute::array_aligned<T, DQ != 0 ? cosize_v<SmemDS> : 8, 1024> ds;
+    alignas(128) float dqs[kTma ? 2 : 1][kTma ? BR * D : 4];  // TMA dQ: double-buffered tile
     // Per consumer warpgroup, double-buffered: LSE (log2 units, +inf where P
     // must be 0) and D of the current query block's BR rows.
     alignas(16) float lse2[2][2][BR];
@@ -133,7 +168,8 @@ struct BwdKv {
     const float* Dvec;  // [B, H, Sq]
     T* dK;
     T* dV;
-    float* dq;  // atomic, ordered: the fp32 accumulator [B, H, Sq, D]; partials: the slab
+    float* dq;  // atomic, ordered: the fp32 accumulator [B, H, Sq, D] (TMA: [B, H, m_blocks, BR * D]
+                // tile-blocked, dq_tile_offset order); partials: the slab
     int* sem;   // ordered: [B, H, m_blocks] key blocks added so far, zeroed by the caller
     int kb_begin, kb_count, unit_begin;  // this launch's key blocks and (b, kv head) units
   };
@@ -165,7 +201,8 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
     const int first_q = n_block * BC - (p.Sk - p.Sq);
     m_begin = first_q <= 0 ? 0 : first_q / BR;
   }
-  const int m_count = p.m_blocks > m_begin ? p.m_blocks - m_begin : 0;
+  m_begin = min(m_begin, p.m_blocks);  // the walks below stop at m_blocks (or start below it)
+  const int m_count = p.m_blocks - m_begin;
   const int iters = m_count * p.group;
 
   if (tid == 0) {
@@ -194,6 +231,47 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
   if (warp_group == 0) {
     // ------------------------------------------------------------ producer
     cutlass::arch::warpgroup_reg_dealloc<K_::kProducerRegs>();
+    if constexpr (K_::kTma) {
+      if (tid / 32 == 1 && iters > 0) {
+        // The dQ writer: one bulk add per (query head, query block), in the
+        // consumers' order.
+        const int lane = tid % 32;
+        int it = 0;
+        for (int g = 0; g < p.group; ++g) {
+          const int64_t bh = int64_t(b) * p.H + hk * p.group + g;
+          for (int m = K_::m_first(m_begin, p.m_blocks); m != K_::m_end(m_begin, p.m_blocks); m += K_::kMStep, ++it) {
+            const int buf = it % 2;
+            detail::named_sync(K_::kBarFull + buf, K_::kBarDqThreads);
+            if (lane == 0) {
+              int* flag = p.sem + bh * p.m_blocks + m;
+              if constexpr (K_::kOrderedDq) {
+                int seen;
+                do {
+                  asm volatile("ld.global.acquire.gpu.b32 %0, [%1];" : "=r"(seen) : "l"(flag) : "memory");
+                } while (seen != n_block);
+                cuda::ptx::fence_proxy_async(cuda::ptx::space_global);  // our bulk add after theirs
+              }
+              cuda::ptx::cp_reduce_async_bulk(cuda::ptx::space_global, cuda::ptx::space_shared, cuda::ptx::op_add,
+                                              p.dq + (bh * p.m_blocks + m) * (BR * D), &ss.dqs[buf][0],
+                                              uint32_t(BR * D * sizeof(float)));
+              cuda::ptx::cp_async_bulk_commit_group();
+              if constexpr (K_::kOrderedDq) {
+                // Done writing (not only reading): then the next key block may add.
+                cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<0>{});
+                cuda::ptx::fence_proxy_async(cuda::ptx::space_global);
+                asm volatile("fence.acq_rel.gpu;\n\tred.relaxed.gpu.global.add.s32 [%0], 1;" ::"l"(flag) : "memory");
+              } else {
+                cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<0>{});
+              }
+            }
+            __syncwarp();
+            // The consumers wait for buffer buf again at iteration it + 2.
+            if (it + 2 < iters) detail::named_arrive(K_::kBarEmpty + buf, K_::kBarDqThreads);
+          }
+        }
+        if (lane == 0) cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<0>{});  // before the CTA exits
+      }
+    }
     if (tid == 0 && iters > 0) {
       Tensor mQ = p.tma_q.get_tma_tensor(make_shape(p.Sq, D, p.H, p.B));
       Tensor mdO = p.tma_do.get_tma_tensor(make_shape(p.Sq, D, p.H, p.B));
@@ -214,8 +292,7 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
         auto [tQg, tQs] = tma_partition(p.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
         auto [tdOg, tdOs] =
             tma_partition(p.tma_do, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sdO), group_modes<0, 2>(gdO));
-        for (int mi = 0; mi < m_count; ++mi) {
-          const int m = K_::query_block(m_begin, p.m_blocks, mi);
+        for (int m = K_::m_first(m_begin, p.m_blocks); m != K_::m_end(m_begin, p.m_blocks); m += K_::kMStep) {
           pipe_q.producer_acquire(st);
           copy(p.tma_q.with(*pipe_q.producer_get_barrier(st)), tQg(_, m), tQs(_, st.index()));
           pipe_do.producer_acquire(st);
@@ -265,8 +342,7 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
       for (int g = 0; g < p.group; ++g) {
         const int h = hk * p.group + g;
         const int64_t bh = int64_t(b) * p.H + h;
-        for (int mi = 0; mi < m_count; ++mi, ++it) {
-          const int m = K_::query_block(m_begin, p.m_blocks, mi);
+        for (int m = K_::m_first(m_begin, p.m_blocks); m != K_::m_end(m_begin, p.m_blocks); m += K_::kMStep, ++it) {
           const int q0 = m * BR;
           // LSE (log2 units; +inf where P must be 0: rows >= Sq or LSE = -inf)
           // and D of the block's BR rows, one value per thread of the
@@ -364,16 +440,52 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
               K_::Ordered::wait_eq(p.sem, ctid, flag, n_block);
             else
               detail::named_sync(1, 256);
+            if constexpr (K_::kTma) {
+              if constexpr (!K_::kDqSplitN) {
+                // d = 64: warpgroup 1's part added to warpgroup 0's (as ordered).
+                float* xch = reinterpret_cast<float*>(ss.ds.data());
+                if (wg == 1) {
+                  CUTLASS_PRAGMA_UNROLL
+                  for (int i = 0; i < size(tdQacc); i += 2)
+                    *reinterpret_cast<float2*>(xch + K_::dq_tile_offset(ctid - 128, i)) =
+                        make_float2(tdQacc(i), tdQacc(i + 1));
+                }
+                detail::named_sync(1, 256);
+                if (wg == 0) {
+                  CUTLASS_PRAGMA_UNROLL
+                  for (int i = 0; i < size(tdQacc); i += 2) {
+                    const float2 o = *reinterpret_cast<const float2*>(xch + K_::dq_tile_offset(ctid, i));
+                    tdQacc(i) += o.x;
+                    tdQacc(i + 1) += o.y;
+                  }
+                }
+                detail::named_sync(1, 256);  // read before the next query block writes dS there
+              }
+              const int buf = it % 2;
+              if (it >= 2) detail::named_sync(K_::kBarEmpty + buf, K_::kBarDqThreads);  // the writer read it
+              if (K_::kDqSplitN || wg == 0) {
+                float* tile = ss.dqs[buf];
+                CUTLASS_PRAGMA_UNROLL
+                for (int i = 0; i < size(tdQacc); i += 2)
+                  *reinterpret_cast<float2*>(tile + K_::dq_tile_offset(ctid, i)) =
+                      make_float2(tdQacc(i) * p.scale, tdQacc(i + 1) * p.scale);
+              }
+              cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);  // visible to the bulk copy
+              detail::named_arrive(K_::kBarFull + buf, K_::kBarDqThreads);
+            }
             // Atomic, ordered: this head's rows of the accumulator. Partials:
             // this key block's slot of the slab, rows (head of the group, query).
             float* dq = K_::DQ != 2
                             ? p.dq + bh * p.Sq * D
                             : p.dq + ((int64_t(blockIdx.y) * p.kb_count + blockIdx.x) * p.group + g) * p.Sq * D;
-            // d = 128: warpgroup wg holds columns [wg D/2, (wg + 1) D/2) in the
-            // 64 x N layout; d = 64: every column, from its own keys.
+            // K_::dq_row / dq_col of this thread, from the values it holds
+            // in registers already (recomputing from ctid costs ptxas ~100
+            // more bytes of spills in these kernels).
             auto row_of = [&](int i) { return wq * 16 + lane / 4 + 8 * ((i / 2) % 2); };
             auto col_of = [&](int i) { return (K_::kDqSplitN ? wg * (D / 2) : 0) + 8 * (i / 4) + col_lane; };
-            if constexpr (K_::DQ == 3) {
+            if constexpr (K_::kTma) {
+              // added by the writer warp
+            } else if constexpr (K_::DQ == 3) {
               if constexpr (!K_::kDqSplitN) {
                 // d = 64: warpgroup 1 hands its part to warpgroup 0 through the
                 // dS buffer (both have read dS: 64 x 64 fp32 = its 16 KB), which
@@ -712,6 +824,23 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_dq_wgmma_kernel(const __
 #endif
 }
 
+// TMA dQ: the tile-blocked accumulator [B H][m_blocks][BR D] (dq_tile_offset
+// order, scale applied) to dQ [B, H, Sq, D] in bf16, rows < Sq.
+template <class Cfg>
+__global__ void attention_bwd_dq_tma_convert_kernel(const float* __restrict__ acc, __nv_bfloat16* __restrict__ dQ,
+                                                    int64_t tiles, int Sq, int m_blocks) {
+  using K_ = BwdKv<Cfg>;
+  constexpr int BR = K_::BR, D = K_::D, NT = K_::kDqWriters, TILE = BR * D;
+  const int64_t n = tiles * TILE;
+  for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < n; idx += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t tile = idx / TILE;
+    const int off = int(idx % TILE);
+    const int t = off % (2 * NT) / 2, i = off / (2 * NT) * 2 + off % 2;  // dq_tile_offset inverted
+    const int q = int(tile % m_blocks) * BR + K_::dq_row(t, i);
+    if (q < Sq) dQ[((tile / m_blocks) * Sq + q) * D + K_::dq_col(t, i)] = __float2bfloat16_rn(acc[idx]);
+  }
+}
+
 // -------------------------------------------------------------------- host
 namespace detail {
 inline void check_ptr(const void* ptr, const char* name) {
@@ -750,7 +879,8 @@ void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const flo
   if (a.lse_in == nullptr) throw Error("attention wgmma backward: lse_in is null");
   if (Dvec == nullptr) throw Error("attention wgmma backward: workspace is null");
   if (Cfg::DQ != 0 && dq == nullptr) throw Error("attention wgmma backward: workspace is null");
-  if (Cfg::DQ == 3 && sem == nullptr) throw Error("attention wgmma backward: ordered dQ needs its semaphores");
+  if ((Cfg::DQ == 3 || Cfg::DQ == 5) && sem == nullptr)
+    throw Error("attention wgmma backward: ordered dQ needs its semaphores");
   const int B = int(pr.B), H = int(pr.H), Hkv = int(pr.Hkv), Sq = int(pr.Sq), Sk = int(pr.Sk);
   constexpr int D = Cfg::D;
   auto gq = detail::gtensor<T>(a.Q, Sq, D, H, B);
@@ -780,7 +910,7 @@ void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const flo
   // Ordered: a key block waits for the ones before it, so the launch holds
   // every key block of its units, in blockIdx.x order (the hardware starts
   // blocks in linear index order: a waiting block's predecessors have started).
-  if (Cfg::DQ == 3 && (kb_begin != 0 || kb_count != n_kb))
+  if ((Cfg::DQ >= 3) && (kb_begin != 0 || kb_count != n_kb))
     throw Error("attention wgmma backward: ordered dQ launches every key block at once");
   P.kb_begin = int(kb_begin);
   P.kb_count = int(kb_count);
@@ -791,6 +921,15 @@ void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const flo
   dim3 grid(unsigned(kb_count), unsigned(units), 1);
   kernel<<<grid, K_::THREADS, smem, stream>>>(P);
   DETFUSE_CUDA_CHECK(cudaGetLastError());
+  if constexpr (K_::kTma) {
+    if (a.dQ == nullptr) throw Error("attention wgmma backward: dQ is null");
+    const int64_t tiles = pr.B * pr.H * int64_t(P.m_blocks);
+    const int64_t n = tiles * Cfg::BR * D;
+    const unsigned blocks = unsigned(std::min<int64_t>((n + 255) / 256, 132 * 32));
+    attention_bwd_dq_tma_convert_kernel<Cfg><<<blocks, 256, 0, stream>>>(
+        dq, static_cast<__nv_bfloat16*>(a.dQ), tiles, Sq, P.m_blocks);
+    DETFUSE_CUDA_CHECK(cudaGetLastError());
+  }
 }
 
 template <class Cfg>

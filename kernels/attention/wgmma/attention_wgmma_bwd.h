@@ -14,6 +14,11 @@
 //              of the partials slab. DQ 3 (ordered): it adds dS K into the
 //              dQ accumulator with plain loads and stores, key blocks in
 //              ascending order per query block (a semaphore each).
+//              DQ 4 / 5 (atomic / ordered by TMA, FlashAttention-3's dQ
+//              path): the consumers hand scale * dS K to a writer warp
+//              through a double-buffered shared tile; it adds the tile to a
+//              tile-blocked fp32 accumulator with one cp.reduce.async.bulk
+//              (ordered: behind the semaphore); a convert kernel writes dQ.
 //   dq kernel  (the `owning` strategy) CTA per (query block of 128 rows, head,
 //              batch); recomputes S and dP per key block in key order and
 //              accumulates dQ = scale * sum_n dS_n K_n in registers.
@@ -36,9 +41,10 @@ namespace detfuse::attention::wg {
 template <int D_, int BR_, int STAGES_, int DQ_>
 struct BwdKvConfig {
   static constexpr int D = D_, BR = BR_, BC = 128, STAGES = STAGES_, DQ = DQ_;
-  static constexpr bool DQ_ATOMIC = DQ == 1, DQ_PARTIALS = DQ == 2, DQ_ORDERED = DQ == 3;
+  static constexpr bool DQ_ATOMIC = DQ == 1 || DQ == 4, DQ_PARTIALS = DQ == 2, DQ_ORDERED = DQ == 3 || DQ == 5;
+  static constexpr bool DQ_TMA = DQ == 4 || DQ == 5;
   static_assert(D == 64 || D == 128, "head dim 64 or 128");
-  static_assert(DQ >= 0 && DQ <= 3, "DQ: 0 none, 1 atomic, 2 partials, 3 ordered");
+  static_assert(DQ >= 0 && DQ <= 5, "DQ: 0 none, 1 atomic, 2 partials, 3 ordered, 4 atomic by TMA, 5 ordered by TMA");
   static_assert(BR % 16 == 0 && BR >= 16 && BR <= 128, "BR: the wgmma N of K Q^T and the K of P^T dO (16s)");
   static_assert(DQ == 0 || BR == 64, "dQ in the kv kernel: dS K is one wgmma M = 64 tile of queries");
   static_assert(!DQ_PARTIALS || D == 128,
@@ -46,8 +52,14 @@ struct BwdKvConfig {
   static_assert(STAGES >= 2, "at least a double-buffered Q/dO ring");
   // K, V (BC x D), STAGES Q and dO tiles (BR x D), dS (BR x BC) when DQ; bf16.
   static constexpr int kSmemTiles = 2 * (2 * BC * D + 2 * STAGES * BR * D + (DQ != 0 ? BR * BC : 0));
-  static_assert(kSmemTiles + 1024 <= 227 * 1024, "shared memory above the 227 KB of an sm_90 block");
+  static constexpr int kSmemBytes = kSmemTiles + (DQ_TMA ? 2 * BR * D * 4 : 0);  // + the fp32 dQ tiles
+  static_assert(kSmemBytes + 1024 <= 227 * 1024, "shared memory above the 227 KB of an sm_90 block");
 };
+
+// The tile-blocked fp32 dQ accumulator of the TMA variants: [B, H, ceil(Sq / br), br * d].
+inline size_t dq_tile_acc_bytes(const AttentionProblem& p, int br) {
+  return (size_t(p.B * p.H * ((p.Sq + br - 1) / br)) * size_t(br) * size_t(p.d) * sizeof(float) + 255) / 256 * 256;
+}
 
 // dq kernel (owning): BR = 128 query rows (64 per consumer warpgroup), BC keys
 // per K/V tile, STAGES-deep K/V rings.
@@ -69,11 +81,15 @@ using KvD128Br64St3A = BwdKvConfig<128, 64, 3, 1>;
 using KvD128Br64St2P = BwdKvConfig<128, 64, 2, 2>;
 using KvD128Br64St2O = BwdKvConfig<128, 64, 2, 3>;
 using KvD128Br64St3O = BwdKvConfig<128, 64, 3, 3>;
+using KvD128Br64St2AT = BwdKvConfig<128, 64, 2, 4>;
+using KvD128Br64St2OT = BwdKvConfig<128, 64, 2, 5>;
 using KvD64Br64St2 = BwdKvConfig<64, 64, 2, 0>;
 using KvD64Br96St2 = BwdKvConfig<64, 96, 2, 0>;  // br128 spilled 768 bytes (S^T, dP^T 64 registers each)
 using KvD64Br64St2A = BwdKvConfig<64, 64, 2, 1>;
 using KvD64Br64St4A = BwdKvConfig<64, 64, 4, 1>;
 using KvD64Br64St2O = BwdKvConfig<64, 64, 2, 3>;
+using KvD64Br64St2AT = BwdKvConfig<64, 64, 2, 4>;
+using KvD64Br64St2OT = BwdKvConfig<64, 64, 2, 5>;
 using DqD128Bc64St2 = BwdDqConfig<128, 64, 2>;
 using DqD64Bc128St2 = BwdDqConfig<64, 128, 2>;
 
@@ -91,7 +107,9 @@ size_t bwd_dq_smem_bytes();
 // [units][kb_count][(H/Hkv) Sq d] (launch_partials_reduce's layout); DQ 3:
 // adds scale * dS K into dq (zeroed by the caller) in key-block order, counted
 // in sem (int [B, H, ceil(Sq / BR)], zeroed by the caller), every key block in
-// one launch.
+// one launch; DQ 4 / 5: adds into dq, the tile-blocked accumulator
+// (dq_tile_acc_bytes, zeroed by the caller; 5: in key-block order counted in
+// sem), then writes args.dQ (bf16) from it.
 template <class Cfg>
 void launch_bwd_kv(const AttentionProblem& p, const AttentionArgs& args, const float* Dvec, float* dq,
                    cudaStream_t stream, int64_t kb_begin = 0, int64_t kb_count = -1, int64_t unit_begin = 0,
@@ -116,6 +134,10 @@ DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2P)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2O)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St3O)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br64St2O)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2AT)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OT)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br64St2AT)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br64St2OT)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br64St2)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br96St2)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br64St2A)

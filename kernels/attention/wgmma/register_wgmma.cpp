@@ -9,8 +9,10 @@
 //                                    atomics and the convert pass; ordered:
 //                                    + dQ added in key-block order behind a
 //                                    semaphore per query block, and the
-//                                    convert pass), owning: the dq kernel
-//                                    over query blocks.
+//                                    convert pass; `tma1`: dQ added by a
+//                                    writer warp with TMA bulk reductions,
+//                                    FlashAttention-3's path), owning: the
+//                                    dq kernel over query blocks.
 #include <algorithm>
 #include <cstdint>
 #include <optional>
@@ -101,7 +103,8 @@ void add(Registry& r) {
 }
 
 // Forward and backward: Fwd is the forward configuration, Kv the kv kernel's
-// (Kv::DQ: 0 owning, 1 atomic, 2 partials, 3 ordered), Dq the owning dq kernel's (void
+// (Kv::DQ: 0 owning, 1 atomic, 2 partials, 3 ordered, 4 / 5 atomic / ordered by
+// TMA bulk reductions, param tma1), Dq the owning dq kernel's (void
 // otherwise). Partials: slab bound kPartialsMiB (variants.h), as the portable family.
 template <class Fwd, class Kv, class Dq>
 void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
@@ -112,8 +115,9 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
   v.desc.family = Family::attention;
   v.desc.dtype = DType::bf16;
   v.desc.engine = "wgmma";
-  v.desc.strategy = kDq == 0 ? "owning" : kDq == 1 ? "atomic" : kDq == 2 ? "partials" : "ordered";
+  v.desc.strategy = kDq == 0 ? "owning" : Kv::DQ_ATOMIC ? "atomic" : kDq == 2 ? "partials" : "ordered";
   v.desc.params = {{"br", Kv::BR}, {"bc", Kv::BC}, {"st", Kv::STAGES}};
+  if constexpr (Kv::DQ_TMA) v.desc.params.push_back({"tma", 1});
   if constexpr (kDq == 0) {
     static_assert(Dq::D == Kv::D, "one head dim");
     v.desc.params.push_back({"qbc", Dq::BC});
@@ -129,7 +133,7 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
   // element; ordered: each key block's part added after those of the key
   // blocks before it (a semaphore per query block sets the order, not timing).
   // Atomic dQ: fp32 adds in arrival order.
-  v.desc.deterministic = kDq != 1;
+  v.desc.deterministic = !Kv::DQ_ATOMIC;
   v.desc.summary = "Hopper forward (br" + std::to_string(Fwd::BR) + " bc" + std::to_string(Fwd::BC) +
                    " overlapped) + backward: kv kernel (TMA Q/dO ring of " + std::to_string(Kv::STAGES) + "x" +
                    std::to_string(Kv::BR) + " queries, 128 keys, dK dV in registers, GQA heads walked in order)" +
@@ -137,6 +141,10 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
                     : kDq == 2 ? ", dQ partials of dS K per key block (" + std::to_string(kMiB) +
                                      " MiB slab) summed in fixed order"
                     : kDq == 3 ? ", dQ: dS K added in key-block order behind a semaphore per query block + convert pass"
+                    : kDq == 4 ? ", dQ: dS K handed to a writer warp, added by TMA bulk reductions (fp32, arrival "
+                                 "order) + convert pass"
+                    : kDq == 5 ? ", dQ: dS K handed to a writer warp, added by TMA bulk reductions in key-block "
+                                 "order behind a semaphore per query block + convert pass"
                                : ", dQ by a query-block kernel (128 rows, " + std::to_string(qbc_of<Dq>()) +
                                      "-key tiles) walking the key blocks in order");
   v.can_run = [kMiB](const AttentionProblem& p, AttentionMode mode,
@@ -161,6 +169,8 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
     size_t n = d_bytes(p);
     if (kDq == 1) n += dq_acc_bytes(p);
     if (kDq == 3) n += dq_acc_bytes(p) + ordered_sem_bytes(p, Kv::BR);
+    if (kDq == 4) n += dq_tile_acc_bytes(p, Kv::BR);
+    if (kDq == 5) n += dq_tile_acc_bytes(p, Kv::BR) + ordered_sem_bytes(p, Kv::BR);
     if (kDq == 2) {
       if (auto pl = plan_partials(p, Kv::BC, size_t(kMiB) << 20)) n += pl->slab_bytes + pl->acc_bytes;
     }
@@ -192,6 +202,14 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
       DETFUSE_CUDA_CHECK(cudaMemsetAsync(acc, 0, dq_acc_bytes(p) + ordered_sem_bytes(p, Kv::BR), s));
       launch_bwd_kv<Kv>(p, a, Dvec, acc, s, 0, -1, 0, -1, sem);
       launch_convert_f32(DType::bf16, acc, a.dQ, n, s);
+    } else if constexpr (Kv::DQ_TMA) {
+      // The tile-blocked accumulator (and the semaphores) zeroed in one memset;
+      // launch_bwd_kv also writes dQ from it.
+      float* acc = reinterpret_cast<float*>(rest);
+      int* sem = kDq == 5 ? reinterpret_cast<int*>(rest + dq_tile_acc_bytes(p, Kv::BR)) : nullptr;
+      DETFUSE_CUDA_CHECK(cudaMemsetAsync(
+          acc, 0, dq_tile_acc_bytes(p, Kv::BR) + (kDq == 5 ? ordered_sem_bytes(p, Kv::BR) : 0), s));
+      launch_bwd_kv<Kv>(p, a, Dvec, acc, s, 0, -1, 0, -1, sem);
     } else if constexpr (kDq == 2) {
       const auto plan = plan_partials(p, Kv::BC, size_t(kMiB) << 20);
       if (!plan) throw Error("attention wgmma backward: the partials slab bound is too small for this problem");
@@ -244,11 +262,17 @@ void register_attention_wgmma(Registry& r) {
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St3, DqD128Bc64St2>(r);
   add_bwd<FwdD64Bc128St3Ov, KvD64Br64St2, DqD64Bc128St2>(r);
   add_bwd<FwdD64Bc128St3Ov, KvD64Br96St2, DqD64Bc128St2>(r);
+  // The TMA dQ variants first in their strategies: the fastest of each (H200),
+  // and the contention study's --quick takes a strategy's first block shape.
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2AT, void>(r);
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br64St2AT, void>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2A, void>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St3A, void>(r);
   add_bwd<FwdD64Bc128St3Ov, KvD64Br64St2A, void>(r);
   add_bwd<FwdD64Bc128St3Ov, KvD64Br64St4A, void>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2P, void>(r);
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OT, void>(r);
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br64St2OT, void>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2O, void>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St3O, void>(r);
   add_bwd<FwdD64Bc128St3Ov, KvD64Br64St2O, void>(r);
