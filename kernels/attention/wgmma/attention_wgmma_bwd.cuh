@@ -881,6 +881,7 @@ void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const flo
   if (Cfg::DQ != 0 && dq == nullptr) throw Error("attention wgmma backward: workspace is null");
   if ((Cfg::DQ == 3 || Cfg::DQ == 5) && sem == nullptr)
     throw Error("attention wgmma backward: ordered dQ needs its semaphores");
+  if (K_::kTma && a.dQ == nullptr) throw Error("attention wgmma backward: dQ is null");
   const int B = int(pr.B), H = int(pr.H), Hkv = int(pr.Hkv), Sq = int(pr.Sq), Sk = int(pr.Sk);
   constexpr int D = Cfg::D;
   auto gq = detail::gtensor<T>(a.Q, Sq, D, H, B);
@@ -910,8 +911,9 @@ void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const flo
   // Ordered: a key block waits for the ones before it, so the launch holds
   // every key block of its units, in blockIdx.x order (the hardware starts
   // blocks in linear index order: a waiting block's predecessors have started).
+  // TMA: the launch converts the whole accumulator into dQ afterwards.
   if ((Cfg::DQ >= 3) && (kb_begin != 0 || kb_count != n_kb))
-    throw Error("attention wgmma backward: ordered dQ launches every key block at once");
+    throw Error("attention wgmma backward: ordered and TMA dQ launch every key block at once");
   P.kb_begin = int(kb_begin);
   P.kb_count = int(kb_count);
   P.unit_begin = int(unit_begin);
@@ -922,7 +924,6 @@ void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const flo
   kernel<<<grid, K_::THREADS, smem, stream>>>(P);
   DETFUSE_CUDA_CHECK(cudaGetLastError());
   if constexpr (K_::kTma) {
-    if (a.dQ == nullptr) throw Error("attention wgmma backward: dQ is null");
     const int64_t tiles = pr.B * pr.H * int64_t(P.m_blocks);
     const int64_t n = tiles * Cfg::BR * D;
     const unsigned blocks = unsigned(std::min<int64_t>((n + 255) / 256, 132 * 32));

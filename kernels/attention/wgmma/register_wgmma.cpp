@@ -30,7 +30,7 @@ namespace detfuse::attention::wg {
 namespace {
 
 constexpr const char* kForwardOnly =
-    "forward only: the wgmma fwd variants have no backward (the wgmma owning and atomic variants run both modes)";
+    "forward only: the wgmma fwd variants have no backward (the wgmma owning, atomic, partials and ordered variants run both modes)";
 
 // The checks every wgmma variant shares: dtype, head dim, device, sizes and
 // shared memory (smem: the dynamic bytes of the largest kernel it launches).
