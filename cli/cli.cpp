@@ -37,7 +37,8 @@ const char* kTopUsage =
     "  bench     time variants (bench flce: against three cuBLAS GEMMs; bench attention: forward\n"
     "            and forward+backward)\n"
     "  db        export --csv DIR | merge OTHER.db\n"
-    "  study     contention --kernel flce: the contention study's sweep, tagged in the store\n"
+    "  study     contention --kernel flce | attention: the contention study's sweep, tagged in\n"
+    "            the store\n"
     "\n"
     "`detfuse <command> --help` describes each command.\n";
 
