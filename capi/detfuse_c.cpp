@@ -291,6 +291,8 @@ AttentionProblem to_attention_problem(const detfuse_attention_problem* c) {
     throw invalid_argument("problem.causal: must be 0 or 1, got " + std::to_string(c->causal));
   p.causal = c->causal != 0;
   p.scale = c->scale;
+  p.softcap = c->softcap;
+  p.window = c->window;
   try {
     p.validate();
   } catch (const Error& e) {
@@ -554,6 +556,8 @@ int32_t detfuse_attention_problem_init(detfuse_attention_problem* problem) {
     problem->dtype = d.dtype == DType::bf16 ? DETFUSE_DTYPE_BF16 : DETFUSE_DTYPE_F32;
     problem->causal = d.causal ? 1 : 0;
     problem->scale = d.scale;
+    problem->softcap = d.softcap;
+    problem->window = d.window;
   });
 }
 

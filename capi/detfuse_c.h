@@ -35,8 +35,9 @@
 extern "C" {
 #endif
 
-/* 1: FLCE and digests. 2: attention entry points (detfuse_attention_*). */
-#define DETFUSE_C_ABI_VERSION 2
+/* 1: FLCE and digests. 2: attention entry points (detfuse_attention_*).
+ * 3: detfuse_attention_problem.softcap and .window. */
+#define DETFUSE_C_ABI_VERSION 3
 
 typedef enum detfuse_status {
   DETFUSE_OK = 0,
@@ -193,6 +194,9 @@ typedef struct detfuse_attention_problem {
   int32_t dtype;  /* detfuse_dtype of Q, K, V, O, dO and the gradients */
   int32_t causal; /* 0 or 1 */
   double scale;   /* softmax scale; 0 means 1/sqrt(d) */
+  double softcap; /* 0 disables; > 0: scores capped as softcap*tanh(s/softcap) */
+  int64_t window; /* 0 disables; > 0: sliding window of `window` keys ending at the
+                     query's bottom-right aligned diagonal (kernels/common/problem.h) */
 } detfuse_attention_problem;
 
 /* Device pointers (detfuse::AttentionArgs). forward: Q K V O lse; backward:
@@ -213,8 +217,8 @@ typedef struct detfuse_attention_args {
   size_t workspace_size;
 } detfuse_attention_args;
 
-/* Fills the defaults of detfuse::AttentionProblem (bf16, not causal, scale 0;
- * every dimension 0). */
+/* Fills the defaults of detfuse::AttentionProblem (bf16, not causal, scale 0,
+ * no softcap, no window; every dimension 0). */
 DETFUSE_C_API int32_t detfuse_attention_problem_init(detfuse_attention_problem* problem);
 /* Validates the problem (no GPU) and writes its canonical key
  * ("attention:B=..,H=..,...") into key[key_cap] when key is not NULL. */

@@ -48,6 +48,8 @@ template <class T>
 AttentionResult attention_reference(const AttentionProblem& p, const T* Qt, const T* Kt, const T* Vt,
                                     const std::type_identity_t<T>* dOt, int threads) {
   p.validate();
+  if (p.softcap > 0 || p.window > 0)
+    throw invalid_argument("softcap/window: not implemented in the attention reference yet");
   if (!Qt) throw invalid_argument("Q: null pointer");
   if (!Kt) throw invalid_argument("K: null pointer");
   if (!Vt) throw invalid_argument("V: null pointer");

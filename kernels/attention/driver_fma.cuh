@@ -63,6 +63,8 @@ struct Driver {
   static std::optional<std::string> can_run(const AttentionProblem& p, AttentionMode m, const DeviceInfo& dev,
                                             Strategy st, int mb) {
     if (p.dtype != dtype) return std::string("dtype: this variant runs ") + detfuse::to_string(dtype);
+    if (p.softcap > 0) return std::string("softcap: not supported by the fma attention yet");
+    if (p.window > 0) return std::string("window: sliding windows are not supported by the fma attention yet");
     if (p.d != C::D)
       return "d: head dim " + std::to_string(p.d) + " is not this variant's " + std::to_string(C::D) +
              " (the attention engines are built for d = 64 and 128)";

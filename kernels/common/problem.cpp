@@ -135,12 +135,17 @@ void AttentionProblem::validate() const {
   require(d >= 1, "d", "must be >= 1, got " + std::to_string(d));
   if (auto e = dim_error()) throw invalid_argument(*e);
   require(std::isfinite(scale) && scale >= 0, "scale", "must be finite and >= 0 (0 means 1/sqrt(d))");
+  require(std::isfinite(softcap) && softcap >= 0, "softcap", "must be finite and >= 0 (0 disables), got " + num(softcap));
+  require(window >= 0, "window", "must be >= 0 (0 disables), got " + std::to_string(window));
+  if (auto e = dim_limit_error({{"window", window}})) throw invalid_argument(*e);
 }
 
 std::string AttentionProblem::key() const {
   std::ostringstream os;
   os << "attention:B=" << B << ",H=" << H << ",Hkv=" << Hkv << ",Sq=" << Sq << ",Sk=" << Sk << ",d=" << d
      << ",causal=" << (causal ? 1 : 0) << ",scale=" << num(softmax_scale()) << ",dtype=" << to_string(dtype);
+  if (softcap > 0) os << ",cap=" << num(softcap);
+  if (window > 0) os << ",win=" << window;
   return os.str();
 }
 

@@ -25,6 +25,14 @@
 //   causal: query i sees key j iff j <= i + (Sk - Sq) (bottom-right aligned, as
 //   FlashAttention >= 2.1). A row that sees no key has O = 0, LSE = -inf and
 //   zero gradients (never NaN).
+//   softcap > 0: every score is capped before the mask and the softmax,
+//   s_ij = softcap * tanh(S_ij / softcap) (Gemma-2 uses 50); the backward
+//   multiplies dS by 1 - (s_ij / softcap)^2.
+//   window W > 0 (sliding window, bottom-right aligned like causal): query i
+//   sees key j only if j > i + (Sk - Sq) - W, i.e. at most the W keys that end
+//   at its diagonal position (Hugging Face's sliding_window, FlashAttention's
+//   window_size left = W - 1). With causal it is Mistral's and Gemma-2's local
+//   mask; without causal it bounds the keys on the left only.
 #pragma once
 
 #include <cstdint>
@@ -101,9 +109,14 @@ struct AttentionProblem {
   bool causal = false;
   double scale = 0.0;  // 0 means 1/sqrt(d)
   DType dtype = DType::bf16;
+  double softcap = 0.0;  // 0 disables; > 0 caps scores as softcap*tanh(s/softcap)
+  int64_t window = 0;    // 0 disables; > 0: sliding window of `window` keys (above)
 
   double softmax_scale() const;
   void validate() const;
+  // "attention:B=..,H=..,Hkv=..,Sq=..,Sk=..,d=..,causal=0,scale=..,dtype=bf16",
+  // then ",cap=.." and ",win=.." only when softcap or window is set (so the
+  // keys of problems stored before those options existed stay valid).
   std::string key() const;
   double flops_forward() const;   // 4*B*H*Sq*Sk*d, half if causal
   double flops_backward() const { return 2.5 * flops_forward(); }

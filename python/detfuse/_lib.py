@@ -7,7 +7,7 @@ import pathlib
 from typing import NamedTuple, Optional
 
 # Must equal DETFUSE_C_ABI_VERSION in capi/detfuse_c.h (the structs below mirror it).
-ABI_VERSION = 2
+ABI_VERSION = 3
 
 OK, ERR_INVALID_ARGUMENT, ERR_NO_DEVICE, ERR_RUNTIME, ERR_OUT_OF_MEMORY, ERR_INTERNAL = range(6)
 DTYPE_F32, DTYPE_BF16 = 0, 1
@@ -67,6 +67,8 @@ class AttentionProblem(ctypes.Structure):
         ("dtype", ctypes.c_int32),
         ("causal", ctypes.c_int32),
         ("scale", ctypes.c_double),
+        ("softcap", ctypes.c_double),
+        ("window", ctypes.c_int64),
     ]
 
 

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "kernels/common/error.h"
 #include "kernels/common/problem.h"
 
@@ -103,6 +105,33 @@ TEST(AttentionProblem, ValidationAndKey) {
   EXPECT_DOUBLE_EQ(a.flops_forward(), 2.0 * 2 * 8 * 128 * 256 * 64);
   a.Hkv = 3;
   EXPECT_EQ(validation_error(a).rfind("Hkv", 0), 0u);
+}
+
+TEST(AttentionProblem, SoftcapAndWindowInKeyOnlyWhenSet) {
+  AttentionProblem a;
+  a.B = 1;
+  a.H = 2;
+  a.Hkv = 1;
+  a.Sq = 64;
+  a.Sk = 64;
+  a.d = 64;
+  a.causal = true;
+  const std::string plain = a.key();
+  EXPECT_EQ(plain.find("cap="), std::string::npos);
+  EXPECT_EQ(plain.find("win="), std::string::npos);
+  a.softcap = 50;
+  a.window = 16;
+  EXPECT_EQ(validation_error(a), "");
+  EXPECT_EQ(a.key(), plain + ",cap=50,win=16");
+  a.softcap = -1;
+  EXPECT_EQ(validation_error(a).rfind("softcap", 0), 0u);
+  a.softcap = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(validation_error(a).rfind("softcap", 0), 0u);
+  a.softcap = 0;
+  a.window = -1;
+  EXPECT_EQ(validation_error(a).rfind("window", 0), 0u);
+  a.window = kMaxDim + 1;
+  EXPECT_EQ(validation_error(a).rfind("window", 0), 0u);
 }
 
 }  // namespace
