@@ -1,30 +1,73 @@
 #!/usr/bin/env python3
-"""Peer figures for issue 8's attention bars, measured in the same device run as
-detfuse's kernels: PyTorch SDPA's FlashAttention-2 and cuDNN backends, forward and
-forward+backward, and FlashAttention-2's backward under
-torch.use_deterministic_algorithms(True).
+"""detfuse attention beside its peers, in one process on one GPU.
 
-FLOP conventions (DESIGN.md): forward 4*B*H*Sq*Sk*d (half when causal), backward
-2.5x forward, so forward+backward is 3.5x forward. Timing: CUDA events around
-each call, 5 warm-up calls, median of 20; inputs bf16, random normal, GQA by
-repeating K/V heads (SDPA's enable_gqa where available).
+Measured per row (B, H, Hkv, S, d, causal), bf16, Sq = Sk = S:
+  - detfuse through Python (detfuse.torch.attention): the heuristic's choice and
+    any variants named with --variant (forward and backward by that variant);
+  - FlashAttention-4 (flash_attn.cute.flash_attn_func, the flash-attn-4 wheel)
+    with deterministic=True and deterministic=False;
+  - PyTorch SDPA with the cuDNN backend and with the FlashAttention-2 backend.
+Each peer is optional: one that does not import or refuses a row is reported
+with its error text, and the script goes on.
 
-Usage: python3 attention_peers.py [B H Hkv S d] ...  (default: the issue's shapes)
+Metrics: forward and forward+backward TFLOP/s (FLOP conventions of DESIGN.md:
+forward 4*B*H*Sq*Sk*d, half when causal; backward 2.5x forward; so
+forward+backward is 3.5x forward, whatever a kernel recomputes), the number of
+distinct dQ and dK digests over --digest-runs backward runs on the same inputs
+(1 means bitwise reproducible on those runs), and the peak memory the
+forward+backward allocates beyond its inputs and outputs
+(torch.cuda.max_memory_allocated after reset, minus what was allocated
+before the call and minus the gradients it returns).
+
+Timing: CUDA events around each call, --warmup calls first, the median of
+--reps. Inputs: random normal, fresh per row (never zeros). Before timing, each
+implementation's forward is checked against a float32 SDPA reference on the
+same inputs (relative L2 error printed; a failing check marks the row).
+
+Usage: attention_peers.py [--rows issue|all|B,H,Hkv,S,d,causal ...] [--variant NAME ...]
+                          [--json FILE] [--reps N] [--warmup N] [--digest-runs N]
+Writes one JSON object per (row, implementation) to --json as it goes (so a
+run cut short keeps what it measured) and prints a markdown table last.
 """
+import argparse
+import hashlib
+import json
 import statistics
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
+
+# The issue's five rows, then the two it adds (d=128 non-causal GQA 32/8 and
+# 2,32,8,8192,128 causal): (B, H, Hkv, S, d, causal).
+ISSUE_ROWS = [
+    (4, 32, 32, 4096, 128, False),
+    (4, 32, 32, 4096, 128, True),
+    (4, 32, 8, 4096, 128, True),
+    (4, 32, 32, 4096, 64, True),
+    (1, 16, 16, 8192, 128, True),
+    (4, 32, 8, 4096, 128, False),
+    (2, 32, 8, 8192, 128, True),
+]
 
 
-def flops_forward(B, H, Sq, Sk, d, causal):
-    f = 4.0 * B * H * Sq * Sk * d
+def parse_row(text):
+    parts = text.split(",")
+    if len(parts) != 6:
+        raise argparse.ArgumentTypeError(f"row {text!r}: expected B,H,Hkv,S,d,causal (causal 0 or 1)")
+    B, H, Hkv, S, d, c = (int(x) for x in parts)
+    if c not in (0, 1):
+        raise argparse.ArgumentTypeError(f"row {text!r}: causal must be 0 or 1")
+    return (B, H, Hkv, S, d, bool(c))
+
+
+def flops_forward(B, H, S, d, causal):
+    f = 4.0 * B * H * S * S * d
     return f / 2 if causal else f
 
 
-def time_ms(fn, warmup=5, reps=20):
+def time_ms(fn, warmup, reps):
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -36,62 +79,207 @@ def time_ms(fn, warmup=5, reps=20):
         b.record()
         b.synchronize()
         samples.append(a.elapsed_time(b))
-    return statistics.median(samples)
+    return statistics.median(samples), samples
 
 
-def measure(B, H, Hkv, S, d, causal, backend, deterministic):
-    torch.manual_seed(0)
-    q = torch.randn(B, H, S, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-    k = torch.randn(B, Hkv, S, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-    v = torch.randn(B, Hkv, S, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-    do = torch.randn(B, H, S, d, device="cuda", dtype=torch.bfloat16)
-    gqa = H != Hkv
+def tensor_digest(t):
+    return hashlib.blake2b(t.detach().contiguous().view(torch.uint8).cpu().numpy().tobytes(), digest_size=16).hexdigest()
 
-    def fwd():
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
 
-    def fwd_bwd():
-        q.grad = k.grad = v.grad = None
-        fwd().backward(do)
+# ----------------------------------------------------------------- implementations
+# Each maker returns fwd(q, k, v) -> O, all tensors in [B, H, S, d] layout, or
+# raises ImportError / RuntimeError with the reason it cannot run.
 
-    torch.use_deterministic_algorithms(deterministic, warn_only=False)
-    try:
+def make_detfuse(variant):
+    import detfuse.torch as dt
+
+    def fwd(q, k, v, causal):
+        return dt.attention(q, k, v, causal=causal, variant=variant)
+    return fwd
+
+
+def make_fa4(deterministic):
+    from flash_attn.cute import flash_attn_func  # flash-attn-4 (CuTe DSL)
+
+    def fwd(q, k, v, causal):
+        # FA4 takes [B, S, H, d]; transpose views in and out (the copies are
+        # part of neither the kernel nor the timing difference that matters,
+        # but they are timed: the same layout change a user would write).
+        o = flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=causal,
+                            deterministic=deterministic)
+        if isinstance(o, tuple):
+            o = o[0]
+        return o.transpose(1, 2)
+    return fwd
+
+
+def make_sdpa(backend_name):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    backend = {"cudnn": SDPBackend.CUDNN_ATTENTION, "fa2": SDPBackend.FLASH_ATTENTION}[backend_name]
+
+    def fwd(q, k, v, causal):
         with sdpa_kernel([backend]):
-            with torch.no_grad():
-                t_f = time_ms(fwd)
-            t_fb = time_ms(fwd_bwd)
-            # Distinct dQ digests over 5 backward calls (bitwise run-to-run check).
-            digests = set()
-            for _ in range(5):
-                fwd_bwd()
-                digests.add(hash(q.grad.view(torch.int16).cpu().numpy().tobytes()))
-    finally:
-        torch.use_deterministic_algorithms(False)
-    ff = flops_forward(B, H, S, S, d, causal)
-    return t_f, ff / t_f / 1e9, t_fb, 3.5 * ff / t_fb / 1e9, len(digests)
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=q.shape[1] != k.shape[1])
+    return fwd
+
+
+def reference_forward(q, k, v, causal):
+    """float32 SDPA (math backend) on upcast inputs; Sq == Sk so top-left and
+    bottom-right causal masks agree."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    with sdpa_kernel([SDPBackend.MATH]), torch.no_grad():
+        G = q.shape[1] // k.shape[1]
+        kf = k.float().repeat_interleave(G, dim=1)
+        vf = v.float().repeat_interleave(G, dim=1)
+        return F.scaled_dot_product_attention(q.float(), kf, vf, is_causal=causal)
+
+
+def rel_err(a, ref):
+    return float((a.float() - ref).norm() / ref.norm().clamp_min(1e-30))
+
+
+def measure(name, fwd, row, args, ref_cache):
+    B, H, Hkv, S, d, causal = row
+    gen = torch.Generator(device="cuda").manual_seed(1234)
+    q = torch.randn(B, H, S, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+    k = torch.randn(B, Hkv, S, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+    v = torch.randn(B, Hkv, S, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+    do = torch.randn(B, H, S, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+    q.requires_grad_(True)
+    k.requires_grad_(True)
+    v.requires_grad_(True)
+    rec = {"impl": name, "B": B, "H": H, "Hkv": Hkv, "S": S, "d": d, "causal": causal}
+
+    # Correctness first: the forward against float32 on a 1-batch, few-head
+    # slice when the row is large (the float32 reference of the whole row
+    # would not fit in reasonable memory/time).
+    with torch.no_grad():
+        o = fwd(q, k, v, causal)
+        torch.cuda.synchronize()
+        key = (row,)
+        if key not in ref_cache:
+            hs = min(H, 4 * (H // Hkv))  # whole GQA groups
+            ref_cache[key] = (hs, reference_forward(q[:1, :hs], k[:1, :hs // (H // Hkv)], v[:1, :hs // (H // Hkv)],
+                                                    causal))
+        hs, ref = ref_cache[key]
+        rec["fwd_rel_err"] = rel_err(o[:1, :hs], ref)
+        rec["fwd_ok"] = bool(rec["fwd_rel_err"] < 2e-2 and torch.isfinite(o).all().item())
+        del o
+
+    def run_fwd():
+        with torch.no_grad():
+            fwd(q, k, v, causal)
+
+    def run_fwd_bwd():
+        q.grad = k.grad = v.grad = None
+        fwd(q, k, v, causal).backward(do)
+
+    ff = flops_forward(B, H, S, d, causal)
+    t_f, _ = time_ms(run_fwd, args.warmup, args.reps)
+    t_fb, samples = time_ms(run_fwd_bwd, args.warmup, args.reps)
+    rec["fwd_ms"], rec["fwd_tflops"] = t_f, ff / t_f / 1e9
+    rec["fwd_bwd_ms"], rec["fwd_bwd_tflops"] = t_fb, 3.5 * ff / t_fb / 1e9
+    rec["fwd_bwd_samples_ms"] = samples
+
+    dq, dk = set(), set()
+    for _ in range(args.digest_runs):
+        run_fwd_bwd()
+        torch.cuda.synchronize()
+        dq.add(tensor_digest(q.grad))
+        dk.add(tensor_digest(k.grad))
+    rec["dq_digests"], rec["dk_digests"] = len(dq), len(dk)
+
+    q.grad = k.grad = v.grad = None
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    run_fwd_bwd()
+    torch.cuda.synchronize()
+    grads = sum(t.grad.numel() * t.grad.element_size() for t in (q, k, v))
+    rec["peak_extra_mib"] = (torch.cuda.max_memory_allocated() - base - grads) / 2**20
+    return rec
 
 
 def main():
-    shapes = [(4, 32, 32, 4096, 128), (4, 32, 8, 4096, 128), (4, 32, 32, 4096, 64)]
-    if len(sys.argv) > 1:
-        a = [int(x) for x in sys.argv[1:]]
-        shapes = [tuple(a[i:i + 5]) for i in range(0, len(a), 5)]
-    print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}, cuDNN {torch.backends.cudnn.version()}")
-    cases = [("flash2", SDPBackend.FLASH_ATTENTION, False), ("flash2-det", SDPBackend.FLASH_ATTENTION, True),
-             ("cudnn", SDPBackend.CUDNN_ATTENTION, False)]
-    print("peer        B  H Hkv     S   d causal   fwd ms  fwd TF/s  f+b ms  f+b TF/s  distinct dQ digests/5")
-    for (B, H, Hkv, S, d) in shapes:
-        for causal in (False, True):
-            for name, backend, det in cases:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", nargs="+", default=["issue"],
+                    help="'issue' (the seven rows), or B,H,Hkv,S,d,causal ...")
+    ap.add_argument("--variant", action="append", default=[],
+                    help="detfuse variant name to measure besides the heuristic (repeatable)")
+    ap.add_argument("--impl", action="append", default=[],
+                    help="only these implementations (detfuse, fa4-det, fa4, cudnn, fa2; repeatable)")
+    ap.add_argument("--json", default=None, help="append one JSON line per measurement here")
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--digest-runs", type=int, default=3)
+    args = ap.parse_args()
+    if args.reps < 1 or args.warmup < 0 or args.digest_runs < 1:
+        ap.error("--reps and --digest-runs must be >= 1, --warmup >= 0")
+    rows = []
+    for r in args.rows:
+        rows.extend(ISSUE_ROWS if r == "issue" else [parse_row(r)])
+    if not torch.cuda.is_available():
+        print("attention_peers: no CUDA device", file=sys.stderr)
+        return 2
+
+    makers = [("detfuse", lambda: make_detfuse("heuristic"))]
+    makers += [(f"detfuse:{v}", (lambda v=v: make_detfuse(v))) for v in args.variant]
+    makers += [("fa4-det", lambda: make_fa4(True)), ("fa4", lambda: make_fa4(False)),
+               ("cudnn", lambda: make_sdpa("cudnn")), ("fa2", lambda: make_sdpa("fa2"))]
+    if args.impl:
+        makers = [(n, m) for n, m in makers if n in args.impl or n.split(":")[0] in args.impl]
+    impls = []
+    for name, make in makers:
+        try:
+            impls.append((name, make(), None))
+        except Exception as e:  # an absent peer is a finding, not a crash
+            impls.append((name, None, f"{type(e).__name__}: {e}".splitlines()[0][:160]))
+
+    print(f"# {torch.cuda.get_device_name()} torch {torch.__version__}", flush=True)
+    try:
+        import detfuse
+        print(f"# detfuse {detfuse.__version__} from {detfuse.library_path()}", flush=True)
+    except Exception as e:
+        print(f"# detfuse: {e}", flush=True)
+    out = open(args.json, "a") if args.json else None
+    results, ref_cache = [], {}
+    for row in rows:
+        for name, fwd, err in impls:
+            t0 = time.time()
+            if fwd is None:
+                rec = {"impl": name, "row": row, "error": err}
+            else:
                 try:
-                    t_f, tf_f, t_fb, tf_fb, nd = measure(B, H, Hkv, S, d, causal, backend, det)
-                    print(f"{name:10s} {B:2d} {H:2d} {Hkv:3d} {S:5d} {d:3d} {str(causal):6s} {t_f:8.3f} {tf_f:9.1f}"
-                          f" {t_fb:7.3f} {tf_fb:9.1f}  {nd}")
-                except Exception as e:  # a backend that refuses the shape or the mode
-                    print(f"{name:10s} {B:2d} {H:2d} {Hkv:3d} {S:5d} {d:3d} {str(causal):6s} unavailable: "
-                          f"{type(e).__name__}: {str(e).splitlines()[0][:100]}")
-                sys.stdout.flush()
+                    rec = measure(name, fwd, row, args, ref_cache)
+                except Exception as e:
+                    rec = {"impl": name, "row": row, "error": f"{type(e).__name__}: {e}".splitlines()[0][:200]}
+                torch.cuda.empty_cache()
+            rec["row"] = list(row)
+            rec["seconds"] = round(time.time() - t0, 1)
+            results.append(rec)
+            if out:
+                out.write(json.dumps(rec) + "\n")
+                out.flush()
+            if "error" in rec:
+                print(f"{row} {name}: {rec['error']}", flush=True)
+            else:
+                print(f"{row} {name}: fwd {rec['fwd_tflops']:.1f} fwd+bwd {rec['fwd_bwd_tflops']:.1f} TFLOP/s "
+                      f"dQ digests {rec['dq_digests']} err {rec['fwd_rel_err']:.1e} ({rec['seconds']} s)", flush=True)
+        ref_cache.clear()
+
+    print("\n| B,H,Hkv,S,d,causal | impl | fwd TFLOP/s | fwd+bwd TFLOP/s | fwd+bwd ms | dQ/dK digests | "
+          "peak extra MiB | fwd err |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in results:
+        row = ",".join(str(int(x)) for x in r["row"])
+        if "error" in r:
+            print(f"| {row} | {r['impl']} | error: {r['error'][:80]} | | | | | |")
+            continue
+        flag = "" if r["fwd_ok"] else " (FAILED check)"
+        print(f"| {row} | {r['impl']} | {r['fwd_tflops']:.1f} | {r['fwd_bwd_tflops']:.1f} | {r['fwd_bwd_ms']:.3f} | "
+              f"{r['dq_digests']}/{r['dk_digests']} | {r['peak_extra_mib']:.0f} | {r['fwd_rel_err']:.1e}{flag} |")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
