@@ -3,8 +3,8 @@
 # for the GPU machine (CPython 3.12, x86-64), checks each sha256, and lays them
 # out in .peers/ (git-ignored) for two device calls, since one call carries at
 # most 64 MiB and the CuTe DSL runtime wheel alone is 92 MB:
-#   .peers/a/  the first half of the nvidia-cutlass-dsl-libs-cu13 wheel
-#   .peers/b/  its second half and every other wheel
+#   .peers/a/  the first 48 MB of the nvidia-cutlass-dsl-libs-cu13 wheel and every other wheel (55 MiB)
+#   .peers/b/  the rest of that wheel (42 MiB), leaving room in its call for the binaries
 # experiments/peers/install.sh puts them together on the device.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -24,9 +24,9 @@ grep -v '^#' experiments/peers/wheels.txt | while read -r spec sha; do
 done
 rm -rf .peers && mkdir -p .peers/a .peers/b
 big=$(ls "$tmp"/nvidia_cutlass_dsl_libs_cu13-*.whl)
-split -b 46000000 -d "$big" .peers/cu13part.
+split -b 48000000 -d "$big" .peers/cu13part.
 mv .peers/cu13part.00 .peers/a/ && mv .peers/cu13part.01 .peers/b/
 basename "$big" > .peers/b/cu13.name
-rm "$big" && mv "$tmp"/*.whl .peers/b/
+rm "$big" && mv "$tmp"/*.whl .peers/a/
 grep -qx '/.peers/' .git/info/exclude 2>/dev/null || { mkdir -p .git/info; echo '/.peers/' >> .git/info/exclude; }
 du -sh .peers/a .peers/b
