@@ -122,7 +122,7 @@ TEST(AttentionProblem, SoftcapAndWindowInKeyOnlyWhenSet) {
   a.softcap = 50;
   a.window = 16;
   EXPECT_EQ(validation_error(a), "");
-  EXPECT_EQ(a.key(), plain + ",cap=50,win=16");
+  EXPECT_EQ(a.key(), plain + ",cap=5e+01,win=16");  // num(): the shortest text that reads back
   a.softcap = -1;
   EXPECT_EQ(validation_error(a).rfind("softcap", 0), 0u);
   a.softcap = std::numeric_limits<double>::infinity();
