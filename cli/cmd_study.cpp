@@ -6,7 +6,7 @@
 
 #include "cli/common.h"
 #include "db/store.h"
-#include "experiments/study/contention_study.h"
+#include "tuner/study/contention_study.h"
 #include "kernels/common/error.h"
 #include "tuner/interrupt.h"
 #include "tuner/supervisor.h"

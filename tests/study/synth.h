@@ -11,7 +11,7 @@
 #include <cmath>
 #include <string>
 
-#include "experiments/study/contention_plan.h"
+#include "tuner/study/contention_plan.h"
 #include "tests/tuner/fakes.h"
 #include "tuner/gpu_measurer.h"
 

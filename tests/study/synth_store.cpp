@@ -4,7 +4,7 @@
 // the plot script's CPU test. Default both: the FLCE study, then attention's.
 #include <iostream>
 
-#include "experiments/study/contention_study.h"
+#include "tuner/study/contention_study.h"
 #include "tests/study/synth.h"
 
 int main(int argc, char** argv) {

@@ -8,8 +8,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "experiments/study/contention_plan.h"
-#include "experiments/study/contention_study.h"
+#include "tuner/study/contention_plan.h"
+#include "tuner/study/contention_study.h"
 #include "tests/study/synth.h"
 
 namespace detfuse {

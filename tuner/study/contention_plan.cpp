@@ -1,4 +1,4 @@
-#include "experiments/study/contention_plan.h"
+#include "tuner/study/contention_plan.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,4 +1,4 @@
-#include "experiments/study/contention_study.h"
+#include "tuner/study/contention_study.h"
 
 #include "tuner/records.h"
 

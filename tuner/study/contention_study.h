@@ -10,7 +10,7 @@
 #include <string>
 
 #include "db/store.h"
-#include "experiments/study/contention_plan.h"
+#include "tuner/study/contention_plan.h"
 #include "tuner/tuner.h"
 
 namespace detfuse::study {
