@@ -48,7 +48,7 @@ def main():
     os.makedirs(out, exist_ok=True)
     views = analysis.views(fams)
     names = figures.draw_all(plt, views, out)
-    text = report.report(args, studies, device, results, views, names)
+    text = report.report(args, studies, device, results, views, names, matplotlib.__version__)
     with open(os.path.join(out, "REPORT.md"), "w") as f:
         f.write(text)
     print("wrote %s and %d figures into %s" % ("REPORT.md", len(names), out))

@@ -3,7 +3,7 @@ classes and noise rows, computed from the loaded results (no plotting, no text).
 
 from collections import defaultdict
 
-from .load import shape_order
+from .load import key_blocks, shape_label, shape_order
 
 
 def contention_points(results, axes):
@@ -121,7 +121,96 @@ def views(fams):
             r["group"] = r["H"] // r["Hkv"]
         out["attention"] = {"axes": axes, "all": res, "sweep": attention_sweep(res, axes, False),
                             "causal": attention_sweep(res, axes, True), "gqa": attention_gqa(res, axes)}
-    for v in out.values():
+    for fam, v in out.items():
+        v["by_sms"] = fams[fam].get("by_sms", v["all"])
         v["cost"] = cost_of_determinism(v["all"])
         v["classes"] = invariance_classes(v["all"])
     return out
+
+
+# ----------------------------------------------------------------------------- the contention axes
+
+def flce_adders(r):
+    """(concurrent adders per dW element in a chunk, chunks) of an FLCE atomic or partials result:
+    the row splits that actually carry rows (kernels/flce/driver.cuh: k_per_split rounds up to bk;
+    sk0 is one split per bm row block of the chunk); None for other strategies."""
+    k = r["knobs"]
+    if r["family"] != "flce" or r["strategy"] not in ("atomic", "partials") or "sk" not in k:
+        return None
+    lt = r["engine"] == "cublaslt"  # kernels/flce/engine_cublaslt.h: BM 128, BK 64
+    bm, bk = k.get("bm", 128), k.get("bk", 64 if lt else 32)
+    vp = -(-r["V"] // 8) * 8
+    rows = max(bm, ((k.get("mb", 1024) << 20) // (vp * 4)) // bm * bm)
+    chunk = min(rows, r["N"])
+    sk = k["sk"] if k["sk"] > 0 else -(-chunk // bm)
+    kps = -(-(-(-chunk // sk)) // bk) * bk
+    return -(-chunk // kps), -(-r["N"] // chunk)
+
+
+def adders_of(r):
+    """The contention level of a result: FLCE concurrent adders per dW element (atomic, partials),
+    attention key blocks per dQ tile; None when the variant has none."""
+    if r["family"] == "attention":
+        return key_blocks(r)
+    a = flce_adders(r)
+    return a[0] if a else None
+
+
+def adders_points(view):
+    """(problem shape label, results) on the adders axis: FLCE at the problem with the most adder levels
+    of atomic (the plan's fixed point N_fixed, D, V when measured); attention the non-causal Sq = Sk sweep."""
+    if "sweep" in view:
+        return "Sq = Sk sweep (non-causal)", [r for r in view["sweep"] if adders_of(r) is not None]
+    by_problem = defaultdict(list)
+    for r in view["all"]:
+        by_problem[r["problem_id"]].append(r)
+    axes = view["axes"]
+
+    def levels(rows):
+        return len({adders_of(r) for r in rows if r["strategy"] == "atomic" and adders_of(r) is not None})
+    best = None
+    for pid, rows in by_problem.items():
+        r0 = rows[0]
+        fixed = (r0["N"], r0["D"], r0["V"]) == (axes.get("N_fixed"), axes.get("D"), axes.get("V"))
+        key = (levels(rows), fixed, r0["N"])
+        if best is None or key > best[0]:
+            best = (key, rows)
+    if best is None:
+        return None, []
+    rows = best[1]
+    return shape_label(rows[0]), rows
+
+
+def sm_matrix(view, output):
+    """The SM-count axis: {(problem_id, variant): {sms: r}} for every (problem, variant) measured on
+    more than one SM count, the whole device's SM count, and the SM counts seen (ascending)."""
+    cells = defaultdict(dict)
+    full = None
+    for r in view.get("by_sms", []):
+        cells[(r["problem_id"], r["variant"])][r["sms"]] = r
+        if r["whole"]:
+            full = r["sms"]
+    cells = {k: v for k, v in cells.items() if len(v) > 1 and full in v}
+    levels = sorted({s for v in cells.values() for s in v})
+    return cells, full, levels
+
+
+def same_bits(a, b, output=None):
+    """Repeat-0 digests equal (every output, or one output's)."""
+    if output is None:
+        return a["first_digests"] == b["first_digests"]
+    return a["digest_of"].get(output) == b["digest_of"].get(output)
+
+
+def sm_verdicts(view, output):
+    """Per strategy: (variants compared, variants whose repeat-0 bits of `output` equal the whole
+    device's at every SM count, variants whose repeats differ run to run on some SM count)."""
+    cells, full, levels = sm_matrix(view, output)
+    out = defaultdict(lambda: [0, 0, 0])
+    for (pid, name), by in cells.items():
+        ref = by[full]
+        v = out[ref["strategy"]]
+        v[0] += 1
+        v[1] += all(same_bits(r, ref, output) for r in by.values())
+        v[2] += any(r["distinct"].get(output, 1) > 1 for r in by.values())
+    return dict(out), levels, full

@@ -4,7 +4,7 @@ import math
 import os
 from collections import defaultdict
 
-from .analysis import best_by, noise_rows
+from .analysis import adders_of, adders_points, best_by, noise_rows, same_bits, sm_matrix
 from .load import shape_label, shape_order, tile_of
 
 
@@ -51,7 +51,7 @@ def fig_time_vs_N(plt, points, att, path):
             draw_time(top, bot, points, "N")
             top.set_ylabel("median time (ms), fastest variant of the group")
             bot.set_ylabel("time / fastest at this N")
-            bot.set_xlabel("N (rows; N / bm row blocks add into each dW tile)")
+            bot.set_xlabel("N (rows) at fixed D, V: more chunks, each with the variant's sk adders (time_vs_adders.png)")
             if points:
                 top.set_title("FLCE: D=%d, V=%d" % (points[0]["D"], points[0]["V"]))
                 top.legend(fontsize=8)
@@ -257,7 +257,8 @@ def draw_noise(ax, rows, output, xlabel, title):
 def fig_noise(plt, points, att, path):
     panels = []
     if points or not att:
-        panels.append(("N", noise_rows(points), "dW", "Atomic noise vs N, beside the error against float64"))
+        panels.append(("N (rows) at fixed D, V; adders per dW element in a chunk: the variant's sk (noise_vs_adders.png)",
+                       noise_rows(points), "dW", "Atomic noise vs N, beside the error against float64"))
     if att and (att["sweep"] or att["causal"]):
         panels.append(("Sq = Sk (Sk / bc key blocks add into each dQ tile)",
                        noise_rows(att["sweep"] + att["causal"], "dQ", "Sk"), "dQ",
@@ -313,8 +314,119 @@ def fig_invariance(plt, panels, path):
     plt.close(fig)
 
 
+OUTPUT = {"flce": "dW", "attention": "dQ"}
+ADDERS_LABEL = {"flce": "concurrent adders per dW element in a chunk (atomic, partials: row splits sk; sk0 = every row block)",
+                "attention": "key blocks adding into each dQ tile (Sk / bc)"}
+
+
+def family_panels(plt, views, path, draw, height=4.5):
+    """One panel per family present (one empty panel when none), drawn by draw(ax, family, view)."""
+    fams = list(views) or ["flce"]
+    fig, axs = plt.subplots(len(fams), 1, figsize=(10, height * len(fams)), squeeze=False)
+    for ax, fam in zip(axs[:, 0], fams):
+        draw(ax, fam, views.get(fam))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def draw_time_vs_adders(ax, fam, view):
+    label, rows = adders_points(view) if view else (None, [])
+    series = defaultdict(list)
+    for r in rows:
+        a = adders_of(r)
+        if a is not None:
+            series[(r["engine"], r["strategy"], tile_of(r))].append((a, r["median_ms"]))
+    for (eng, strat, tile), xy in sorted(series.items()):
+        best = {}
+        for a, ms in xy:
+            best[a] = min(ms, best.get(a, ms))
+        xs = sorted(best)
+        ax.plot(xs, [best[x] for x in xs], marker="o", color=STRATEGY_COLOR.get(strat, "gray"),
+                linestyle=ENGINE_STYLE.get(eng, "-"), label="%s %s %s" % (eng, strat, tile))
+    own = [r for r in rows if r["strategy"] in ("owning", "ordered")]
+    if own and fam == "flce":
+        o = min(own, key=lambda r: r["median_ms"])
+        ax.axhline(o["median_ms"], color=STRATEGY_COLOR["owning"], linestyle="--", linewidth=0.8,
+                   label="fastest owning (no adders): %s" % o["variant"].split(".", 2)[-1])
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel(ADDERS_LABEL[fam])
+    ax.set_ylabel("median time (ms)")
+    ax.set_title("%s: time against adders%s" % (fam.upper(), " at " + label if label else ": nothing measured"))
+    ax.grid(True, which="both", alpha=0.3)
+    if ax.lines:
+        ax.legend(fontsize=6)
+
+
+def draw_noise_vs_adders(ax, fam, view):
+    label, rows = adders_points(view) if view else (None, [])
+    out = OUTPUT[fam]
+    pts = []
+    for r in rows:
+        a, sp = adders_of(r), r["spread"].get(out)
+        if r["strategy"] == "atomic" and a is not None and sp and sp["norm"]:
+            pts.append((a, sp["diff_norm"] / sp["norm"], r))
+    positive = [v for _, v, _ in pts if v and v > 0]
+    floor = (min(positive) if positive else 1e-6) / 100.0
+    series = defaultdict(list)
+    for a, v, r in pts:
+        series[(r["engine"], tile_of(r))].append((a, v, r))
+    for (eng, tile), xy in sorted(series.items()):
+        xy.sort(key=lambda t: t[0])
+        xs = [a for a, _, _ in xy]
+        ys = [v if v else floor for _, v, _ in xy]
+        ax.plot(xs, ys, color=STRATEGY_COLOR["atomic"], linestyle=ENGINE_STYLE.get(eng, "-"),
+                label="atomic %s %s: ||%s_r - %s_0|| / ||%s_0||" % (eng, tile, out, out, out))
+        ax.scatter(xs, ys, edgecolors=STRATEGY_COLOR["atomic"],
+                   facecolors=["none" if not v else STRATEGY_COLOR["atomic"] for _, v, _ in xy], zorder=3)
+        for a, v, r in xy:
+            ax.annotate("%s/%s" % (r["distinct"].get(out, "?"), r["repeats"]), (a, v if v else floor),
+                        fontsize=6, textcoords="offset points", xytext=(3, 3))
+    if any(not v for _, v, _ in pts):
+        ax.axhline(floor, color="gray", linewidth=0.8, linestyle="-.",
+                   label="spread = 0 (bitwise-identical repeats), drawn at this floor")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel(ADDERS_LABEL[fam])
+    ax.set_ylabel("run-to-run spread relative to ||%s|| (labels: distinct digests / repeats)" % out)
+    ax.set_title("%s: atomic noise against adders%s" % (fam.upper(), " at " + label if label else ""))
+    ax.grid(True, which="both", alpha=0.3)
+    if ax.lines:
+        ax.legend(fontsize=6)
+
+
+def draw_bits_vs_sms(ax, fam, view):
+    cells, full, levels = sm_matrix(view, OUTPUT[fam]) if view else ({}, None, [])
+    keys = sorted(cells, key=lambda k: (cells[k][full]["strategy"], k[1], k[0]))
+    grid = [[float("nan")] * len(levels) for _ in keys]
+    for i, k in enumerate(keys):
+        ref = cells[k][full]
+        for j, s in enumerate(levels):
+            r = cells[k].get(s)
+            if r is not None:
+                grid[i][j] = 1.0 if same_bits(r, ref, OUTPUT[fam]) else 0.0
+    if keys:
+        ax.imshow(grid, aspect="auto", cmap="RdYlGn", vmin=0, vmax=1, interpolation="nearest")
+        for i, k in enumerate(keys):
+            for j, s in enumerate(levels):
+                r = cells[k].get(s)
+                if r is not None:
+                    ax.text(j, i, ("=" if grid[i][j] == 1.0 else "x") +
+                            (" r2r" if r["distinct"].get(OUTPUT[fam], 1) > 1 else ""), ha="center", va="center",
+                            fontsize=6)
+    ax.set_yticks(range(len(keys)))
+    ax.set_yticklabels(["%s @%s" % (k[1], shape_label(cells[k][full])) for k in keys], fontsize=5)
+    ax.set_xticks(range(len(levels)))
+    ax.set_xticklabels(["%d SMs" % s for s in levels], fontsize=7)
+    ax.set_xlabel("SMs the measurement ran on (green-context slices; the last is the whole GPU)")
+    ax.set_title("%s: repeat-0 %s bits against the whole GPU's (=: identical, x: differ; r2r: repeats differ)%s" % (
+        fam.upper(), OUTPUT[fam], "" if keys else " - no SM-count axis in this store"), fontsize=8)
+
+
 FIGURES = {"time": "time_vs_N.png", "cost": "cost_of_determinism.png", "memory": "memory.png",
-           "noise": "atomic_noise.png", "invariance": "invariance_classes.png"}
+           "noise": "atomic_noise.png", "invariance": "invariance_classes.png",
+           "adders_time": "time_vs_adders.png", "adders_noise": "noise_vs_adders.png", "sms": "bits_vs_sms.png"}
 
 
 def draw_all(plt, views, out):
@@ -327,4 +439,8 @@ def draw_all(plt, views, out):
     fig_memory(plt, points, att, path("memory"))
     fig_noise(plt, points, att, path("noise"))
     fig_invariance(plt, [(f, v["classes"]) for f, v in views.items()], path("invariance"))
+    family_panels(plt, views, path("adders_time"), draw_time_vs_adders)
+    family_panels(plt, views, path("adders_noise"), draw_noise_vs_adders)
+    rows = max([len(sm_matrix(v, OUTPUT[f])[0]) for f, v in views.items()] or [0])
+    family_panels(plt, views, path("sms"), draw_bits_vs_sms, height=max(3.0, 0.16 * rows + 1.5))
     return dict(FIGURES)

@@ -75,9 +75,12 @@ def pick_studies(con, names):
 
 
 def query_results(con, study):
+    # runs.sms (schema v5): the SMs of the run's measurements; older stores have none (whole device).
+    has_sms = any(c[1] == "sms" for c in con.execute("PRAGMA table_info(runs)"))
     return con.execute(
         """
         SELECT x.id AS rid, x.device_id, x.build_id, x.problem_id, x.variant_id, u.uid AS run_uid,
+               %s AS run_sms, dv.sm_count AS device_sms,
                u.command_line, x.recorded_at,
                v.name AS variant, v.engine, v.strategy, v.deterministic_by_design AS by_design,
                p.family, p.key AS problem_key,
@@ -95,7 +98,7 @@ def query_results(con, study):
         JOIN builds b ON b.id = x.build_id
         WHERE u.study = ? AND x.status = 'ok'
         ORDER BY x.id
-        """, (study["name"],)).fetchall()
+        """ % ("u.sms" if has_sms else "NULL"), (study["name"],)).fetchall()
 
 
 def pick_device(rows_by_study, device_query):
@@ -114,7 +117,9 @@ def pick_device(rows_by_study, device_query):
 
 
 def load(con, study, device_query, rows=None, device=None):
-    """The study's latest ok result per (device, problem, variant), as dicts."""
+    """The study's latest ok result per (device, problem, variant, SM count), as dicts; r["sms"] is the
+    SMs the result was measured on (runs.sms; the device's count for older runs), r["whole"] whether
+    that is the whole device."""
     if rows is None:
         rows = query_results(con, study)
     if not rows:
@@ -127,7 +132,8 @@ def load(con, study, device_query, rows=None, device=None):
     for r in rows:
         if r["device_id"] != device_id:
             continue
-        latest[(r["problem_id"], r["variant_id"])] = dict(r)  # ordered by id: the last wins
+        sms = r["run_sms"] if r["run_sms"] is not None else r["device_sms"]
+        latest[(r["problem_id"], r["variant_id"], sms)] = dict(r, sms=sms, whole=sms == r["device_sms"])  # last wins
     results = list(latest.values())
     dims = defaultdict(dict)
     for r in con.execute("SELECT problem_id, dim, value FROM problem_dims"):
@@ -144,8 +150,10 @@ def load(con, study, device_query, rows=None, device=None):
         r["checked_what"] = cw["checked_what"] if cw else ""
         r["spread"] = {s["output"]: dict(s) for s in con.execute(
             "SELECT output, max_abs_diff, diff_norm, norm FROM determinism_spread WHERE result_id = ?", (r["rid"],))}
-        r["first_digests"] = tuple(g["digest"] for g in con.execute(
-            "SELECT digest FROM digests WHERE result_id = ? AND repeat = 0 ORDER BY output", (r["rid"],)))
+        first = con.execute("SELECT output, digest FROM digests WHERE result_id = ? AND repeat = 0 ORDER BY output",
+                            (r["rid"],)).fetchall()
+        r["first_digests"] = tuple(g["digest"] for g in first)
+        r["digest_of"] = {g["output"]: g["digest"] for g in first}
         r["distinct"] = {o["output"]: o["distinct_digests"] for o in con.execute(
             "SELECT output, distinct_digests FROM determinism_outputs WHERE result_id = ?", (r["rid"],))}
         r["deterministic"] = bool(r["by_design"]) and r["level"] == "run_to_run"
@@ -224,7 +232,9 @@ def load_studies(con, names, device_query):
         results.extend(res)
         fam = {r["family"] for r in res}
         if len(fam) == 1 and next(iter(fam)) in FAMILIES and next(iter(fam)) not in fams:
-            fams[next(iter(fam))] = {"axes": json.loads(st["axes"] or "{}"), "all": res}
+            # "all": on the whole device (every analysis); "by_sms": every result, for the SM-count axis.
+            fams[next(iter(fam))] = {"axes": json.loads(st["axes"] or "{}"), "all": [r for r in res if r["whole"]],
+                                     "by_sms": res}
         else:
             die("study %s: give one study per kernel family (%s already chosen, or mixed families)" % (
                 st["name"], "/".join(sorted(fam))))

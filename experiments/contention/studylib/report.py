@@ -1,9 +1,10 @@
 """The report: REPORT.md's text, every number computed from the loaded results."""
 
 import math
+from collections import defaultdict
 
-from .analysis import best_by, crossovers, noise_rows
-from .load import key_blocks, shape_label, shape_order
+from .analysis import adders_of, adders_points, best_by, crossovers, noise_rows, sm_verdicts
+from .load import key_blocks, shape_label, shape_order, tile_of
 
 
 def fmt_ms(x):
@@ -98,7 +99,10 @@ def time_table(L, rows, xkey, xname, extra_cols=()):
 
 def flce_time(L, view, figures):
     axes, points = view["axes"], view["points"]
-    L.append("## Time per strategy against contention (N at D=%s, V=%s)" % (axes.get("D"), axes.get("V")))
+    L.append("## Time per strategy against problem size (N at D=%s, V=%s)" % (axes.get("D"), axes.get("V")))
+    L.append("")
+    L.append("N sets the number of chunks; the adders per dW element within a chunk are the variant's row "
+             "splits sk, not N (the contention axis is the next section's).")
     L.append("")
     L.append("![time vs N](%s)" % figures["time"])
     L.append("")
@@ -166,6 +170,135 @@ def attention_time(L, att, figures):
         L.append("")
 
 
+OUTPUT = {"flce": "dW", "attention": "dQ"}
+ADDERS = {"flce": "concurrent adders per dW element in a chunk (row splits sk; sk0 = every row block)",
+          "attention": "key blocks per dQ tile (Sk / bc)"}
+
+
+def atomic_series(rows):
+    """{(engine, tile): {adders: fastest atomic result}} of the adders axis."""
+    out = defaultdict(dict)
+    for r in rows:
+        a = adders_of(r)
+        if r["strategy"] != "atomic" or a is None:
+            continue
+        cur = out[(r["engine"], tile_of(r))].get(a)
+        if cur is None or r["median_ms"] < cur["median_ms"]:
+            out[(r["engine"], tile_of(r))][a] = r
+    return out
+
+
+def contention_sections(L, fam, spec, view, figures):
+    """The two contention axes of one family (adders, SM count) and the seed's two claims answered
+    from them: one generator for every family."""
+    out, pre = OUTPUT[fam], spec.prefix
+    label, rows = adders_points(view)
+    L.append("## %s" % (pre + "time and noise against adders" if pre else "Time and noise against adders"))
+    L.append("")
+    L.append("![time vs adders](%s)" % figures["adders_time"])
+    L.append("")
+    L.append("![noise vs adders](%s)" % figures["adders_noise"])
+    L.append("")
+    pts = sorted([r for r in rows if adders_of(r) is not None],
+                 key=lambda r: (r["strategy"], r["engine"], tile_of(r), adders_of(r), shape_order(r)))
+    if pts:
+        L.append("At %s; adders: %s. Spread: the largest norm(%s_r - %s_0) / norm(%s_0) over the repeats." % (
+            label, ADDERS[fam], out, out, out))
+        L.append("")
+        L.append("| variant | problem | adders | time | distinct %s digests / repeats | spread L2 | %s error vs float64 |"
+                 % (out, out))
+        L.append("|---|---|---|---|---|---|---|")
+        for r in pts:
+            sp = r["spread"].get(out)
+            rel = sp["diff_norm"] / sp["norm"] if sp and sp["norm"] else None
+            err = r["errors"].get(out + "@slice", r["errors"].get(out))
+            L.append("| `%s` | %s | %d | %s | %s / %s | %s | %s |" % (
+                r["variant"], shape_label(r), adders_of(r), fmt_ms(r["median_ms"]), r["distinct"].get(out, "?"),
+                r["repeats"], fmt_sci(rel), fmt_sci(err)))
+        L.append("")
+    else:
+        L.append("No atomic or partials result with a row-split level in this study.")
+        L.append("")
+
+    verdicts, levels, full = sm_verdicts(view, out)
+    L.append("## %s" % (pre + "bits against SM count" if pre else "Bits against SM count"))
+    L.append("")
+    L.append("![bits vs SM count](%s)" % figures["sms"])
+    L.append("")
+    if verdicts:
+        L.append("Repeat-0 %s digests on each SM count against the whole GPU's (%d SMs), per strategy "
+                 "(SM counts measured: %s):" % (out, full, ", ".join(str(x) for x in levels)))
+        L.append("")
+        L.append("| strategy | (problem, variant)s compared | identical bits at every SM count | repeats differ run to run |")
+        L.append("|---|---|---|---|")
+        for strat in sorted(verdicts):
+            n, same, r2r = verdicts[strat]
+            L.append("| `%s` | %d | %d | %d |" % (strat, n, same, r2r))
+        L.append("")
+        same_all = sorted(st for st, v in verdicts.items() if v[1] == v[0])
+        L.append("Strategies whose every variant gave identical %s bits at every SM count: %s." % (
+            out, ", ".join("`%s`" % x for x in same_all) if same_all else "none"))
+        L.append("")
+    else:
+        L.append("Not measured in this store: no (problem, variant) ran on a slice of the GPU and on the whole GPU "
+                 "(a store before schema v5, or a study without the SM-count axis).")
+        L.append("")
+
+    # The seed's claims (articles/000: the fused linear cross-entropy article this project starts from).
+    L.append("## %s" % (pre + "the seed's two claims" if pre else "The seed's two claims"))
+    L.append("")
+    series = atomic_series(rows)
+    multi = {k: v for k, v in series.items() if len(v) > 1}
+    L.append("1. *Atomics slow down as more programs add into the same %s addresses.*" % out)
+    if multi:
+        ratios = []
+        for (eng, tile), by in sorted(multi.items()):
+            lo, hi = min(by), max(by)
+            # Time per unit of work (TFLOP/s), so a sweep whose work grows with its adders (attention's Sk)
+            # compares like with like; at FLCE's fixed point it is the time ratio.
+            ratio = by[lo]["tflops"] / by[hi]["tflops"]
+            ratios.append(ratio)
+            L.append("   - `%s %s`: %.0f TFLOP/s (%s) at %d adder(s), %.0f TFLOP/s (%s) at %d: %.2fx the time per FLOP." % (
+                eng, tile, by[lo]["tflops"], fmt_ms(by[lo]["median_ms"]), lo, by[hi]["tflops"],
+                fmt_ms(by[hi]["median_ms"]), hi, ratio))
+        verdict = ("confirmed: every atomic series takes 5% or more longer per FLOP at its most adders"
+                   if all(x >= 1.05 for x in ratios) else
+                   "refuted: no atomic series takes 5% longer per FLOP at its most adders than at its fewest"
+                   if all(x < 1.05 for x in ratios) else
+                   "holds for some series only (5% or more longer per FLOP at the most adders): see the list")
+        L.append("   - Answer: %s." % verdict)
+        if fam == "attention":
+            L.append("   - Caveat: along the Sq = Sk sweep the problem grows with the key blocks (longer rows, fewer "
+                     "batches), so the efficiency of larger problems and contention move together here.")
+    else:
+        L.append("   - Answer: not testable from this store: every atomic variant has one adder level per problem "
+                 "(%s)." % (", ".join("%s %s: %s" % (e, t, ",".join(str(a) for a in v)) for (e, t), v in
+                                      sorted(series.items())) or "no atomic result"))
+    L.append("2. *The bits change with the GPU: more SMs run more parallel non-associative additions "
+             "(\"tests pass on a T4 but fail on an A100\").*")
+    det_runs = sorted({adders_of(r) for r in rows if r["strategy"] == "atomic" and adders_of(r) is not None
+                       and r["distinct"].get(out, 1) == 1})
+    nondet = sorted({adders_of(r) for r in rows if r["strategy"] == "atomic" and adders_of(r) is not None
+                     and r["distinct"].get(out, 1) > 1})
+    if det_runs or nondet:
+        L.append("   - Run to run (whole GPU), atomic %s bits: identical over the repeats at %s; differing at %s "
+                 "(adders)." % (out, ",".join(map(str, det_runs)) or "no level", ",".join(map(str, nondet)) or "no level"))
+    if "atomic" in verdicts:
+        n, same, r2r = verdicts["atomic"]
+        others = sorted(st for st in verdicts if st != "atomic")
+        det_same = all(verdicts[st][1] == verdicts[st][0] for st in others)
+        L.append("   - Across SM counts (%s): %d of %d atomic (problem, variant)s kept the whole GPU's repeat-0 bits at "
+                 "every SM count; %s." % (", ".join(map(str, levels)), same, n,
+                                          "every other strategy (%s) kept them" % ", ".join(others) if others and det_same
+                                          else "the other strategies: see the table above"))
+        L.append("   - Answer: %s." % (
+            "confirmed for atomics: their bits depend on the SM count (and on the run)" if same < n else
+            "refuted on this GPU: the atomic bits did not change with the SM count"))
+    else:
+        L.append("   - Answer: not measured in this store (no SM-count axis).")
+    L.append("")
+
+
 class Section:
     """What differs between the families' sections; family_sections() writes them all from it."""
 
@@ -176,7 +309,7 @@ class Section:
 def flce_spec(view):
     points = view["points"]
     return Section(
-        prefix="", shape="N,D,V", output="dW", time=flce_time,
+        family="flce", prefix="", shape="N,D,V", output="dW", time=flce_time,
         memory_heading="Memory against the owning chunk budget and the partials workspace bound",
         memory_rows=points, memory_x="N", memory_caption="Peak extra device memory at N=%d:",
         memory_order=lambda name, r: r["peak_extra_bytes"],  # ties: in order of measurement
@@ -188,7 +321,7 @@ def flce_spec(view):
 
 def attention_spec(view):
     return Section(
-        prefix="Attention: ", shape="B,H,Hkv,Sq,Sk,d", output="dQ", time=attention_time,
+        family="attention", prefix="Attention: ", shape="B,H,Hkv,Sq,Sk,d", output="dQ", time=attention_time,
         memory_heading="Memory against the partials workspace bound",
         memory_rows=view["sweep"], memory_x="Sk", memory_order=lambda name, r: (r["peak_extra_bytes"], name),
         memory_caption="Peak extra device memory at Sk=%d (non-causal; beyond inputs and outputs):",
@@ -208,6 +341,7 @@ def family_sections(L, spec, view, figures):
     """One family's sections: time (its own), then cost of determinism, memory, atomic noise and
     config-invariance classes, written once for every family from its spec."""
     spec.time(L, view, figures)
+    contention_sections(L, spec.family, spec, view, figures)
 
     L.append("## %s" % (spec.prefix + "cost of determinism" if spec.prefix else "Cost of determinism"))
     L.append("")
@@ -267,10 +401,13 @@ def family_sections(L, spec, view, figures):
     invariance_table(L, view["classes"], spec.shape)
 
 
-def report(args, studies, device, results, views, figures):
-    """REPORT.md's text: the header, then each family's sections (FLCE first)."""
+def report(args, studies, device, results, views, figures, matplotlib_version=""):
+    """REPORT.md's text: the header, then each family's sections (FLCE first); last, a comment naming
+    the matplotlib that drew the figures (tests/study/test_plot_committed.sh compares them under it)."""
     L = []
     report_header(L, args, studies, device, results)
     for fam, view in views.items():
         family_sections(L, SPECS[fam](view), view, figures)
+    if matplotlib_version:
+        L.append("<!-- figures: matplotlib %s -->" % matplotlib_version)
     return "\n".join(L)
