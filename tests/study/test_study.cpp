@@ -460,7 +460,7 @@ TEST(StudyRun, InterruptedStudyResumesWhereItStopped) {
 TEST(StudyStore, OldStoresOpenAndSpreadIsOptional) {
   TempDir tmp;
   db::Store store(tmp / "s.db");
-  EXPECT_EQ(store.schema_version(), 4);
+  EXPECT_EQ(store.schema_version(), db::kSchemaVersion);
   db::RunRecord r;
   r.command_line = "x";
   r.repeats = 2;
@@ -483,6 +483,35 @@ void raw(const std::filesystem::path& f, const std::string& sql) {
   ASSERT_EQ(rc, SQLITE_OK) << msg;
 }
 
+TEST(StudyStore, AVersion4StoreMigratesToRunsWithoutSmCount) {
+  TempDir tmp;
+  const auto file = tmp / "v4.db";
+  db::Id run_id = 0;
+  {
+    db::Store store(file);
+    db::RunRecord r;
+    r.command_line = "x";
+    r.repeats = 2;
+    r.sms = 132;
+    run_id = store.begin_run(r);
+    EXPECT_EQ(store.run(run_id).sms, std::optional<int64_t>(132));
+  }
+  // The v4 layout (the committed study store's): no runs.sms.
+  raw(file, "ALTER TABLE runs DROP COLUMN sms; PRAGMA user_version=4;");
+  {
+    db::Store ro = db::Store::open_read_only(file);
+    EXPECT_EQ(ro.file_schema_version(), 4);
+    EXPECT_EQ(ro.run(run_id).sms, std::nullopt);
+  }
+  db::Store s(file);
+  EXPECT_EQ(s.file_schema_version(), 4);
+  EXPECT_EQ(s.schema_version(), 5);
+  EXPECT_EQ(s.run(run_id).sms, std::nullopt);  // NULL: the whole device, count not recorded
+  db::RunRecord r;
+  r.sms = 16;
+  EXPECT_EQ(s.run(s.begin_run(r)).sms, std::optional<int64_t>(16));
+}
+
 TEST(StudyStore, AVersion3StoreMigratesAndKeepsItsResults) {
   TempDir tmp;
   const auto file = tmp / "v3.db";
@@ -501,7 +530,7 @@ TEST(StudyStore, AVersion3StoreMigratesAndKeepsItsResults) {
   // Back to the v3 layout: what a store written before this change holds.
   raw(file,
       "DROP TABLE studies; DROP TABLE determinism_spread; DROP INDEX runs_study; "
-      "ALTER TABLE runs DROP COLUMN study; PRAGMA user_version=3;");
+      "ALTER TABLE runs DROP COLUMN study; ALTER TABLE runs DROP COLUMN sms; PRAGMA user_version=3;");
   {
     db::Store ro = db::Store::open_read_only(file);  // migrated in memory, the file untouched
     EXPECT_EQ(ro.file_schema_version(), 3);
@@ -510,7 +539,8 @@ TEST(StudyStore, AVersion3StoreMigratesAndKeepsItsResults) {
   }
   db::Store s(file);
   EXPECT_EQ(s.file_schema_version(), 3);
-  EXPECT_EQ(s.schema_version(), 4);
+  EXPECT_EQ(s.schema_version(), db::kSchemaVersion);
+  EXPECT_EQ(s.run(run_id).sms, std::nullopt);  // v5: older runs have no SM count (the whole device)
   EXPECT_EQ(s.run(run_id).study, "");
   for (const auto& r : s.run_results(run_id)) {
     ASSERT_TRUE(r.record.determinism);
@@ -566,6 +596,18 @@ TEST(StudyRun, SmCountLevelsAreRunsOfTheirOwnAndResumeByLevel) {
   const int before = m.measured;
   EXPECT_TRUE(study::run_contention_study(store, reg, synth_device(), m, o).already_complete);
   EXPECT_EQ(m.measured, before);
+}
+
+TEST(StudyPlan, TuneSkipsStudyVariantsUnlessNamed) {
+  const Registry reg = synth_registry();
+  const tuner::Problem p(problem(8192, 4096, 32768));
+  const auto all = tuner::plan_variants(reg, p, {});
+  ASSERT_FALSE(all.empty());
+  for (const auto& v : all) EXPECT_FALSE(v.desc().study_only) << v.name();
+  EXPECT_EQ(all.size(), reg.flce().size() - 1 /* f32 */ - 6 /* study */);
+  const auto named = tuner::plan_variants(reg, p, {"flce.bf16.mma.atomic.bm128_bn128_mb1024_sk0"});
+  ASSERT_EQ(named.size(), 1u);
+  EXPECT_TRUE(named[0].desc().study_only);
 }
 
 TEST(SmSlice, PlanChecksAndRoundsToTheGranularity) {
