@@ -5,7 +5,7 @@
 #      slice and on the whole GPU, bits compared (test_study_spread_gpu, SmSliceGpu.*);
 #   2. `detfuse tune --sms 16` on a small FLCE problem (the default variants, and
 #      the study's atomic row-split levels named), then `detfuse best`;
-#   3. the quick FLCE contention study with the SM-count axis (16 SMs, all),
+#   3. the quick FLCE contention study with the SM-count axis (all SMs, then 16),
 #      the Hopper engines (wgmma, cuBLASLt), into $OUT/study.db under a budget
 #      (--resume continues it: see the last lines of study.log);
 #   4. the report generator (experiments/contention/plot.py) into $OUT/report.
@@ -32,7 +32,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv > "$OUT/gpu.tx
 run smoke 90 "$B/tests/study/test_study_spread_gpu" --gtest_filter='SmSliceGpu.*'
 
 SHAPE=4096,1024,16384
-run tune 60 "$B/detfuse" tune --shape $SHAPE --sms 16 --time-cap 2s --repeats 3 --budget 40s --db "$OUT/tune.db"
+run tune 50 "$B/detfuse" tune --shape $SHAPE --sms 16 --time-cap 2s --repeats 3 --budget 30s --db "$OUT/tune.db"
 run tune 40 "$B/detfuse" tune --shape $SHAPE --sms 16 --time-cap 2s --repeats 3 --db "$OUT/tune.db" \
   --variant flce.bf16.mma.atomic.bm128_bn128_bk32_wm2_wn4_st4_mb1024_sk1 \
   --variant flce.bf16.mma.atomic.bm128_bn128_bk32_wm2_wn4_st4_mb1024_sk0 --allow-nondeterministic
@@ -40,8 +40,8 @@ run tune 15 "$B/detfuse" tune --shape $SHAPE --sms 0 --db "$OUT/tune.db"  # must
 run tune 15 "$B/detfuse" tune --shape $SHAPE --sms 999 --db "$OUT/tune.db"  # must exit 2 (beyond the SMs)
 run tune 10 "$B/detfuse" best --kernel flce --shape $SHAPE --db "$OUT/tune.db"
 
-run study 150 "$B/detfuse" study contention --kernel flce --quick --engine wgmma --engine cublaslt \
-  --sms 16,all --budget 130s --db "$OUT/study.db"
+run study 130 "$B/detfuse" study contention --kernel flce --quick --engine wgmma --engine cublaslt \
+  --sms all,16 --budget 110s --db "$OUT/study.db"
 run report 60 python3 experiments/contention/plot.py --db "$OUT/study.db" --out "$OUT/report"
 
 echo "--- smoke"; grep -E "^\[  (PASSED|FAILED|SKIPPED) |dW " "$OUT/smoke.log" | tail -8
