@@ -131,6 +131,11 @@ TEST_F(StudyCli, TuneSmsArgumentChecks) {
   EXPECT_FALSE(std::filesystem::exists(tmp / "t.db"));
   EXPECT_EQ(run({"tune", "--help"}), 0);
   EXPECT_NE(out.str().find("--sms"), std::string::npos);
+  // bench and verify take it too, checked before the GPU.
+  EXPECT_EQ(run({"bench", "flce", "--shape", "512,256,1024", "--sms", "0"}), 2);
+  EXPECT_NE(err.str().find("--sms 0: must be at least 1"), std::string::npos) << err.str();
+  EXPECT_EQ(run({"verify", "--shape", "512,256,1024", "--variant", "best", "--sms", "-2", "--db", db}), 2);
+  EXPECT_NE(err.str().find("--sms -2: must be at least 1"), std::string::npos) << err.str();
 }
 
 TEST_F(StudyCli, QuickStudyStoresTaggedRunsAndExportsThem) {
