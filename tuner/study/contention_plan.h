@@ -118,9 +118,12 @@ std::vector<AttentionProblem> attention_contention_problems(const AttentionConte
 // measures, in registry order. Per (engine, strategy) of o.family and the
 // dtype (and of `engines` when not empty):
 //   full:  every block shape at its default knobs (owning: its median chunk
-//          budget), plus every knob setting of the group's first block shape;
+//          budget; a default is never a study variant, o.study_variants),
+//          plus every knob setting of the group's first block shape;
 //   quick: the group's first block shape only: owning at its smallest and
-//          largest chunk budget, the other strategies at their (first) knobs.
+//          largest chunk budget; FLCE atomic and partials at every row-split
+//          level (the adders axis); the other strategies at their first knobs.
+// Knob order: mb, then sk (sk0, every row block, last), then vs.
 // Attention: the study measures forward+backward, so the forward-only
 // strategy `fwd` is left out; a variant whose name carries a head dim `dNN`
 // is kept only when NN is the axes' d (the wgmma and fma variants run their
