@@ -285,7 +285,8 @@ int cmd_list(Env& env, const std::vector<std::string>& args) {
   if (!parse(args, d, nullptr, vm,
              "usage: detfuse list [--kernel flce|attention|all] [--dtype bf16|fp32] [--engine E]\n\n"
                                    "Prints every registered variant: canonical name, strategy, dtype, whether it is\n"
-                                   "deterministic by design, its parameters and a summary. No GPU needed.",
+                                   "deterministic by design, its parameters and a summary. No GPU needed. [study]: a study\n"
+                                   "variant (the contention study's row-split levels), tuned only when named.",
              env.out))
     return 0;
   const std::string k = vm["kernel"].as<std::string>();
@@ -316,14 +317,20 @@ int cmd_list(Env& env, const std::vector<std::string>& args) {
     size_t w = 4;
     for (auto* v : fs) w = std::max(w, v->name.size());
     char buf[256];
-    env.out << to_string(f) << ": " << fs.size() << " variant(s)\n";
+    const auto study = std::count_if(fs.begin(), fs.end(), [](const VariantDesc* v) { return v->study_only; });
+    env.out << to_string(f) << ": " << fs.size() << " variant(s)"
+            << (study ? " (" + std::to_string(study) + " study variants, marked [study]: `detfuse tune` measures "
+                        "them only when named; `detfuse study contention` plans them)"
+                      : std::string())
+            << "\n";
     std::snprintf(buf, sizeof buf, "  %-*s  %-9s %-5s %-13s %s\n", int(w), "name", "strategy", "dtype", "deterministic",
                   "params / summary");
     env.out << buf;
     for (auto* v : fs) {
       std::snprintf(buf, sizeof buf, "  %-*s  %-9s %-5s %-13s ", int(w), v->name.c_str(), v->strategy.c_str(),
                     to_string(v->dtype), v->deterministic ? "yes" : "no");
-      env.out << buf << v->params_text() << "\n" << std::string(w + 2, ' ') << "  " << v->summary << "\n";
+      env.out << buf << v->params_text() << (v->study_only ? " [study]" : "") << "\n" << std::string(w + 2, ' ')
+              << "  " << v->summary << "\n";
     }
   }
   return 0;

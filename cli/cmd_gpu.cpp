@@ -12,11 +12,26 @@
 #include "tuner/interrupt.h"
 #include "tuner/json.h"
 #include "tuner/records.h"
+#include "tuner/sm_slice.h"
 #include "tuner/text.h"
 #include "tuner/tuner.h"
 #include "tuner/verify.h"
 
 namespace detfuse::cli {
+
+namespace {
+// --sms K: every variant launches on a green-context slice of K SMs from here
+// on (tuner/sm_slice.h); says what it got.
+void use_sm_slice(Env& env, const po::variables_map& vm, const DeviceInfo& dev) {
+  if (!vm.count("sms")) return;
+  auto slice = std::make_shared<tuner::SmSlice>(dev.ordinal, vm["sms"].as<int>());
+  env.err << "measuring on " << slice->sm_count() << " of " << dev.sm_count << " SMs"
+          << (slice->plan().note.empty() ? "" : " (" + slice->plan().note + ")") << "\n";
+  tuner::set_measure_slice(std::move(slice));
+}
+const char* const kSmsHelp =
+    "run every variant on a green-context slice of K SMs (rounded up to the device's SM granularity)";
+}  // namespace
 
 namespace {
 std::unique_ptr<db::Store> open_if_exists(const std::string& path) {
@@ -39,6 +54,7 @@ int cmd_verify(Env& env, const std::vector<std::string>& args) {
       ("dump", po::value<std::string>(), "DIR to write every output as .npy (per variant when several)")
       ("db", po::value<std::string>()->default_value(db::kDefaultPath), "the database holding the stored digests")
       ("allow-nondeterministic", "`best` may resolve to a nondeterministic variant")
+      ("sms", po::value<int>(), kSmsHelp)
       ("device", po::value<int>()->default_value(0), "CUDA device ordinal");
   po::variables_map vm;
   if (!parse(args, d, nullptr, vm,
@@ -71,8 +87,10 @@ int cmd_verify(Env& env, const std::vector<std::string>& args) {
     for (const auto& n : vm["variant"].as<std::vector<std::string>>())
       if (n != "best") tuner::plan_variants(env.reg, o.problem, {n});
 
+  if (vm.count("sms")) tuner::check_sms_argument(vm["sms"].as<int>());  // exit 2 before the GPU
   const DeviceInfo dev = require_device(env, vm["device"].as<int>());
   o.problem.check_fits(&dev);
+  use_sm_slice(env, vm, dev);
   auto store = open_if_exists(path);
   if (vm.count("variant")) {
     for (const auto& n : vm["variant"].as<std::vector<std::string>>()) {
@@ -147,6 +165,7 @@ int cmd_bench(Env& env, const std::vector<std::string>& args) {
        "DIR of .npy inputs: flce X.npy, W.npy (float32), y.npy (int64); attention Q.npy, K.npy, V.npy, dO.npy")
       ("no-baseline", "flce: skip the three cuBLAS GEMMs")
       ("json", "machine-readable output")
+      ("sms", po::value<int>(), kSmsHelp)
       ("device", po::value<int>()->default_value(0), "CUDA device ordinal");
   po::positional_options_description pos;
   pos.add("family", 1);
@@ -180,8 +199,10 @@ int cmd_bench(Env& env, const std::vector<std::string>& args) {
   if (!vm.count("inputs")) o.problem.check_fits(nullptr);  // before seeded inputs are made
   if (vm.count("inputs")) o.inputs = load_inputs(vm["inputs"].as<std::string>(), o.problem, vm.count("shape") > 0);
   tuner::plan_variants(env.reg, o.problem, o.variants);  // bad names: exit 2 before the GPU
+  if (vm.count("sms")) tuner::check_sms_argument(vm["sms"].as<int>());
   const DeviceInfo dev = require_device(env, vm["device"].as<int>());
   o.problem.check_fits(&dev);
+  use_sm_slice(env, vm, dev);  // the cuBLAS baseline GEMMs stay on the whole GPU
   tuner::clear_interrupt();
   tuner::install_sigint_handler();
   auto r = tuner::run_bench(env.reg, dev, o, &env.err);

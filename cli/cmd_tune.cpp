@@ -12,13 +12,14 @@
 #include "tuner/footprint.h"
 #include "tuner/interrupt.h"
 #include "tuner/presets.h"
+#include "tuner/sm_slice.h"
 #include "tuner/supervisor.h"
 #include "tuner/text.h"
 #include "tuner/tuner.h"
 
 namespace detfuse::cli {
 
-tuner::WorkerSetup gpu_worker_setup(const std::string& gpu) {
+tuner::WorkerSetup gpu_worker_setup(const std::string& gpu, int sms) {
   std::string why;
   const int n = cuda_device_count(&why);
   if (n <= 0) {
@@ -45,6 +46,13 @@ tuner::WorkerSetup gpu_worker_setup(const std::string& gpu) {
   DETFUSE_CUDA_CHECK(cudaSetDevice(ordinal));
   tuner::WorkerSetup s;
   s.device = query_device(ordinal);
+  s.sms = s.device.sm_count;
+  if (sms > 0) {
+    auto slice = std::make_shared<tuner::SmSlice>(ordinal, sms);  // invalid_argument past the device's SMs
+    s.sms = slice->sm_count();
+    if (!slice->plan().note.empty()) std::fprintf(stderr, "%s\n", slice->plan().note.c_str());
+    tuner::set_measure_slice(std::move(slice));
+  }
   s.measurer = tuner::make_gpu_measurer(s.device);
   return s;
 }
@@ -75,7 +83,10 @@ int cmd_tune(Env& env, const std::vector<std::string>& args) {
       ("in-process", "measure in this process instead of a supervised worker (for debuggers and sanitizers; a "
        "variant that loses the CUDA context then ends the run)")
       ("gpu", po::value<std::string>(), "the GPU to tune: ordinal, UUID or UUID prefix (CUDA_VISIBLE_DEVICES applies)")
-      ("device", po::value<int>(), "CUDA device ordinal (same as --gpu N)");
+      ("device", po::value<int>(), "CUDA device ordinal (same as --gpu N)")
+      ("sms", po::value<int>(),
+       "measure on a slice of K SMs of the GPU (CUDA green context; rounded up to the device's SM granularity, "
+       "e.g. multiples of 8 on Hopper; the count granted is recorded with the run)");
   po::variables_map vm;
   if (!parse(args, d, nullptr, vm,
              "usage: detfuse tune --kernel flce (--shape N,D,V | --preset llm-heads) [--dtype bf16] [options]\n"
@@ -126,7 +137,8 @@ int cmd_tune(Env& env, const std::vector<std::string>& args) {
     const std::set<std::string> named(o.variants.begin(), o.variants.end());
     std::vector<std::string> keep;
     for (const auto& v : base.variants(env.reg))
-      if (engines.count(v.desc().engine) && (named.empty() || named.count(v.name()))) keep.push_back(v.name());
+      if (engines.count(v.desc().engine) && (named.empty() ? !v.desc().study_only : named.count(v.name()) > 0))
+        keep.push_back(v.name());
     if (keep.empty())
       throw UsageError("--engine: no registered " + std::string(base.label()) +
                        " variant matches (see `detfuse list --engine E`)");
@@ -145,6 +157,8 @@ int cmd_tune(Env& env, const std::vector<std::string>& args) {
   if (vm.count("gpu") && vm.count("device")) throw UsageError("--gpu and --device exclude each other");
   const std::string gpu = vm.count("gpu") ? vm["gpu"].as<std::string>()
                                           : std::to_string(vm.count("device") ? vm["device"].as<int>() : 0);
+  const int sms = vm.count("sms") ? vm["sms"].as<int>() : 0;
+  if (vm.count("sms")) tuner::check_sms_argument(sms);  // K < 1: exit 2 before any GPU work
 
   // Nothing here touches CUDA: the worker (forked below) queries the device and
   // measures, so a variant that takes its process down is recorded and the
@@ -155,7 +169,7 @@ int cmd_tune(Env& env, const std::vector<std::string>& args) {
   }
   tuner::WorkerFactory factory = env.ctx.worker_setup
                                      ? tuner::WorkerFactory([&env, gpu] { return env.ctx.worker_setup(gpu); })
-                                     : tuner::WorkerFactory([gpu] { return gpu_worker_setup(gpu); });
+                                     : tuner::WorkerFactory([gpu, sms] { return gpu_worker_setup(gpu, sms); });
   // The store first: a bad --db is reported before any worker or GPU starts.
   // (The forked worker inherits its descriptor and never uses it; it leaves
   // only through _exit, so it never closes or checkpoints the connection.)
@@ -165,14 +179,19 @@ int cmd_tune(Env& env, const std::vector<std::string>& args) {
   std::unique_ptr<tuner::Measurer> in_process;
   std::unique_ptr<tuner::SupervisedMeasurer> supervised;
   DeviceInfo dev;
+  int granted = 0;
   if (vm.count("in-process")) {
     tuner::WorkerSetup setup = factory();
     dev = setup.device;
+    granted = setup.sms;
     in_process = std::move(setup.measurer);
   } else {
     supervised = std::make_unique<tuner::SupervisedMeasurer>(env.reg, factory);
     dev = supervised->start();
+    granted = supervised->sms();
   }
+  if (granted > 0) o.sms = granted;
+  if (sms > 0) env.err << "measuring on " << granted << " of " << dev.sm_count << " SMs (--sms " << sms << ")\n";
   tuner::Measurer& measurer = in_process ? *in_process : static_cast<tuner::Measurer&>(*supervised);
   tuner::Tuner t(store, env.reg, dev, measurer, &env.err);
   env.err << "tuning " << o.problems.size() << " problem(s) on " << dev.name << " (" << dev.uuid << ") into "

@@ -66,7 +66,9 @@ tuner::HostInputs load_inputs(const std::filesystem::path& dir, tuner::Problem& 
 tuner::FlceHostInputs load_inputs(const std::filesystem::path& dir, FlceProblem& p, bool shape_given);
 
 // The GPU measurer on `gpu` (ordinal, UUID or UUID prefix): what tune's worker builds.
-tuner::WorkerSetup gpu_worker_setup(const std::string& gpu);
+// sms > 0: the measurer launches on a green-context slice of that many SMs
+// (tuner/sm_slice.h; the count granted is WorkerSetup::sms).
+tuner::WorkerSetup gpu_worker_setup(const std::string& gpu, int sms = 0);
 
 int cmd_devices(Env& env, const std::vector<std::string>& args);
 int cmd_list(Env& env, const std::vector<std::string>& args);

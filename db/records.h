@@ -120,6 +120,10 @@ struct RunRecord {
                              // for a running run; "" for runs written before v3
   std::string end_reason;    // v3: why it ended (mark_run_crashed/abandoned, finish_run)
   std::string study;         // v4: the study this run belongs to (StudyRecord::name); "" = a plain tuning run
+  // v5: the SMs every measurement of the run had: a green-context slice of
+  // the device (`--sms K`, the count the hardware granted) or the whole device
+  // (its SM count). nullopt for runs written before v5 (whole device).
+  std::optional<int64_t> sms;
   friend bool operator==(const RunRecord&, const RunRecord&) = default;
 };
 

@@ -240,6 +240,12 @@ CREATE TABLE determinism_spread (
 )sql",
        "v4: studies (name, kind, axes) and runs.study tag a study's runs; determinism_spread holds the "
        "run-to-run spread (max |x_r - x_0|, ||x_r - x_0||, ||x_0||) of each output"},
+      {5,
+       R"sql(
+ALTER TABLE runs ADD COLUMN sms INTEGER;
+)sql",
+       "v5: runs.sms, the SMs every measurement of the run had (a green-context slice of the device, or the "
+       "whole device); NULL for older runs (whole device, count not recorded)"},
   };
   return m;
 }

@@ -53,7 +53,7 @@ class Error : public std::runtime_error {
 
 // Schema version this build writes (PRAGMA user_version) and the application id
 // (PRAGMA application_id) that marks a detfuse database.
-inline constexpr int kSchemaVersion = 4;
+inline constexpr int kSchemaVersion = 5;
 inline constexpr int32_t kApplicationId = 0x64667573;  // "dfus"
 
 inline constexpr const char* kDefaultPath = "detfuse.db";

@@ -24,6 +24,10 @@ std::optional<BestResult> Store::best(Id device_id, Id problem_id, bool allow_no
         "WHERE r.device_id=?1 AND r.problem_id=?2 AND r.status='ok' AND c.pass=1 "
         "  AND ((d.level='run_to_run' AND v.deterministic_by_design=1) OR ?3=1) "
         "  AND (?4 IS NULL OR r.build_id=?4) "
+        // Measured on the whole device: not on a --sms slice (runs.sms, v5).
+        "  AND coalesce((SELECT u.sms FROM runs u WHERE u.id = r.run_id), "
+        "               (SELECT dv.sm_count FROM devices dv WHERE dv.id = r.device_id)) = "
+        "      (SELECT dv.sm_count FROM devices dv WHERE dv.id = r.device_id) "
         "ORDER BY t.median_ms, r.id LIMIT 1"));
     s->bind_all(device_id, problem_id, allow_nondeterministic, build_id);
     if (!s->step()) return std::nullopt;

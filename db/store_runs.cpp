@@ -14,7 +14,7 @@ namespace detail {
 
 const char* const kRunCols =
     "uid, started_at, finished_at, budget_seconds, status, command_line, repeats, seed, "
-    "allow_nondeterministic, owner_host, owner_pid, owner_start, heartbeat_at, end_reason, study";
+    "allow_nondeterministic, owner_host, owner_pid, owner_start, heartbeat_at, end_reason, study, sms";
 
 RunRecord read_run(Stmt& s, int c) {
   RunRecord r;
@@ -33,15 +33,16 @@ RunRecord read_run(Stmt& s, int c) {
   r.heartbeat_at = s.text(c + 12);
   r.end_reason = s.text(c + 13);
   r.study = s.text(c + 14);
+  if (!s.is_null(c + 15)) r.sms = s.i64(c + 15);
   return r;
 }
 
 Id insert_run(const Store::Impl& im, const RunRecord& r) {
   StmtUse s(im.stmt(std::string("INSERT INTO runs (") + kRunCols +
-                    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"));
+                    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"));
   s->bind_all(r.uid, r.started_at, r.finished_at, r.budget_seconds, r.status, r.command_line, r.repeats, r.seed,
               r.allow_nondeterministic, r.owner.host, r.owner.pid, r.owner.start_time, r.heartbeat_at,
-              r.end_reason, r.study);
+              r.end_reason, r.study, r.sms);
   s->run();
   return im.last_id();
 }

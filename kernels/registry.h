@@ -36,6 +36,10 @@ struct VariantDesc {
   std::vector<std::pair<std::string, int64_t>> params;  // block sizes etc., in name order
   bool deterministic = false;  // what the design promises run to run; the tuner checks it
   std::string summary;         // one line for `detfuse list`
+  // A study variant (e.g. a row-split level of the contention study): the
+  // tuner's default selection skips it; named with --variant, or planned by a
+  // study, it is measured like any other.
+  bool study_only = false;
 
   // "family.dtype.engine.strategy.k1v1_k2v2..." from the other fields.
   static std::string canonical_name(Family f, DType t, const std::string& engine, const std::string& strategy,

@@ -8,6 +8,7 @@
 #include "kernels/common/error.h"
 #include "kernels/common/host_bf16.h"
 #include "tuner/npy.h"
+#include "tuner/sm_slice.h"
 
 namespace detfuse::tuner {
 
@@ -108,13 +109,16 @@ void AttentionGpuCase::launch(const AttentionVariant& v, Mode m, const DeviceByt
   AttentionArgs f = args(AttentionMode::forward);
   f.workspace = ws.get();
   f.workspace_size = ws.bytes();
-  v.launch(p_, AttentionMode::forward, f, nullptr);
-  if (m == Mode::forward_backward) {
-    AttentionArgs b = args(AttentionMode::backward);
-    b.workspace = ws.get();
-    b.workspace_size = ws.bytes();
-    v.launch(p_, AttentionMode::backward, b, nullptr);
-  }
+  // On a --sms slice's stream when one is installed (tuner/sm_slice.h).
+  measure_launch([&](cudaStream_t s) {
+    v.launch(p_, AttentionMode::forward, f, s);
+    if (m == Mode::forward_backward) {
+      AttentionArgs b = args(AttentionMode::backward);
+      b.workspace = ws.get();
+      b.workspace_size = ws.bytes();
+      v.launch(p_, AttentionMode::backward, b, s);
+    }
+  });
 }
 
 void AttentionGpuCase::run_once(const AttentionVariant& v) {

@@ -28,7 +28,7 @@ std::vector<Variant> plan_variants(const Registry& reg, const Problem& p, const 
   std::vector<Variant> out;
   if (names.empty()) {
     for (const Variant& v : p.variants(reg))
-      if (v.desc().dtype == p.dtype()) out.push_back(v);
+      if (v.desc().dtype == p.dtype() && !v.desc().study_only) out.push_back(v);  // study variants: only when named
     return out;
   }
   std::set<std::string> seen;

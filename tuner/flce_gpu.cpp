@@ -13,6 +13,7 @@
 #include "kernels/flce/flce.h"
 #include "reference/inputs.h"
 #include "tuner/npy.h"
+#include "tuner/sm_slice.h"
 
 namespace detfuse::tuner {
 
@@ -46,7 +47,7 @@ void FlceGpuCase::launch(const FlceVariant& v, const DeviceBytes& ws) {
   FlceArgs a = case_.args(mode_);
   a.workspace = ws.get();
   a.workspace_size = ws.bytes();
-  v.launch(case_.problem(), mode_, a, nullptr);
+  measure_launch([&](cudaStream_t s) { v.launch(case_.problem(), mode_, a, s); });  // a --sms slice, or the device
 }
 
 void FlceGpuCase::flush_l2() { DETFUSE_CUDA_CHECK(cudaMemsetAsync(flush_.get(), 0, flush_.bytes(), nullptr)); }

@@ -220,7 +220,7 @@ Json error_reply(const std::exception& e) {
       write_frame(out_fd, error_reply(e));
       _exit(3);
     }
-    if (!write_frame(out_fd, {{"ok", true}, {"device", to_json(setup.device)}})) _exit(0);
+    if (!write_frame(out_fd, {{"ok", true}, {"device", to_json(setup.device)}, {"sms", setup.sms}})) _exit(0);
     std::string buf;
     std::optional<Problem> prepared;  // the problem the measurer holds (variants are looked up in its family)
     for (;;) {
@@ -430,6 +430,7 @@ DeviceInfo SupervisedMeasurer::start() {
     throw Error(what, r.msg->at("kind") == "invalid_argument" ? Error::Kind::invalid_argument : Error::Kind::runtime);
   }
   device_ = device_info_from_json(r.msg->at("device"));
+  sms_ = r.msg->value("sms", 0);
   return device_;
 }
 

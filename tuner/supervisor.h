@@ -54,6 +54,7 @@ namespace detfuse::tuner {
 struct WorkerSetup {
   DeviceInfo device;
   std::unique_ptr<Measurer> measurer;
+  int sms = 0;  // SMs the measurer launches on (a --sms slice, tuner/sm_slice.h); 0: not said
 };
 using WorkerFactory = std::function<WorkerSetup()>;
 
@@ -73,6 +74,8 @@ class SupervisedMeasurer : public Measurer {
   // Starts the worker if none runs; returns the device it measures on. Throws
   // the worker's setup error (kind kept) or an Error when it died starting.
   DeviceInfo start();
+  // The worker's WorkerSetup::sms (after start()).
+  int sms() const { return sms_; }
 
   void prepare(const Problem& p, Mode mode, int64_t seed) override;
   VariantOutcome measure(const Variant& v, const MeasureControl& ctl) override;
@@ -103,6 +106,7 @@ class SupervisedMeasurer : public Measurer {
   int to_worker_ = -1, from_worker_ = -1;
   std::string inbuf_;
   DeviceInfo device_;
+  int sms_ = 0;
   int started_ = 0;
   struct Prepared {
     Problem p;

@@ -130,7 +130,15 @@ void Tuner::open_run(Run& run) {
   if (o.resume) {
     std::string why;
     std::vector<db::Id> older;
-    if (auto id = find_resumable_run(store_, run.device_id, run.build_id, problem_ids, o.seed, &why, &older)) {
+    auto id = find_resumable_run(store_, run.device_id, run.build_id, problem_ids, o.seed, &why, &older);
+    if (id && store_.run(*id).sms != o.sms) {  // measured on another SM count (--sms): not this run's
+      const auto n = [](const std::optional<int64_t>& k) { return k ? std::to_string(*k) + " SMs" : "the whole GPU"; };
+      why = "the newest unfinished run of these problems, " + store_.run(*id).uid + ", ran on " + n(store_.run(*id).sms) +
+            ", this one on " + n(o.sms);
+      id.reset();
+      older.clear();
+    }
+    if (id) {
       for (db::Id a : older) {
         const db::RunRecord r = store_.run(a);
         if (store_.mark_run_abandoned(a, "superseded: --resume continued the newer run " + store_.run(*id).uid))
@@ -158,6 +166,7 @@ void Tuner::open_run(Run& run) {
   r.allow_nondeterministic = o.allow_nondeterministic;
   r.owner = o.owner;
   r.study = o.study;
+  r.sms = o.sms;
   run.run_id = store_.begin_run(r);
   for (db::Id id : run.chain) run.chain_status[id] = store_.run(id).status;
   run.chain.insert(run.run_id);

@@ -46,6 +46,10 @@ struct TuneOptions {
   // The study this run belongs to (db::StudyRecord::name, stored in
   // runs.study); "" for a plain tuning run. The caller creates the study row.
   std::string study;
+  // The SMs the measurer runs on (runs.sms): a green-context slice's actual
+  // count, or the device's SM count; nullopt: not known (recorded as NULL).
+  // --resume continues only a run of the same SM count.
+  std::optional<int64_t> sms;
   // With resume: variants whose latest row is a crash their owner recorded
   // are measured again (presumed crashes always are; tuner/resume.h).
   bool retry_crashed = false;

@@ -22,6 +22,11 @@
 //        partials the rows are split sk ways; each split writes its partial of a
 //                 vs-row vocabulary slab to the workspace, then a CUB pass sums
 //                 the sk partials in fixed order (reproducible; costs memory+pass)
+//      sk is the contention knob: sk adders per dW element per chunk. sk0 is
+//      the article's kernel, where every row block of the chunk adds its
+//      product (sk = ceil(chunk rows / bm)); partials sk0 (vs0) derives its slab
+//      rows from the partials budget (the default's sk x vs, divided by sk,
+//      a multiple of 8).
 // Work: 2NDV (logits) + 2NDV (dX) + 2NDV (dW) = 6NDV, nothing recomputed; the
 // price is the Nc x V chunk buffer (the tuning parameter `mb`, MiB).
 #pragma once
@@ -48,9 +53,21 @@ inline const char* to_string(Strategy s) {
 struct StrategyParams {
   Strategy strategy = Strategy::owning;
   int chunk_mib = 1024;  // budget of the logits chunk buffer
-  int splits = 1;        // atomic / partials: row splits of the dW GEMM
-  int slab_rows = 0;     // partials: vocabulary rows per partial slab
+  int splits = 1;        // atomic / partials: row splits of the dW GEMM; 0: one per row block (sk0)
+  int slab_rows = 0;     // partials: vocabulary rows per partial slab; 0: partial_rows / splits
+  int partial_rows = 0;  // partials with slab_rows 0: rows of partials in all (splits x slab)
 };
+
+// Row splits of a chunk of nc rows: sp.splits, or one per row block (sk0).
+inline int dw_splits(const StrategyParams& sp, int64_t nc, int block_m) {
+  return sp.splits > 0 ? sp.splits : int(std::max<int64_t>(1, (nc + block_m - 1) / block_m));
+}
+
+// Partials slab rows for `splits` splits (vs, or derived from the budget), at most V.
+inline int64_t partial_slab_rows(const StrategyParams& sp, int splits, int64_t V) {
+  const int64_t rows = sp.slab_rows > 0 ? sp.slab_rows : std::max<int64_t>(8, sp.partial_rows / splits / 8 * 8);
+  return std::min<int64_t>(rows, V);
+}
 
 inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -59,6 +76,8 @@ struct Plan {
   int64_t Vp = 0;          // V rounded up to 8: leading dimension of the chunk buffer
   int64_t chunk_rows = 0;  // Nc
   int dx_splits = 1;       // K splits of the dX GEMM (fixed by the shape, summed in order)
+  int dw_splits = 1;       // row splits of the dW GEMM of a full chunk (atomic, partials)
+  int64_t slab_rows = 0;   // partials: vocabulary rows per slab
   int64_t stats_cols = 0;  // column tiles of the logits GEMM when its epilogue writes row statistics
   size_t counts = 0, loss_rows = 0, logits = 0, stats = 0, dw_acc = 0, partials = 0, dx_partials = 0, total = 0;
   bool need_loss_rows = false, need_dw_acc = false, need_partials = false;
@@ -96,7 +115,9 @@ inline Plan make_plan(const FlceProblem& p, FlceMode mode, const StrategyParams&
   if (row_stats && fwd) pl.stats_cols = (p.V + block_n - 1) / block_n;
   pl.stats = take(size_t(pl.chunk_rows) * size_t(pl.stats_cols) * 16);
   pl.dw_acc = take(pl.need_dw_acc ? size_t(p.V) * size_t(p.D) * 4 : 0);
-  pl.partials = take(pl.need_partials ? size_t(sp.splits) * size_t(std::min<int64_t>(sp.slab_rows, p.V)) * size_t(p.D) * 4 : 0);
+  pl.dw_splits = sp.strategy == Strategy::owning ? 1 : dw_splits(sp, pl.chunk_rows, block_m);
+  pl.slab_rows = pl.need_partials ? partial_slab_rows(sp, pl.dw_splits, p.V) : 0;
+  pl.partials = take(pl.need_partials ? size_t(pl.dw_splits) * size_t(pl.slab_rows) * size_t(p.D) * 4 : 0);
   if (bwd && split_dx) {
     int64_t tiles = ((pl.chunk_rows + block_m - 1) / block_m) * ((p.D + block_n - 1) / block_n);
     pl.dx_splits = int(std::clamp<int64_t>(kDxTargetTiles / tiles, 1, kDxMaxSplits));
@@ -119,6 +140,13 @@ struct FlceDriver {
     if (auto why = p.dim_error()) return why;  // the one size rule, kMaxDim (kernels/common/problem.h)
     if (mode != FlceMode::forward && sp.strategy == Strategy::partials && sp.slab_rows % 8 != 0)
       return "partials slab rows must be a multiple of 8";
+    if (mode != FlceMode::forward && sp.strategy == Strategy::partials && sp.slab_rows == 0) {
+      const Plan pl = plan(p, mode, sp);
+      if (int64_t(pl.dw_splits) * 8 > sp.partial_rows)
+        return "partials sk0: " + std::to_string(pl.dw_splits) + " row splits of " + std::to_string(pl.chunk_rows) +
+               " chunk rows need at least 8 slab rows each, beyond the partials budget of " +
+               std::to_string(sp.partial_rows) + " rows";
+    }
     return std::nullopt;
   }
 
@@ -220,15 +248,20 @@ struct FlceDriver {
         case Strategy::owning:
           Engine::template gemm<Cfg, Major::MN, Major::MN>(g4, EpiAccumulate{dw, p.D, chunk == 0 ? 1 : 0}, 1, s);
           break;
-        case Strategy::atomic:
-          g4.splits = sp.splits;
-          g4.k_per_split = int(round_up((nc + sp.splits - 1) / sp.splits, Cfg::BK));
+        case Strategy::atomic: {
+          const int splits = dw_splits(sp, nc, Cfg::BM);
+          g4.splits = splits;
+          g4.k_per_split = int(round_up((nc + splits - 1) / splits, Cfg::BK));
           Engine::template gemm<Cfg, Major::MN, Major::MN>(g4, EpiAtomic{dw, p.D}, 1, s);
           break;
+        }
         case Strategy::partials: {
-          const int64_t slab = std::min<int64_t>(sp.slab_rows, p.V);
-          g4.splits = sp.splits;
-          g4.k_per_split = int(round_up((nc + sp.splits - 1) / sp.splits, Cfg::BK));
+          // A short last chunk has fewer row splits than the plan's; the slab
+          // is the plan's, so the workspace holds them.
+          const int splits = dw_splits(sp, nc, Cfg::BM);
+          const int64_t slab = pl.slab_rows;
+          g4.splits = splits;
+          g4.k_per_split = int(round_up((nc + splits - 1) / splits, Cfg::BK));
           for (int64_t v0 = 0; v0 < p.V; v0 += slab) {
             const int64_t rows = std::min<int64_t>(slab, p.V - v0);
             GemmParams gs = g4;
@@ -236,7 +269,7 @@ struct FlceDriver {
             gs.A = Engine::grad_bf16 ? static_cast<const void*>(reinterpret_cast<const unsigned short*>(L) + v0)
                                      : static_cast<const void*>(L + v0);
             Engine::template gemm<Cfg, Major::MN, Major::MN>(gs, EpiPartial{partials, p.D, slab * p.D}, 1, s);
-            launch_sum_partials(dw + v0 * p.D, partials, sp.splits, slab * p.D, rows * p.D, chunk == 0, s);
+            launch_sum_partials(dw + v0 * p.D, partials, splits, slab * p.D, rows * p.D, chunk == 0, s);
           }
           break;
         }
@@ -247,13 +280,22 @@ struct FlceDriver {
   }
 };
 
+// The contention study's row-split levels (DESIGN.md, "Gradient-accumulation
+// strategies"): sk adders per dW element per chunk, 0 for every row block.
+// The levels other than a tile configuration's default are registered as
+// study variants (VariantDesc::study_only): `detfuse tune` skips them unless
+// named, `detfuse study contention` measures them. Partials keep the default's
+// workspace at every level: splits x slab rows = the default's sk x vs.
+inline const std::vector<int> kStudySplits = {1, 2, 4, 16, 64, 0};
+
 // Registers the three strategies of one engine/tile configuration:
 // owning at each chunk budget in `owning_mib`, atomic (unless the engine has no
-// atomic epilogue) and partials at `mib`.
+// atomic epilogue) and partials at `mib`, `splits` row splits; and the study's
+// other row-split levels of atomic and partials (study_only).
 template <class Engine, class Cfg>
 void register_tile_config(Registry& r, const std::vector<int>& owning_mib, int mib, int splits, int slab_rows,
                           bool with_atomic = true) {
-  auto add = [&](const StrategyParams& sp) {
+  auto add = [&](const StrategyParams& sp, bool study_only = false) {
     FlceVariant v;
     v.desc.family = Family::flce;
     v.desc.dtype = Engine::dtype;
@@ -265,12 +307,15 @@ void register_tile_config(Registry& r, const std::vector<int>& owning_mib, int m
     if (sp.strategy == Strategy::partials) v.desc.params.push_back({"vs", sp.slab_rows});
     v.desc.name = VariantDesc::canonical_name(v.desc.family, v.desc.dtype, v.desc.engine, v.desc.strategy, v.desc.params);
     v.desc.deterministic = sp.strategy != Strategy::atomic;
+    v.desc.study_only = study_only;
+    const std::string split = sp.splits > 0 ? std::to_string(sp.splits) + "-way row split"
+                                            : std::string("row split per row block (every row block adds)");
+    const std::string slab = sp.slab_rows > 0 ? std::to_string(sp.slab_rows) + "-row slabs"
+                                              : std::to_string(sp.partial_rows) + "/sk-row slabs";
     v.desc.summary = std::string(Engine::summary) + "; logits chunk " + std::to_string(sp.chunk_mib) + " MiB; dW " +
                      (sp.strategy == Strategy::owning ? "owned tiles walk the rows in order"
-                      : sp.strategy == Strategy::atomic
-                          ? std::to_string(sp.splits) + "-way row split, fp32 atomics"
-                          : std::to_string(sp.splits) + "-way row split, partials of " + std::to_string(sp.slab_rows) +
-                                "-row slabs summed in order (CUB)");
+                      : sp.strategy == Strategy::atomic ? split + ", fp32 atomics"
+                                                        : split + ", partials of " + slab + " summed in order (CUB)");
     v.can_run = [sp](const FlceProblem& p, FlceMode m, const DeviceInfo& d) {
       return FlceDriver<Engine, Cfg>::can_run(p, m, d, sp);
     };
@@ -285,6 +330,12 @@ void register_tile_config(Registry& r, const std::vector<int>& owning_mib, int m
   for (int mb : owning_mib) add({Strategy::owning, mb, 1, 0});
   if (with_atomic) add({Strategy::atomic, mib, splits, 0});
   add({Strategy::partials, mib, splits, slab_rows});
+  const int partial_rows = splits * slab_rows;  // the default's workspace, in slab rows x splits
+  for (int sk : kStudySplits) {
+    if (sk == splits) continue;
+    if (with_atomic) add({Strategy::atomic, mib, sk, 0}, true);
+    add({Strategy::partials, mib, sk, sk > 0 ? partial_rows / sk : 0, partial_rows}, true);
+  }
 }
 
 }  // namespace detfuse::flce

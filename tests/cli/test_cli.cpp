@@ -157,6 +157,9 @@ TEST_F(Cli, ListOfTheBuiltinRegistry) {
   std::ostringstream o, e;
   EXPECT_EQ(run_cli({"list"}, o, e, real), 0) << e.str();
   for (const VariantDesc* d : builtin_registry().descriptors()) EXPECT_NE(o.str().find(d->name), std::string::npos);
+  // The contention study's row-split levels are listed, marked as study variants.
+  EXPECT_NE(o.str().find(" [study]\n"), std::string::npos);
+  EXPECT_NE(o.str().find("study variants, marked [study]"), std::string::npos);
 }
 
 TEST_F(Cli, BestFromTheStoreWithoutAGpu) {

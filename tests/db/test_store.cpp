@@ -173,6 +173,30 @@ TEST(DbStore, RejectsInvalidResults) {
   EXPECT_TRUE(s.run_results(f.run).empty());
 }
 
+TEST(DbStore, BestTakesWholeDeviceRunsOnlyAndRunsKeepTheirSmCount) {
+  Fixture f;  // f.run: sms NULL (a run of a build before v5, or a test double): the whole device
+  auto& s = f.store;
+  const Id owning = s.find_or_create_variant(variant("owning"));
+  const Id partials = s.find_or_create_variant(variant("partials"));
+  RunRecord sliced;
+  sliced.sms = 16;
+  const Id on16 = s.begin_run(sliced);
+  RunRecord whole;
+  whole.sms = 132;  // h200()'s SM count
+  const Id on132 = s.begin_run(whole);
+  EXPECT_EQ(s.run(on16).sms, std::optional<int64_t>(16));
+  EXPECT_EQ(s.run(on132).sms, std::optional<int64_t>(132));
+  EXPECT_EQ(s.run(f.run).sms, std::nullopt);
+  // A faster result measured on a 16-SM slice is never the device's best.
+  s.record_result(full_result(on16, f.dev, f.build, f.prob, owning, 1, 0.5));
+  EXPECT_FALSE(s.best(f.dev, f.prob, false).has_value());
+  s.record_result(full_result(on132, f.dev, f.build, f.prob, partials, 1, 2.0));
+  EXPECT_EQ(s.best(f.dev, f.prob, false)->variant_id, partials);
+  s.record_result(full_result(f.run, f.dev, f.build, f.prob, owning, 1, 1.0));
+  EXPECT_EQ(s.best(f.dev, f.prob, false)->variant_id, owning);
+  EXPECT_DOUBLE_EQ(s.best(f.dev, f.prob, false)->median_ms, 1.0);
+}
+
 TEST(DbStore, BestIsFastestCorrectDeterministic) {
   Fixture f;
   auto& s = f.store;

@@ -35,6 +35,33 @@ TEST(FlcePlan, ChunkRowsFollowTheBudget) {
   EXPECT_EQ(make_plan(shape(5, 64, 1009), FlceMode::forward, {}, 128, 128).Vp, 1016);  // padded to 8
 }
 
+TEST(FlcePlan, RowSplitLevelsKeepThePartialsWorkspace) {
+  // The contention study's levels: partials at sk x vs = 4 x 8192 rows in all.
+  const FlceProblem p = shape(8192, 4096, 32768);
+  const size_t budget = size_t(4 * 8192) * 4096 * 4;
+  for (int sk : {1, 2, 4, 16, 64}) {
+    const Plan pl = make_plan(p, FlceMode::forward_backward, {Strategy::partials, 1024, sk, 32768 / sk}, 128, 128);
+    EXPECT_EQ(pl.dw_splits, sk);
+    EXPECT_EQ(pl.slab_rows, std::min<int64_t>(32768 / sk, p.V));
+    EXPECT_LE(size_t(pl.dw_splits) * size_t(pl.slab_rows) * 4096 * 4, budget) << sk;
+  }
+  // sk0: one split per bm row block of the chunk (8192 rows at mb1024 and
+  // V=32768: 64 blocks of 128), slab rows from the same budget.
+  Plan pl = make_plan(p, FlceMode::forward_backward, {Strategy::partials, 1024, 0, 0, 32768}, 128, 128);
+  EXPECT_EQ(pl.chunk_rows, 8192);
+  EXPECT_EQ(pl.dw_splits, 64);
+  EXPECT_EQ(pl.slab_rows, 512);
+  EXPECT_GE(pl.total, pl.partials + budget);  // the partials region holds 64 x 512 rows of D
+  // Smaller chunks, fewer row blocks, wider slabs (a multiple of 8).
+  pl = make_plan(shape(600, 256, 4000), FlceMode::forward_backward, {Strategy::partials, 1024, 0, 0, 32768}, 64, 64);
+  EXPECT_EQ(pl.dw_splits, 10);  // ceil(600 / 64)
+  EXPECT_EQ(pl.slab_rows, 3272);  // 32768 / 10 = 3276, down to a multiple of 8
+  EXPECT_EQ(dw_splits({Strategy::atomic, 1024, 0, 0}, 600, 64), 10);
+  EXPECT_EQ(dw_splits({Strategy::atomic, 1024, 16, 0}, 600, 64), 16);
+  // Owning has no row splits.
+  EXPECT_EQ(make_plan(p, FlceMode::forward_backward, {Strategy::owning, 1024, 0, 0}, 128, 128).dw_splits, 1);
+}
+
 TEST(FlcePlan, DxSplitDependsOnTheShapeOnly) {
   // Llama head at mb1920: 31 x 32 = 992 dX tiles per chunk -> 1 split.
   Plan llama = make_plan(shape(16384, 4096, 128256), FlceMode::forward_backward, {Strategy::owning, 1920, 1, 0}, 128, 128);

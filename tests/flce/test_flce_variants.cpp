@@ -2,10 +2,12 @@
 // honest can_run (refusals carry a reason) and a bounded workspace.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
 #include "kernels/common/error.h"
 #include "kernels/flce/flce.h"
+#include "kernels/flce/variants.h"
 #include "kernels/registry.h"
 
 namespace detfuse {
@@ -41,6 +43,37 @@ TEST(FlceVariants, EveryStrategyHasThreeBlockShapesPerDtype) {
   for (const char* strategy : {"atomic", "partials", "owning"}) {
     EXPECT_GE((shapes[{"bf16", strategy}].size()), 3u) << strategy;
     EXPECT_GE((shapes[{"fp32", strategy}].size()), 3u) << strategy;
+  }
+}
+
+TEST(FlceVariants, AtomicAndPartialsAtEveryRowSplitLevel) {
+  // Per (dtype, engine, strategy, block shape): sk 1, 2, 4, 16, 64 and 0 (every
+  // row block); the shape's default (kSplits) is a tuning variant, the other
+  // levels study variants; owning has no sk and is never a study variant.
+  std::map<std::string, std::set<int64_t>> levels, tuned;
+  for (const auto& v : builtin_registry().flce()) {
+    int64_t sk = -1;
+    std::string key = std::string(to_string(v.desc.dtype)) + "." + v.desc.engine + "." + v.desc.strategy + ".";
+    for (const auto& [k, val] : v.desc.params) {
+      if (k == "sk") sk = val;
+      else if (k != "vs") key += k + std::to_string(val) + "_";
+    }
+    if (v.desc.strategy == "owning") {
+      EXPECT_EQ(sk, -1) << v.desc.name;
+      EXPECT_FALSE(v.desc.study_only) << v.desc.name;
+      continue;
+    }
+    ASSERT_GE(sk, 0) << v.desc.name;
+    EXPECT_TRUE(levels[key].insert(sk).second) << v.desc.name;
+    EXPECT_EQ(v.desc.study_only, sk != flce::kSplits) << v.desc.name;
+    if (!v.desc.study_only) tuned[key].insert(sk);
+    // Every level runs the Llama head on an H200 (partials within their workspace).
+    EXPECT_FALSE(v.can_run(llama(v.desc.dtype), FlceMode::forward_backward, h200()).has_value()) << v.desc.name;
+  }
+  ASSERT_FALSE(levels.empty());
+  for (const auto& [key, ks] : levels) {
+    EXPECT_EQ(ks, (std::set<int64_t>{0, 1, 2, 4, 16, 64})) << key;
+    EXPECT_EQ(tuned[key], (std::set<int64_t>{flce::kSplits})) << key;
   }
 }
 
@@ -85,7 +118,9 @@ TEST(FlceVariants, WorkspaceIsBoundedByTheChunkBudget) {
     }
     size_t bytes = v.workspace_bytes(p, FlceMode::forward_backward);
     const size_t chunk_rows = size_t(mb) * (1 << 20) / (size_t(p.V) * 4);
-    size_t bound = size_t(mb) * (1 << 20) + size_t(p.N) * 4 + 4096 + size_t(sk) * size_t(vs) * size_t(p.D) * 4 +
+    // Partials: sk x vs rows of partials; sk0 (vs0): the default's sk x vs, shared by the row blocks.
+    const size_t partial_rows = sk == 0 || vs == 0 ? size_t(flce::kSplits) * flce::kSlabRows : size_t(sk) * size_t(vs);
+    size_t bound = size_t(mb) * (1 << 20) + size_t(p.N) * 4 + 4096 + partial_rows * size_t(p.D) * 4 +
                    8 * chunk_rows * size_t(p.D) * 4 +  // dX split partials, at most 8 splits
                    chunk_rows * size_t((p.V + 63) / 64) * 16;  // row statistics of 64-column tiles or wider
     EXPECT_LE(bytes, bound) << v.desc.name;

@@ -8,18 +8,21 @@
 // the planner, the runner, the store and plot.py run end to end without a GPU.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 
-#include "experiments/study/contention_plan.h"
+#include "tuner/study/contention_plan.h"
 #include "tests/tuner/fakes.h"
 #include "tuner/gpu_measurer.h"
 
 namespace detfuse::testing {
 
 inline FlceVariant synth_variant(const std::string& engine, const std::string& strategy,
-                                 std::vector<std::pair<std::string, int64_t>> params) {
+                                 std::vector<std::pair<std::string, int64_t>> params, bool study_only = false) {
   FlceVariant v = fake_flce(strategy, 64);
+  v.desc.study_only = study_only;
   v.desc.engine = engine;
   v.desc.params = std::move(params);
   v.desc.name = VariantDesc::canonical_name(Family::flce, DType::bf16, engine, strategy, v.desc.params);
@@ -46,6 +49,14 @@ inline Registry synth_registry() {
       r.add(synth_variant("mma", "owning", {{"bm", bm}, {"bn", 128}, {"mb", mb}}));
     r.add(synth_variant("mma", "atomic", {{"bm", bm}, {"bn", 128}, {"mb", 1024}, {"sk", 4}}));
     r.add(synth_variant("mma", "partials", {{"bm", bm}, {"bn", 128}, {"mb", 1024}, {"sk", 4}, {"vs", 256}}));
+    if (bm != 128) continue;
+    // The contention study's row-split levels (study variants), as
+    // kernels/flce/driver.cuh registers them: sk0 = every row block.
+    for (int64_t sk : {1, 16, 0}) {
+      r.add(synth_variant("mma", "atomic", {{"bm", bm}, {"bn", 128}, {"mb", 1024}, {"sk", sk}}, true));
+      r.add(synth_variant("mma", "partials", {{"bm", bm}, {"bn", 128}, {"mb", 1024}, {"sk", sk}, {"vs", sk ? 1024 / sk : 0}},
+                          true));
+    }
   }
   for (int64_t mb : {512, 2000})
     r.add(synth_variant("cublaslt", "owning", {{"mb", mb}}));
@@ -72,10 +83,17 @@ inline Registry synth_registry() {
 }
 
 // Outcomes shaped like the real ones; deterministic from (variant, problem).
+//
+// Row splits: sk adders per dW element per chunk (sk0: one per bm row block of
+// the chunk). Atomic's repeats differ only with more than one adder per chunk,
+// and its bits then change with the SM count `sms`; the deterministic
+// strategies give the same bits on any SM count. Time grows with |adders - 4|
+// (1% per 2 adders) and with 132 / sms.
 class SynthMeasurer : public tuner::FlceMeasurer {
  public:
   FlceProblem p;
   int measured = 0;
+  int sms = 132;  // the slice the synthetic measurement ran on
   void prepare(const FlceProblem& q, FlceMode, int64_t) override { p = q; }
   tuner::VariantOutcome measure(const FlceVariant& v, const tuner::MeasureControl& ctl) override {
     ++measured;
@@ -84,7 +102,15 @@ class SynthMeasurer : public tuner::FlceMeasurer {
     const double mb = double(pv->param("mb", 1024));
     const double work = 6.0 * double(p.N) * double(p.D) * double(p.V);
     double ms = work / 4e11 * (v.desc.engine == "cublaslt" ? 1.1 : 1.0);
-    if (s == "atomic") ms *= 0.9 + 1e-5 * double(p.N) / double(pv->param("bm", 128));  // contention grows with N
+    const int64_t bm = pv->param("bm", 128), sk = pv->param("sk", 1);
+    const int64_t chunk = std::min<int64_t>(p.N, std::max<int64_t>(bm, (int64_t(mb) << 20) / (p.V * 4) / bm * bm));
+    const int64_t blocks = (chunk + bm - 1) / bm;
+    const int64_t adders = sk == 0 ? blocks : std::min(sk, blocks);
+    ms *= 132.0 / double(sms);
+    if (s == "atomic") {
+      ms *= 0.9 + 1e-5 * double(p.N) / double(bm);  // contention grows with N
+      ms *= 1 + 0.005 * double(std::abs(adders - 4));
+    }
     if (s == "partials") ms *= 1.05 + 0.02 * std::log2(double(p.N) / 512.0);
     if (s == "owning") ms *= 1.0 + 0.15 * 1024.0 / mb;
     tuner::VariantOutcome o;
@@ -92,13 +118,16 @@ class SynthMeasurer : public tuner::FlceMeasurer {
     o.correctness = db::Correctness{"full", {{"loss", 1e-6}, {"lse", 1e-6}, {"dX", bf16_err}, {"dW", bf16_err}}, 1e-2, true};
     db::Determinism d;
     d.repeats = ctl.repeats;
-    const bool nondet = s == "atomic";
+    const bool nondet = s == "atomic" && adders > 1;
     // Invariance classes: deterministic variants of one chunk budget agree.
     const std::string cls = std::string(32, char('a' + int(mb) % 7));
     for (int r = 0; r < ctl.repeats; ++r)
       for (const char* out : {"loss", "lse", "dX", "dW"}) {
         std::string dg = std::string(out) == "dW" ? cls : std::string(32, 'e');
-        if (nondet && std::string(out) == "dW") dg[0] = char('0' + r);
+        if (nondet && std::string(out) == "dW") {
+          dg[0] = char('0' + r);
+          dg[1] = char('0' + sms % 10);
+        }
         d.digests.push_back({r, out, dg});
       }
     d.level = nondet ? db::kLevelNone : db::kLevelRunToRun;
@@ -106,8 +135,8 @@ class SynthMeasurer : public tuner::FlceMeasurer {
       db::Spread sp;
       sp.norm = 10.0;
       if (nondet && std::string(out) == "dW") {
-        sp.diff_norm = 1e-6 * std::sqrt(double(p.N));
-        sp.max_abs_diff = 1e-7 * std::sqrt(double(p.N));
+        sp.diff_norm = 1e-6 * std::sqrt(double(p.N)) * std::sqrt(double(adders) / 4.0);
+        sp.max_abs_diff = 1e-7 * std::sqrt(double(p.N)) * std::sqrt(double(adders) / 4.0);
       }
       d.spread[out] = sp;
     }

@@ -19,7 +19,8 @@ rm -rf "$dir" && mkdir -p "$dir"
 "$synth" "$dir/synth.db"
 "$py" "$plot" --db "$dir/synth.db" --out "$dir/out"
 figures() {
-  for f in REPORT.md time_vs_N.png cost_of_determinism.png memory.png atomic_noise.png invariance_classes.png; do
+  for f in REPORT.md time_vs_N.png cost_of_determinism.png memory.png atomic_noise.png invariance_classes.png \
+           time_vs_adders.png noise_vs_adders.png bits_vs_sms.png; do
     [ -s "$1/$f" ] || { echo "FAIL: $1/$f missing or empty"; exit 1; }
   done
 }
@@ -40,6 +41,30 @@ need "| 512,4096,32768 | \`flce.bf16.mma.atomic.bm128_bn128_mb1024_sk4\`"
 grep -q "| 512,4096,32768 | .* | 1.167 |" "$report" || { echo "FAIL: cost of determinism at N=512 is not 1.167"; exit 1; }
 # Invariance: the synthetic owning variants agree per chunk budget.
 need "## Config-invariance classes per shape"
+
+# The adders axis (tests/study/synth.h: atomic time grows 1% per 2 adders away
+# from 4; repeats differ only with more than one adder per chunk) at the fixed
+# point N=8192 (one chunk of 64 row blocks at mb1024): sk1 -> 1, sk4 -> 4,
+# sk16 -> 16, sk0 -> 64 adders.
+need "## Time and noise against adders"
+need "| \`flce.bf16.mma.atomic.bm128_bn128_mb1024_sk0\` | 8192,4096,32768 | 64 |"
+need "| \`flce.bf16.mma.atomic.bm128_bn128_mb1024_sk1\` | 8192,4096,32768 | 1 |"
+need "   - Answer: confirmed: every atomic series takes 5% or more longer per FLOP at its most adders."
+need "atomic dW bits: identical over the repeats at 1; differing at 4,16,64 (adders)."
+# The SM-count axis: 16 SMs against 132 at the fixed point. Synthetic atomic
+# dW bits change with the SM count when more than one adder adds (4 of the 5
+# atomic variants; sk1 keeps them); owning (6) and partials (6) never change.
+need "## Bits against SM count"
+need "Repeat-0 dW digests on each SM count against the whole GPU's (132 SMs), per strategy (SM counts measured: 16, 132):"
+need "| \`atomic\` | 5 | 1 | 4 |"
+need "| \`owning\` | 6 | 6 | 0 |"
+need "| \`partials\` | 6 | 6 | 0 |"
+need "Strategies whose every variant gave identical dW bits at every SM count: \`owning\`, \`partials\`."
+need "   - Answer: confirmed for atomics: their bits depend on the SM count (and on the run)."
+# Attention's synthetic dQ bits do not depend on the SM count (repeat 0 of
+# atomic included): the claim is refuted there, and said so.
+need "## Attention: bits against SM count"
+need "   - Answer: refuted on this GPU: the atomic bits did not change with the SM count."
 
 # Attention (tests/study/synth.h, SynthAttentionMeasurer): at bc=128, atomic
 # (500 TFLOP/s / (1 + 0.02 Sk/128)) is ahead of owning (420) up to Sk=1024 and

@@ -5,11 +5,14 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
-#include "experiments/study/contention_plan.h"
-#include "experiments/study/contention_study.h"
+#include "tuner/study/contention_plan.h"
+#include "tuner/study/contention_study.h"
+#include "tuner/records.h"
+#include "tuner/sm_slice.h"
 #include "tests/study/synth.h"
 
 namespace detfuse {
@@ -63,7 +66,7 @@ TEST(StudyPlan, ProblemsSpanTheAxes) {
   EXPECT_GE(quick.size(), 2u);
   EXPECT_LE(quick.size(), 4u);
   EXPECT_EQ(quick.front().N, 512);
-  EXPECT_EQ(quick.back().N, 65536);
+  EXPECT_EQ(quick.back().N, 8192);  // the adders axis' fixed point
 }
 
 TEST(StudyPlan, QuickTakesOneOrTwoVariantsPerEngineAndStrategy) {
@@ -71,12 +74,71 @@ TEST(StudyPlan, QuickTakesOneOrTwoVariantsPerEngineAndStrategy) {
   study::ContentionOptions o;
   o.quick = true;
   const auto v = study::contention_variants(names_of(reg), o);
+  // Owning at its smallest and largest budget; atomic and partials at every
+  // row-split level of the first shape (the adders axis), in registry order.
   const std::vector<std::string> want = {
-      "flce.bf16.mma.owning.bm128_bn128_mb512",     "flce.bf16.mma.owning.bm128_bn128_mb1920",
+      "flce.bf16.mma.owning.bm128_bn128_mb512",      "flce.bf16.mma.owning.bm128_bn128_mb1920",
       "flce.bf16.mma.atomic.bm128_bn128_mb1024_sk4", "flce.bf16.mma.partials.bm128_bn128_mb1024_sk4_vs256",
+      "flce.bf16.mma.atomic.bm128_bn128_mb1024_sk1", "flce.bf16.mma.partials.bm128_bn128_mb1024_sk1_vs1024",
+      "flce.bf16.mma.atomic.bm128_bn128_mb1024_sk16", "flce.bf16.mma.partials.bm128_bn128_mb1024_sk16_vs64",
+      "flce.bf16.mma.atomic.bm128_bn128_mb1024_sk0", "flce.bf16.mma.partials.bm128_bn128_mb1024_sk0_vs0",
       "flce.bf16.cublaslt.owning.mb512",             "flce.bf16.cublaslt.owning.mb2000",
       "flce.bf16.cublaslt.partials.mb1024_sk2_vs0"};
   EXPECT_EQ(v, want);
+}
+
+std::vector<std::string> study_names_of(const Registry& r) {
+  std::vector<std::string> n;
+  for (const auto& v : r.flce())
+    if (v.desc.study_only) n.push_back(v.desc.name);
+  return n;
+}
+
+TEST(StudyPlan, StudyVariantsAreNeverAnotherShapesDefault) {
+  // A second shape with only study variants at sk1 and sk0 besides its
+  // default sk4: the full plan takes its default, never sk1 (first by sk).
+  Registry reg = synth_registry();
+  reg.add(synth_variant("mma", "atomic", {{"bm", 256}, {"bn", 128}, {"mb", 1024}, {"sk", 1}}, true));
+  reg.add(synth_variant("mma", "atomic", {{"bm", 256}, {"bn", 128}, {"mb", 1024}, {"sk", 4}}));
+  reg.add(synth_variant("mma", "atomic", {{"bm", 256}, {"bn", 128}, {"mb", 1024}, {"sk", 0}}, true));
+  study::ContentionOptions o;
+  o.study_variants = study_names_of(reg);
+  const auto v = study::contention_variants(names_of(reg), o);
+  EXPECT_NE(std::find(v.begin(), v.end(), "flce.bf16.mma.atomic.bm256_bn128_mb1024_sk4"), v.end());
+  EXPECT_EQ(std::find(v.begin(), v.end(), "flce.bf16.mma.atomic.bm256_bn128_mb1024_sk1"), v.end());
+  EXPECT_EQ(std::find(v.begin(), v.end(), "flce.bf16.mma.atomic.bm256_bn128_mb1024_sk0"), v.end());
+  // The first shape sweeps every level, sk0 included.
+  EXPECT_NE(std::find(v.begin(), v.end(), "flce.bf16.mma.atomic.bm128_bn128_mb1024_sk0"), v.end());
+}
+
+TEST(StudyPlan, SmCountAxis) {
+  const Registry reg = synth_registry();
+  study::ContentionOptions q;
+  q.quick = true;
+  const auto quick = study::plan_contention(names_of(reg), q);
+  EXPECT_EQ(quick.sms, (std::vector<int>{16, 0}));
+  // Sliced levels measure the fixed point of the contention axis only.
+  ASSERT_EQ(quick.sm_problems.size(), 1u);
+  EXPECT_EQ(quick.sm_problems[0].shape(), "8192,4096,32768");
+  EXPECT_NE(quick.axes_json.find("\"sms\":[16,0]"), std::string::npos) << quick.axes_json;
+  const auto full = study::plan_contention(names_of(reg), {});
+  EXPECT_EQ(full.sms, (std::vector<int>{8, 16, 33, 66, 0}));
+  ASSERT_EQ(full.sm_problems.size(), 1u);  // (N_fixed, D, V) once, though three sweeps pass it
+  EXPECT_EQ(full.sm_problems[0].shape(), "8192,4096,32768");
+  study::ContentionOptions e;
+  e.sms = {132, 8};
+  EXPECT_EQ(study::plan_contention(names_of(reg), e).sms, (std::vector<int>{132, 8}));
+  e.sms = {-1};
+  EXPECT_THROW(study::plan_contention(names_of(reg), e), Error);
+  // Attention: the sliced levels at S_gqa, non-causal, Hkv = H.
+  std::vector<std::string> att_names;
+  for (const auto& v : reg.attention()) att_names.push_back(v.desc.name);
+  study::ContentionOptions ao;
+  ao.family = Family::attention;
+  ao.quick = true;
+  const auto att = study::plan_contention(att_names, ao);
+  ASSERT_EQ(att.sm_problems.size(), 1u);
+  EXPECT_EQ(att.sm_problems[0].shape(), "4,32,32,4096,4096,128");
 }
 
 TEST(StudyPlan, FullTakesEveryShapeAndTheFirstShapesKnobs) {
@@ -86,6 +148,9 @@ TEST(StudyPlan, FullTakesEveryShapeAndTheFirstShapesKnobs) {
       "flce.bf16.mma.owning.bm128_bn128_mb512",      "flce.bf16.mma.owning.bm128_bn128_mb1024",
       "flce.bf16.mma.owning.bm128_bn128_mb1920",     "flce.bf16.mma.atomic.bm128_bn128_mb1024_sk4",
       "flce.bf16.mma.partials.bm128_bn128_mb1024_sk4_vs256",
+      "flce.bf16.mma.atomic.bm128_bn128_mb1024_sk1", "flce.bf16.mma.partials.bm128_bn128_mb1024_sk1_vs1024",
+      "flce.bf16.mma.atomic.bm128_bn128_mb1024_sk16", "flce.bf16.mma.partials.bm128_bn128_mb1024_sk16_vs64",
+      "flce.bf16.mma.atomic.bm128_bn128_mb1024_sk0", "flce.bf16.mma.partials.bm128_bn128_mb1024_sk0_vs0",
       "flce.bf16.mma.owning.bm64_bn128_mb1024",      // second shape: its median budget only
       "flce.bf16.mma.atomic.bm64_bn128_mb1024_sk4",  "flce.bf16.mma.partials.bm64_bn128_mb1024_sk4_vs256",
       "flce.bf16.cublaslt.owning.mb512",             "flce.bf16.cublaslt.owning.mb2000",
@@ -105,7 +170,7 @@ TEST(StudyPlan, EngineFilterAndErrors) {
   const auto plan = study::plan_contention(names_of(reg), q);
   EXPECT_EQ(plan.name, "contention-flce-quick");
   EXPECT_GE(plan.repeats, 2);
-  EXPECT_NE(plan.axes_json.find("\"N_sweep\":[512,4096,65536]"), std::string::npos);
+  EXPECT_NE(plan.axes_json.find("\"N_sweep\":[512,8192]"), std::string::npos);
   EXPECT_EQ(study::plan_contention(names_of(reg), {}).name, "contention-flce");
   study::ContentionOptions e;
   e.engines = {"cublaslt"};
@@ -298,11 +363,12 @@ TEST(StudyRun, TagsRunsStoresSpreadAndExportsThem) {
     ASSERT_TRUE(r.record.determinism) << r.variant_name;
     const auto& sp = r.record.determinism->spread;
     ASSERT_EQ(sp.count("dW"), 1u);
-    if (r.variant_name.find(".atomic.") != std::string::npos) {
+    if (r.variant_name.find(".atomic.") != std::string::npos &&
+        study::parse_variant_name(r.variant_name)->param("sk") != 1) {
       saw_atomic = true;
       EXPECT_GT(sp.at("dW").diff_norm, 0);
       EXPECT_EQ(r.record.determinism->level, db::kLevelNone);
-    } else {
+    } else {  // deterministic strategies, and atomic with one adder per chunk (sk1)
       EXPECT_EQ(sp.at("dW").diff_norm, 0);
     }
   }
@@ -394,7 +460,7 @@ TEST(StudyRun, InterruptedStudyResumesWhereItStopped) {
 TEST(StudyStore, OldStoresOpenAndSpreadIsOptional) {
   TempDir tmp;
   db::Store store(tmp / "s.db");
-  EXPECT_EQ(store.schema_version(), 4);
+  EXPECT_EQ(store.schema_version(), db::kSchemaVersion);
   db::RunRecord r;
   r.command_line = "x";
   r.repeats = 2;
@@ -417,6 +483,35 @@ void raw(const std::filesystem::path& f, const std::string& sql) {
   ASSERT_EQ(rc, SQLITE_OK) << msg;
 }
 
+TEST(StudyStore, AVersion4StoreMigratesToRunsWithoutSmCount) {
+  TempDir tmp;
+  const auto file = tmp / "v4.db";
+  db::Id run_id = 0;
+  {
+    db::Store store(file);
+    db::RunRecord r;
+    r.command_line = "x";
+    r.repeats = 2;
+    r.sms = 132;
+    run_id = store.begin_run(r);
+    EXPECT_EQ(store.run(run_id).sms, std::optional<int64_t>(132));
+  }
+  // The v4 layout (the committed study store's): no runs.sms.
+  raw(file, "ALTER TABLE runs DROP COLUMN sms; PRAGMA user_version=4;");
+  {
+    db::Store ro = db::Store::open_read_only(file);
+    EXPECT_EQ(ro.file_schema_version(), 4);
+    EXPECT_EQ(ro.run(run_id).sms, std::nullopt);
+  }
+  db::Store s(file);
+  EXPECT_EQ(s.file_schema_version(), 4);
+  EXPECT_EQ(s.schema_version(), 5);
+  EXPECT_EQ(s.run(run_id).sms, std::nullopt);  // NULL: the whole device, count not recorded
+  db::RunRecord r;
+  r.sms = 16;
+  EXPECT_EQ(s.run(s.begin_run(r)).sms, std::optional<int64_t>(16));
+}
+
 TEST(StudyStore, AVersion3StoreMigratesAndKeepsItsResults) {
   TempDir tmp;
   const auto file = tmp / "v3.db";
@@ -435,7 +530,7 @@ TEST(StudyStore, AVersion3StoreMigratesAndKeepsItsResults) {
   // Back to the v3 layout: what a store written before this change holds.
   raw(file,
       "DROP TABLE studies; DROP TABLE determinism_spread; DROP INDEX runs_study; "
-      "ALTER TABLE runs DROP COLUMN study; PRAGMA user_version=3;");
+      "ALTER TABLE runs DROP COLUMN study; ALTER TABLE runs DROP COLUMN sms; PRAGMA user_version=3;");
   {
     db::Store ro = db::Store::open_read_only(file);  // migrated in memory, the file untouched
     EXPECT_EQ(ro.file_schema_version(), 3);
@@ -444,13 +539,109 @@ TEST(StudyStore, AVersion3StoreMigratesAndKeepsItsResults) {
   }
   db::Store s(file);
   EXPECT_EQ(s.file_schema_version(), 3);
-  EXPECT_EQ(s.schema_version(), 4);
+  EXPECT_EQ(s.schema_version(), db::kSchemaVersion);
+  EXPECT_EQ(s.run(run_id).sms, std::nullopt);  // v5: older runs have no SM count (the whole device)
   EXPECT_EQ(s.run(run_id).study, "");
   for (const auto& r : s.run_results(run_id)) {
     ASSERT_TRUE(r.record.determinism);
     EXPECT_TRUE(r.record.determinism->spread.empty());  // not measured before v4
     EXPECT_FALSE(r.record.determinism->digests.empty());
   }
+}
+
+}  // namespace
+}  // namespace detfuse
+
+namespace detfuse {
+namespace {
+
+using namespace detfuse::testing;
+
+TEST(StudyRun, SmCountLevelsAreRunsOfTheirOwnAndResumeByLevel) {
+  TempDir tmp;
+  db::Store store(tmp / "s.db");
+  const Registry reg = synth_registry();
+  SynthMeasurer m;
+  study::ContentionOptions q;
+  q.quick = true;
+  study::StudyRunOptions o;
+  o.plan = study::plan_contention(names_of(reg), q);
+  // The 16-SM level: the fixed point only, recorded with its SM count.
+  o.sms = 16;
+  o.run_sms = 16;
+  m.sms = 16;
+  const auto sliced = study::run_contention_study(store, reg, synth_device(), m, o);
+  ASSERT_EQ(sliced.tune.status, db::kRunComplete);
+  EXPECT_EQ(m.measured, int(o.plan.sm_problems.size() * o.plan.variants.size()));
+  EXPECT_EQ(store.run(sliced.tune.run_id).sms, std::optional<int64_t>(16));
+  // The whole device: every problem, a run of its own.
+  o.sms = 0;
+  o.run_sms = 132;
+  m.sms = 132;
+  const auto whole = study::run_contention_study(store, reg, synth_device(), m, o);
+  ASSERT_EQ(whole.tune.status, db::kRunComplete);
+  EXPECT_NE(whole.tune.run_id, sliced.tune.run_id);
+  EXPECT_EQ(store.run(whole.tune.run_id).sms, std::optional<int64_t>(132));
+  EXPECT_EQ(store.run(whole.tune.run_id).study, o.plan.name);
+  // --resume finds each level complete by its SM count, and a level never run
+  // (8 SMs) is not taken for complete.
+  const auto dev_id = *store.find_device(tuner::device_record(synth_device()));
+  const auto build_id = *store.find_build(tuner::this_build());
+  EXPECT_EQ(study::complete_study_run(store, o.plan.name, dev_id, build_id, 16), sliced.tune.run_id);
+  EXPECT_EQ(study::complete_study_run(store, o.plan.name, dev_id, build_id, 132), whole.tune.run_id);
+  EXPECT_FALSE(study::complete_study_run(store, o.plan.name, dev_id, build_id, 8));
+  o.resume = true;
+  o.sms = 16;
+  o.run_sms = 16;
+  const int before = m.measured;
+  EXPECT_TRUE(study::run_contention_study(store, reg, synth_device(), m, o).already_complete);
+  EXPECT_EQ(m.measured, before);
+}
+
+TEST(StudyPlan, TuneSkipsStudyVariantsUnlessNamed) {
+  const Registry reg = synth_registry();
+  const tuner::Problem p(problem(8192, 4096, 32768));
+  const auto all = tuner::plan_variants(reg, p, {});
+  ASSERT_FALSE(all.empty());
+  for (const auto& v : all) EXPECT_FALSE(v.desc().study_only) << v.name();
+  EXPECT_EQ(all.size(), reg.flce().size() - 1 /* f32 */ - 6 /* study */);
+  const auto named = tuner::plan_variants(reg, p, {"flce.bf16.mma.atomic.bm128_bn128_mb1024_sk0"});
+  ASSERT_EQ(named.size(), 1u);
+  EXPECT_TRUE(named[0].desc().study_only);
+}
+
+TEST(SmSlice, PlanChecksAndRoundsToTheGranularity) {
+  // Hopper: partitions of at least 8 SMs in multiples of 8, 132 SMs.
+  auto p = tuner::plan_sm_slice(16, 132, 8, 8);
+  EXPECT_EQ(p.granted, 16);
+  EXPECT_FALSE(p.whole_device);
+  EXPECT_TRUE(p.note.empty());
+  p = tuner::plan_sm_slice(33, 132, 8, 8);
+  EXPECT_EQ(p.granted, 40);
+  EXPECT_NE(p.note.find("40"), std::string::npos) << p.note;
+  p = tuner::plan_sm_slice(1, 132, 8, 8);
+  EXPECT_EQ(p.granted, 8);
+  p = tuner::plan_sm_slice(130, 132, 8, 8);  // 136 > 132: the whole device, said so
+  EXPECT_EQ(p.granted, 132);
+  EXPECT_TRUE(p.whole_device);
+  EXPECT_NE(p.note.find("whole device"), std::string::npos) << p.note;
+  p = tuner::plan_sm_slice(132, 132, 8, 8);
+  EXPECT_TRUE(p.whole_device);
+  EXPECT_TRUE(p.note.empty());
+  // Ampere: at least 4, multiples of 2.
+  EXPECT_EQ(tuner::plan_sm_slice(5, 108, 4, 2).granted, 6);
+  // Out of range: invalid_argument (exit 2), naming --sms and the count.
+  for (int bad : {0, -3, 133}) {
+    try {
+      tuner::plan_sm_slice(bad, 132, 8, 8);
+      ADD_FAILURE() << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), Error::Kind::invalid_argument) << bad;
+      EXPECT_NE(std::string(e.what()).find("--sms " + std::to_string(bad)), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(tuner::check_sms_argument(0), Error);
+  EXPECT_NO_THROW(tuner::check_sms_argument(1));
 }
 
 }  // namespace

@@ -10,7 +10,7 @@
 
 #include <iostream>
 
-#include "experiments/study/contention_study.h"
+#include "tuner/study/contention_study.h"
 #include "kernels/registry.h"
 #include "tests/gpu_test.h"
 #include "tests/tuner/fakes.h"

@@ -10,13 +10,19 @@
 #include <string>
 
 #include "db/store.h"
-#include "experiments/study/contention_plan.h"
+#include "tuner/study/contention_plan.h"
 #include "tuner/tuner.h"
 
 namespace detfuse::study {
 
 struct StudyRunOptions {
   ContentionPlan plan;
+  // Which level of the SM-count axis this call runs: 0 the whole device
+  // (plan.problems), K > 0 a slice (plan.sm_problems); the measurer given
+  // runs on it. run_sms: the SMs it has (the run's runs.sms; the slice's
+  // granted count, or the device's), nullopt when unknown.
+  int sms = 0;
+  std::optional<int64_t> run_sms;
   double budget_s = 0;  // 0: none
   bool resume = false;
   int64_t seed = 0;
@@ -33,12 +39,14 @@ struct StudyReport {
   tuner::TuneReport tune;         // empty when already_complete
 };
 
-// With resume: the newest run of study `name` whose results were all made on
-// (device_id, build_id), if it is complete; nullopt otherwise.
+// With resume: the newest run of study `name` on `sms` SMs (runs.sms) whose
+// results were all made on (device_id, build_id), if it is complete; nullopt
+// otherwise.
 std::optional<db::Id> complete_study_run(const db::Store& store, const std::string& name, db::Id device_id,
-                                         db::Id build_id);
+                                         db::Id build_id, std::optional<int64_t> sms = std::nullopt);
 
-// Creates (or finds) the study row, then runs the plan as one tuning run
+// Creates (or finds) the study row, then runs one SM-count level of the plan
+// (o.sms) as one tuning run
 // tagged with the study's name (resuming the study's unfinished run with
 // resume; doing nothing when resume finds it complete on this device and build).
 StudyReport run_contention_study(db::Store& store, const Registry& reg, const DeviceInfo& dev,

@@ -1,7 +1,8 @@
-#include "experiments/study/contention_plan.h"
+#include "tuner/study/contention_plan.h"
 
 #include <algorithm>
 #include <cctype>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -71,7 +72,9 @@ std::optional<ParsedVariant> parse_variant_name(const std::string& name) {
 ContentionAxes contention_axes(bool quick) {
   ContentionAxes a;
   if (quick) {
-    a.N_sweep = {512, 4096, 65536};
+    // The adders axis at N_fixed (every sk level of the first block shape),
+    // and the smallest N, where the chunk holds few row blocks.
+    a.N_sweep = {512, 8192};
     a.V_sweep = {};
     a.D_sweep = {};
   } else {
@@ -179,18 +182,37 @@ std::vector<std::string> contention_variants(const std::vector<std::string>& nam
       std::vector<const ParsedVariant*> r;
       for (const auto& v : g)
         if (v.tile() == t) r.push_back(&v);
-      // Knob order: chunk budget, then row splits, then slab rows.
-      std::stable_sort(r.begin(), r.end(), [](const ParsedVariant* a, const ParsedVariant* b) {
-        return std::make_tuple(a->param("mb"), a->param("sk"), a->param("vs")) <
-               std::make_tuple(b->param("mb"), b->param("sk"), b->param("vs"));
+      // Knob order: chunk budget, then row splits (sk0, every row block,
+      // last), then slab rows.
+      const auto sk = [](const ParsedVariant* v) {
+        const int64_t k = v->param("sk", 1);
+        return k == 0 ? std::numeric_limits<int64_t>::max() : k;
+      };
+      std::stable_sort(r.begin(), r.end(), [&](const ParsedVariant* a, const ParsedVariant* b) {
+        return std::make_tuple(a->param("mb"), sk(a), a->param("vs")) <
+               std::make_tuple(b->param("mb"), sk(b), b->param("vs"));
       });
       return r;
     };
+    const std::set<std::string> study(o.study_variants.begin(), o.study_variants.end());
+    // A shape's default: its variants that are not study variants.
+    auto defaults = [&](const std::vector<const ParsedVariant*>& r) {
+      std::vector<const ParsedVariant*> d;
+      for (const auto* v : r)
+        if (!study.count(v->name)) d.push_back(v);
+      return d.empty() ? r : d;
+    };
+    const bool knob_sweep = !attention && (key.second == "atomic" || key.second == "partials");
     const bool owning = key.second == "owning";
     if (o.quick) {
       const auto r = of_tile(tiles.front());
-      keep.insert(r.front()->name);
-      if (owning) keep.insert(r.back()->name);
+      if (knob_sweep) {
+        for (const auto* v : r) keep.insert(v->name);  // every row-split level: the adders axis
+        continue;
+      }
+      const auto d = defaults(r);
+      keep.insert(d.front()->name);
+      if (owning) keep.insert(d.back()->name);
       continue;
     }
     for (size_t i = 0; i < tiles.size(); ++i) {
@@ -198,7 +220,8 @@ std::vector<std::string> contention_variants(const std::vector<std::string>& nam
       if (i == 0) {
         for (const auto* v : r) keep.insert(v->name);  // every knob of the first shape
       } else {
-        keep.insert((owning ? r[(r.size() - 1) / 2] : r.front())->name);  // median budget
+        const auto d = defaults(r);
+        keep.insert((owning ? d[(d.size() - 1) / 2] : d.front())->name);  // median budget
       }
     }
   }
@@ -234,26 +257,36 @@ ContentionPlan plan_contention(const std::vector<std::string>& names, const Cont
                            (attention ? " attention" : " FLCE") + " variant matches" +
                            (o.engines.empty() ? "" : " --engine") +
                            (attention ? " (see `detfuse list --kernel attention`)" : " (see `detfuse list`)"));
+  p.sms = !o.sms.empty() ? o.sms : o.quick ? std::vector<int>{16, 0} : std::vector<int>{8, 16, 33, 66, 0};
+  for (int k : p.sms)
+    if (k < 0) throw invalid_argument("--sms " + std::to_string(k) + ": an SM count is >= 1 (0: the whole GPU)");
   p.repeats = o.quick ? 3 : 5;
   p.time_cap_s = o.quick ? 2 : 10;
   std::ostringstream j;
   if (attention) {
     const AttentionContentionAxes a = attention_contention_axes(o.quick);
-    for (const auto& q : attention_contention_problems(a, o.dtype)) p.problems.emplace_back(q);
+    for (const auto& q : attention_contention_problems(a, o.dtype)) {
+      p.problems.emplace_back(q);
+      if (q.Sq == a.S_gqa && q.Hkv == a.H && !q.causal) p.sm_problems.emplace_back(q);
+    }
     j << "{\"kind\":\"contention\",\"family\":\"attention\",\"quick\":" << (o.quick ? "true" : "false")
       << ",\"dtype\":\"" << to_string(o.dtype) << "\",\"H\":" << a.H << ",\"d\":" << a.d << ",\"tokens\":" << a.tokens
       << ",\"S_sweep\":" << json_list(a.S_sweep) << ",\"causal_S\":" << json_list(a.causal_S)
       << ",\"S_gqa\":" << a.S_gqa << ",\"Hkv_sweep\":" << json_list(a.Hkv_sweep);
   } else {
     const ContentionAxes a = contention_axes(o.quick);
-    for (const auto& q : contention_problems(a, o.dtype)) p.problems.emplace_back(q);
+    for (const auto& q : contention_problems(a, o.dtype)) {
+      p.problems.emplace_back(q);
+      if (q.N == a.N_fixed && q.D == a.D && q.V == a.V) p.sm_problems.emplace_back(q);
+    }
     j << "{\"kind\":\"contention\",\"family\":\"flce\",\"quick\":" << (o.quick ? "true" : "false") << ",\"dtype\":\""
       << to_string(o.dtype) << "\",\"D\":" << a.D << ",\"V\":" << a.V << ",\"N_sweep\":" << json_list(a.N_sweep)
       << ",\"N_fixed\":" << a.N_fixed << ",\"V_sweep\":" << json_list(a.V_sweep)
       << ",\"D_sweep\":" << json_list(a.D_sweep);
   }
+  std::vector<int64_t> sms(p.sms.begin(), p.sms.end());
   j << ",\"engines\":" << json_strings(o.engines) << ",\"repeats\":" << p.repeats << ",\"time_cap_s\":" << p.time_cap_s
-    << "}";
+    << ",\"sms\":" << json_list(sms) << "}";
   p.axes_json = j.str();
   return p;
 }

@@ -3,8 +3,12 @@
 // No GPU, no store: tested on the CPU (tests/study).
 //
 // FLCE axes (DESIGN.md, "Gradient-accumulation strategies"):
-//   - contention level: N from 512 to 64k at fixed D, V (N / bm row blocks add
-//     into every dW tile);
+//   - contention level (adders per dW element): the row splits sk of atomic
+//     and partials, 1 to every row block of the chunk (sk0), registered as
+//     study variants, measured at every problem (the fixed point N_fixed, D, V
+//     is the adders axis);
+//   - problem size: N from 512 to 64k at fixed D, V (the number of chunks,
+//     hence of adders per dW element over the call, grows with N);
 //   - vocabulary size V and hidden size D at a fixed N;
 //   - per (engine, strategy): a few block shapes, and the knobs of the
 //     strategies: `mb` (chunk budget of owning; with sk and vs the workspace
@@ -14,6 +18,9 @@
 //     (Sk / bc key blocks add into every dQ tile);
 //   - causal masking (a query block receives from the key blocks it sees only);
 //   - GQA group size H/Hkv (how many query heads a kv head's dK, dV sum over).
+// Both families: the SM-count axis, every planned variant on green-context
+// slices of the GPU (tuner/sm_slice.h) at the problems of `sm_problems`, one
+// tuning run per SM count (0: the whole device, every problem).
 // Variants are chosen from the registry's names by parsing them
 // ("family.dtype.engine.strategy.k1v1_k2v2..."), never from a list of names:
 // a new strategy (e.g. `ordered`) or block shape is studied once registered.
@@ -54,6 +61,11 @@ struct ContentionOptions {
   bool quick = false;
   DType dtype = DType::bf16;
   std::vector<std::string> engines;  // empty: every engine (fma: see contention_variants)
+  // Registered study variants (VariantDesc::study_only): kept for the first
+  // block shape of a group (the knob sweep), never as another shape's default.
+  std::vector<std::string> study_variants;
+  // The SM-count axis; empty: the default (quick {16, 0}, full {8, 16, 33, 66, 0}); 0 = the whole device.
+  std::vector<int> sms;
 };
 
 struct ContentionPlan {
@@ -61,6 +73,10 @@ struct ContentionPlan {
   std::string name;
   std::vector<tuner::Problem> problems;  // of the plan's family, in sweep order
   std::vector<std::string> variants;  // in registry order
+  // The SM counts, one tuning run each, in this order (0: the whole device,
+  // `problems`; K > 0: a slice of K SMs, `sm_problems`).
+  std::vector<int> sms;
+  std::vector<tuner::Problem> sm_problems;  // the fixed point of the contention axis
   int repeats = 5;           // K
   double time_cap_s = 20;    // per variant (soft)
   std::string axes_json;     // what the plan sweeps, stored with the study
@@ -102,9 +118,12 @@ std::vector<AttentionProblem> attention_contention_problems(const AttentionConte
 // measures, in registry order. Per (engine, strategy) of o.family and the
 // dtype (and of `engines` when not empty):
 //   full:  every block shape at its default knobs (owning: its median chunk
-//          budget), plus every knob setting of the group's first block shape;
+//          budget; a default is never a study variant, o.study_variants),
+//          plus every knob setting of the group's first block shape;
 //   quick: the group's first block shape only: owning at its smallest and
-//          largest chunk budget, the other strategies at their (first) knobs.
+//          largest chunk budget; FLCE atomic and partials at every row-split
+//          level (the adders axis); the other strategies at their first knobs.
+// Knob order: mb, then sk (sk0, every row block, last), then vs.
 // Attention: the study measures forward+backward, so the forward-only
 // strategy `fwd` is left out; a variant whose name carries a head dim `dNN`
 // is kept only when NN is the axes' d (the wgmma and fma variants run their
