@@ -40,7 +40,7 @@ if [ "$mode" != --peers-only ]; then
   # sample of old ones (the row pass and its reductions changed under them).
   run tests 20 "$TVAR"
   run tests 150 "$TFLCE" --gtest_filter='*cublaslt*:*bf16_mma_owning_bm128_bn128*mb1024*:*fp32_fma_partials_bm64*:*wgmma_owning_bm128_bn256*mb1920*:FlceBadInput*'
-  run tests 40 "$TENG" --gtest_filter='*Cublas*:*Lt*'
+  run tests 40 "$TENG" --gtest_filter='LtMatmul.*:ThreeGemms.*'
   # Sanitizers on the new bf16-logits variants (the lg16 row pass, softcap on bf16).
   run sanitize 90 compute-sanitizer --tool memcheck --error-exitcode 9 "$TFLCE" \
     --gtest_filter='*MatchesReference*cublaslt_owning_lg16_mb512'

@@ -7,7 +7,7 @@
 // the fp32 row's bytes: tile t's bf16 bytes end where tile t's fp32 reads began,
 // so one barrier between each tile's reads and writes makes it safe.
 // bf16 logits (lg16 variants, row_kernel_lg16): the same two passes over a bf16
-// row, with the target and maximum logits recomputed exactly (rowwise.h); the
+// row, with the target and two best logits recomputed exactly (rowwise.h); the
 // gradient overwrites each thread's own 8 logits, so no barrier is needed.
 //
 // Block reductions are cub::BlockReduce with a fixed block size and the default
@@ -85,32 +85,60 @@ __device__ __forceinline__ MaxSum combine(MaxSum a, MaxSum b) {
   return {m, a.s * expf(a.m - m) + b.s * expf(b.m - m)};
 }
 
-// A row's running statistics: max m, sum of exp(z - m), sum of z, and the first
-// column holding the max (bf16 logits only; INT_MAX when unused or empty).
+// A row's running statistics: max m, sum of exp(z - m), sum of z.
 struct RowStat {
   float m, s, sz;
-  int j;
 };
 struct CombineRowStat {
   __device__ __forceinline__ RowStat operator()(const RowStat& a, const RowStat& b) const {
     const MaxSum ms = combine(MaxSum{a.m, a.s}, MaxSum{b.m, b.s});
-    const int j = a.m > b.m ? a.j : b.m > a.m ? b.j : min(a.j, b.j);
-    return {ms.m, ms.s, a.sz + b.sz, j};
+    return {ms.m, ms.s, a.sz + b.sz};
   }
 };
-using RowReduce = cub::BlockReduce<RowStat, ROW_THREADS>;
 
-// Fixed-order block reduction (cub::BlockReduce) of a thread's RowStat; the
+// bf16 logits: the same, and the two best columns (value descending, then
+// column ascending: a total order, so the pair is the same whatever the
+// reduction tree), whose logits the row pass recomputes exactly.
+struct RowStatTop2 {
+  float m, s, sz;
+  int j;       // first column holding the max (INT_MAX: none)
+  float m2;    // the second best value (-inf: none)
+  int j2;
+};
+__device__ __forceinline__ bool better(float v, int j, float w, int k) { return v > w || (v == w && j < k); }
+struct CombineRowStatTop2 {
+  __device__ __forceinline__ RowStatTop2 operator()(const RowStatTop2& a, const RowStatTop2& b) const {
+    const MaxSum ms = combine(MaxSum{a.m, a.s}, MaxSum{b.m, b.s});
+    RowStatTop2 r;
+    r.s = ms.s;
+    r.sz = a.sz + b.sz;
+    if (better(a.m, a.j, b.m, b.j)) {  // a's best first; second: a's second or b's best
+      r.m = a.m, r.j = a.j;
+      if (better(a.m2, a.j2, b.m, b.j)) r.m2 = a.m2, r.j2 = a.j2;
+      else r.m2 = b.m, r.j2 = b.j;
+    } else {
+      r.m = b.m, r.j = b.j;
+      if (better(a.m, a.j, b.m2, b.j2)) r.m2 = a.m, r.j2 = a.j;
+      else r.m2 = b.m2, r.j2 = b.j2;
+    }
+    return r;  // r.m == ms.m: the sum is relative to the best value
+  }
+};
+
+// Fixed-order block reduction (cub::BlockReduce) of every thread's S; the
 // result in every thread. Ends with a barrier, so `tmp` may be reused.
-__device__ RowStat block_reduce(RowStat st, typename RowReduce::TempStorage& tmp) {
-  __shared__ RowStat s_out;
-  RowStat all = RowReduce(tmp).Reduce(st, CombineRowStat{});
+template <class S, class Op>
+__device__ S block_reduce(S st, typename cub::BlockReduce<S, ROW_THREADS>::TempStorage& tmp) {
+  __shared__ S s_out;
+  S all = cub::BlockReduce<S, ROW_THREADS>(tmp).Reduce(st, Op{});
   if (threadIdx.x == 0) s_out = all;
   __syncthreads();
   all = s_out;
   __syncthreads();
   return all;
 }
+using RowReduce = cub::BlockReduce<RowStat, ROW_THREADS>;
+using RowReduceTop2 = cub::BlockReduce<RowStatTop2, ROW_THREADS>;
 
 struct RowConsts {
   int64_t V;
@@ -165,7 +193,7 @@ __global__ void __launch_bounds__(ROW_THREADS) row_kernel(const RowPass r, const
         }
       }
     }
-    const RowStat all = block_reduce(RowStat{ms.m, ms.s, sz, INT_MAX}, tmp);
+    const RowStat all = block_reduce<RowStat, CombineRowStat>(RowStat{ms.m, ms.s, sz}, tmp);
     ms = MaxSum{all.m, all.s};
     sz = all.sz;
     lse = ms.m + logf(ms.s);
@@ -235,22 +263,22 @@ __global__ void __launch_bounds__(ROW_THREADS) row_kernel(const RowPass r, const
 
 // Exact logit of column j of global row gi: the fp32 dot product of the bf16
 // rows X[gi] and W[j] (threads stride over D in a fixed order, then the fixed
-// block sum), softcap applied. Two at once: the target's and the maximum's.
-struct Sum2 {
-  __device__ __forceinline__ float2 operator()(const float2& a, const float2& b) const {
-    return make_float2(a.x + b.x, a.y + b.y);
+// block sum), softcap applied. Three at once: the target's and the two best.
+struct Sum3 {
+  __device__ __forceinline__ float4 operator()(const float4& a, const float4& b) const {
+    return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, 0.f);
   }
 };
-using DotReduce = cub::BlockReduce<float2, ROW_THREADS>;
+using DotReduce = cub::BlockReduce<float4, ROW_THREADS>;
 
 __device__ __forceinline__ float capped(float v, float cap) { return cap > 0.f ? cap * tanhf(v * (1.f / cap)) : v; }
 
 __global__ void __launch_bounds__(ROW_THREADS) row_kernel_lg16(const RowPass r, const RowConsts c, int64_t D) {
   __shared__ union {
-    typename RowReduce::TempStorage row;
+    typename RowReduceTop2::TempStorage row;
     typename DotReduce::TempStorage dot;
   } tmp;
-  __shared__ float s_exact[2];  // {target logit, max logit}
+  __shared__ float s_exact[3];  // {target logit, best, second best}
   __shared__ float s_lse;
   const int row = blockIdx.x;
   const int64_t gi = r.row0 + row;
@@ -271,12 +299,12 @@ __global__ void __launch_bounds__(ROW_THREADS) row_kernel_lg16(const RowPass r, 
     }
   }
   const bool need_stats = !r.lse_in || (r.write_grad && coef != 0.f);
-  float zt = 0.f, zmax = 0.f, lse = 0.f;
-  int jmax = INT_MAX;
+  float zt = 0.f, z1 = 0.f, z2 = 0.f, lse = 0.f;
+  int j1 = INT_MAX, j2 = INT_MAX;
   if (need_stats) {
-    // Pass 1: online (max, sum exp, sum z, first argmax) over this thread's
-    // columns in increasing order, 8 bf16 (16 bytes) at a time.
-    RowStat st{-INFINITY, 0.f, 0.f, INT_MAX};
+    // Pass 1: online (max, sum exp, sum z, the two best columns) over this
+    // thread's columns in increasing order, 8 bf16 (16 bytes) at a time.
+    RowStatTop2 st{-INFINITY, 0.f, 0.f, INT_MAX, -INFINITY, INT_MAX};
     for (int j = threadIdx.x * 8; j < V; j += ROW_THREADS * 8) {
       const uint4 raw = *reinterpret_cast<const uint4*>(L + j);
       const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
@@ -284,39 +312,52 @@ __global__ void __launch_bounds__(ROW_THREADS) row_kernel_lg16(const RowPass r, 
       for (int q = 0; q < 8; ++q) {
         const float z = q % 2 == 0 ? __low2float(h[q / 2]) : __high2float(h[q / 2]);
         if (j + q < V) {
-          if (z > st.m) {
+          if (z > st.m) {  // columns increase: a tie keeps the earlier column first
             st.s = st.s * expf(st.m - z) + 1.f;
-            st.m = z;
-            st.j = j + q;
+            st.m2 = st.m, st.j2 = st.j;
+            st.m = z, st.j = j + q;
           } else {
             st.s += expf(z - st.m);
+            if (z > st.m2) st.m2 = z, st.j2 = j + q;
           }
           st.sz += z;
         }
       }
     }
-    const RowStat all = block_reduce(st, tmp.row);
-    jmax = all.j;
+    const RowStatTop2 all = block_reduce<RowStatTop2, CombineRowStatTop2>(st, tmp.row);
+    j1 = all.j;
+    j2 = all.j2;  // INT_MAX when V == 1
 
-    // The exact target and maximum logits.
+    // The exact target and two best logits.
     const auto* x = static_cast<const __nv_bfloat16*>(r.X) + gi * D;
-    const auto* wt = static_cast<const __nv_bfloat16*>(r.W) + (valid ? t : 0) * D;
-    const auto* wm = static_cast<const __nv_bfloat16*>(r.W) + int64_t(jmax) * D;
-    float2 acc = make_float2(0.f, 0.f);
+    const auto* W = static_cast<const __nv_bfloat16*>(r.W);
+    const auto* wt = W + (valid ? t : 0) * D;
+    const auto* w1 = W + int64_t(j1) * D;
+    const auto* w2 = W + int64_t(j2 < V ? j2 : j1) * D;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
     for (int64_t d = threadIdx.x; d < D; d += ROW_THREADS) {
       const float xv = __bfloat162float(x[d]);
       acc.x = fmaf(xv, __bfloat162float(wt[d]), acc.x);
-      acc.y = fmaf(xv, __bfloat162float(wm[d]), acc.y);
+      acc.y = fmaf(xv, __bfloat162float(w1[d]), acc.y);
+      acc.z = fmaf(xv, __bfloat162float(w2[d]), acc.z);
     }
-    const float2 dots = DotReduce(tmp.dot).Reduce(acc, Sum2{});
+    const float4 dots = DotReduce(tmp.dot).Reduce(acc, Sum3{});
     if (threadIdx.x == 0) {
-      const float z_t = capped(dots.x, c.softcap), z_m = capped(dots.y, c.softcap);
-      // The bf16 maximum contributed exp(0) = 1 to all.s: take it out, rescale
-      // the rest to the exact maximum, put it back as exp(0) = 1.
-      const float ssum = (all.s - 1.f) * expf(all.m - z_m) + 1.f;
-      const float l = r.lse_in ? r.lse_in[gi] : z_m + logf(ssum);
+      const float z_t = capped(dots.x, c.softcap), e1 = capped(dots.y, c.softcap), e2 = capped(dots.z, c.softcap);
+      // all.s = sum_j exp(zb_j - zb_1) holds exp(0) = 1 for the best column
+      // and exp(zb_2 - zb_1) for the second: take both out, rescale the rest
+      // to the exact best logit, put both back exactly.
+      float rest = all.s - 1.f;
+      float back = 1.f;
+      if (j2 < V) {
+        rest -= expf(all.m2 - all.m);
+        back += expf(e2 - e1);
+      }
+      const float ssum = fmaxf(rest, 0.f) * expf(all.m - e1) + back;
+      const float l = r.lse_in ? r.lse_in[gi] : e1 + logf(ssum);
       s_exact[0] = z_t;
-      s_exact[1] = z_m;
+      s_exact[1] = e1;
+      s_exact[2] = e2;
       s_lse = l;
       if (!r.lse_in) {
         if (r.lse_out) r.lse_out[gi] = l;
@@ -327,7 +368,8 @@ __global__ void __launch_bounds__(ROW_THREADS) row_kernel_lg16(const RowPass r, 
     }
     __syncthreads();
     zt = s_exact[0];
-    zmax = s_exact[1];
+    z1 = s_exact[1];
+    z2 = s_exact[2];
     lse = s_lse;
   }
   if (!r.write_grad) return;
@@ -346,7 +388,8 @@ __global__ void __launch_bounds__(ROW_THREADS) row_kernel_lg16(const RowPass r, 
         const int jj = j + q;
         if (jj < V) {
           float z = q % 2 == 0 ? __low2float(h[q / 2]) : __high2float(h[q / 2]);
-          if (jj == jmax) z = zmax;
+          if (jj == j1) z = z1;
+          if (jj == j2) z = z2;
           if (jj == t) z = zt;
           float d = pscale * expf(z - lse) - smooth - (jj == t ? 1.f - c.eps : 0.f);
           if (c.softcap > 0.f) {

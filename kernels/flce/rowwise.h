@@ -23,12 +23,12 @@ void launch_count_targets(const FlceProblem& p, const int64_t* y, int64_t* count
 // L [rows, ldl] fp32 (ldl a multiple of 8, >= V), or bf16 when logits_bf16.
 //
 // bf16 logits (the lg16 variants): each logit carries a rounding error of up
-// to 2^-9 |z|. Two logits per row matter most and are recomputed exactly (an
-// fp32 dot product of the bf16 rows of X and W, softcap applied), in the
-// statistics and in the gradient: the target's (so the loss does not inherit
-// its rounding) and the row maximum's (the first column that holds the bf16
-// maximum; LSE = m + log(1 + sum_{j != j*} exp(z_j - m)) with m exact, so a
-// peaked softmax is exact too). The other logits enter with their bf16 values.
+// to 2^-9 |z|. Three logits per row are recomputed exactly (an fp32 dot
+// product of the bf16 rows of X and W, softcap applied), in the statistics and
+// in the gradient: the target's (so the loss does not inherit its rounding)
+// and the two best columns' (by bf16 value, ties to the first column), so a
+// softmax peaked on one or two columns is exact. The other logits enter with
+// their bf16 values (kernels/flce/README.md: the precision this gives).
 struct RowPass {
   const float* L = nullptr;
   int64_t ldl = 0;
