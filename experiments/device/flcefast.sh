@@ -20,7 +20,7 @@ else
   TFLCE=$B/tests/flce/test_flce_gpu; TVAR=$B/tests/flce/test_flce_variants; TENG=$B/tests/engines/test_engines
   CLI=$B/detfuse; LIB=$B/capi/libdetfuse_c.so
 fi
-export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64
+export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64 PATH=$PATH:/usr/local/cuda/bin
 run() {  # run LOG TIMEOUT CMD...: append to $OUT/LOG.log; one status line on stdout
   local log=$1 t=$2; shift 2
   local start=$SECONDS
@@ -28,7 +28,7 @@ run() {  # run LOG TIMEOUT CMD...: append to $OUT/LOG.log; one status line on st
   timeout -s INT -k 10 "$t" "$@" >> "$OUT/$log.log" 2>&1
   local rc=$?
   echo "=== exit $rc after $((SECONDS - start)) s" >> "$OUT/$log.log"
-  echo "=== $log: $(basename "$1") ${*:2:3} -> exit $rc ($((SECONDS - start)) s)"
+  echo "=== $log: $(basename "$1") ${*:2:6} -> exit $rc ($((SECONDS - start)) s)"
 }
 L=flce.bf16.cublaslt
 SHAPES3="16384,4096,128256 8192,2304,256000 4096,4096,128256"
@@ -39,18 +39,18 @@ if [ "$mode" != --peers-only ]; then
   # The variants touched (every cuBLASLt variant: fp32 and bf16 logits) and a
   # sample of old ones (the row pass and its reductions changed under them).
   run tests 20 "$TVAR"
-  run tests 150 "$TFLCE" --gtest_filter='*cublaslt*:*bf16_mma_owning_bm128_bn128*mb1024*:*fp32_fma_partials_bm64*:*wgmma_owning_bm128_bn256*mb1920*:FlceBadInput*'
+  run tests 200 "$TFLCE" --gtest_filter='*cublaslt*:*bf16_mma_owning_bm128_bn128*mb1024*:*fp32_fma_partials_bm64*:*wgmma_owning_bm128_bn256*c2*mb1920*:FlceBadInput*'
   run tests 40 "$TENG" --gtest_filter='LtMatmul.*:ThreeGemms.*'
   # Sanitizers on the new bf16-logits variants (the lg16 row pass, softcap on bf16).
-  run sanitize 90 compute-sanitizer --tool memcheck --error-exitcode 9 "$TFLCE" \
+  run sanitize 100 compute-sanitizer --tool memcheck --error-exitcode 9 "$TFLCE" \
     --gtest_filter='*MatchesReference*cublaslt_owning_lg16_mb512'
-  run sanitize 45 compute-sanitizer --tool racecheck --error-exitcode 9 "$TFLCE" \
+  run sanitize 60 compute-sanitizer --tool racecheck --error-exitcode 9 "$TFLCE" \
     --gtest_filter='*RepeatsBitwise*cublaslt_owning_lg16_mb512'
-  run sanitize 45 compute-sanitizer --tool synccheck --error-exitcode 9 "$TFLCE" \
+  run sanitize 60 compute-sanitizer --tool synccheck --error-exitcode 9 "$TFLCE" \
     --gtest_filter='*RepeatsBitwise*cublaslt_owning_lg16_mb512'
   # New against old cuBLASLt owning variants at the issue's three shapes (3 GEMMs in the same process).
   for s in $SHAPES3; do
-    run bench 45 "$CLI" bench flce --shape "$s" --dtype bf16 --repeats 5 \
+    run bench 40 "$CLI" bench flce --shape "$s" --dtype bf16 --repeats 5 \
       --variant $L.owning.mb1024 $L.owning.mb2000 $L.owning.lg16_mb1024 $L.owning.lg16_mb2000
   done
 fi
