@@ -10,7 +10,8 @@ script goes on; one that fails prints its exception text):
                  to the heuristic when --db has no row) and each --variant named
   liger-cute     Liger-Kernel's CuTe DSL sm90 FLCE
                  (liger_kernel.ops.cutedsl.ops.fused_linear_cross_entropy_sm90)
-  liger-triton   Liger-Kernel's Triton LigerFusedLinearCrossEntropyLoss
+  liger-triton   Liger-Kernel's LigerFusedLinearCrossEntropyLoss with its Triton
+                 implementations pinned (LIGER_KERNEL_IMPL_* environment overrides)
   cce            Cut Cross-Entropy, cut_cross_entropy.linear_cross_entropy
   compile8       torch.compile of a loss over 8 row chunks (bf16 matmul, fp32 CE)
   quack          QuACK's quack.linear_cross_entropy.chunked_linear_cross_entropy
@@ -112,7 +113,23 @@ def make_peers(args):
         except ImportError as e:
             raise Skip(f"not installed ({e})")
         fn = LigerFusedLinearCrossEntropyLoss()
-        return (lambda: fn(w, x, y)), "LigerFusedLinearCrossEntropyLoss"
+        # Liger 0.8.5 dispatches per call and prefers its CuTe DSL inner CE on
+        # Hopper; its environment overrides (read at each dispatch) pin Triton.
+        pin = {"LIGER_KERNEL_IMPL_FUSED_LINEAR_CROSS_ENTROPY": "nvidia-triton",
+               "LIGER_KERNEL_IMPL_CROSS_ENTROPY_LOSS_AND_GRAD": "nvidia-triton"}
+
+        def call():
+            old = {k: os.environ.get(k) for k in pin}
+            os.environ.update(pin)
+            try:
+                return fn(w, x, y)
+            finally:
+                for k, v in old.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
+        return call, "LigerFusedLinearCrossEntropyLoss, nvidia-triton pinned"
     peers["liger-triton"] = liger_triton
 
     def cce(x, w, y):
