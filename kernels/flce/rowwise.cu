@@ -303,7 +303,10 @@ __global__ void __launch_bounds__(ROW_THREADS) row_kernel_lg16(const RowPass r, 
   int j1 = INT_MAX, j2 = INT_MAX;
   if (need_stats) {
     // Pass 1: online (max, sum exp, sum z, the two best columns) over this
-    // thread's columns in increasing order, 8 bf16 (16 bytes) at a time.
+    // thread's columns in increasing order, 8 bf16 (16 bytes) at a time. At 2
+    // bytes a logit the per-element exponentials are __expf (MUFU ex2, a few
+    // fp32 ulps: nothing beside the 2^-9 of a bf16 logit), so the pass stays
+    // bound by memory, not by the special-function units.
     RowStatTop2 st{-INFINITY, 0.f, 0.f, INT_MAX, -INFINITY, INT_MAX};
     for (int j = threadIdx.x * 8; j < V; j += ROW_THREADS * 8) {
       const uint4 raw = *reinterpret_cast<const uint4*>(L + j);
@@ -313,11 +316,11 @@ __global__ void __launch_bounds__(ROW_THREADS) row_kernel_lg16(const RowPass r, 
         const float z = q % 2 == 0 ? __low2float(h[q / 2]) : __high2float(h[q / 2]);
         if (j + q < V) {
           if (z > st.m) {  // columns increase: a tie keeps the earlier column first
-            st.s = st.s * expf(st.m - z) + 1.f;
+            st.s = st.s * __expf(st.m - z) + 1.f;
             st.m2 = st.m, st.j2 = st.j;
             st.m = z, st.j = j + q;
           } else {
-            st.s += expf(z - st.m);
+            st.s += __expf(z - st.m);
             if (z > st.m2) st.m2 = z, st.j2 = j + q;
           }
           st.sz += z;
@@ -391,7 +394,7 @@ __global__ void __launch_bounds__(ROW_THREADS) row_kernel_lg16(const RowPass r, 
           if (jj == j1) z = z1;
           if (jj == j2) z = z2;
           if (jj == t) z = zt;
-          float d = pscale * expf(z - lse) - smooth - (jj == t ? 1.f - c.eps : 0.f);
+          float d = pscale * __expf(z - lse) - smooth - (jj == t ? 1.f - c.eps : 0.f);
           if (c.softcap > 0.f) {
             const float u = z / c.softcap;
             d *= 1.f - u * u;
