@@ -6,6 +6,9 @@
 // Per chunk of Nc rows (Nc from the variant's memory budget, so extra memory is
 // bounded whatever N is):
 //   1. logits  Z_c = X_c W^T            GEMM, fp32 into the chunk buffer [Nc, Vp]
+//      (bf16 with an engine that has logits_bf16, the `lg16` variants: 2 bytes a
+//      logit, so a budget holds twice the rows; see kernels/flce/README.md for
+//      the precision this gives)
 //   2. row pass: LSE, row loss; then G_c = dL/dZ_c written over Z_c in place
 //      (bf16 for the tensor-core engines: it is the next GEMMs' operand). With
 //      an engine that fuses row statistics into the logits epilogue (wgmma),
@@ -36,6 +39,7 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/common/error.h"
@@ -71,6 +75,13 @@ inline int64_t partial_slab_rows(const StrategyParams& sp, int splits, int64_t V
 
 inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
+// Engine::logits_bf16 when the engine declares it, else false: the logits GEMM
+// writes the chunk in bf16 (EpiStoreLogits16) and the row pass reads bf16.
+template <class E, class = void>
+struct engine_logits_bf16 : std::false_type {};
+template <class E>
+struct engine_logits_bf16<E, std::void_t<decltype(E::logits_bf16)>> : std::bool_constant<E::logits_bf16> {};
+
 // Byte layout of one call's workspace.
 struct Plan {
   int64_t Vp = 0;          // V rounded up to 8: leading dimension of the chunk buffer
@@ -91,12 +102,13 @@ constexpr int kDxTargetTiles = 1024;
 constexpr int kDxMaxSplits = 8;
 
 // row_stats: the engine's logits epilogue writes per-tile row statistics;
-// split_dx: the dX GEMM may be split along K when it has too few output tiles.
+// split_dx: the dX GEMM may be split along K when it has too few output tiles;
+// logit_bytes: 4 (fp32 logits chunk) or 2 (bf16, the lg16 variants).
 inline Plan make_plan(const FlceProblem& p, FlceMode mode, const StrategyParams& sp, int block_m, int block_n,
-                      bool row_stats = false, bool split_dx = true) {
+                      bool row_stats = false, bool split_dx = true, int logit_bytes = 4) {
   Plan pl;
   pl.Vp = round_up(p.V, 8);
-  int64_t budget_rows = (int64_t(sp.chunk_mib) << 20) / (pl.Vp * 4);
+  int64_t budget_rows = (int64_t(sp.chunk_mib) << 20) / (pl.Vp * logit_bytes);
   int64_t rows = std::max<int64_t>(block_m, budget_rows / block_m * block_m);
   pl.chunk_rows = std::min<int64_t>(rows, p.N);
   const bool fwd = mode != FlceMode::backward, bwd = mode != FlceMode::forward;
@@ -111,7 +123,7 @@ inline Plan make_plan(const FlceProblem& p, FlceMode mode, const StrategyParams&
   };
   pl.counts = take(3 * sizeof(int64_t));
   pl.loss_rows = take(pl.need_loss_rows ? size_t(p.N) * 4 : 0);
-  pl.logits = take(size_t(pl.chunk_rows) * size_t(pl.Vp) * 4);
+  pl.logits = take(size_t(pl.chunk_rows) * size_t(pl.Vp) * size_t(logit_bytes));
   if (row_stats && fwd) pl.stats_cols = (p.V + block_n - 1) / block_n;
   pl.stats = take(size_t(pl.chunk_rows) * size_t(pl.stats_cols) * 16);
   pl.dw_acc = take(pl.need_dw_acc ? size_t(p.V) * size_t(p.D) * 4 : 0);
@@ -132,6 +144,9 @@ inline Plan make_plan(const FlceProblem& p, FlceMode mode, const StrategyParams&
 template <class Engine, class Cfg>
 struct FlceDriver {
   using T = typename Engine::T;  // input element type
+  static constexpr bool logits_bf16 = engine_logits_bf16<Engine>::value;
+  static_assert(!logits_bf16 || (Engine::grad_bf16 && !Engine::fused_row_stats),
+                "bf16 logits: the gradient is written in place as bf16, and no fused statistics");
 
   static std::optional<std::string> can_run(const FlceProblem& p, FlceMode mode, const DeviceInfo& dev,
                                             const StrategyParams& sp) {
@@ -151,7 +166,7 @@ struct FlceDriver {
   }
 
   static Plan plan(const FlceProblem& p, FlceMode mode, const StrategyParams& sp) {
-    return make_plan(p, mode, sp, Cfg::BM, Cfg::BN, Engine::fused_row_stats, Engine::split_dx);
+    return make_plan(p, mode, sp, Cfg::BM, Cfg::BN, Engine::fused_row_stats, Engine::split_dx, logits_bf16 ? 2 : 4);
   }
 
   static size_t workspace_bytes(const FlceProblem& p, FlceMode mode, const StrategyParams& sp) {
@@ -179,8 +194,9 @@ struct FlceDriver {
     if (bwd && sp.strategy == Strategy::atomic)
       DETFUSE_CUDA_CHECK(cudaMemsetAsync(dw, 0, size_t(p.V) * size_t(p.D) * 4, s));
 
-    // G overwrites Z in place: bf16 with twice the element leading dimension, or fp32.
-    const int64_t ldg = Engine::grad_bf16 ? 2 * pl.Vp : pl.Vp;
+    // G overwrites Z in place: bf16 with twice the element leading dimension
+    // over fp32 logits, the same one over bf16 logits, or fp32.
+    const int64_t ldg = Engine::grad_bf16 && !logits_bf16 ? 2 * pl.Vp : pl.Vp;
     for (int64_t r0 = 0, chunk = 0; r0 < p.N; r0 += pl.chunk_rows, ++chunk) {
       const int nc = int(std::min<int64_t>(pl.chunk_rows, p.N - r0));
       const T* Xc = X + r0 * p.D;
@@ -199,8 +215,13 @@ struct FlceDriver {
           fused = true;
         }
       }
-      if (!fused)
+      if constexpr (logits_bf16) {
+        Engine::template gemm<Cfg, Major::K, Major::K>(
+            g1, EpiStoreLogits16{reinterpret_cast<__nv_bfloat16*>(L), pl.Vp, float(p.softcap)}, kLogitsGroup, s);
+      } else if (!fused) {
         Engine::template gemm<Cfg, Major::K, Major::K>(g1, EpiStoreLogits{L, pl.Vp, float(p.softcap)}, kLogitsGroup, s);
+      }
+      (void)fused;
 
       RowPass rp;
       rp.L = L; rp.ldl = pl.Vp; rp.rows = nc; rp.row0 = r0;
@@ -212,6 +233,11 @@ struct FlceDriver {
       rp.loss_rows = fwd ? loss_rows : nullptr;
       rp.write_grad = bwd;
       rp.grad_bf16 = Engine::grad_bf16;
+      if constexpr (logits_bf16) {
+        rp.logits_bf16 = true;
+        rp.X = a.X;
+        rp.W = a.W;
+      }
       launch_row_pass(p, rp, s);
       if (!bwd) continue;
 

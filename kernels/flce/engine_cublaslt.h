@@ -51,6 +51,8 @@ struct CublasLtEngine {
   template <class Cfg, Major AM, Major BM>
   static void gemm_impl(const GemmParams& p, const EpiStoreLogits& e, cudaStream_t s);
   template <class Cfg, Major AM, Major BM>
+  static void gemm_impl(const GemmParams& p, const EpiStoreLogits16& e, cudaStream_t s);
+  template <class Cfg, Major AM, Major BM>
   static void gemm_impl(const GemmParams& p, const EpiStore<float>& e, cudaStream_t s);
   template <class Cfg, Major AM, Major BM>
   static void gemm_impl(const GemmParams& p, const EpiStore<__nv_bfloat16>& e, cudaStream_t s);
@@ -61,6 +63,22 @@ struct CublasLtEngine {
   template <class Cfg, Major AM, Major BM>
   static void gemm_impl(const GemmParams&, const EpiAtomic&, cudaStream_t) {
     throw Error("cuBLASLt engine: no atomic-accumulation epilogue (no such variant is registered)");
+  }
+};
+
+// The same engine with the logits chunk in bf16 (the `lg16` token): cuBLASLt
+// writes bf16 D from its fp32 accumulator, the row pass reads bf16 and
+// recomputes the target and maximum logits exactly (kernels/flce/rowwise.h).
+// Faster (2 bytes a logit, twice the rows per budget), less precise than the
+// fp32-logits variants above (kernels/flce/README.md says by how much).
+struct CublasLtLg16Engine : CublasLtEngine {
+  static constexpr bool logits_bf16 = true;
+  static constexpr const char* summary =
+      "cuBLASLt (bf16 in, fp32 accumulation, no workspace: no split-K reduction), logits chunk in bf16";
+
+  template <class Cfg>
+  static std::vector<std::pair<std::string, int64_t>> config_params() {
+    return {{"lg", 16}};
   }
 };
 

@@ -12,6 +12,12 @@
 //               CUB fixed-order sum of the driver
 // No atomic variant: cuBLASLt has no accumulate-by-atomics epilogue.
 //
+// The lg16 variants (CublasLtLg16Engine) take the logits in bf16: cuBLASLt
+// rounds its fp32 accumulator to a bf16 D (softcap then by a pass over the
+// bf16 chunk), the row pass reads bf16 and writes the bf16 gradient in place,
+// so the chunk costs 2 bytes a logit and a budget holds twice the rows (half
+// the dW read-modify-write sweeps). Precision: kernels/flce/README.md.
+//
 // Reproducibility. cuBLAS promises bit-wise identical results run to run on
 // the same architecture and SM count for a given toolkit (cuBLAS guide,
 // "Results Reproducibility"), with one stream active or with a user-owned
@@ -37,6 +43,7 @@ namespace detfuse::flce {
 
 namespace {
 
+// Elementwise over the chunk (grid-stride; the grid size changes no bit).
 __global__ void softcap_kernel(float* C, int64_t ldc, int rows, int cols, float cap) {
   const float inv = 1.f / cap;
   const int64_t n = int64_t(rows) * cols;
@@ -44,6 +51,17 @@ __global__ void softcap_kernel(float* C, int64_t ldc, int rows, int cols, float 
     const int64_t r = i / cols, c = i - r * cols;
     float& v = C[r * ldc + c];
     v = cap * tanhf(v * inv);
+  }
+}
+
+// The same on a bf16 chunk: read, cap in fp32, round once more to bf16.
+__global__ void softcap_bf16_kernel(__nv_bfloat16* C, int64_t ldc, int rows, int cols, float cap) {
+  const float inv = 1.f / cap;
+  const int64_t n = int64_t(rows) * cols;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / cols, c = i - r * cols;
+    __nv_bfloat16& v = C[r * ldc + c];
+    v = __float2bfloat16_rn(cap * tanhf(__bfloat162float(v) * inv));
   }
 }
 
@@ -79,8 +97,19 @@ void CublasLtEngine::gemm_impl(const GemmParams& p, const EpiStoreLogits& e, cud
   lt_gemm<AM, BM>(p, DType::f32, e.C, e.ldc, 0.f, s);
   if (e.softcap > 0.f && p.M > 0 && p.N > 0) {
     const int64_t n = int64_t(p.M) * p.N;
-    const int blocks = int(std::min<int64_t>((n + 255) / 256, 132 * 16));
+    const int blocks = int(std::min<int64_t>((n + 255) / 256, int64_t(grid_stride_blocks())));
     softcap_kernel<<<blocks, 256, 0, s>>>(e.C, e.ldc, p.M, p.N, e.softcap);
+    DETFUSE_CHECK_LAUNCH();
+  }
+}
+
+template <class Cfg, Major AM, Major BM>
+void CublasLtEngine::gemm_impl(const GemmParams& p, const EpiStoreLogits16& e, cudaStream_t s) {
+  lt_gemm<AM, BM>(p, DType::bf16, e.C, e.ldc, 0.f, s);
+  if (e.softcap > 0.f && p.M > 0 && p.N > 0) {
+    const int64_t n = int64_t(p.M) * p.N;
+    const int blocks = int(std::min<int64_t>((n + 255) / 256, int64_t(grid_stride_blocks())));
+    softcap_bf16_kernel<<<blocks, 256, 0, s>>>(e.C, e.ldc, p.M, p.N, e.softcap);
     DETFUSE_CHECK_LAUNCH();
   }
 }
@@ -121,6 +150,8 @@ void CublasLtEngine::gemm_impl(const GemmParams& p, const EpiPartial& e, cudaStr
 void register_flce_cublaslt(Registry& r) {
   register_tile_config<CublasLtEngine, LtConfig>(r, kLtOwningChunkMiB, kChunkMiB, kSplits, kSlabRows,
                                                  /*with_atomic=*/false);
+  register_tile_config<CublasLtLg16Engine, LtConfig>(r, kLtOwningChunkMiB, kChunkMiB, kSplits, kSlabRows,
+                                                     /*with_atomic=*/false);
 }
 
 }  // namespace detfuse::flce

@@ -47,6 +47,19 @@ struct EpiStoreLogits {
   }
 };
 
+// Logits in bf16 (engines with logits_bf16, the `lg16` variants): the fp32
+// accumulator rounded once to bf16 (after softcap when the engine fuses it;
+// the cuBLASLt engine applies softcap by a separate pass over the bf16 chunk).
+struct EpiStoreLogits16 {
+  __nv_bfloat16* C;
+  int64_t ldc;
+  float softcap;
+  __device__ __forceinline__ void operator()(int m, int n, float v, int) const {
+    if (softcap > 0.f) v = softcap * tanhf(v / softcap);
+    C[int64_t(m) * ldc + n] = __float2bfloat16_rn(v);
+  }
+};
+
 // Logits with per-tile row statistics (engines with fused_row_stats only):
 // besides storing C as EpiStoreLogits does, the block that owns column tile t
 // of row m writes stats[m * ld_stats + t] = {max_j z, sum_j exp(z - max),

@@ -6,16 +6,45 @@
 // combines those instead (one read of the row in all). In bf16 the gradient row is written into the first half of
 // the fp32 row's bytes: tile t's bf16 bytes end where tile t's fp32 reads began,
 // so one barrier between each tile's reads and writes makes it safe.
+// bf16 logits (lg16 variants, row_kernel_lg16): the same two passes over a bf16
+// row, with the target and two best logits recomputed exactly (rowwise.h); the
+// gradient overwrites each thread's own 8 logits, so no barrier is needed.
+//
+// Block reductions are cub::BlockReduce with a fixed block size and the default
+// algorithm (BLOCK_REDUCE_WARP_REDUCTIONS: a shfl-down tree in each warp, then
+// thread 0 adds the warp aggregates in warp order): one fixed order for a given
+// block size, whatever the device or its SM count. Every grid-stride loop here
+// is elementwise (no reduction crosses its partition), so the grid size taken
+// from the device cannot change any bit.
+#include <cub/block/block_reduce.cuh>
 #include <cub/device/device_for.cuh>
 
+#include <algorithm>
 #include <cfloat>
 #include <climits>
 #include <cuda_bf16.h>
+#include <map>
+#include <mutex>
 
 #include "kernels/common/error.h"
 #include "kernels/flce/rowwise.h"
 
 namespace detfuse::flce {
+
+int grid_stride_blocks() {
+  // Per device, read once: 16 blocks of 256 threads per SM fill it. The
+  // kernels that use it are elementwise, so the count changes no bit.
+  static std::mutex mu;
+  static std::map<int, int> by_device;
+  int dev = 0;
+  DETFUSE_CUDA_CHECK(cudaGetDevice(&dev));
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = by_device.find(dev);
+  if (it != by_device.end()) return it->second;
+  int sms = 0;
+  DETFUSE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return by_device[dev] = std::max(sms, 1) * 16;
+}
 
 namespace {
 
@@ -56,32 +85,60 @@ __device__ __forceinline__ MaxSum combine(MaxSum a, MaxSum b) {
   return {m, a.s * expf(a.m - m) + b.s * expf(b.m - m)};
 }
 
-// Fixed-order block reduction of (max, sum) and a plain sum; result in every thread.
-__device__ void block_reduce(MaxSum& ms, float& sz) {
-  __shared__ MaxSum s_ms[ROW_THREADS / 32];
-  __shared__ float s_sz[ROW_THREADS / 32];
-#pragma unroll
-  for (int o = 16; o > 0; o /= 2) {
-    MaxSum other{__shfl_xor_sync(0xffffffffu, ms.m, o), __shfl_xor_sync(0xffffffffu, ms.s, o)};
-    ms = combine(ms, other);
-    sz += __shfl_xor_sync(0xffffffffu, sz, o);
+// A row's running statistics: max m, sum of exp(z - m), sum of z.
+struct RowStat {
+  float m, s, sz;
+};
+struct CombineRowStat {
+  __device__ __forceinline__ RowStat operator()(const RowStat& a, const RowStat& b) const {
+    const MaxSum ms = combine(MaxSum{a.m, a.s}, MaxSum{b.m, b.s});
+    return {ms.m, ms.s, a.sz + b.sz};
   }
-  int warp = threadIdx.x / 32;
-  if (threadIdx.x % 32 == 0) {
-    s_ms[warp] = ms;
-    s_sz[warp] = sz;
+};
+
+// bf16 logits: the same, and the two best columns (value descending, then
+// column ascending: a total order, so the pair is the same whatever the
+// reduction tree), whose logits the row pass recomputes exactly.
+struct RowStatTop2 {
+  float m, s, sz;
+  int j;       // first column holding the max (INT_MAX: none)
+  float m2;    // the second best value (-inf: none)
+  int j2;
+};
+__device__ __forceinline__ bool better(float v, int j, float w, int k) { return v > w || (v == w && j < k); }
+struct CombineRowStatTop2 {
+  __device__ __forceinline__ RowStatTop2 operator()(const RowStatTop2& a, const RowStatTop2& b) const {
+    const MaxSum ms = combine(MaxSum{a.m, a.s}, MaxSum{b.m, b.s});
+    RowStatTop2 r;
+    r.s = ms.s;
+    r.sz = a.sz + b.sz;
+    if (better(a.m, a.j, b.m, b.j)) {  // a's best first; second: a's second or b's best
+      r.m = a.m, r.j = a.j;
+      if (better(a.m2, a.j2, b.m, b.j)) r.m2 = a.m2, r.j2 = a.j2;
+      else r.m2 = b.m, r.j2 = b.j;
+    } else {
+      r.m = b.m, r.j = b.j;
+      if (better(a.m, a.j, b.m2, b.j2)) r.m2 = a.m, r.j2 = a.j;
+      else r.m2 = b.m2, r.j2 = b.j2;
+    }
+    return r;  // r.m == ms.m: the sum is relative to the best value
   }
+};
+
+// Fixed-order block reduction (cub::BlockReduce) of every thread's S; the
+// result in every thread. Ends with a barrier, so `tmp` may be reused.
+template <class S, class Op>
+__device__ S block_reduce(S st, typename cub::BlockReduce<S, ROW_THREADS>::TempStorage& tmp) {
+  __shared__ S s_out;
+  S all = cub::BlockReduce<S, ROW_THREADS>(tmp).Reduce(st, Op{});
+  if (threadIdx.x == 0) s_out = all;
   __syncthreads();
-  MaxSum acc = s_ms[0];
-  float acc_z = s_sz[0];
-  for (int w = 1; w < ROW_THREADS / 32; ++w) {
-    acc = combine(acc, s_ms[w]);
-    acc_z += s_sz[w];
-  }
-  ms = acc;
-  sz = acc_z;
+  all = s_out;
   __syncthreads();
+  return all;
 }
+using RowReduce = cub::BlockReduce<RowStat, ROW_THREADS>;
+using RowReduceTop2 = cub::BlockReduce<RowStatTop2, ROW_THREADS>;
 
 struct RowConsts {
   int64_t V;
@@ -102,6 +159,7 @@ __global__ void __launch_bounds__(ROW_THREADS) row_kernel(const RowPass r, const
   const int64_t t = r.y[gi];
   const bool valid = t >= 0 && t < c.V;
 
+  __shared__ typename RowReduce::TempStorage tmp;
   float lse;
   if (r.lse_in) {
     lse = r.lse_in[gi];
@@ -135,7 +193,9 @@ __global__ void __launch_bounds__(ROW_THREADS) row_kernel(const RowPass r, const
         }
       }
     }
-    block_reduce(ms, sz);
+    const RowStat all = block_reduce<RowStat, CombineRowStat>(RowStat{ms.m, ms.s, sz}, tmp);
+    ms = MaxSum{all.m, all.s};
+    sz = all.sz;
     lse = ms.m + logf(ms.s);
     if (threadIdx.x == 0) {
       if (r.lse_out) r.lse_out[gi] = lse;
@@ -201,19 +261,165 @@ __global__ void __launch_bounds__(ROW_THREADS) row_kernel(const RowPass r, const
   }
 }
 
+// Exact logit of column j of global row gi: the fp32 dot product of the bf16
+// rows X[gi] and W[j] (threads stride over D in a fixed order, then the fixed
+// block sum), softcap applied. Three at once: the target's and the two best.
+struct Sum3 {
+  __device__ __forceinline__ float4 operator()(const float4& a, const float4& b) const {
+    return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, 0.f);
+  }
+};
+using DotReduce = cub::BlockReduce<float4, ROW_THREADS>;
+
+__device__ __forceinline__ float capped(float v, float cap) { return cap > 0.f ? cap * tanhf(v * (1.f / cap)) : v; }
+
+__global__ void __launch_bounds__(ROW_THREADS) row_kernel_lg16(const RowPass r, const RowConsts c, int64_t D) {
+  __shared__ union {
+    typename RowReduceTop2::TempStorage row;
+    typename DotReduce::TempStorage dot;
+  } tmp;
+  __shared__ float s_exact[3];  // {target logit, best, second best}
+  __shared__ float s_lse;
+  const int row = blockIdx.x;
+  const int64_t gi = r.row0 + row;
+  auto* L = reinterpret_cast<__nv_bfloat16*>(const_cast<float*>(r.L)) + int64_t(row) * r.ldl;
+  const int V = int(c.V);
+  const int ldl = int(r.ldl);
+  const int64_t t = r.y[gi];
+  const bool valid = t >= 0 && t < c.V;
+
+  float coef = 0.f;  // gradient coefficient of this row
+  if (valid) {
+    coef = c.grad_output;
+    if (c.reduction == 0) {
+      int64_t nv = r.counts[0];
+      coef = nv > 0 ? coef / float(nv) : 0.f;
+    } else if (c.reduction == 2) {
+      coef *= r.dloss[gi];
+    }
+  }
+  const bool need_stats = !r.lse_in || (r.write_grad && coef != 0.f);
+  float zt = 0.f, z1 = 0.f, z2 = 0.f, lse = 0.f;
+  int j1 = INT_MAX, j2 = INT_MAX;
+  if (need_stats) {
+    // Pass 1: online (max, sum exp, sum z, the two best columns) over this
+    // thread's columns in increasing order, 8 bf16 (16 bytes) at a time. At 2
+    // bytes a logit the per-element exponentials are __expf (MUFU ex2, a few
+    // fp32 ulps: nothing beside the 2^-9 of a bf16 logit), so the pass stays
+    // bound by memory, not by the special-function units.
+    RowStatTop2 st{-INFINITY, 0.f, 0.f, INT_MAX, -INFINITY, INT_MAX};
+    for (int j = threadIdx.x * 8; j < V; j += ROW_THREADS * 8) {
+      const uint4 raw = *reinterpret_cast<const uint4*>(L + j);
+      const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        const float z = q % 2 == 0 ? __low2float(h[q / 2]) : __high2float(h[q / 2]);
+        if (j + q < V) {
+          if (z > st.m) {  // columns increase: a tie keeps the earlier column first
+            st.s = st.s * __expf(st.m - z) + 1.f;
+            st.m2 = st.m, st.j2 = st.j;
+            st.m = z, st.j = j + q;
+          } else {
+            st.s += __expf(z - st.m);
+            if (z > st.m2) st.m2 = z, st.j2 = j + q;
+          }
+          st.sz += z;
+        }
+      }
+    }
+    const RowStatTop2 all = block_reduce<RowStatTop2, CombineRowStatTop2>(st, tmp.row);
+    j1 = all.j;
+    j2 = all.j2;  // INT_MAX when V == 1
+
+    // The exact target and two best logits.
+    const auto* x = static_cast<const __nv_bfloat16*>(r.X) + gi * D;
+    const auto* W = static_cast<const __nv_bfloat16*>(r.W);
+    const auto* wt = W + (valid ? t : 0) * D;
+    const auto* w1 = W + int64_t(j1) * D;
+    const auto* w2 = W + int64_t(j2 < V ? j2 : j1) * D;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int64_t d = threadIdx.x; d < D; d += ROW_THREADS) {
+      const float xv = __bfloat162float(x[d]);
+      acc.x = fmaf(xv, __bfloat162float(wt[d]), acc.x);
+      acc.y = fmaf(xv, __bfloat162float(w1[d]), acc.y);
+      acc.z = fmaf(xv, __bfloat162float(w2[d]), acc.z);
+    }
+    const float4 dots = DotReduce(tmp.dot).Reduce(acc, Sum3{});
+    if (threadIdx.x == 0) {
+      const float z_t = capped(dots.x, c.softcap), e1 = capped(dots.y, c.softcap), e2 = capped(dots.z, c.softcap);
+      // all.s = sum_j exp(zb_j - zb_1) holds exp(0) = 1 for the best column
+      // and exp(zb_2 - zb_1) for the second: take both out, rescale the rest
+      // to the exact best logit, put both back exactly.
+      float rest = all.s - 1.f;
+      float back = 1.f;
+      if (j2 < V) {
+        rest -= expf(all.m2 - all.m);
+        back += expf(e2 - e1);
+      }
+      const float ssum = fmaxf(rest, 0.f) * expf(all.m - e1) + back;
+      const float l = r.lse_in ? r.lse_in[gi] : e1 + logf(ssum);
+      s_exact[0] = z_t;
+      s_exact[1] = e1;
+      s_exact[2] = e2;
+      s_lse = l;
+      if (!r.lse_in) {
+        if (r.lse_out) r.lse_out[gi] = l;
+        if (r.loss_rows) {
+          r.loss_rows[gi] = valid ? l - (1.f - c.eps) * z_t - (c.eps / float(c.V)) * all.sz + c.zscale * l * l : 0.f;
+        }
+      }
+    }
+    __syncthreads();
+    zt = s_exact[0];
+    z1 = s_exact[1];
+    z2 = s_exact[2];
+    lse = s_lse;
+  }
+  if (!r.write_grad) return;
+
+  // Pass 2: G = dL/dz over this thread's own 8 columns, written in place as
+  // bf16; columns [V, ldl) get zeros.
+  const float pscale = 1.f + 2.f * c.zscale * lse;
+  const float smooth = c.eps / float(c.V);
+  for (int j = threadIdx.x * 8; j < ldl; j += ROW_THREADS * 8) {
+    float g[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    if (coef != 0.f) {
+      const uint4 raw = *reinterpret_cast<const uint4*>(L + j);
+      const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        const int jj = j + q;
+        if (jj < V) {
+          float z = q % 2 == 0 ? __low2float(h[q / 2]) : __high2float(h[q / 2]);
+          if (jj == j1) z = z1;
+          if (jj == j2) z = z2;
+          if (jj == t) z = zt;
+          float d = pscale * __expf(z - lse) - smooth - (jj == t ? 1.f - c.eps : 0.f);
+          if (c.softcap > 0.f) {
+            const float u = z / c.softcap;
+            d *= 1.f - u * u;
+          }
+          g[q] = coef * d;
+        }
+      }
+    }
+    uint4 out;
+    __nv_bfloat162* o = reinterpret_cast<__nv_bfloat162*>(&out);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) o[q] = __floats2bfloat162_rn(g[2 * q], g[2 * q + 1]);
+    *reinterpret_cast<uint4*>(L + j) = out;
+  }
+}
+
 __global__ void __launch_bounds__(1024) reduce_loss_kernel(const float* __restrict__ rows, int64_t n,
                                                            const int64_t* counts, int mean, float* out) {
-  __shared__ double s[1024];
+  using LossReduce = cub::BlockReduce<double, 1024>;
+  __shared__ typename LossReduce::TempStorage tmp;
   double acc = 0.0;
   for (int64_t i = threadIdx.x; i < n; i += 1024) acc += double(rows[i]);
-  s[threadIdx.x] = acc;
-  __syncthreads();
-  for (int w = 512; w > 0; w /= 2) {
-    if (threadIdx.x < w) s[threadIdx.x] += s[threadIdx.x + w];
-    __syncthreads();
-  }
+  const double sum = LossReduce(tmp).Sum(acc);  // fixed order (see the file comment); valid in thread 0
   if (threadIdx.x == 0) {
-    double total = s[0];
+    double total = sum;
     if (mean) {
       int64_t nv = counts[0];
       total = nv > 0 ? total / double(nv) : 0.0;
@@ -261,7 +467,12 @@ void launch_row_pass(const FlceProblem& p, const RowPass& r, cudaStream_t stream
               float(p.softcap),
               float(p.grad_output),
               p.reduction == Reduction::mean ? 0 : p.reduction == Reduction::sum ? 1 : 2};
-  if (r.grad_bf16)
+  if (r.logits_bf16) {
+    if (!r.X || !r.W) throw Error("row pass: bf16 logits need X and W (the exact target and maximum logits)");
+    if (r.write_grad && !r.grad_bf16) throw Error("row pass: bf16 logits take a bf16 gradient in place");
+    if (r.stats) throw Error("row pass: bf16 logits with fused row statistics are not implemented");
+    row_kernel_lg16<<<r.rows, ROW_THREADS, 0, stream>>>(r, c, p.D);
+  } else if (r.grad_bf16)
     row_kernel<true><<<r.rows, ROW_THREADS, 0, stream>>>(r, c);
   else
     row_kernel<false><<<r.rows, ROW_THREADS, 0, stream>>>(r, c);
@@ -282,7 +493,7 @@ void launch_sum_partials(float* dst, const float* partials, int splits, int64_t 
 
 void launch_to_bf16(void* dst, const float* src, int64_t count, cudaStream_t stream) {
   if (count <= 0) return;
-  int blocks = int(std::min<int64_t>((count + 255) / 256, 132 * 16));
+  int blocks = int(std::min<int64_t>((count + 255) / 256, int64_t(grid_stride_blocks())));
   to_bf16_kernel<<<blocks, 256, 0, stream>>>(static_cast<__nv_bfloat16*>(dst), src, count);
   DETFUSE_CHECK_LAUNCH();
 }

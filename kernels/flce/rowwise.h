@@ -20,7 +20,15 @@ namespace detfuse::flce {
 void launch_count_targets(const FlceProblem& p, const int64_t* y, int64_t* counts, cudaStream_t stream);
 
 // One chunk of rows [row0, row0 + rows) whose logits z (softcap applied) sit in
-// L [rows, ldl] fp32 (ldl a multiple of 8, >= V).
+// L [rows, ldl] fp32 (ldl a multiple of 8, >= V), or bf16 when logits_bf16.
+//
+// bf16 logits (the lg16 variants): each logit carries a rounding error of up
+// to 2^-9 |z|. Three logits per row are recomputed exactly (an fp32 dot
+// product of the bf16 rows of X and W, softcap applied), in the statistics and
+// in the gradient: the target's (so the loss does not inherit its rounding)
+// and the two best columns' (by bf16 value, ties to the first column), so a
+// softmax peaked on one or two columns is exact. The other logits enter with
+// their bf16 values (kernels/flce/README.md: the precision this gives).
 struct RowPass {
   const float* L = nullptr;
   int64_t ldl = 0;
@@ -41,6 +49,12 @@ struct RowPass {
   // dimension 2*ldl (bf16 elements) or as fp32 with ldl; columns [V, ldl) are zeroed.
   bool write_grad = false;
   bool grad_bf16 = false;
+  // bf16 logits [rows, ldl] (ldl bf16 elements); the gradient overwrites them
+  // in place as bf16 with the same leading dimension (grad_bf16 must be set).
+  // X [N, D] and W [V, D] (bf16) give the exact target and maximum logits.
+  bool logits_bf16 = false;
+  const void* X = nullptr;
+  const void* W = nullptr;
 };
 void launch_row_pass(const FlceProblem& p, const RowPass& r, cudaStream_t stream);
 
@@ -52,6 +66,11 @@ void launch_reduce_loss(const FlceProblem& p, const float* loss_rows, const int6
 // for i < count. Built on cub::DeviceFor.
 void launch_sum_partials(float* dst, const float* partials, int splits, int64_t stride, int64_t count, bool first,
                          cudaStream_t stream);
+
+// Blocks of 256 threads for an elementwise grid-stride loop on the current
+// device: 16 per SM (the SM count read once per device). Only for kernels whose
+// result does not depend on the grid (no reduction across the partition).
+int grid_stride_blocks();
 
 // dst (bf16) = src (fp32), round to nearest even.
 void launch_to_bf16(void* dst, const float* src, int64_t count, cudaStream_t stream);

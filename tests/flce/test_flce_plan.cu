@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/flce/driver.cuh"
+#include "kernels/flce/engine_cublaslt.h"
 
 namespace detfuse::flce {
 namespace {
@@ -118,6 +119,29 @@ TEST(FlcePlan, RowStatisticsRegionAndEnginesWithoutDxSplit) {
   // 2000 MiB holds exactly 2048 rows of a 256000 vocabulary (the cuBLASLt engine's largest budget).
   EXPECT_EQ(make_plan(p, FlceMode::forward_backward, {Strategy::owning, 2000, 1, 0}, 128, 128, false, false).chunk_rows,
             2048);
+}
+
+TEST(FlcePlan, Bf16LogitsHoldTwiceTheRows) {
+  // The lg16 variants: 2 bytes a logit, so the same budget holds twice the rows.
+  static_assert(engine_logits_bf16<CublasLtLg16Engine>::value && !engine_logits_bf16<CublasLtEngine>::value,
+                "only the lg16 engine keeps bf16 logits");
+  const StrategyParams sp{Strategy::owning, 1024, 1, 0};
+  FlceProblem llama = shape(16384, 4096, 128256);
+  Plan f32 = make_plan(llama, FlceMode::forward_backward, sp, 128, 128, false, false);
+  Plan b16 = make_plan(llama, FlceMode::forward_backward, sp, 128, 128, false, false, /*logit_bytes=*/2);
+  EXPECT_EQ(f32.chunk_rows, 2048);
+  EXPECT_EQ(b16.chunk_rows, 4096);  // 4 chunks at N = 16384 instead of 8: half the dW sweeps
+  EXPECT_LE(b16.chunk_rows * b16.Vp * 2, int64_t(1024) << 20);
+  EXPECT_GT((b16.chunk_rows + 128) * b16.Vp * 2, int64_t(1024) << 20);
+  // The chunk region is rows * Vp * 2 bytes (rounded to 256) and nothing else moves.
+  EXPECT_GE(b16.stats, b16.logits + size_t(b16.chunk_rows * b16.Vp) * 2);
+  EXPECT_LT(b16.stats, b16.logits + size_t(b16.chunk_rows * b16.Vp) * 2 + 256);
+  EXPECT_EQ(b16.total, f32.total);  // same budget, same bytes (both fill it exactly here)
+  // The Gemma-2 head at the 2000 MiB budget: 4096 rows, two chunks at N = 8192.
+  EXPECT_EQ(make_plan(shape(8192, 2304, 256000), FlceMode::forward_backward, {Strategy::owning, 2000, 1, 0}, 128, 128,
+                      false, false, 2)
+                .chunk_rows,
+            4096);
 }
 
 }  // namespace

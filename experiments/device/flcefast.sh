@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Issue 17 (branch flcefast) on the H200, from the repository root:
+#   bash experiments/device/flcefast.sh              tests, sanitizers, bench (< 4 min)
+#   bash experiments/device/flcefast.sh --peers-only  experiments/flce_peers.py and `detfuse bench`
+#                                                     at the issue's four shapes (< 4 min)
+#   bash experiments/device/flcefast.sh --all         both
+# Binaries: dist/ from experiments/make_dist.sh (dist/bin.tar.xz or dist/bin),
+# else the Release build in ./build. The peers part wants the peer wheels
+# installed first (experiments/peers/install.sh; PYTHONPATH=/tmp/peers-site) and
+# libdetfuse_c.so (copied into python/detfuse/). Output: logs under $OUT; the
+# summary table last.
+set -u
+OUT=${OUT:-out}
+mkdir -p "$OUT"
+if [ -f dist/bin.tar.xz ] && [ ! -d dist/bin ]; then tar -C dist -xJf dist/bin.tar.xz; fi
+if [ -d dist/bin ]; then
+  T=dist/bin; TFLCE=$T/test_flce_gpu; TVAR=$T/test_flce_variants; TENG=$T/test_engines; CLI=$T/detfuse; LIB=$T/libdetfuse_c.so
+else
+  B=${BUILD:-build}
+  TFLCE=$B/tests/flce/test_flce_gpu; TVAR=$B/tests/flce/test_flce_variants; TENG=$B/tests/engines/test_engines
+  CLI=$B/detfuse; LIB=$B/capi/libdetfuse_c.so
+fi
+export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64 PATH=$PATH:/usr/local/cuda/bin
+run() {  # run LOG TIMEOUT CMD...: append to $OUT/LOG.log; one status line on stdout
+  local log=$1 t=$2; shift 2
+  local start=$SECONDS
+  echo "=== $*" >> "$OUT/$log.log"
+  timeout -s INT -k 10 "$t" "$@" >> "$OUT/$log.log" 2>&1
+  local rc=$?
+  echo "=== exit $rc after $((SECONDS - start)) s" >> "$OUT/$log.log"
+  echo "=== $log: $(basename "$1") ${*:2:6} -> exit $rc ($((SECONDS - start)) s)"
+}
+L=flce.bf16.cublaslt
+SHAPES3="16384,4096,128256 8192,2304,256000 4096,4096,128256"
+mode=${1:---device}
+
+if [ "$mode" != --peers-only ]; then
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv >> "$OUT/tests.log"
+  # The variants touched (every cuBLASLt variant: fp32 and bf16 logits) and a
+  # sample of old ones (the row pass and its reductions changed under them).
+  run tests 20 "$TVAR"
+  run tests 200 "$TFLCE" --gtest_filter='*cublaslt*:*bf16_mma_owning_bm128_bn128*mb1024*:*fp32_fma_partials_bm64*:*wgmma_owning_bm128_bn256*c2*mb1920*:FlceBadInput*'
+  run tests 40 "$TENG" --gtest_filter='LtMatmul.*:ThreeGemms.*'
+  # Sanitizers on the new bf16-logits variants (the lg16 row pass, softcap on bf16).
+  run sanitize 100 compute-sanitizer --tool memcheck --error-exitcode 9 "$TFLCE" \
+    --gtest_filter='*MatchesReference*cublaslt_owning_lg16_mb512'
+  run sanitize 60 compute-sanitizer --tool racecheck --error-exitcode 9 "$TFLCE" \
+    --gtest_filter='*RepeatsBitwise*cublaslt_owning_lg16_mb512'
+  run sanitize 60 compute-sanitizer --tool synccheck --error-exitcode 9 "$TFLCE" \
+    --gtest_filter='*RepeatsBitwise*cublaslt_owning_lg16_mb512'
+  # New against old cuBLASLt owning variants at the issue's three shapes (3 GEMMs in the same process).
+  for s in $SHAPES3; do
+    run bench 40 "$CLI" bench flce --shape "$s" --dtype bf16 --repeats 5 \
+      --variant $L.owning.mb1024 $L.owning.mb2000 $L.owning.lg16_mb1024 $L.owning.lg16_mb2000
+  done
+fi
+
+if [ "$mode" = --peers-only ] || [ "$mode" = --all ]; then
+  [ -f "$LIB" ] && cp "$LIB" python/detfuse/libdetfuse_c.so
+  export PYTHONPATH=/tmp/peers-site:$PWD/python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+  run peers 230 python3 experiments/flce_peers.py --json "$OUT/flce_peers.json" --budget-s 180
+  for s in $SHAPES3 32768,4096,128256; do
+    run peers 60 "$CLI" bench flce --shape "$s" --dtype bf16 --repeats 3 \
+      --variant $L.owning.mb2000 $L.owning.lg16_mb1024 $L.owning.lg16_mb2000
+  done
+fi
+
+echo
+echo "## summary ($mode)"
+if [ "$mode" != --peers-only ]; then
+  grep -E "^\[  (PASSED|FAILED) |FAILED  \]|tests? ran" "$OUT/tests.log" | sort | uniq -c | head -30
+  # Precision of the bf16-logits variants beside their fp32-logits twin (every case).
+  awk '/^\[ RUN .*MatchesReference.*cublaslt_owning_(lg16_)?mb1024$/ {p=1; print; next} /^\[ RUN/ {p=0} p && /rel errors|Failure|Expected|Which is/' "$OUT/tests.log"
+  grep -E "ERROR SUMMARY|=== exit" "$OUT/sanitize.log"
+  grep -E "distinct digests" "$OUT/tests.log" | sort | uniq -c
+  grep -E "cuBLAS|owning" "$OUT/bench.log" | grep -v "^===" | head -30
+fi
+if [ "$mode" = --peers-only ] || [ "$mode" = --all ]; then
+  sed -n '/^| N,D,V/,/^JSON/p' "$OUT/peers.log"
+  grep -E "cuBLAS|owning" "$OUT/peers.log" | grep -v "^===\|^|" | head -20
+fi

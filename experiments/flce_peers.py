@@ -1,0 +1,340 @@
+#!/usr/bin/env python3
+"""Side-by-side FLCE measurement (issue 17, item 4): detfuse against its peers,
+in ONE Python process on one GPU, bf16 forward+backward of
+cross_entropy(X W^T, y) (mean over rows, no ignored rows), with the three cuBLAS
+GEMMs of the problem timed in the same process.
+
+Peers (every import guarded: a missing one prints "not installed" and the
+script goes on; one that fails prints its exception text):
+  detfuse        detfuse.torch.linear_cross_entropy, variant "tuned" (falls back
+                 to the heuristic when --db has no row) and each --variant named
+  liger-cute     Liger-Kernel's CuTe DSL sm90 FLCE
+                 (liger_kernel.ops.cutedsl.ops.fused_linear_cross_entropy_sm90)
+  liger-triton   Liger-Kernel's LigerFusedLinearCrossEntropyLoss with its Triton
+                 implementations pinned (LIGER_KERNEL_IMPL_* environment overrides)
+  cce            Cut Cross-Entropy, cut_cross_entropy.linear_cross_entropy
+  compile8       torch.compile of a loss over 8 row chunks (bf16 matmul, fp32 CE)
+  quack          QuACK's quack.linear_cross_entropy.chunked_linear_cross_entropy
+  3gemm          torch.matmul: logits X W^T, dX = G W, dW = G^T X (bf16)
+
+Per (shape, peer): median ms of fwd+bwd (CUDA events, warm-up, --reps, fewer at
+N >= 32768), peak extra memory (torch.cuda.max_memory_allocated during one
+call minus what was allocated before it (inputs) minus the outputs it leaves:
+loss, X.grad, W.grad; workspace and any fp32 dW accumulator count), distinct dW
+bit patterns over 3 calls (exact byte comparison on the GPU, so "1" means three
+identical dW), and errors against an fp32 reference with TF32 off (chunked
+float32 logits, softmax, dX, dW): relative error of the loss, relative norm
+errors of dX and dW.
+
+Output: a markdown table on stdout, every figure in JSON ($OUT/flce_peers.json,
+or --json). Usage:
+  python3 experiments/flce_peers.py [--shapes N,D,V ...] [--peers a,b] [--variant NAME ...]
+                                     [--reps 10] [--budget-s 220] [--db detfuse.db]
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+import traceback
+
+import torch
+import torch.nn.functional as F
+
+DEFAULT_SHAPES = ["16384,4096,128256", "8192,2304,256000", "4096,4096,128256", "32768,4096,128256"]
+DEFAULT_VARIANTS = [
+    "flce.bf16.cublaslt.owning.mb2000",
+    "flce.bf16.cublaslt.owning.lg16_mb1024",
+    "flce.bf16.cublaslt.owning.lg16_mb2000",
+    "flce.bf16.wgmma.owning.bm128_bn128_bk64_c2_st6_pp1_mb1920",
+]
+ALL_PEERS = ["3gemm", "detfuse", "liger-cute", "liger-triton", "cce", "compile8", "quack"]
+
+
+class Skip(Exception):
+    """A peer that cannot run here: printed as its reason, not a failure of the script."""
+
+
+def time_ms(fn, warmup, reps):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        samples.append(a.elapsed_time(b))
+    return statistics.median(samples), samples
+
+
+# ----------------------------------------------------------------- the loss functions
+def make_peers(args):
+    """name -> factory(x, w, y) returning a loss-producing callable, or raising Skip."""
+    peers = {}
+
+    def detfuse_factory(variant):
+        def f(x, w, y):
+            try:
+                import detfuse.torch as dt
+            except Exception as e:  # noqa: BLE001 - any import failure is reported
+                raise Skip(f"not installed ({type(e).__name__}: {e})")
+            kw = {"variant": variant}
+            if variant == "tuned":
+                kw["db"] = args.db
+            try:
+                chosen = dt.chosen_variant(x, w, y, **kw)
+                name = f"{chosen.name} ({chosen.source})"
+            except Exception as e:  # noqa: BLE001
+                raise Skip(f"{type(e).__name__}: {e}")
+            return (lambda: dt.linear_cross_entropy(x, w, y, **kw)), name
+        return f
+
+    peers["detfuse"] = detfuse_factory("tuned")
+    for v in args.variant:
+        peers["detfuse:" + v] = detfuse_factory(v)
+
+    def liger_cute(x, w, y):
+        try:
+            from liger_kernel.ops.cutedsl.ops.fused_linear_cross_entropy_sm90 import (
+                liger_fused_linear_cross_entropy_sm90)
+        except ImportError as e:
+            raise Skip(f"not installed ({e})")
+        return (lambda: liger_fused_linear_cross_entropy_sm90(x, w, y)), "liger_fused_linear_cross_entropy_sm90"
+    peers["liger-cute"] = liger_cute
+
+    def liger_triton(x, w, y):
+        try:
+            from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss
+        except ImportError as e:
+            raise Skip(f"not installed ({e})")
+        fn = LigerFusedLinearCrossEntropyLoss()
+        # Liger 0.8.5 dispatches per call and prefers its CuTe DSL inner CE on
+        # Hopper; its environment overrides (read at each dispatch) pin Triton.
+        pin = {"LIGER_KERNEL_IMPL_FUSED_LINEAR_CROSS_ENTROPY": "nvidia-triton",
+               "LIGER_KERNEL_IMPL_CROSS_ENTROPY_LOSS_AND_GRAD": "nvidia-triton"}
+
+        def call():
+            old = {k: os.environ.get(k) for k in pin}
+            os.environ.update(pin)
+            try:
+                return fn(w, x, y)
+            finally:
+                for k, v in old.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
+        return call, "LigerFusedLinearCrossEntropyLoss, nvidia-triton pinned"
+    peers["liger-triton"] = liger_triton
+
+    def cce(x, w, y):
+        try:
+            from cut_cross_entropy import linear_cross_entropy
+        except ImportError as e:
+            raise Skip(f"not installed ({e})")
+        return (lambda: linear_cross_entropy(x, w, y)), "cut_cross_entropy.linear_cross_entropy"
+    peers["cce"] = cce
+
+    def compile8(x, w, y):
+        n = x.shape[0]
+
+        def chunked(x, w, y):
+            total = x.new_zeros((), dtype=torch.float32)
+            for xc, yc in zip(x.chunk(8), y.chunk(8)):
+                total = total + F.cross_entropy((xc @ w.t()).float(), yc, reduction="sum")
+            return total / n
+        fn = torch.compile(chunked, dynamic=False)
+        return (lambda: fn(x, w, y)), "torch.compile, 8 row chunks"
+    peers["compile8"] = compile8
+
+    def quack(x, w, y):
+        try:
+            from quack.linear_cross_entropy import chunked_linear_cross_entropy
+        except ImportError as e:
+            raise Skip(f"not installed ({e})")
+        return (lambda: chunked_linear_cross_entropy(x, w, y)), "quack chunked_linear_cross_entropy"
+    peers["quack"] = quack
+    return peers
+
+
+# ------------------------------------------------------------------- measurements
+@torch.no_grad()
+def reference(x, w, y, chunk=2048):
+    """fp32, TF32 off: mean loss, dX, dW (float32) of cross_entropy(x w^T, y)."""
+    prev = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        xf, wf = x.float(), w.float()
+        n_valid = max(int((y != -100).sum()), 1)
+        dX = torch.empty_like(xf)
+        dW = torch.zeros_like(wf)
+        loss = torch.zeros((), dtype=torch.float64, device=x.device)
+        for r0 in range(0, x.shape[0], chunk):
+            xc, yc = xf[r0:r0 + chunk], y[r0:r0 + chunk]
+            z = xc @ wf.t()
+            lse = torch.logsumexp(z, dim=1)
+            ok = yc != -100
+            zt = z.gather(1, yc.clamp_min(0)[:, None])[:, 0]
+            loss += ((lse - zt) * ok).double().sum()
+            g = torch.softmax(z, dim=1)
+            rows = ok.nonzero()[:, 0]
+            g[rows, yc[rows]] -= 1.0
+            g *= (ok.float() / n_valid)[:, None]
+            dX[r0:r0 + chunk] = g @ wf
+            dW += g.t() @ xc
+            del z, g
+        return float(loss / n_valid), dX, dW
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = prev
+
+
+def rel_norm(a, ref):
+    return float(torch.linalg.vector_norm(a.float() - ref) / torch.linalg.vector_norm(ref))
+
+
+def measure_peer(factory, x, w, y, ref, reps):
+    x.grad = w.grad = None
+    fn, what = factory(x, w, y)
+
+    def step():
+        x.grad = w.grad = None
+        fn().backward()
+
+    # First call (compiles where a peer JIT-compiles), then memory of one call.
+    step()
+    torch.cuda.synchronize()
+    x.grad = w.grad = None
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    loss = fn()
+    loss.backward()
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated()
+    outputs = loss.numel() * loss.element_size() + x.grad.numel() * x.grad.element_size() + \
+        w.grad.numel() * w.grad.element_size()
+    extra = peak - base - outputs
+    l_ref, dX_ref, dW_ref = ref
+    err = {"loss": abs(float(loss) - l_ref) / abs(l_ref), "dX": rel_norm(x.grad, dX_ref), "dW": rel_norm(w.grad, dW_ref)}
+    del loss
+    # Distinct dW bit patterns over 3 calls (exact comparison on the device).
+    kept = []
+    for _ in range(3):
+        step()
+        g = w.grad.detach().view(torch.int16)
+        if not any(torch.equal(g, k) for k in kept):
+            kept.append(g.clone())
+    distinct = len(kept)
+    del kept
+    med, samples = time_ms(step, warmup=2, reps=reps)
+    x.grad = w.grad = None
+    return {"what": what, "ms": med, "samples_ms": samples, "extra_bytes": int(extra), "dW_distinct": distinct,
+            "err": err}
+
+
+def measure_3gemm(x, w, reps):
+    N, V = x.shape[0], w.shape[0]
+    G = torch.randn(N, V, device=x.device, dtype=torch.bfloat16) * 1e-3
+    xd, wd = x.detach(), w.detach()
+    out = {}
+    for name, fn in [("logits", lambda: xd @ wd.t()), ("dX", lambda: G @ wd), ("dW", lambda: G.t() @ xd)]:
+        out[name], _ = time_ms(fn, warmup=2, reps=reps)
+    del G
+    return {"what": "torch.matmul x3 (bf16)", "ms": out["logits"] + out["dX"] + out["dW"], "parts_ms": out}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shapes", nargs="*", default=DEFAULT_SHAPES)
+    ap.add_argument("--peers", default=",".join(ALL_PEERS), help="comma-separated subset of " + ",".join(ALL_PEERS))
+    ap.add_argument("--variant", nargs="*", default=DEFAULT_VARIANTS, help="detfuse variants measured by name")
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--budget-s", type=float, default=200.0, help="stop starting new measurements after this")
+    ap.add_argument("--db", default=os.environ.get("DETFUSE_DB", "detfuse.db"))
+    ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "flce_peers.json"))
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("flce_peers: no CUDA device; nothing measured")
+        return 0
+    start = time.time()
+    wanted = [p for p in args.peers.split(",") if p]
+    bad = [p for p in wanted if p not in ALL_PEERS]
+    if bad:
+        print(f"flce_peers: unknown peer(s) {bad}; known: {ALL_PEERS}", file=sys.stderr)
+        return 2
+    factories = make_peers(args)
+    order = []
+    for p in wanted:
+        if p == "detfuse":
+            order += ["detfuse"] + ["detfuse:" + v for v in args.variant]
+        elif p != "3gemm":
+            order.append(p)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    dev = torch.cuda.get_device_name()
+    print(f"torch {torch.__version__}, {dev}")
+    results = {"device": dev, "torch": torch.__version__, "shapes": {}}
+    for shape in args.shapes:
+        N, D, V = (int(s) for s in shape.split(","))
+        reps = args.reps if N < 32768 else max(5, args.reps // 2)
+        torch.manual_seed(0)
+        x = torch.randn(N, D, device="cuda", dtype=torch.bfloat16).requires_grad_()
+        w = (torch.randn(V, D, device="cuda") * (2.0 / math.sqrt(D))).to(torch.bfloat16).requires_grad_()
+        y = torch.randint(0, V, (N,), device="cuda")
+        rows = {}
+        results["shapes"][shape] = rows
+        if "3gemm" in wanted:
+            rows["3gemm"] = measure_3gemm(x, w, reps)
+        ref = reference(x, w, y)
+        for name in order:
+            if time.time() - start > args.budget_s:
+                rows[name] = {"skipped": f"time budget ({args.budget_s:.0f} s) spent"}
+                continue
+            try:
+                rows[name] = measure_peer(factories[name], x, w, y, ref, reps)
+            except Skip as e:
+                rows[name] = {"skipped": str(e)}
+            except Exception as e:  # noqa: BLE001 - a failing peer is reported, the run goes on
+                rows[name] = {"error": f"{type(e).__name__}: {str(e)[:400]}"}
+                traceback.print_exc(limit=2)
+            finally:
+                x.grad = w.grad = None
+                torch.cuda.empty_cache()
+            r = rows[name]
+            print(f"  {shape} {name}: " + (f"{r['ms']:.2f} ms" if "ms" in r else r.get("skipped", r.get("error"))),
+                  flush=True)
+        del x, w, y, ref
+        torch.cuda.empty_cache()
+
+    print()
+    print("| N,D,V | peer | ms | x 3 GEMMs | extra GiB | dW distinct / 3 | err loss | err dX | err dW |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for shape, rows in results["shapes"].items():
+        g = rows.get("3gemm", {}).get("ms")
+        for name, r in rows.items():
+            if "ms" not in r:
+                print(f"| {shape} | {name} | {r.get('skipped') or r.get('error')} | | | | | | |")
+                continue
+            ratio = f"{r['ms'] / g:.2f}" if g else ""
+            if name == "3gemm":
+                p = r["parts_ms"]
+                print(f"| {shape} | 3 GEMMs (logits {p['logits']:.2f}, dX {p['dX']:.2f}, dW {p['dW']:.2f}) | "
+                      f"{r['ms']:.2f} | 1.00 | | | | | |")
+                continue
+            label = name if name == r["what"] or name.startswith("detfuse:") else f"{name} ({r['what']})"
+            e = r["err"]
+            print(f"| {shape} | {label} | {r['ms']:.2f} | {ratio} | {r['extra_bytes'] / 2**30:.2f} | "
+                  f"{r['dW_distinct']} | {e['loss']:.1e} | {e['dX']:.1e} | {e['dW']:.1e} |")
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+    with open(args.json, "w") as f:
+        json.dump(results, f, indent=1)
+    print(f"\nJSON: {args.json}; {time.time() - start:.0f} s in all")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
