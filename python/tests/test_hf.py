@@ -28,6 +28,7 @@ matmul of the same bf16 values; they differ in summation order only.
 import importlib.util
 import os
 import unittest
+from unittest import mock
 
 import detfuse
 
@@ -146,10 +147,10 @@ class HfCpuTest(unittest.TestCase):
                 dhf.apply(m)
                 m.train()
                 ids = torch.zeros(2, 16, dtype=torch.long, device="meta")
-                try:
+                # transformers' packed-sequence probe reads a value (.all()), which
+                # meta tensors do not have; the model's own positions are an arange.
+                with mock.patch("transformers.masking_utils.find_packed_sequence_indices", return_value=None):
                     out = m(input_ids=ids, labels=ids, use_cache=False)
-                except NotImplementedError as e:  # transformers' own mask code on meta tensors
-                    self.skipTest(f"transformers cannot build masks on meta tensors: {e}")
                 self.assertIsNone(out.logits)
                 self.assertEqual(tuple(out.loss.shape), ())
                 out.loss.backward()
