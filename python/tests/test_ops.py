@@ -25,7 +25,7 @@ class RegistrationTest(unittest.TestCase):
             op = getattr(torch.ops.detfuse, name)
             self.assertTrue(hasattr(op, "default"), name)
         s = str(torch.ops.detfuse.attention_forward.default._schema)
-        for part in ("Tensor q", "Tensor k", "Tensor v", "bool causal", "float scale", "float softcap", "int window",
+        for part in ("Tensor q", "Tensor k", "Tensor v", "bool causal", "float scale", "float softcap", "SymInt window",
                      "str variant", "str backward_variant", "str db", "-> (Tensor, Tensor)"):
             self.assertIn(part, s)
         s = str(torch.ops.detfuse.flce_forward_backward.default._schema)
@@ -121,7 +121,8 @@ class FakeImplementationTest(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, "db: must be a path, got int"):
             dt.attention(q, k, k, variant="tuned", db=3)
         with self.assertRaisesRegex(ValueError, r"q: is on cpu"):
-            dt.attention(q.to_empty(device="cpu"), k.to_empty(device="cpu"), k.to_empty(device="cpu"), window=4)
+            qc, kc = torch.zeros(q.shape, dtype=q.dtype), torch.zeros(k.shape, dtype=k.dtype)
+            dt.attention(qc, kc, kc, window=4)
 
 
 def digest_all(ts):
@@ -130,32 +131,32 @@ def digest_all(ts):
 
 @unittest.skipUnless(HAVE_CUDA, "needs torch with CUDA and a CUDA device")
 class CompiledStepGpuTest(unittest.TestCase):
+    # The step: q, k, v and the output weight are leaves, so everything
+    # between the two ops is a view or a copy (exact) and the comparison is
+    # about the ops and their autograd formulas under AOTAutograd + Inductor.
+    # (A matmul outside the ops may take another cuBLAS algorithm once
+    # AOTAutograd rewrites its backward, which is not detfuse's to promise.)
     def make(self, seed=0):
         g = torch.Generator(device="cuda").manual_seed(seed)
         B, H, Hkv, S, d, V = 2, 8, 2, 128, 64, 1000
-        D = H * d
         mk = lambda *s: (torch.randn(*s, generator=g, device="cuda") * 0.5).to(torch.bfloat16)  # noqa: E731
-        wq, wkv = mk(D, D), mk(2 * Hkv * d, D)
-        x = mk(B * S, D)
-        w = mk(V, D)
+        q, k, v = mk(B, S, H, d), mk(B, S, Hkv, d), mk(B, S, Hkv, d)
+        w = mk(V, H * d) * 0.1
         y = torch.randint(0, V, (B * S,), generator=g, device="cuda")
         y[::7] = -100
-        params = [t.requires_grad_() for t in (wq, wkv, w)]
-        return params, x, y, (B, H, Hkv, S, d)
+        params = [t.requires_grad_() for t in (q, k, v, w)]
+        return params, y
 
     @staticmethod
-    def step(wq, wkv, w, x, y, dims):
-        B, H, Hkv, S, d = dims
-        q = (x @ wq.t()).view(B, S, H, d).transpose(1, 2)
-        kv = (x @ wkv.t()).view(B, S, 2, Hkv, d)
-        k, v = kv[:, :, 0].transpose(1, 2), kv[:, :, 1].transpose(1, 2)
-        o = dt.attention(q, k, v, causal=True)
+    def step(q, k, v, w, y):
+        B, S, H, d = q.shape
+        o = dt.attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=True)
         h = o.transpose(1, 2).reshape(B * S, H * d)
         return dt.linear_cross_entropy(h, w, y)
 
     def run_step(self, fn):
-        params, x, y, dims = self.make()
-        loss = fn(*params, x, y, dims)
+        params, y = self.make()
+        loss = fn(*params, y)
         loss.backward()
         torch.cuda.synchronize()
         return digest_all([loss] + [p.grad for p in params]), float(loss)
