@@ -84,10 +84,12 @@ TEST(CApi, StructLayoutsAreFixed) {
   EXPECT_EQ(sizeof(detfuse_flce_args), 88u);
   EXPECT_EQ(sizeof(detfuse_selection), 24u);
   EXPECT_EQ(sizeof(detfuse_choice), size_t(DETFUSE_NAME_CAP + 16 + 2 * DETFUSE_NOTE_CAP));
-  EXPECT_EQ(sizeof(detfuse_attention_problem), 64u);
+  EXPECT_EQ(sizeof(detfuse_attention_problem), 80u);  // ABI 3: + softcap, window
   EXPECT_EQ(offsetof(detfuse_attention_problem, dtype), 48u);
   EXPECT_EQ(offsetof(detfuse_attention_problem, causal), 52u);
   EXPECT_EQ(offsetof(detfuse_attention_problem, scale), 56u);
+  EXPECT_EQ(offsetof(detfuse_attention_problem, softcap), 64u);
+  EXPECT_EQ(offsetof(detfuse_attention_problem, window), 72u);
   EXPECT_EQ(sizeof(detfuse_attention_args), 104u);
   EXPECT_EQ(offsetof(detfuse_attention_args, workspace_size), 96u);
 }
