@@ -158,6 +158,29 @@ class HfCpuTest(unittest.TestCase):
                 self.assertEqual(missing, [])
 
 
+@unittest.skipUnless(HAVE_TORCH and HAVE_TF, "needs torch and transformers")
+class HfCompileCpuTest(unittest.TestCase):
+    def test_compiled_training_forward_traces_fullgraph_on_meta(self):
+        """torch.compile(fullgraph=True) of a training forward of an applied
+        model: a graph break (the mask code, the hook, the attention function,
+        the loss) would raise; aot_eager runs forward and backward on meta."""
+        for arch in ("llama", "gemma2"):
+            with self.subTest(arch=arch):
+                torch._dynamo.reset()
+                with torch.device("meta"):
+                    m = build(arch).to(torch.bfloat16)
+                dhf.apply(m)
+                m.train()
+                ids = torch.zeros(2, 16, dtype=torch.long, device="meta")
+                step = torch.compile(lambda i: m(input_ids=i, labels=i, use_cache=False).loss, fullgraph=True,
+                                     backend="aot_eager")
+                loss = step(ids)
+                loss.backward()
+                self.assertEqual(tuple(loss.shape), ())
+                self.assertEqual([n for n, p in m.named_parameters() if p.grad is None], [])
+        torch._dynamo.reset()
+
+
 def train_digests(arch, steps, seed=0, tokens=None, apply=True, attention=True, impl="sdpa", **over):
     model = build(arch, seed=seed, impl=impl, **over).cuda().train()
     if apply:
@@ -257,6 +280,32 @@ class HfGpuTest(unittest.TestCase):
         ref = ForCausalLMLoss(logits, None, 500, shift_labels=shift)
         got = dhf.causal_lm_loss(h, w, None, shift_labels=shift)
         self.assertLess(abs(float(got) - float(ref)) / abs(float(ref)), FUSED_RTOL)
+
+    def test_compiled_hf_step_is_reproducible_and_close_to_eager(self):
+        """A compiled (fullgraph) training step of an applied Llama: two runs
+        give identical gradients; the loss is the eager one's within LOSS_RTOL
+        (Inductor fuses the model's other ops, so bits are not promised)."""
+        def grads(compiled):
+            torch._dynamo.reset()
+            m = build("llama").cuda().train()
+            dhf.apply(m)
+            fn = lambda i: m(input_ids=i, labels=i, use_cache=False).loss  # noqa: E731
+            if compiled:
+                fn = torch.compile(fn, fullgraph=True)
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = fn(self.tokens)
+            loss.backward()
+            torch.cuda.synchronize()
+            return float(loss), [detfuse.digest(p.grad.contiguous()) for p in m.parameters()]
+
+        le, _ = grads(False)
+        lc1, g1 = grads(True)
+        lc2, g2 = grads(True)
+        torch._dynamo.reset()
+        print(f"\ncompiled hf step: loss eager {le:.6f} compiled {lc1:.6f}")
+        self.assertEqual(g1, g2)
+        self.assertEqual(lc1, lc2)
+        self.assertLess(abs(lc1 - le) / abs(le), LOSS_RTOL)
 
     def test_eval_mode_keeps_the_logits(self):
         m = build("llama").cuda()
