@@ -136,7 +136,8 @@ int cmd_tune(Env& env, const std::vector<std::string>& args) {
     const std::set<std::string> named(o.variants.begin(), o.variants.end());
     std::vector<std::string> keep;
     for (const auto& v : base.variants(env.reg))
-      if (engines.count(v.desc().engine) && (named.empty() || named.count(v.name()))) keep.push_back(v.name());
+      if (v.desc().dtype == base.dtype() && engines.count(v.desc().engine) && (named.empty() || named.count(v.name())))
+        keep.push_back(v.name());
     if (keep.empty())
       throw UsageError("--engine: no registered " + std::string(base.label()) +
                        " variant matches (see `detfuse list --engine E`)");

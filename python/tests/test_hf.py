@@ -36,11 +36,9 @@ HAVE_TORCH = importlib.util.find_spec("torch") is not None
 HAVE_TF = importlib.util.find_spec("transformers") is not None
 if HAVE_TORCH:
     import torch
-    import torch.nn.functional as F
 HAVE_CUDA = HAVE_TORCH and torch.cuda.is_available() and detfuse.device_count() > 0
 if HAVE_TORCH and HAVE_TF:
     import detfuse.hf as dhf
-    import detfuse.torch as dt
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
