@@ -71,8 +71,10 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0, sc
     value [B, Hkv, Sk, d]; returns (output [B, S, H, d], None)."""
     if attention_mask is not None:
         raise ValueError("detfuse attention: got an attention mask tensor: padding masks, packed sequences "
-                         "(position_ids that restart) and custom masks are not supported (pass attention_mask=None "
-                         "for unpadded batches; detfuse applies the causal and sliding-window masks itself)")
+                         "(position_ids that restart), custom masks and caches whose keys are not bottom-right "
+                         "aligned with the queries (a sliding-window cache past its window) are not supported (pass "
+                         "attention_mask=None for unpadded batches; detfuse applies the causal and sliding-window "
+                         "masks itself)")
     if dropout:
         raise ValueError(f"detfuse attention: attention dropout {dropout} is not supported (set the config's "
                          f"attention_dropout to 0)")
