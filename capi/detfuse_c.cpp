@@ -344,14 +344,8 @@ AttentionArgs to_attention_args(const detfuse_attention_args* c, AttentionMode m
   return a;
 }
 
-// Name and heuristic only: there is no attention tuner yet.
-void check_attention_selection(const detfuse_selection* s) {
-  check_selection(s);
-  if (s->kind == DETFUSE_SELECT_TUNED)
-    throw invalid_argument(
-        "selection.kind: 2 (tuned) is not available for attention (no attention tuning store yet); use 0 (name) "
-        "or 1 (heuristic)");
-}
+// Name, heuristic and tuned (the same selection checks as FLCE's).
+void check_attention_selection(const detfuse_selection* s) { check_selection(s); }
 
 // The device the calling thread's CUDA context is on (after require_device).
 const DeviceInfo& current_device() {
@@ -382,8 +376,18 @@ const AttentionVariant& named_attention_variant(const char* name, const Attentio
 struct AttentionSelected {
   const AttentionVariant* variant = nullptr;
   int32_t source = DETFUSE_SOURCE_NAMED;
+  std::string tuned_problem_key;
+  double distance = 0;
   std::string note;
 };
+
+// TUNED: the store holds forward+backward measurements (the mode the tuner
+// times), so both passes look up the same best result; the forward asks for a
+// variant that runs the forward (tuner Mode::forward), the backward for one
+// that runs both passes (Mode::forward_backward). Then the nearest tuned
+// shape, then the per-pass heuristic (tuner/best.h), each said in the note.
+AttentionSelected select_attention_on_device(const detfuse_selection* s, const AttentionProblem& p,
+                                             AttentionMode mode);
 
 AttentionSelected select_attention(const detfuse_selection* s, const AttentionProblem& p, AttentionMode mode) {
   AttentionSelected r;
@@ -393,10 +397,46 @@ AttentionSelected select_attention(const detfuse_selection* s, const AttentionPr
     return r;
   }
   require_device();
-  r.variant = &attention::heuristic_variant(p, mode, current_device());
-  r.source = DETFUSE_SOURCE_HEURISTIC;
-  r.note = std::string("built-in heuristic for the ") + attention::to_string(mode) +
-           " (deterministic owning variant first; there is no attention tuner yet)";
+  try {
+    return select_attention_on_device(s, p, mode);
+  } catch (const Error& e) {
+    if (e.kind() != Error::Kind::invalid_argument) throw;
+    // "no registered attention variant can run ...": add the reason a variant
+    // of this head dim gives (the softcap/window refusals name the feature).
+    const std::string suffix = "_d" + std::to_string(p.d);
+    for (const auto& v : builtin_registry().attention()) {
+      const std::string& n = v.desc.name;
+      const bool same_d = n.size() >= suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0;
+      if (v.desc.dtype != p.dtype || !same_d) continue;
+      if (auto why = v.can_run(p, mode, current_device()))
+        throw Error(std::string(e.what()) + " (for example " + n + ": " + *why + ")", e.kind());
+    }
+    throw;
+  }
+}
+
+AttentionSelected select_attention_on_device(const detfuse_selection* s, const AttentionProblem& p,
+                                             AttentionMode mode) {
+  AttentionSelected r;
+  if (s->kind == DETFUSE_SELECT_HEURISTIC) {
+    r.variant = &attention::heuristic_variant(p, mode, current_device());
+    r.source = DETFUSE_SOURCE_HEURISTIC;
+    r.note = std::string("built-in heuristic for the ") + attention::to_string(mode) +
+             " requested (deterministic owning variant first)";
+    return r;
+  }
+  const tuner::Selection sel = tuner::tuned(s->db_path ? s->db_path : db::kDefaultPath, s->allow_nondeterministic != 0);
+  const tuner::AttentionChoice c = tuner::choose_attention(
+      p, mode == AttentionMode::forward ? tuner::Mode::forward : tuner::Mode::forward_backward, sel);
+  r.variant = c.variant;
+  switch (c.source) {
+    case tuner::ChoiceSource::tuned: r.source = DETFUSE_SOURCE_TUNED; break;
+    case tuner::ChoiceSource::nearest: r.source = DETFUSE_SOURCE_NEAREST; break;
+    case tuner::ChoiceSource::heuristic: r.source = DETFUSE_SOURCE_HEURISTIC; break;
+  }
+  r.tuned_problem_key = c.tuned_problem_key;
+  r.distance = c.distance;
+  r.note = c.note;
   return r;
 }
 
@@ -406,6 +446,8 @@ void fill_attention_choice(detfuse_choice* out, const AttentionSelected& s) {
   copy_text(out->name, sizeof out->name, s.variant->desc.name);
   out->source = s.source;
   out->deterministic = s.variant->desc.deterministic ? 1 : 0;
+  out->distance = s.distance;
+  copy_text(out->tuned_problem_key, sizeof out->tuned_problem_key, s.tuned_problem_key);
   copy_text(out->note, sizeof out->note, s.note);
 }
 

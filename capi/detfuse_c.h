@@ -177,8 +177,11 @@ DETFUSE_C_API int32_t detfuse_flce_backward(const detfuse_flce_problem* problem,
  * j <= i + Sk - Sq); a row that sees no key has O = 0, LSE = -inf and zero
  * gradients. Q, K, V, O, dO, dQ, dK, dV are contiguous, in problem.dtype.
  *
- * Selection: DETFUSE_SELECT_NAME or DETFUSE_SELECT_HEURISTIC (there is no
- * attention tuner yet: DETFUSE_SELECT_TUNED is refused). Forward and backward
+ * Selection: DETFUSE_SELECT_NAME, DETFUSE_SELECT_HEURISTIC or
+ * DETFUSE_SELECT_TUNED (as FLCE: the store's best forward+backward result for
+ * this GPU and problem, then the nearest tuned shape, then the heuristic; the
+ * forward takes a variant that runs the forward, the backward one that runs
+ * both passes; choice.source and choice.note say which). Forward and backward
  * select separately: one variant serves both modes unless its can_run refuses
  * one (the wgmma variants are forward only), and the backward may use another
  * variant than the forward (it recomputes the scores from Q, K and the LSE). */
@@ -232,7 +235,7 @@ DETFUSE_C_API int32_t detfuse_attention_variant_name(int64_t index, char* name, 
 /* The variant a selection picks for (problem, mode) and why. NAME checks the
  * name and dtype without a GPU and, where a device is present, the variant's
  * can_run on the current device for this mode (a forward-only variant is
- * refused for the backward with its reason); HEURISTIC needs a device. */
+ * refused for the backward with its reason); HEURISTIC and TUNED need a device. */
 DETFUSE_C_API int32_t detfuse_attention_choose(const detfuse_attention_problem* problem, int32_t mode,
                                                const detfuse_selection* selection, detfuse_choice* choice);
 /* Workspace bytes the selected variant needs for (problem, mode). */

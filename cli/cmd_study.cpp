@@ -147,7 +147,10 @@ int cmd_study(Env& env, const std::vector<std::string>& args) {
     env.out << ", the whole GPU at every problem)\n";
     return 0;
   }
-  if (vm.count("budget")) o.budget_s = tuner::parse_duration(vm["budget"].as<std::string>());
+  if (vm.count("budget")) {
+    o.budget_s = tuner::parse_duration(vm["budget"].as<std::string>());
+    if (!(o.budget_s > 0)) throw UsageError("--budget: must be > 0 (leave it out for no budget)");
+  }
   o.resume = vm.count("resume") > 0;
   o.seed = vm["seed"].as<int64_t>();
   o.kill_after_s = o.plan.time_cap_s + 120;

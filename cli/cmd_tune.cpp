@@ -1,6 +1,8 @@
 // detfuse tune: the autotuner over one shape or a preset of shapes.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -70,6 +72,8 @@ int cmd_tune(Env& env, const std::vector<std::string>& args) {
       ("seed", po::value<int64_t>()->default_value(0), "seed of the random inputs")
       ("resume", "continue the latest unfinished run for these problems (never one whose process is alive)")
       ("retry-crashed", "with --resume: measure again the variants that crashed their worker")
+      ("force", "with --resume: measure again the variants this build already measured on this GPU (without it, "
+       "a --resume with no unfinished run skips them, so a repeated `make tune` ends at once)")
       ("allow-nondeterministic", "let nondeterministic (atomic) variants win")
       ("variant", po::value<std::vector<std::string>>()->composing(), "only these variants (repeatable)")
       ("engine", po::value<std::vector<std::string>>()->composing(),
@@ -118,12 +122,18 @@ int cmd_tune(Env& env, const std::vector<std::string>& args) {
   o.seed = vm["seed"].as<int64_t>();
   o.repeats = vm["repeats"].as<int>();
   if (o.repeats < 2) throw UsageError("--repeats: must be >= 2 to check determinism");
-  if (vm.count("budget")) o.budget_s = tuner::parse_duration(vm["budget"].as<std::string>());
+  if (vm.count("budget")) {
+    o.budget_s = tuner::parse_duration(vm["budget"].as<std::string>());
+    if (!(o.budget_s > 0)) throw UsageError("--budget: must be > 0 (leave it out for no budget)");
+  }
   o.variant_time_cap_s = tuner::parse_duration(vm["time-cap"].as<std::string>());
+  if (!(o.variant_time_cap_s > 0)) throw UsageError("--time-cap: must be > 0 (e.g. 20s)");
   o.resume = vm.count("resume") > 0;
   o.retry_crashed = vm.count("retry-crashed") > 0;
+  o.force = vm.count("force") > 0;
   if (o.retry_crashed && !o.resume)
     throw UsageError("--retry-crashed: only with --resume (a new run measures every variant anyway)");
+  if (o.force && !o.resume) throw UsageError("--force: only with --resume (a new run measures every variant anyway)");
   o.allow_nondeterministic = vm.count("allow-nondeterministic") > 0;
   if (vm.count("variant")) o.variants = vm["variant"].as<std::vector<std::string>>();
   if (vm.count("engine")) {
@@ -137,7 +147,8 @@ int cmd_tune(Env& env, const std::vector<std::string>& args) {
     const std::set<std::string> named(o.variants.begin(), o.variants.end());
     std::vector<std::string> keep;
     for (const auto& v : base.variants(env.reg))
-      if (engines.count(v.desc().engine) && (named.empty() ? !v.desc().study_only : named.count(v.name()) > 0))
+      if (v.desc().dtype == base.dtype() && engines.count(v.desc().engine) &&
+          (named.empty() ? !v.desc().study_only : named.count(v.name()) > 0))
         keep.push_back(v.name());
     if (keep.empty())
       throw UsageError("--engine: no registered " + std::string(base.label()) +
@@ -154,6 +165,7 @@ int cmd_tune(Env& env, const std::vector<std::string>& args) {
 
   o.kill_after_s = vm.count("kill-after") ? tuner::parse_duration(vm["kill-after"].as<std::string>())
                                           : o.variant_time_cap_s + 120;
+  if (!(o.kill_after_s > 0)) throw UsageError("--kill-after: must be > 0 (e.g. 5m)");
   if (vm.count("gpu") && vm.count("device")) throw UsageError("--gpu and --device exclude each other");
   const std::string gpu = vm.count("gpu") ? vm["gpu"].as<std::string>()
                                           : std::to_string(vm.count("device") ? vm["device"].as<int>() : 0);
@@ -170,10 +182,16 @@ int cmd_tune(Env& env, const std::vector<std::string>& args) {
   tuner::WorkerFactory factory = env.ctx.worker_setup
                                      ? tuner::WorkerFactory([&env, gpu] { return env.ctx.worker_setup(gpu); })
                                      : tuner::WorkerFactory([gpu, sms] { return gpu_worker_setup(gpu, sms); });
-  // The store first: a bad --db is reported before any worker or GPU starts.
-  // (The forked worker inherits its descriptor and never uses it; it leaves
-  // only through _exit, so it never closes or checkpoints the connection.)
-  db::Store store(vm["db"].as<std::string>());
+  // An existing store is opened first: a bad or foreign --db file is
+  // reported before any worker or GPU starts. (The forked worker inherits its
+  // descriptor and never uses it; it leaves only through _exit, so it never
+  // closes or checkpoints the connection.) A missing one is created only once
+  // the worker has found the GPU: a run that fails before measuring (no GPU,
+  // a bad --gpu) leaves no empty store behind.
+  const std::filesystem::path db_path = vm["db"].as<std::string>();
+  std::unique_ptr<db::Store> opened;
+  std::error_code exists_ec;
+  if (std::filesystem::exists(db_path, exists_ec)) opened = std::make_unique<db::Store>(db_path);
   tuner::clear_interrupt();
   tuner::install_sigint_handler();
   std::unique_ptr<tuner::Measurer> in_process;
@@ -193,6 +211,8 @@ int cmd_tune(Env& env, const std::vector<std::string>& args) {
   if (granted > 0) o.sms = granted;
   if (sms > 0) env.err << "measuring on " << granted << " of " << dev.sm_count << " SMs (--sms " << sms << ")\n";
   tuner::Measurer& measurer = in_process ? *in_process : static_cast<tuner::Measurer&>(*supervised);
+  if (!opened) opened = std::make_unique<db::Store>(db_path);
+  db::Store& store = *opened;
   tuner::Tuner t(store, env.reg, dev, measurer, &env.err);
   env.err << "tuning " << o.problems.size() << " problem(s) on " << dev.name << " (" << dev.uuid << ") into "
           << store.path().string() << (o.budget_s > 0 ? ", budget " + tuner::format_duration(o.budget_s) : "") << "\n";

@@ -152,8 +152,12 @@ void Tuner::open_run(Run& run) {
       rep.resumed = true;
       rep.resume_note = "resuming run " + old.uid + " (" + old.status + ", " + std::to_string(run.chain.size()) +
                         " run(s) in its chain)";
+    } else if (o.force) {
+      rep.resume_note = "nothing to resume (" + why + "); starting a new run (--force: every variant measured)";
     } else {
-      rep.resume_note = "nothing to resume (" + why + "); starting a new run";
+      rep.resume_note = "nothing to resume (" + why + "); starting a new run that skips the variants this build "
+                        "already measured on this GPU (seed " + std::to_string(o.seed) + "; --force measures them "
+                        "again)";
     }
     say(rep.resume_note);
   }
@@ -177,19 +181,32 @@ void Tuner::open_run(Run& run) {
 
 void Tuner::plan_run(Run& run) {
   TuneReport& rep = run.rep;
+  // --resume with nothing unfinished to continue (a completed run, say): the
+  // final results this build already has on this device for the problem and
+  // seed count as done, from any run, unless --force (tuner/resume.h).
+  const bool reuse = run.o.resume && !rep.resumed && !run.o.force;
   for (auto& pp : run.plan) {
     if (rep.resumed) {
       for (const auto& st : store_.variant_states(run.device_id, run.build_id, pp.problem_id, run.o.seed))
         if (run.chain.count(st.run_id) && st.run_id != run.run_id) pp.states.push_back(st);
+    } else if (reuse) {
+      for (const auto& st : store_.finished_variants(run.device_id, run.build_id, pp.problem_id, run.o.seed))
+        if (st.run_id != run.run_id) pp.states.push_back(st);
     }
     for (const Variant& v : pp.variants) {
       PlannedVariant pv{v};
       pv.variant_id = store_.find_or_create_variant(variant_record(v.desc()));
       for (const auto& st : pp.states)
         if (st.variant_id == pv.variant_id) pv.state = &st;
-      pv.action = rep.resumed && pv.state
-                      ? plan_resume(pv.state, run.chain_status[pv.state->run_id], run.o.retry_crashed)
-                      : ResumeAction::run;
+      if (reuse) {
+        pv.action = pv.state ? plan_resume(pv.state, pv.state->run_status, run.o.retry_crashed) : ResumeAction::run;
+        // The skipped variant's result is part of this run's report.
+        if (pv.action == ResumeAction::skip) run.chain.insert(pv.state->run_id);
+      } else {
+        pv.action = rep.resumed && pv.state
+                        ? plan_resume(pv.state, run.chain_status[pv.state->run_id], run.o.retry_crashed)
+                        : ResumeAction::run;
+      }
       if (pv.state && pv.state->status == db::kResultCrashed && pv.action == ResumeAction::run) ++rep.retried;
       if (pv.action != ResumeAction::skip) ++run.to_measure;
       pp.planned.push_back(pv);

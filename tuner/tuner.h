@@ -53,6 +53,10 @@ struct TuneOptions {
   // With resume: variants whose latest row is a crash their owner recorded
   // are measured again (presumed crashes always are; tuner/resume.h).
   bool retry_crashed = false;
+  // With resume and no unfinished run to continue, variants whose latest
+  // final result for (device, build, problem, seed) exists in any run are
+  // skipped (a repeated `make tune` ends at once); force measures them again.
+  bool force = false;
   db::RunOwner owner = this_process_owner();  // recorded with the run
   OwnerCheck owner_check;                      // how other runs' owners are judged
 };

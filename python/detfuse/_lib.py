@@ -297,7 +297,8 @@ def run(p: FlceProblem, mode: int, args: FlceArgs, sel: Selection, stream: int =
 
 # ------------------------------------------------------------------ attention
 
-def make_attention_problem(B, H, Hkv, Sq, Sk, d, *, dtype=DTYPE_BF16, causal=False, scale=0.0) -> AttentionProblem:
+def make_attention_problem(B, H, Hkv, Sq, Sk, d, *, dtype=DTYPE_BF16, causal=False, scale=0.0, softcap=0.0,
+                           window=0) -> AttentionProblem:
     """A C attention problem struct; Python-level type errors here, the rest checked by the library."""
     p = AttentionProblem()
     check(load_library().detfuse_attention_problem_init(ctypes.byref(p)))
@@ -309,12 +310,19 @@ def make_attention_problem(B, H, Hkv, Sq, Sk, d, *, dtype=DTYPE_BF16, causal=Fal
             raise ValueError(f"{name}: does not fit in int64, got {v}")
     if not isinstance(causal, bool):
         raise TypeError(f"causal: must be a bool, got {type(causal).__name__}")
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
-        raise TypeError(f"scale: must be a float, got {type(scale).__name__}")
+    for name, v in (("scale", scale), ("softcap", softcap)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise TypeError(f"{name}: must be a float, got {type(v).__name__}")
+    if isinstance(window, bool) or not isinstance(window, int):
+        raise TypeError(f"window: must be an int, got {type(window).__name__}")
+    if not -(2**63) <= window < 2**63:
+        raise ValueError(f"window: does not fit in int64, got {window}")
     p.B, p.H, p.Hkv, p.Sq, p.Sk, p.d = B, H, Hkv, Sq, Sk, d
     p.dtype = dtype
     p.causal = 1 if causal else 0
     p.scale = float(scale)
+    p.softcap = float(softcap)
+    p.window = window
     return p
 
 

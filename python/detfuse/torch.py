@@ -1,6 +1,10 @@
 """PyTorch front end: detfuse's fused linear + cross-entropy and exact
-attention as autograd functions (attention: see ``attention``'s docstring). torch is imported on first use, so ``import detfuse.torch`` works
-without it (calls then raise ImportError saying so).
+attention (see ``attention``'s docstring) as torch.library custom ops
+(torch.ops.detfuse.*, detfuse/_ops.py) with fake implementations and autograd
+formulas, so torch.compile traces them (fullgraph=True included). The ctypes
+layer (_lib.py) runs underneath on the current CUDA stream. ``import
+detfuse.torch`` works without torch (calls then raise ImportError saying so);
+with torch installed it registers the ops.
 
 Memory modes (``grad_in_forward``):
   True (default for reduction 'mean'/'sum'): the forward computes loss, dX and
@@ -23,9 +27,11 @@ current CUDA stream; workspace comes from PyTorch's caching allocator.
 from __future__ import annotations
 
 import ctypes
+import os
 from typing import Optional
 
 from . import _lib
+from . import _ops as _ops_mod
 
 _cache = {}
 
@@ -78,8 +84,10 @@ def _check_inputs(x, weight, target, bias, reduction):
 
 
 def _check_devices(x, weight, target):
+    # "meta" tensors run the ops' fake implementations (shapes only: tracing,
+    # tests without a GPU); everything else must be on CUDA.
     for name, t in (("x", x), ("weight", weight), ("target", target)):
-        if t.device.type != "cuda":
+        if t.device.type not in ("cuda", "meta"):
             raise ValueError(f"{name}: is on {t.device}; detfuse runs on CUDA devices only (move it with .cuda())")
     if not (x.device == weight.device == target.device):
         raise ValueError(f"x, weight, target: must be on one device, got {x.device}, {weight.device}, {target.device}")
@@ -99,71 +107,31 @@ def _ptr(t) -> Optional[int]:
     return None if t is None else t.data_ptr()
 
 
-def _launch(p, mode, sel, device, *, X, W, y, loss=None, lse=None, dX=None, dW=None, lse_in=None, dloss=None):
+def _compiling() -> bool:
+    """True while torch.compile (dynamo) traces: then the ctypes checks are
+    left to the custom ops, which run them when the graph runs."""
     torch = _torch()
-    with torch.cuda.device(device):
-        stream = torch.cuda.current_stream(device).cuda_stream
-        ws_bytes = _lib.workspace_size(p, mode, sel)
-        ws = torch.empty(ws_bytes, dtype=torch.uint8, device=device) if ws_bytes else None
-        a = _lib.FlceArgs()
-        a.X, a.W, a.y = X.data_ptr(), W.data_ptr(), y.data_ptr()
-        a.dloss, a.lse_in, a.loss, a.lse = _ptr(dloss), _ptr(lse_in), _ptr(loss), _ptr(lse)
-        a.dX, a.dW = _ptr(dX), _ptr(dW)
-        a.workspace, a.workspace_size = _ptr(ws), ws_bytes
-        return _lib.run(p, mode, a, sel, stream)
+    comp = getattr(torch, "compiler", None)
+    return bool(comp is not None and hasattr(comp, "is_compiling") and comp.is_compiling())
 
 
-def _function():
-    if "fn" in _cache:
-        return _cache["fn"]
+def _ops():
     torch = _torch()
+    _ops_mod.register()
+    return torch.ops.detfuse
 
-    class LinearCrossEntropyFunction(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x2, weight, y, p, sel, grad_in_forward):
-            N, V = x2.shape[0], weight.shape[0]
-            dev = x2.device
-            none = p.reduction == _lib.REDUCTIONS["none"]
-            loss = torch.empty(N if none else 1, dtype=torch.float32, device=dev)
-            lse = torch.empty(N, dtype=torch.float32, device=dev)
-            needs = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
-            ctx.fused = bool(needs and grad_in_forward and not none)
-            ctx.p, ctx.sel = p, sel
-            if ctx.fused:
-                dX = torch.empty_like(x2)
-                dW = torch.empty_like(weight)
-                _launch(p, _lib.MODE_FORWARD_BACKWARD, sel, dev, X=x2, W=weight, y=y, loss=loss, lse=lse, dX=dX, dW=dW)
-                ctx.save_for_backward(dX, dW)
-            else:
-                _launch(p, _lib.MODE_FORWARD, sel, dev, X=x2, W=weight, y=y, loss=loss, lse=lse)
-                if needs:
-                    ctx.save_for_backward(x2, weight, y, lse)
-            ctx.mark_non_differentiable(lse)
-            return (loss if none else loss.reshape(())), lse
 
-        @staticmethod
-        def backward(ctx, grad_loss, grad_lse):
-            if ctx.fused:
-                dX, dW = ctx.saved_tensors
-                g = grad_loss.to(torch.float32)
-                # g is the upstream scalar; x * 1.0 is exact, so with g = 1 the
-                # bits are the kernel's (no host sync to test for it).
-                return (dX * g).to(dX.dtype), (dW * g).to(dW.dtype), None, None, None, None
-            x2, weight, y, lse = ctx.saved_tensors
-            p = ctx.p
-            dX = torch.empty_like(x2)
-            dW = torch.empty_like(weight)
-            if p.reduction == _lib.REDUCTIONS["none"]:
-                dloss = grad_loss.to(torch.float32).contiguous()
-                _launch(p, _lib.MODE_BACKWARD, ctx.sel, x2.device, X=x2, W=weight, y=y, lse_in=lse, dloss=dloss,
-                        dX=dX, dW=dW)
-                return dX, dW, None, None, None, None
-            _launch(p, _lib.MODE_BACKWARD, ctx.sel, x2.device, X=x2, W=weight, y=y, lse_in=lse, dX=dX, dW=dW)
-            g = grad_loss.to(torch.float32)
-            return (dX * g).to(dX.dtype), (dW * g).to(dW.dtype), None, None, None, None
+def _db_arg(db, what="db"):
+    if db is None:
+        return ""
+    if not isinstance(db, (str, os.PathLike)):
+        raise TypeError(f"{what}: must be a path, got {type(db).__name__}")
+    return os.fspath(db)
 
-    _cache["fn"] = LinearCrossEntropyFunction
-    return LinearCrossEntropyFunction
+
+def _check_variant(variant, what):
+    if not isinstance(variant, str):
+        raise TypeError(f"{what}: must be a str ('tuned', 'heuristic' or a variant name), got {type(variant).__name__}")
 
 
 def linear_cross_entropy(x, weight, target, *, bias=None, ignore_index=-100, reduction="mean", label_smoothing=0.0,
@@ -173,12 +141,25 @@ def linear_cross_entropy(x, weight, target, *, bias=None, ignore_index=-100, red
     gradients. variant: "tuned" (the store `db`, then the nearest tuned shape,
     then the heuristic), "heuristic", or a canonical variant name. Returns the
     loss (float32; shape x.shape[:-1] for reduction 'none'), and with
-    return_lse=True also the per-row log-sum-exp (shape x.shape[:-1])."""
+    return_lse=True also the per-row log-sum-exp (shape x.shape[:-1]).
+    Runs the custom ops torch.ops.detfuse.flce_* (torch.compile traces them,
+    fullgraph=True included)."""
+    torch = _torch()
     x2, w, y = _check_inputs(x, weight, target, bias, reduction)
-    p = _problem(x2, w, reduction, ignore_index, label_smoothing, z_loss, softcap)
-    sel = _lib.make_selection(variant, db, allow_nondeterministic)
+    _check_variant(variant, "variant")
+    dbs = _db_arg(db)
+    if not _compiling():
+        _problem(x2, w, reduction, ignore_index, label_smoothing, z_loss, softcap)
+        _lib.make_selection(variant, db, allow_nondeterministic)
     _check_devices(x, weight, target)
-    loss, lse = _function().apply(x2, w, y, p, sel, bool(grad_in_forward))
+    opts = (int(ignore_index), reduction, float(label_smoothing), float(z_loss), float(softcap), variant, dbs,
+            bool(allow_nondeterministic))
+    ops = _ops()
+    needs = torch.is_grad_enabled() and (x2.requires_grad or w.requires_grad)
+    if needs and grad_in_forward and reduction != "none":
+        loss, lse, _, _ = ops.flce_forward_backward(x2, w, y, *opts)
+    else:
+        loss, lse = ops.flce_forward(x2, w, y, *opts)
     lead = tuple(x.shape[:-1])
     if reduction == "none":
         loss = loss.reshape(lead)
@@ -203,20 +184,45 @@ def chosen_variant(x, weight, target=None, *, ignore_index=-100, reduction="mean
 
 # ------------------------------------------------------------------ attention
 
-def _attention_selection(variant, what):
+def _attention_selection(variant, what, db, allow_nondeterministic):
     if not isinstance(variant, str):
-        raise TypeError(f"{what}: must be a str ('heuristic' or an attention variant name), got "
+        raise TypeError(f"{what}: must be a str ('heuristic', 'tuned' or an attention variant name), got "
                         f"{type(variant).__name__}")
-    if variant == "tuned":
-        raise ValueError(f"{what}: 'tuned' is not available for attention (there is no attention tuning store "
-                         f"yet); use 'heuristic' or a variant name (detfuse.attention_variants())")
-    return _lib.make_selection(variant, None)
+    return _lib.make_selection(variant, db, allow_nondeterministic)
 
 
-def _check_attention(q, k, v, causal, scale):
+def _attention_options(causal, scale, softcap, window):
+    """Python-level checks of the options (the library checks values again);
+    returns (scale, softcap, window) as the C problem holds them (0 = off)."""
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal: must be a bool, got {type(causal).__name__}")
+    if scale is None:
+        scale = 0.0  # the library's 1/sqrt(d)
+    elif isinstance(scale, bool) or not isinstance(scale, (int, float)):
+        raise TypeError(f"scale: must be a float or None, got {type(scale).__name__}")
+    elif not scale > 0:
+        raise ValueError(f"scale: must be > 0 (None means 1/sqrt(d)), got {scale}")
+    if softcap is None:
+        softcap = 0.0
+    elif isinstance(softcap, bool) or not isinstance(softcap, (int, float)):
+        raise TypeError(f"softcap: must be a float or None, got {type(softcap).__name__}")
+    elif not softcap >= 0:
+        raise ValueError(f"softcap: must be >= 0 (None or 0 disables), got {softcap}")
+    if window is None:
+        window = 0
+    elif isinstance(window, bool) or not isinstance(window, int):
+        raise TypeError(f"window: must be an int or None, got {type(window).__name__}")
+    elif window < 0:
+        raise ValueError(f"window: must be >= 0 (None or 0 disables), got {window}")
+    return float(scale), float(softcap), int(window)
+
+
+def _check_attention(q, k, v, causal, scale, softcap=None, window=None, validate=True):
     """Checks before the library runs anything (types, dtypes, ranks, shapes;
-    then the library's own problem checks: Hkv dividing H, sizes, scale);
-    returns the C problem and contiguous q, k, v."""
+    then, unless validate is False, the library's own problem checks: Hkv
+    dividing H, sizes, scale, softcap, window); returns the C problem (None
+    without validation), contiguous q, k, v and the (scale, softcap, window)
+    numbers."""
     torch = _torch()
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
@@ -231,83 +237,43 @@ def _check_attention(q, k, v, causal, scale):
         raise ValueError(f"k: must have shape [B, Hkv, Sk, d], got {tuple(k.shape)}")
     if tuple(v.shape) != tuple(k.shape):
         raise ValueError(f"v: shape must equal k's {tuple(k.shape)}, got {tuple(v.shape)}")
-    B, H, Sq, d = (int(x) for x in q.shape)
-    Bk, Hkv, Sk, dk = (int(x) for x in k.shape)
+    B, H, Sq, d = q.shape
+    Bk, Hkv, Sk, dk = k.shape
     if Bk != B:
         raise ValueError(f"k: batch {Bk} does not match q's {B} (q [B, H, Sq, d], k [B, Hkv, Sk, d])")
     if dk != d:
         raise ValueError(f"k: head dim {dk} does not match q's {d} (q [B, H, Sq, d], k [B, Hkv, Sk, d])")
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal: must be a bool, got {type(causal).__name__}")
-    if scale is None:
-        scale = 0.0  # the library's 1/sqrt(d)
-    elif isinstance(scale, bool) or not isinstance(scale, (int, float)):
-        raise TypeError(f"scale: must be a float or None, got {type(scale).__name__}")
-    elif not scale > 0:
-        raise ValueError(f"scale: must be > 0 (None means 1/sqrt(d)), got {scale}")
-    p = _lib.make_attention_problem(B, H, Hkv, Sq, Sk, d, dtype=code, causal=causal, scale=float(scale))
-    _lib.attention_validate(p)  # the library's checks (no GPU): "problem.Hkv: must divide H (GQA), ..."
-    return p, q.contiguous(), k.contiguous(), v.contiguous()
+    scale, softcap, window = _attention_options(causal, scale, softcap, window)
+    p = None
+    if validate:
+        p = _lib.make_attention_problem(int(B), int(H), int(Hkv), int(Sq), int(Sk), int(d), dtype=code, causal=causal,
+                                        scale=scale, softcap=softcap, window=window)
+        _lib.attention_validate(p)  # the library's checks (no GPU): "problem.Hkv: must divide H (GQA), ..."
+    return p, q.contiguous(), k.contiguous(), v.contiguous(), (scale, softcap, window)
 
 
 def _check_attention_devices(q, k, v):
     for name, t in (("q", q), ("k", k), ("v", v)):
-        if t.device.type != "cuda":
+        if t.device.type not in ("cuda", "meta"):  # meta: shapes only (the ops' fake implementations)
             raise ValueError(f"{name}: is on {t.device}; detfuse runs on CUDA devices only (move it with .cuda())")
     if not (q.device == k.device == v.device):
         raise ValueError(f"q, k, v: must be on one device, got {q.device}, {k.device}, {v.device}")
 
 
-def _attention_launch(p, mode, sel, device, **ptrs):
-    torch = _torch()
-    with torch.cuda.device(device):
-        stream = torch.cuda.current_stream(device).cuda_stream
-        ws_bytes = _lib.attention_workspace_size(p, mode, sel)
-        ws = torch.empty(ws_bytes, dtype=torch.uint8, device=device) if ws_bytes else None
-        a = _lib.AttentionArgs()
-        for name, t in ptrs.items():
-            setattr(a, name, _ptr(t))
-        a.workspace, a.workspace_size = _ptr(ws), ws_bytes
-        return _lib.attention_run(p, mode, a, sel, stream)
-
-
-def _attention_function():
-    if "attn" in _cache:
-        return _cache["attn"]
-    torch = _torch()
-
-    class AttentionFunction(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, q, k, v, p, sel_fwd, sel_bwd):
-            O = torch.empty_like(q)
-            lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
-            _attention_launch(p, _lib.ATTENTION_FORWARD, sel_fwd, q.device, Q=q, K=k, V=v, O=O, lse=lse)
-            ctx.p, ctx.sel_bwd = p, sel_bwd
-            if any(ctx.needs_input_grad[:3]):
-                ctx.save_for_backward(q, k, v, O, lse)
-            ctx.mark_non_differentiable(lse)
-            return O, lse
-
-        @staticmethod
-        @torch.autograd.function.once_differentiable
-        def backward(ctx, dO, grad_lse):
-            q, k, v, O, lse = ctx.saved_tensors
-            dO = dO.to(q.dtype).contiguous()
-            dQ, dK, dV = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-            _attention_launch(ctx.p, _lib.ATTENTION_BACKWARD, ctx.sel_bwd, q.device, Q=q, K=k, V=v, dO=dO, O_in=O,
-                              lse_in=lse, dQ=dQ, dK=dK, dV=dV)
-            return dQ, dK, dV, None, None, None
-
-    _cache["attn"] = AttentionFunction
-    return AttentionFunction
-
-
-def _attention_setup(q, k, v, causal, scale, variant, backward_variant):
-    p, q2, k2, v2 = _check_attention(q, k, v, causal, scale)
-    sel_f = _attention_selection(variant, "variant")
-    sel_b = _attention_selection(variant if backward_variant is None else backward_variant, "backward_variant")
+def _attention_setup(q, k, v, causal, scale, softcap, window, variant, backward_variant, db, allow_nondeterministic,
+                     validate=True):
+    p, q2, k2, v2, nums = _check_attention(q, k, v, causal, scale, softcap, window, validate)
+    bvariant = variant if backward_variant is None else backward_variant
+    dbs = _db_arg(db)
+    if validate:
+        sel_f = _attention_selection(variant, "variant", db, allow_nondeterministic)
+        sel_b = _attention_selection(bvariant, "backward_variant", db, allow_nondeterministic)
+    else:
+        _check_variant(variant, "variant")
+        _check_variant(bvariant, "backward_variant")
+        sel_f = sel_b = None
     _check_attention_devices(q, k, v)
-    return p, q2, k2, v2, sel_f, sel_b
+    return p, q2, k2, v2, nums, sel_f, sel_b, bvariant, dbs
 
 
 def _choose_backward(p, sel_b, device, backward_variant):
@@ -323,7 +289,8 @@ def _choose_backward(p, sel_b, device, backward_variant):
         raise
 
 
-def attention(q, k, v, *, causal=False, scale=None, variant="heuristic", backward_variant=None, return_lse=False):
+def attention(q, k, v, *, causal=False, scale=None, softcap=None, window=None, variant="heuristic",
+              backward_variant=None, db="detfuse.db", allow_nondeterministic=False, return_lse=False):
     """Exact softmax attention, softmax(scale * q k^T [+ causal mask]) v, with
     gradients for q, k and v that are bitwise reproducible run to run
     (deterministic variants: every one but the `atomic` dQ strategy).
@@ -335,29 +302,50 @@ def attention(q, k, v, *, causal=False, scale=None, variant="heuristic", backwar
     FlashAttention >= 2.1; torch's SDPA is_causal is top-left aligned, the two
     agree when Sq == Sk). A query row that sees no key gets O = 0 and zero
     gradients. scale: None means 1/sqrt(d).
+    softcap: None/0 off; > 0 caps every scaled score as softcap*tanh(s/softcap)
+    before the mask and softmax (Gemma-2's attn_logit_softcapping).
+    window: None/0 off; W > 0: query i sees only keys j with
+    i + (Sk - Sq) - W < j (Hugging Face's sliding_window, bottom-right aligned;
+    with causal, the W most recent keys including its own). A variant that
+    lacks either feature refuses the call with the library's message
+    ("softcap: ..." / "window: ..."); nothing is ignored.
     variant: "heuristic" (the library's built-in choice: a deterministic
-    `owning` variant) or a canonical name (detfuse.attention_variants()) for
-    the forward; backward_variant the same for the backward (None: the same
-    as `variant`; a forward-only variant such as the wgmma ones is then
-    refused when gradients are needed, with the reason).
+    `owning` variant), "tuned" (the store `db`: the best forward+backward
+    result tuned on this GPU for this problem, else the nearest tuned shape,
+    else the heuristic; `chosen_attention_variants` says which), or a
+    canonical name (detfuse.attention_variants()) for the forward;
+    backward_variant the same for the backward (None: the same as `variant`;
+    a forward-only variant such as the wgmma ones is then refused when
+    gradients are needed, with the reason). allow_nondeterministic: let
+    "tuned" pick an atomic (nondeterministic) variant.
     Returns O [B, H, Sq, d] in q's dtype; with return_lse=True also the
     per-row log-sum-exp [B, H, Sq] float32 (natural log, -inf for rows that
     see no key; not differentiable). The forward saves q, k, v, O and the LSE
     for the backward. Work runs on the current CUDA stream; workspace comes
-    from PyTorch's caching allocator."""
+    from PyTorch's caching allocator. Runs the custom ops
+    torch.ops.detfuse.attention_forward/backward (torch.compile traces them,
+    fullgraph=True included; the library's argument checks then run when the
+    graph runs)."""
     torch = _torch()
-    p, q2, k2, v2, sel_f, sel_b = _attention_setup(q, k, v, causal, scale, variant, backward_variant)
-    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+    validate = not _compiling()
+    p, q2, k2, v2, (sc, cap, win), sel_f, sel_b, bvariant, dbs = _attention_setup(
+        q, k, v, causal, scale, softcap, window, variant, backward_variant, db, allow_nondeterministic, validate)
+    if (validate and q.device.type == "cuda" and torch.is_grad_enabled()
+            and (q.requires_grad or k.requires_grad or v.requires_grad)):
         _choose_backward(p, sel_b, q.device, backward_variant)  # refuse a forward-only backward before running
-    O, lse = _attention_function().apply(q2, k2, v2, p, sel_f, sel_b)
+    O, lse = _ops().attention_forward(q2, k2, v2, causal, sc, cap, win, variant, bvariant, dbs,
+                                      bool(allow_nondeterministic))
     return (O, lse) if return_lse else O
 
 
-def chosen_attention_variants(q, k, v, *, causal=False, scale=None, variant="heuristic", backward_variant=None):
+def chosen_attention_variants(q, k, v, *, causal=False, scale=None, softcap=None, window=None, variant="heuristic",
+                              backward_variant=None, db="detfuse.db", allow_nondeterministic=False):
     """What attention() would run for these inputs: (forward Choice, backward
-    Choice), each a detfuse.Choice(name, source, deterministic, note, ...)."""
+    Choice), each a detfuse.Choice(name, source, deterministic, note,
+    tuned_problem_key, distance); source is named, tuned, nearest or heuristic."""
     torch = _torch()
-    p, _, _, _, sel_f, sel_b = _attention_setup(q, k, v, causal, scale, variant, backward_variant)
+    p, _, _, _, _, sel_f, sel_b, _, _ = _attention_setup(q, k, v, causal, scale, softcap, window, variant,
+                                                         backward_variant, db, allow_nondeterministic)
     with torch.cuda.device(q.device):
         fwd = _lib.attention_choose(p, _lib.ATTENTION_FORWARD, sel_f)
     return fwd, _choose_backward(p, sel_b, q.device, backward_variant)
@@ -383,15 +371,20 @@ def digest(t) -> str:
 
 
 def __getattr__(name):
-    # nn.Module and autograd.Function classes are built when first asked for,
-    # so importing this module does not import torch.
-    if name == "LinearCrossEntropyFunction":
-        return _function()
+    # The nn.Module class is built when first asked for, so importing this
+    # module does not import torch.
     if name == "LinearCrossEntropy":
         return _module()
-    if name == "AttentionFunction":
-        return _attention_function()
+    if name in ("LinearCrossEntropyFunction", "AttentionFunction"):
+        raise AttributeError(f"detfuse.torch.{name} was replaced by the torch.library custom ops "
+                             f"torch.ops.detfuse.* (torch.compile traces them); call linear_cross_entropy / attention")
     raise AttributeError(f"module 'detfuse.torch' has no attribute {name!r}")
+
+
+def register_ops() -> None:
+    """Registers detfuse's torch.library custom ops (torch.ops.detfuse.*).
+    Done when detfuse.torch is imported with torch installed; idempotent."""
+    _ops_mod.register()
 
 
 def _module():
@@ -415,3 +408,11 @@ def _module():
 
     _cache["module"] = LinearCrossEntropy
     return LinearCrossEntropy
+
+
+try:  # register the custom ops now, so that torch.compile never traces the registration
+    import torch as _torch_probe  # noqa: F401
+except ImportError:  # pragma: no cover - depends on the environment
+    pass
+else:
+    _ops_mod.register()

@@ -21,7 +21,7 @@ class LibraryTest(unittest.TestCase):
         self.assertEqual(ctypes.sizeof(_lib.CChoice), 256 + 4 + 4 + 8 + 1024 + 1024)
         self.assertEqual(_lib.FlceProblem.ignore_index.offset, 32)
         self.assertEqual(_lib.FlceProblem.label_smoothing.offset, 48)
-        self.assertEqual(ctypes.sizeof(_lib.AttentionProblem), 6 * 8 + 2 * 4 + 8)
+        self.assertEqual(ctypes.sizeof(_lib.AttentionProblem), 6 * 8 + 2 * 4 + 8 + 8 + 8)  # ABI 3: softcap, window
         self.assertEqual(_lib.AttentionProblem.scale.offset, 56)
         self.assertEqual(ctypes.sizeof(_lib.AttentionArgs), 13 * 8)
 
@@ -116,6 +116,22 @@ class LibraryTest(unittest.TestCase):
                 with self.assertRaises(detfuse.InvalidArgument) as cm:
                     detfuse.attention_problem_key(*dims, **kw)
                 self.assertIn(message, str(cm.exception))
+        # softcap and window (ABI 3): in the key only when set; checked by the library.
+        key = detfuse.attention_problem_key(1, 8, 4, 64, 64, 128, causal=True, softcap=50.0, window=16)
+        self.assertTrue(key.startswith("attention:B=1,H=8,Hkv=4,Sq=64,Sk=64,d=128,causal=1,scale="), key)
+        self.assertIn(",cap=", key)
+        self.assertTrue(key.endswith(",win=16"), key)
+        plain = detfuse.attention_problem_key(1, 8, 4, 64, 64, 128, causal=True)
+        self.assertNotIn("cap=", plain)
+        self.assertNotIn("win=", plain)
+        with self.assertRaisesRegex(detfuse.InvalidArgument, "problem.softcap: must be finite and >= 0"):
+            detfuse.attention_problem_key(1, 8, 4, 64, 64, 128, softcap=-1.0)
+        with self.assertRaisesRegex(detfuse.InvalidArgument, "problem.window: must be >= 0"):
+            detfuse.attention_problem_key(1, 8, 4, 64, 64, 128, window=-2)
+        with self.assertRaisesRegex(TypeError, "window: must be an int, got float"):
+            detfuse.attention_problem_key(1, 8, 4, 64, 64, 128, window=2.0)
+        with self.assertRaisesRegex(TypeError, "softcap: must be a float, got str"):
+            detfuse.attention_problem_key(1, 8, 4, 64, 64, 128, softcap="50")
         with self.assertRaisesRegex(TypeError, "causal: must be a bool, got int"):
             detfuse.attention_problem_key(2, 4, 2, 33, 47, 64, causal=1)
         with self.assertRaisesRegex(TypeError, "Sq: must be an int, got float"):
@@ -133,8 +149,16 @@ class LibraryTest(unittest.TestCase):
         self.assertGreaterEqual(_lib.attention_workspace_size(p, _lib.ATTENTION_BACKWARD, sel), 2 * 4 * 33 * 4)
         with self.assertRaisesRegex(detfuse.InvalidArgument, "no attention variant named 'attention.bf16.x'"):
             _lib.attention_choose(p, _lib.ATTENTION_FORWARD, _lib.make_selection("attention.bf16.x"))
-        with self.assertRaisesRegex(detfuse.InvalidArgument, r"selection.kind: 2 \(tuned\) is not available"):
-            _lib.attention_choose(p, _lib.ATTENTION_FORWARD, _lib.make_selection("tuned"))
+        # Tuned selection is accepted for attention (ABI 3): the selection's own
+        # checks apply; the store lookup needs a device (NoDevice without one).
+        bad = _lib.make_selection("tuned", "/nonexistent.db")
+        bad.allow_nondeterministic = 3
+        with self.assertRaisesRegex(detfuse.InvalidArgument, "selection.allow_nondeterministic: must be 0 or 1, got 3"):
+            _lib.attention_choose(p, _lib.ATTENTION_FORWARD, bad)
+        if detfuse.device_count() == 0:
+            for mode in (_lib.ATTENTION_FORWARD, _lib.ATTENTION_BACKWARD):
+                with self.assertRaisesRegex(detfuse.NoDevice, r"detfuse_attention_choose: no CUDA device available"):
+                    _lib.attention_choose(p, mode, _lib.make_selection("tuned", "/nonexistent.db"))
         with self.assertRaisesRegex(detfuse.InvalidArgument, r"mode: must be 0 \(forward\) or 1 \(backward\), got 2"):
             _lib.attention_choose(p, 2, sel)
         with self.assertRaisesRegex(detfuse.InvalidArgument,

@@ -84,10 +84,12 @@ TEST(CApi, StructLayoutsAreFixed) {
   EXPECT_EQ(sizeof(detfuse_flce_args), 88u);
   EXPECT_EQ(sizeof(detfuse_selection), 24u);
   EXPECT_EQ(sizeof(detfuse_choice), size_t(DETFUSE_NAME_CAP + 16 + 2 * DETFUSE_NOTE_CAP));
-  EXPECT_EQ(sizeof(detfuse_attention_problem), 64u);
+  EXPECT_EQ(sizeof(detfuse_attention_problem), 80u);  // ABI 3: + softcap, window
   EXPECT_EQ(offsetof(detfuse_attention_problem, dtype), 48u);
   EXPECT_EQ(offsetof(detfuse_attention_problem, causal), 52u);
   EXPECT_EQ(offsetof(detfuse_attention_problem, scale), 56u);
+  EXPECT_EQ(offsetof(detfuse_attention_problem, softcap), 64u);
+  EXPECT_EQ(offsetof(detfuse_attention_problem, window), 72u);
   EXPECT_EQ(sizeof(detfuse_attention_args), 104u);
   EXPECT_EQ(offsetof(detfuse_attention_args, workspace_size), 96u);
 }
@@ -508,9 +510,13 @@ TEST(CApiAttention, SelectionByNameAndWorkspace) {
   s.name = flce.c_str();
   EXPECT_EQ(detfuse_attention_choose(&p, DETFUSE_ATTENTION_FORWARD, &s, &c), DETFUSE_ERR_INVALID_ARGUMENT);
   EXPECT_NE(last().find("no attention variant named '" + flce + "'"), std::string::npos) << last();
-  s = detfuse_selection{DETFUSE_SELECT_TUNED, 0, nullptr, nullptr};
+  // Tuned selection: the same selection checks as FLCE's (the lookup itself needs a device).
+  s = detfuse_selection{DETFUSE_SELECT_TUNED, 2, nullptr, nullptr};
   EXPECT_EQ(detfuse_attention_choose(&p, DETFUSE_ATTENTION_FORWARD, &s, &c), DETFUSE_ERR_INVALID_ARGUMENT);
-  EXPECT_NE(last().find("selection.kind: 2 (tuned) is not available for attention"), std::string::npos) << last();
+  EXPECT_NE(last().find("selection.allow_nondeterministic: must be 0 or 1, got 2"), std::string::npos) << last();
+  s = detfuse_selection{DETFUSE_SELECT_TUNED, 0, nullptr, nullptr};
+  EXPECT_EQ(detfuse_attention_choose(&p, DETFUSE_ATTENTION_FORWARD, &s, nullptr), DETFUSE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last().find("choice: null pointer"), std::string::npos) << last();
   s = heuristic();
   EXPECT_EQ(detfuse_attention_choose(&p, 2, &s, &c), DETFUSE_ERR_INVALID_ARGUMENT);
   EXPECT_NE(last().find("mode: must be 0 (forward) or 1 (backward), got 2"), std::string::npos) << last();
@@ -590,8 +596,22 @@ TEST(CApiAttention, WorkspaceAndSelectionArgumentsAreChecked) {
   EXPECT_NE(last().find("args.workspace: must be 256-byte aligned"), std::string::npos) << last();
   a = attn_full_args();
   s = detfuse_selection{DETFUSE_SELECT_TUNED, 0, nullptr, nullptr};
+  s.kind = 9;
   EXPECT_EQ(detfuse_attention_forward(&p, &a, &s, nullptr, nullptr), DETFUSE_ERR_INVALID_ARGUMENT);
-  EXPECT_NE(last().find("selection.kind: 2 (tuned) is not available for attention"), std::string::npos) << last();
+  EXPECT_NE(last().find("selection.kind: must be 0 (name), 1 (heuristic) or 2 (tuned), got 9"), std::string::npos)
+      << last();
+  // Tuned is accepted: without a GPU the lookup stops at the device check
+  // (a missing store is no error: the heuristic would answer).
+  if (detfuse_device_count() == 0) {
+    detfuse_choice c;
+    size_t ws = 0;
+    s = detfuse_selection{DETFUSE_SELECT_TUNED, 0, nullptr, "/nonexistent/detfuse.db"};
+    EXPECT_EQ(detfuse_attention_forward(&p, &a, &s, nullptr, nullptr), DETFUSE_ERR_NO_DEVICE) << last();
+    EXPECT_EQ(detfuse_attention_choose(&p, DETFUSE_ATTENTION_BACKWARD, &s, &c), DETFUSE_ERR_NO_DEVICE) << last();
+    EXPECT_NE(last().find("detfuse_attention_choose: no CUDA device available ("), std::string::npos) << last();
+    EXPECT_EQ(detfuse_attention_workspace_size(&p, DETFUSE_ATTENTION_BACKWARD, &s, &ws), DETFUSE_ERR_NO_DEVICE)
+        << last();
+  }
   // A bad name is reported before the device check.
   s = detfuse_selection{DETFUSE_SELECT_NAME, 0, "attention.bf16.nope", nullptr};
   EXPECT_EQ(detfuse_attention_forward(&p, &a, &s, nullptr, nullptr), DETFUSE_ERR_INVALID_ARGUMENT);

@@ -225,6 +225,35 @@ TEST(CApiAttentionGpu, HeuristicForwardBackwardMatchAttentionRunBitwise) {
   }
 }
 
+// Tuned selection without a store: the lookup says so and falls back to the
+// per-pass heuristic (the same names as HEURISTIC), and the run gives its bits.
+TEST(CApiAttentionGpu, TunedWithoutStoreFallsBackToTheHeuristicPerPass) {
+  DETFUSE_REQUIRE_GPU();
+  const Inputs in;
+  const detfuse_attention_problem cp = c_problem();
+  const detfuse_selection heur{DETFUSE_SELECT_HEURISTIC, 0, nullptr, nullptr};
+  const detfuse_selection tuned{DETFUSE_SELECT_TUNED, 0, nullptr, "/nonexistent/detfuse-capi-test.db"};
+  for (int32_t mode : {DETFUSE_ATTENTION_FORWARD, DETFUSE_ATTENTION_BACKWARD}) {
+    detfuse_choice ch, ct;
+    ASSERT_EQ(detfuse_attention_choose(&cp, mode, &heur, &ch), DETFUSE_OK) << detfuse_last_error();
+    ASSERT_EQ(detfuse_attention_choose(&cp, mode, &tuned, &ct), DETFUSE_OK) << detfuse_last_error();
+    EXPECT_STREQ(ct.name, ch.name) << "mode " << mode;
+    EXPECT_EQ(ct.source, DETFUSE_SOURCE_HEURISTIC);
+    EXPECT_NE(std::string(ct.note).find("no tuning database at /nonexistent/detfuse-capi-test.db"),
+              std::string::npos) << ct.note;
+    EXPECT_EQ(std::string(ct.tuned_problem_key), "");
+  }
+  Forward f_h, f_t;
+  detfuse_attention_args a = fwd_args(in, f_h);
+  ASSERT_EQ(detfuse_attention_forward(&cp, &a, &heur, nullptr, nullptr), DETFUSE_OK) << detfuse_last_error();
+  a = fwd_args(in, f_t);
+  detfuse_choice c;
+  ASSERT_EQ(detfuse_attention_forward(&cp, &a, &tuned, nullptr, &c), DETFUSE_OK) << detfuse_last_error();
+  EXPECT_EQ(c.source, DETFUSE_SOURCE_HEURISTIC);
+  DETFUSE_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_EQ(f_t.digest(), f_h.digest());
+}
+
 // Every registered bf16 d=64 variant by name: where can_run accepts a mode the
 // ABI's bits equal attention::run's; where it refuses, the ABI refuses with the
 // same reason (forward-only variants in the backward).

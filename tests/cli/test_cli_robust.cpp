@@ -223,6 +223,67 @@ TEST_F(Robust, StorePathErrorsAreBadInputWithTheStoresMessage) {
   EXPECT_EQ(bytes(), before);
 }
 
+// Issue 20's bad-input probe: a tune that fails before measuring (no GPU in
+// the worker) creates no store; zero caps and budgets are bad input (exit 2).
+TEST_F(Robust, TuneThatFailsBeforeMeasuringCreatesNoStore) {
+  CliContext c = ctx;
+  c.device_count = nullptr;  // as the real command: the parent never touches CUDA
+  c.worker_setup = [](const std::string&) -> tuner::WorkerSetup {
+    throw Error("no CUDA device: none found (test worker)");
+  };
+  for (const bool in_process : {false, true}) {
+    const auto db = tmp / (in_process ? "inproc.db" : "sup.db");
+    std::vector<std::string> a = {"tune", "--shape", "256,64,100", "--db", db.string()};
+    if (in_process) a.push_back("--in-process");
+    EXPECT_NE(run(a, &c), 0) << err.str();
+    EXPECT_NE(err.str().find("no CUDA device"), std::string::npos) << err.str();
+    EXPECT_FALSE(std::filesystem::exists(db)) << db;
+    EXPECT_FALSE(std::filesystem::exists(db.string() + "-wal")) << db;
+  }
+}
+
+TEST_F(Robust, ZeroTimeCapsAndBudgetsAreBadInput) {
+  const CliContext c = with_fake_worker();
+  const std::string db = (tmp / "z.db").string();
+  expect_one_line_error(2, {"tune", "--shape", "256,64,100", "--db", db, "--time-cap", "0"}, "--time-cap: must be > 0",
+                        &c);
+  expect_one_line_error(2, {"tune", "--shape", "256,64,100", "--db", db, "--budget", "0s"}, "--budget: must be > 0",
+                        &c);
+  expect_one_line_error(2, {"tune", "--shape", "256,64,100", "--db", db, "--kill-after", "0"},
+                        "--kill-after: must be > 0", &c);
+  expect_one_line_error(2, {"tune", "--shape", "256,64,100", "--db", db, "--force"}, "--force: only with --resume", &c);
+  expect_one_line_error(2, {"study", "contention", "--kernel", "flce", "--quick", "--db", db, "--budget", "0"},
+                        "--budget: must be > 0", &c);
+  EXPECT_FALSE(std::filesystem::exists(db));
+}
+
+// --resume after a completed run: the variants this build measured on this
+// GPU (same seed) are skipped, the best is printed from their results; --force
+// measures them again.
+TEST_F(Robust, ResumeAfterACompletedRunSkipsWhatThisBuildMeasured) {
+  const CliContext c = with_fake_worker();
+  const std::string db = (tmp / "r.db").string();
+  ASSERT_EQ(run({"tune", "--shape", "256,64,100", "--db", db, "--in-process"}, &c), 0) << err.str();
+  const int first = count_results(db);
+  ASSERT_GT(first, 0);
+  const std::string best_line = out.str().substr(out.str().find("best: "));
+  ASSERT_EQ(run({"tune", "--shape", "256,64,100", "--db", db, "--in-process", "--resume"}, &c), 0) << err.str();
+  EXPECT_NE(err.str().find("skips the variants this build already measured"), std::string::npos) << err.str();
+  EXPECT_NE(out.str().find(": complete; 0 measured, "), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find(std::to_string(first) + " already done"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find(best_line.substr(0, best_line.find(' ', 6))), std::string::npos) << out.str();
+  EXPECT_EQ(count_results(db), first);
+  // Another seed was never measured: measured.
+  ASSERT_EQ(run({"tune", "--shape", "256,64,100", "--db", db, "--in-process", "--resume", "--seed", "7"}, &c), 0)
+      << err.str();
+  EXPECT_EQ(count_results(db), 2 * first);
+  // --force: measured again.
+  ASSERT_EQ(run({"tune", "--shape", "256,64,100", "--db", db, "--in-process", "--resume", "--force"}, &c), 0)
+      << err.str();
+  EXPECT_NE(out.str().find(": complete; " + std::to_string(first) + " measured"), std::string::npos) << out.str();
+  EXPECT_EQ(count_results(db), 3 * first);
+}
+
 TEST_F(Robust, JsonIsValidForAnyString) {
   // A store whose path (echoed in the notes) has quotes, backslashes, control
   // characters and bytes that are not UTF-8.

@@ -251,6 +251,32 @@ TEST_F(Families, BestForAttentionExactNearestThenHeuristic) {
                Error);
 }
 
+// The C ABI's tuned attention (capi/detfuse_c.cpp) asks per pass: the forward
+// with Mode::forward, the backward with Mode::forward_backward. Both take the
+// store's best (measured forward+backward); without one, each falls back to
+// the heuristic of its own pass.
+TEST_F(Families, TunedAttentionPerPassTakesTheStoreBestElseThePassHeuristic) {
+  db::Store store(tmp / "t.db");
+  meas.median_ms = {{kOwning64, 20}, {kOwning128, 15}, {kPartials64, 50}};
+  const AttentionProblem p = attention_problem(4, 32, 8, 4096, 4096, 128);
+  tune(store, opts({p}));
+  const auto ids = device_rows_for(store, dev);
+  for (Mode m : {Mode::forward, Mode::forward_backward}) {
+    auto a = resolve_best(&store, ids, dev, p, m, false, reg);
+    EXPECT_EQ(a.source, ChoiceSource::tuned) << to_string(m);
+    EXPECT_EQ(a.variant, kOwning128) << to_string(m);
+  }
+  std::vector<AttentionMode> asked;
+  const HeuristicFn h = heuristic_from(reg, {}, [&](const AttentionProblem&, AttentionMode am,
+                                                    const DeviceInfo&) -> const AttentionVariant& {
+    asked.push_back(am);
+    return *reg.find_attention(am == AttentionMode::forward ? kOwning64 : kPartials64);
+  });
+  EXPECT_EQ(resolve_best(nullptr, {}, dev, p, Mode::forward, false, reg, h).variant, kOwning64);
+  EXPECT_EQ(resolve_best(nullptr, {}, dev, p, Mode::forward_backward, false, reg, h).variant, kPartials64);
+  EXPECT_EQ(asked, (std::vector<AttentionMode>{AttentionMode::forward, AttentionMode::backward}));
+}
+
 TEST_F(Families, SupervisedWorkerMeasuresAttentionByName) {
   db::Store store(tmp / "t.db");
   SupervisedMeasurer sup(reg, [] {

@@ -139,11 +139,27 @@ TEST_F(Fixture, BudgetStopsCleanlyWithTheBestSoFarAndResumeFinishes) {
   EXPECT_EQ(rep2.skipped, 3);
   EXPECT_EQ(meas.measured.size(), 5u);
   for (const auto& pr : rep2.problems) EXPECT_EQ(pr.ranked.size(), 4u);  // whole chain in the table
-  // Nothing left to resume: a third --resume starts a new run.
+  // Nothing left to resume: a third --resume starts a new run that skips what
+  // this build measured on this device (issue 20: a repeated `make tune` ends
+  // at once), with the results in its table; --force measures everything.
   meas.measured.clear();
   auto rep3 = tune(store, o);
   EXPECT_FALSE(rep3.resumed);
+  EXPECT_EQ(rep3.status, db::kRunComplete);
+  EXPECT_EQ(meas.measured.size(), 0u);
+  EXPECT_EQ(rep3.skipped, 8);
+  EXPECT_NE(rep3.resume_note.find("skips the variants this build already measured"), std::string::npos)
+      << rep3.resume_note;
+  for (const auto& pr : rep3.problems) {
+    EXPECT_EQ(pr.ranked.size(), 4u);
+    EXPECT_TRUE(pr.best);
+  }
+  EXPECT_EQ(rep3.problems[0].best->variant, rep2.problems[0].best->variant);
+  o.force = true;
+  auto rep4 = tune(store, o);
+  EXPECT_FALSE(rep4.resumed);
   EXPECT_EQ(meas.measured.size(), 8u);
+  EXPECT_EQ(rep4.skipped, 0);
 }
 
 TEST_F(Fixture, InterruptAbandonsTheVariantAndResumeRedoesIt) {

@@ -1,0 +1,281 @@
+"""detfuse's kernels as torch.library custom ops, so that torch.compile (also
+with fullgraph=True) traces through them instead of breaking the graph:
+
+  detfuse::flce_forward(x, w, y, ...) -> (loss, lse)
+  detfuse::flce_forward_backward(x, w, y, ...) -> (loss, lse, dX, dW)
+  detfuse::flce_backward(x, w, y, lse, dloss, ...) -> (dX, dW)
+  detfuse::attention_forward(q, k, v, ...) -> (O, lse)
+  detfuse::attention_backward(dO, q, k, v, O, lse, ...) -> (dQ, dK, dV)
+
+Each op has a fake (meta) implementation giving output shapes and dtypes, and
+the two forward ops have autograd formulas (torch.library.register_autograd)
+that call the backward ops. The real implementations are the ctypes calls of
+_lib.py on the current CUDA stream, with workspace from PyTorch's caching
+allocator; only CUDA kernels are registered (device_types="cuda").
+
+The arguments are plain values (ints, floats, bools, strings), the C problem
+struct is rebuilt from them (cached), so the ops need no Python objects. The
+public functions in detfuse/torch.py check their arguments first and call
+these ops; call those, not the ops, unless you know why.
+"""
+
+from typing import Tuple
+
+from . import _lib
+
+REGISTERED = False
+_problems: dict = {}
+_selections: dict = {}
+_CACHE_CAP = 4096  # entries; the caches are cleared when they grow past it
+
+
+def _cached(cache, key, make):
+    v = cache.get(key)
+    if v is None:
+        if len(cache) >= _CACHE_CAP:
+            cache.clear()
+        v = cache[key] = make()
+    return v
+
+
+def selection(variant: str, db: str, allow_nondeterministic: bool):
+    """The C selection for (variant, db, policy); db "" means the library's default path."""
+    return _cached(_selections, (variant, db, bool(allow_nondeterministic)),
+                   lambda: _lib.make_selection(variant, db or None, bool(allow_nondeterministic)))
+
+
+def _dtype_code(torch, dt):
+    if dt == torch.bfloat16:
+        return _lib.DTYPE_BF16
+    if dt == torch.float32:
+        return _lib.DTYPE_F32
+    raise TypeError(f"dtype must be torch.bfloat16 or torch.float32, got {dt}")
+
+
+def flce_problem(torch, x, w, ignore_index, reduction, label_smoothing, z_loss, softcap):
+    N, D, V = int(x.shape[0]), int(x.shape[1]), int(w.shape[0])
+    code = _dtype_code(torch, x.dtype)
+
+    def make():
+        p = _lib.make_problem(N, D, V, dtype=code, grad_dtype=code, ignore_index=int(ignore_index), reduction=reduction,
+                              label_smoothing=float(label_smoothing), z_loss=float(z_loss), softcap=float(softcap),
+                              grad_output=1.0)
+        _lib.validate(p)
+        return p
+
+    return _cached(_problems, ("flce", N, D, V, code, ignore_index, reduction, label_smoothing, z_loss, softcap), make)
+
+
+def attention_problem(torch, q, k, causal, scale, softcap, window):
+    B, H, Sq, d = (int(s) for s in q.shape)
+    Hkv, Sk = int(k.shape[1]), int(k.shape[2])
+    code = _dtype_code(torch, q.dtype)
+
+    def make():
+        p = _lib.make_attention_problem(B, H, Hkv, Sq, Sk, d, dtype=code, causal=bool(causal), scale=float(scale),
+                                        softcap=float(softcap), window=int(window))
+        _lib.attention_validate(p)
+        return p
+
+    return _cached(_problems, ("attention", B, H, Hkv, Sq, Sk, d, code, causal, scale, softcap, window), make)
+
+
+def _ptr(t):
+    return None if t is None else t.data_ptr()
+
+
+def _flce_launch(torch, p, mode, sel, device, *, X, W, y, loss=None, lse=None, dX=None, dW=None, lse_in=None,
+                 dloss=None):
+    with torch.cuda.device(device):
+        stream = torch.cuda.current_stream(device).cuda_stream
+        ws_bytes = _lib.workspace_size(p, mode, sel)
+        ws = torch.empty(ws_bytes, dtype=torch.uint8, device=device) if ws_bytes else None
+        a = _lib.FlceArgs()
+        a.X, a.W, a.y = X.data_ptr(), W.data_ptr(), y.data_ptr()
+        a.dloss, a.lse_in, a.loss, a.lse = _ptr(dloss), _ptr(lse_in), _ptr(loss), _ptr(lse)
+        a.dX, a.dW = _ptr(dX), _ptr(dW)
+        a.workspace, a.workspace_size = _ptr(ws), ws_bytes
+        return _lib.run(p, mode, a, sel, stream)
+
+
+def _attention_launch(torch, p, mode, sel, device, **ptrs):
+    with torch.cuda.device(device):
+        stream = torch.cuda.current_stream(device).cuda_stream
+        ws_bytes = _lib.attention_workspace_size(p, mode, sel)
+        ws = torch.empty(ws_bytes, dtype=torch.uint8, device=device) if ws_bytes else None
+        a = _lib.AttentionArgs()
+        for name, t in ptrs.items():
+            setattr(a, name, _ptr(t))
+        a.workspace, a.workspace_size = _ptr(ws), ws_bytes
+        return _lib.attention_run(p, mode, a, sel, stream)
+
+
+def register() -> bool:
+    """Registers the ops (once; needs torch >= 2.4 for torch.library.custom_op).
+    Returns True when they are registered."""
+    global REGISTERED
+    if REGISTERED:
+        return True
+    import torch
+    from torch import Tensor
+
+    if not hasattr(torch.library, "custom_op") or not hasattr(torch.library, "register_autograd"):
+        raise ImportError(f"detfuse.torch needs torch >= 2.4 (torch.library.custom_op), found {torch.__version__}")
+
+    # ------------------------------------------------------------ FLCE
+
+    def _loss_shape(N, reduction):
+        return (N,) if reduction == "none" else ()
+
+    @torch.library.custom_op("detfuse::flce_forward", mutates_args=(), device_types="cuda")
+    def flce_forward(x: Tensor, w: Tensor, y: Tensor, ignore_index: int, reduction: str, label_smoothing: float,
+                     z_loss: float, softcap: float, variant: str, db: str,
+                     allow_nondeterministic: bool) -> Tuple[Tensor, Tensor]:
+        x, w, y = x.contiguous(), w.contiguous(), y.contiguous()
+        p = flce_problem(torch, x, w, ignore_index, reduction, label_smoothing, z_loss, softcap)
+        sel = selection(variant, db, allow_nondeterministic)
+        N = x.shape[0]
+        loss = torch.empty(_loss_shape(N, reduction), dtype=torch.float32, device=x.device)
+        lse = torch.empty((N,), dtype=torch.float32, device=x.device)
+        _flce_launch(torch, p, _lib.MODE_FORWARD, sel, x.device, X=x, W=w, y=y, loss=loss, lse=lse)
+        return loss, lse
+
+    @flce_forward.register_fake
+    def _(x, w, y, ignore_index, reduction, label_smoothing, z_loss, softcap, variant, db, allow_nondeterministic):
+        N = x.shape[0]
+        return (x.new_empty(_loss_shape(N, reduction), dtype=torch.float32),
+                x.new_empty((N,), dtype=torch.float32))
+
+    @torch.library.custom_op("detfuse::flce_forward_backward", mutates_args=(), device_types="cuda")
+    def flce_forward_backward(x: Tensor, w: Tensor, y: Tensor, ignore_index: int, reduction: str,
+                              label_smoothing: float, z_loss: float, softcap: float, variant: str, db: str,
+                              allow_nondeterministic: bool) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+        if reduction == "none":
+            raise ValueError("detfuse::flce_forward_backward: reduction 'none' needs the per-row upstream gradient; "
+                             "use flce_forward and flce_backward")
+        x, w, y = x.contiguous(), w.contiguous(), y.contiguous()
+        p = flce_problem(torch, x, w, ignore_index, reduction, label_smoothing, z_loss, softcap)
+        sel = selection(variant, db, allow_nondeterministic)
+        N = x.shape[0]
+        loss = torch.empty((), dtype=torch.float32, device=x.device)
+        lse = torch.empty((N,), dtype=torch.float32, device=x.device)
+        dX, dW = torch.empty(x.shape, dtype=x.dtype, device=x.device), torch.empty(w.shape, dtype=w.dtype,
+                                                                                     device=w.device)
+        _flce_launch(torch, p, _lib.MODE_FORWARD_BACKWARD, sel, x.device, X=x, W=w, y=y, loss=loss, lse=lse, dX=dX,
+                     dW=dW)
+        return loss, lse, dX, dW
+
+    @flce_forward_backward.register_fake
+    def _(x, w, y, ignore_index, reduction, label_smoothing, z_loss, softcap, variant, db, allow_nondeterministic):
+        N = x.shape[0]
+        return (x.new_empty((), dtype=torch.float32), x.new_empty((N,), dtype=torch.float32), x.new_empty(x.shape),
+                w.new_empty(w.shape))
+
+    @torch.library.custom_op("detfuse::flce_backward", mutates_args=(), device_types="cuda")
+    def flce_backward(x: Tensor, w: Tensor, y: Tensor, lse: Tensor, dloss: Tensor, ignore_index: int, reduction: str,
+                      label_smoothing: float, z_loss: float, softcap: float, variant: str, db: str,
+                      allow_nondeterministic: bool) -> Tuple[Tensor, Tensor]:
+        """dX, dW for an upstream gradient of 1 (mean/sum: the caller scales by
+        the upstream scalar) or of dloss [N] (reduction 'none')."""
+        x, w, y, lse = x.contiguous(), w.contiguous(), y.contiguous(), lse.contiguous()
+        p = flce_problem(torch, x, w, ignore_index, reduction, label_smoothing, z_loss, softcap)
+        sel = selection(variant, db, allow_nondeterministic)
+        dX, dW = torch.empty(x.shape, dtype=x.dtype, device=x.device), torch.empty(w.shape, dtype=w.dtype,
+                                                                                     device=w.device)
+        dl = dloss.to(torch.float32).contiguous() if reduction == "none" else None
+        _flce_launch(torch, p, _lib.MODE_BACKWARD, sel, x.device, X=x, W=w, y=y, lse_in=lse, dloss=dl, dX=dX, dW=dW)
+        return dX, dW
+
+    @flce_backward.register_fake
+    def _(x, w, y, lse, dloss, ignore_index, reduction, label_smoothing, z_loss, softcap, variant, db,
+          allow_nondeterministic):
+        return x.new_empty(x.shape), w.new_empty(w.shape)
+
+    _FLCE_OPTS = 8  # non-tensor arguments after x, w, y
+
+    def _scale(g, t):
+        # g: the upstream gradient of the scalar loss (float32, 0-d); t * 1.0 is
+        # exact, so with g = 1 the bits are the kernel's. A 0-d float32 tensor
+        # does not promote t: the product is computed in fp32 and rounded to t's dtype.
+        return t * g.to(torch.float32)
+
+    def fb_setup(ctx, inputs, output):
+        _, _, dX, dW = output
+        ctx.save_for_backward(dX, dW)
+        ctx.mark_non_differentiable(output[1], dX, dW)
+
+    def fb_backward(ctx, g_loss, g_lse, g_dX, g_dW):
+        dX, dW = ctx.saved_tensors
+        return (_scale(g_loss, dX), _scale(g_loss, dW), None) + (None,) * _FLCE_OPTS
+
+    torch.library.register_autograd("detfuse::flce_forward_backward", fb_backward, setup_context=fb_setup)
+
+    def f_setup(ctx, inputs, output):
+        x, w, y = inputs[:3]
+        ctx.opts = inputs[3:]
+        ctx.save_for_backward(x, w, y, output[1])
+        ctx.mark_non_differentiable(output[1])
+
+    def f_backward(ctx, g_loss, g_lse):
+        x, w, y, lse = ctx.saved_tensors
+        reduction = ctx.opts[1]
+        if reduction == "none":
+            return torch.ops.detfuse.flce_backward(x, w, y, lse, g_loss, *ctx.opts) + (None,) * (1 + _FLCE_OPTS)
+        dX, dW = torch.ops.detfuse.flce_backward(x, w, y, lse, g_loss, *ctx.opts)
+        return (_scale(g_loss, dX), _scale(g_loss, dW), None) + (None,) * _FLCE_OPTS
+
+    torch.library.register_autograd("detfuse::flce_forward", f_backward, setup_context=f_setup)
+
+    # ------------------------------------------------------------ attention
+
+    @torch.library.custom_op("detfuse::attention_forward", mutates_args=(), device_types="cuda")
+    def attention_forward(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float, softcap: float, window: int,
+                          variant: str, backward_variant: str, db: str,
+                          allow_nondeterministic: bool) -> Tuple[Tensor, Tensor]:
+        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+        p = attention_problem(torch, q, k, causal, scale, softcap, window)
+        sel = selection(variant, db, allow_nondeterministic)
+        O = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+        lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
+        _attention_launch(torch, p, _lib.ATTENTION_FORWARD, sel, q.device, Q=q, K=k, V=v, O=O, lse=lse)
+        return O, lse
+
+    @attention_forward.register_fake
+    def _(q, k, v, causal, scale, softcap, window, variant, backward_variant, db, allow_nondeterministic):
+        return q.new_empty(q.shape), q.new_empty(q.shape[:3], dtype=torch.float32)
+
+    @torch.library.custom_op("detfuse::attention_backward", mutates_args=(), device_types="cuda")
+    def attention_backward(dO: Tensor, q: Tensor, k: Tensor, v: Tensor, O: Tensor, lse: Tensor, causal: bool,
+                           scale: float, softcap: float, window: int, variant: str, db: str,
+                           allow_nondeterministic: bool) -> Tuple[Tensor, Tensor, Tensor]:
+        q, k, v, O, lse = q.contiguous(), k.contiguous(), v.contiguous(), O.contiguous(), lse.contiguous()
+        dO = dO.to(q.dtype).contiguous()
+        p = attention_problem(torch, q, k, causal, scale, softcap, window)
+        sel = selection(variant, db, allow_nondeterministic)
+        dQ = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+        dK = torch.empty(k.shape, dtype=k.dtype, device=k.device)
+        dV = torch.empty(v.shape, dtype=v.dtype, device=v.device)
+        _attention_launch(torch, p, _lib.ATTENTION_BACKWARD, sel, q.device, Q=q, K=k, V=v, dO=dO, O_in=O, lse_in=lse,
+                          dQ=dQ, dK=dK, dV=dV)
+        return dQ, dK, dV
+
+    @attention_backward.register_fake
+    def _(dO, q, k, v, O, lse, causal, scale, softcap, window, variant, db, allow_nondeterministic):
+        return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+    def a_setup(ctx, inputs, output):
+        q, k, v, causal, scale, softcap, window, _variant, backward_variant, db, allow = inputs
+        O, lse = output
+        ctx.save_for_backward(q, k, v, O, lse)
+        ctx.opts = (causal, scale, softcap, window, backward_variant, db, allow)
+        ctx.mark_non_differentiable(lse)
+
+    def a_backward(ctx, dO, g_lse):
+        q, k, v, O, lse = ctx.saved_tensors
+        dQ, dK, dV = torch.ops.detfuse.attention_backward(dO, q, k, v, O, lse, *ctx.opts)
+        return (dQ, dK, dV) + (None,) * 8
+
+    torch.library.register_autograd("detfuse::attention_forward", a_backward, setup_context=a_setup)
+
+    REGISTERED = True
+    return True
