@@ -12,7 +12,7 @@
 #include <climits>
 #include <cuda_bf16.h>
 
-#include "kernels/common/error.h"
+#include "kernels/common/cuda_check.h"
 #include "kernels/flce/rowwise.h"
 
 namespace detfuse::flce {
