@@ -13,7 +13,7 @@
 #include "db/store.h"
 #include "kernels/common/device_info.h"
 #include "kernels/common/digest.h"
-#include "kernels/common/error.h"
+#include "kernels/common/cuda_check.h"
 #include "kernels/attention/attention.h"
 #include "kernels/common/problem.h"
 #include "kernels/flce/flce.h"

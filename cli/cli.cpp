@@ -10,7 +10,7 @@
 
 #include "cli/common.h"
 #include "db/store.h"
-#include "kernels/common/error.h"
+#include "kernels/common/cuda_check.h"
 #include "kernels/common/host_bf16.h"
 #include "tuner/best.h"
 #include "tuner/attention_gpu.h"
@@ -550,10 +550,9 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   } catch (const NoDevice& e) {
     return fail(1, e.what());
   } catch (const Error& e) {
+    // The library's and the store's (a bad store path or a file that is not a
+    // detfuse store is invalid_argument): bad input 2, run time 1.
     return fail(e.kind() == Error::Kind::invalid_argument ? 2 : 1, e.what());
-  } catch (const db::Error& e) {
-    // Bad store paths, files that are not detfuse stores, read-only targets: bad input.
-    return fail(e.kind() == db::Error::Kind::invalid_argument ? 2 : 1, e.what());
   } catch (const std::bad_alloc&) {
     return fail(1, "out of host memory (std::bad_alloc); a smaller shape may fit");
   } catch (const std::length_error& e) {

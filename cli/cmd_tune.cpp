@@ -9,7 +9,7 @@
 
 #include "cli/common.h"
 #include "db/store.h"
-#include "kernels/common/error.h"
+#include "kernels/common/cuda_check.h"
 #include "tuner/gpu_measurer.h"
 #include "tuner/footprint.h"
 #include "tuner/interrupt.h"

@@ -179,7 +179,7 @@ struct DigestRow {
 // Run-to-run spread of one output (schema v4): every later repeat compared
 // with repeat 0 on the device, the maxima over those repeats. All zero for an
 // output whose repeats agree bitwise. diff_norm / norm is comparable with the
-// correctness error (a relative L2 norm); max_abs_diff / norm is the brief's
+// correctness error (a relative L2 norm); max_abs_diff / norm is the
 // "max |difference| relative to the gradient's norm".
 struct Spread {
   double max_abs_diff = 0;  // max over r >= 1 of max_i |x_r[i] - x_0[i]|

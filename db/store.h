@@ -31,25 +31,17 @@
 #include <vector>
 
 #include "db/records.h"
+#include "kernels/common/error.h"
 
 namespace detfuse::db {
 
-// Every store failure. kind() says whether the caller's input is at fault (a
-// bad path: empty, a directory, a missing parent, a read-only file or
-// directory for a write, a missing file; a file that is not a detfuse
-// database or is newer than this build) or the run time (SQLite I/O, a busy
-// timeout, a damaged file, a broken invariant). The CLI maps them to exit
-// codes 2 and 1, like detfuse::Error (db/ cannot include kernels/).
-class Error : public std::runtime_error {
- public:
-  enum class Kind { invalid_argument, runtime };
-  explicit Error(const std::string& what, Kind kind = Kind::runtime)
-      : std::runtime_error(what), kind_(kind) {}
-  Kind kind() const { return kind_; }
-
- private:
-  Kind kind_;
-};
+// Every store failure throws detfuse::Error (kernels/common/error.h, plain
+// C++). kind() says whether the caller's input is at fault (a bad path: empty,
+// a directory, a missing parent, a read-only file or directory for a write, a
+// missing file; a file that is not a detfuse database or is newer than this
+// build) or the run time (SQLite I/O, a busy timeout, a damaged file, a broken
+// invariant). The CLI maps them to exit codes 2 and 1.
+using Error = ::detfuse::Error;
 
 // Schema version this build writes (PRAGMA user_version) and the application id
 // (PRAGMA application_id) that marks a detfuse database.

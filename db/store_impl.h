@@ -57,6 +57,14 @@ struct Store::Impl {
   void exec(const std::string& sql, const std::string& what) const;
   int64_t pragma_int(const char* name) const;
 
+  // The id of the row that `sql` (SELECT id ... WHERE col=?1) finds for `key`.
+  std::optional<Id> find_id(const std::string& sql, const std::string& key) const {
+    detail::StmtUse s(stmt(sql));
+    s->bind(1, key);
+    if (s->step()) return s->i64(0);
+    return std::nullopt;
+  }
+
   int64_t changes() const { return sqlite3_changes64(db); }
   int64_t last_id() const { return sqlite3_last_insert_rowid(db); }
 

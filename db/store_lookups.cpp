@@ -140,10 +140,7 @@ std::vector<Entry<BuildRecord>> Store::list_builds() const {
 // Problems
 
 std::optional<Id> Store::find_problem(const std::string& key) const {
-  StmtUse s(impl_->stmt("SELECT id FROM problems WHERE key=?1"));
-  s->bind(1, key);
-  if (s->step()) return s->i64(0);
-  return std::nullopt;
+  return impl_->find_id("SELECT id FROM problems WHERE key=?1", key);
 }
 
 ProblemRecord Store::problem(Id id) const {
@@ -210,10 +207,7 @@ std::vector<Entry<ProblemRecord>> Store::list_problems(const std::string& family
 // Variants
 
 std::optional<Id> Store::find_variant(const std::string& name) const {
-  StmtUse s(impl_->stmt("SELECT id FROM variants WHERE name=?1"));
-  s->bind(1, name);
-  if (s->step()) return s->i64(0);
-  return std::nullopt;
+  return impl_->find_id("SELECT id FROM variants WHERE name=?1", name);
 }
 
 VariantRecord Store::variant(Id id) const {

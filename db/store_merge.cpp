@@ -62,12 +62,7 @@ MergeCounts Store::merge_from(const Store& other) {
   for (const auto& e : other.list_studies()) find_or_create_study(e.record);  // v4; not counted
   const auto runs = other.list_runs();
   for (const auto& e : runs) {
-    auto find = [&]() -> std::optional<Id> {
-      StmtUse s(impl_->stmt("SELECT id FROM runs WHERE uid=?1"));
-      s->bind(1, e.record.uid);
-      if (s->step()) return s->i64(0);
-      return std::nullopt;
-    };
+    auto find = [&] { return impl_->find_id("SELECT id FROM runs WHERE uid=?1", e.record.uid); };
     // The run as it is in the other file (status, owner, heartbeat kept).
     run[e.id] = find_or_insert(*this, find, [&] {
       ++n.runs;

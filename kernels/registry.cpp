@@ -3,6 +3,7 @@
 #include <set>
 
 #include "kernels/common/error.h"
+#include "kernels/common/strategy.h"
 
 namespace detfuse {
 
@@ -55,6 +56,9 @@ void Registry::check_new(const VariantDesc& d) const {
   if (d.name.empty()) throw Error("registry: variant with an empty name");
   if (d.engine.empty() || d.engine.find_first_of("._") != std::string::npos)
     throw Error("registry: variant '" + d.name + "' needs an engine token without '.' or '_'");
+  if (!parse_strategy(d.strategy))
+    throw Error("registry: variant '" + d.name + "' has strategy '" + d.strategy + "' (expected " +
+                known_strategies_text() + ")");
   if (d.name != VariantDesc::canonical_name(d.family, d.dtype, d.engine, d.strategy, d.params))
     throw Error("registry: name '" + d.name + "' is not canonical (expected '" +
                 VariantDesc::canonical_name(d.family, d.dtype, d.engine, d.strategy, d.params) + "')");

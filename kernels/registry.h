@@ -32,7 +32,7 @@ struct VariantDesc {
   Family family = Family::flce;
   DType dtype = DType::bf16;
   std::string engine;    // the matrix engine: "fma", "mma", "wgmma", "cublaslt"
-  std::string strategy;  // gradient accumulation: "atomic", "partials", "owning", ...
+  std::string strategy;  // gradient accumulation: a token of kernels/common/strategy.h ("owning", "atomic", ...)
   std::vector<std::pair<std::string, int64_t>> params;  // block sizes etc., in name order
   bool deterministic = false;  // what the design promises run to run; the tuner checks it
   std::string summary;         // one line for `detfuse list`

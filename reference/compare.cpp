@@ -56,6 +56,13 @@ void check_sizes(const std::vector<G>& got, const std::vector<double>& ref) {
                            std::to_string(ref.size()));
 }
 
+// A measure of two vectors of equal size (else invalid_argument).
+template <class G, class Measure>
+double on_vectors(const std::vector<G>& got, const std::vector<double>& ref, Measure measure) {
+  check_sizes(got, ref);
+  return measure(got.data(), ref.data(), ref.size());
+}
+
 }  // namespace
 
 double rel_norm_error(const float* got, const double* ref, size_t n) { return rel_norm(got, ref, n); }
@@ -64,20 +71,16 @@ double max_abs_error(const float* got, const double* ref, size_t n) { return max
 double max_abs_error(const double* got, const double* ref, size_t n) { return max_abs(got, ref, n); }
 
 double rel_norm_error(const std::vector<float>& got, const std::vector<double>& ref) {
-  check_sizes(got, ref);
-  return rel_norm(got.data(), ref.data(), ref.size());
+  return on_vectors(got, ref, rel_norm<float>);
 }
 double rel_norm_error(const std::vector<double>& got, const std::vector<double>& ref) {
-  check_sizes(got, ref);
-  return rel_norm(got.data(), ref.data(), ref.size());
+  return on_vectors(got, ref, rel_norm<double>);
 }
 double max_abs_error(const std::vector<float>& got, const std::vector<double>& ref) {
-  check_sizes(got, ref);
-  return max_abs(got.data(), ref.data(), ref.size());
+  return on_vectors(got, ref, max_abs<float>);
 }
 double max_abs_error(const std::vector<double>& got, const std::vector<double>& ref) {
-  check_sizes(got, ref);
-  return max_abs(got.data(), ref.data(), ref.size());
+  return on_vectors(got, ref, max_abs<double>);
 }
 
 }  // namespace detfuse::reference

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/common/error.h"
+#include "kernels/common/cuda_check.h"
 #include "kernels/common/host_bf16.h"
 #include "tuner/npy.h"
 #include "tuner/sm_slice.h"

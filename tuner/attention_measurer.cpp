@@ -89,13 +89,7 @@ void AttentionGpuMeasurer::release() {
 }
 
 void AttentionGpuMeasurer::prepare(const AttentionProblem& p, Mode mode, int64_t seed) {
-  release();
-  try {
-    prepare_(p, mode, seed);
-  } catch (const std::bad_alloc&) {
-    release();
-    throw Error("out of host memory preparing " + p.key() + " (seeded inputs and the float64 reference)");
-  }
+  prepare_or_release(p.key(), [this] { release(); }, [&] { prepare_(p, mode, seed); });
 }
 
 void AttentionGpuMeasurer::prepare_(const AttentionProblem& p, Mode mode, int64_t seed) {

@@ -5,9 +5,7 @@
 #include "tuner/flce_gpu.h"
 #include "tuner/footprint.h"
 #include "tuner/text.h"
-#ifdef DETFUSE_HAVE_BASELINE
 #include "kernels/baseline/three_gemms.h"
-#endif
 
 namespace detfuse::tuner {
 
@@ -60,7 +58,6 @@ std::unique_ptr<GpuCase> FamilyTraits<FlceProblem>::make_case(const FlceProblem&
 
 BenchBaseline FamilyTraits<FlceProblem>::bench_baseline(const FlceProblem& p, int min_reps) {
   BenchBaseline b;
-#ifdef DETFUSE_HAVE_BASELINE
   try {
     auto t = baseline::time_three_gemms(p, 2, min_reps);
     b.available = true;
@@ -72,11 +69,6 @@ BenchBaseline FamilyTraits<FlceProblem>::bench_baseline(const FlceProblem& p, in
   } catch (const std::exception& e) {
     b.note = std::string("three-GEMM baseline failed: ") + one_line(e.what());
   }
-#else
-  (void)p;
-  (void)min_reps;
-  b.note = "this build has no cuBLAS baseline (kernels/baseline)";
-#endif
   return b;
 }
 

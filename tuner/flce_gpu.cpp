@@ -8,7 +8,7 @@
 #include <set>
 
 #include "db/store.h"
-#include "kernels/common/error.h"
+#include "kernels/common/cuda_check.h"
 #include "kernels/common/timer.h"
 #include "kernels/flce/flce.h"
 #include "reference/inputs.h"

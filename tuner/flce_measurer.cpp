@@ -31,13 +31,7 @@ void FlceGpuMeasurer::release() {
 }
 
 void FlceGpuMeasurer::prepare(const FlceProblem& p, FlceMode mode, int64_t seed) {
-  release();
-  try {
-    prepare_(p, mode, seed);
-  } catch (const std::bad_alloc&) {
-    release();
-    throw Error("out of host memory preparing " + p.shape() + " (seeded inputs and the float64 reference)");
-  }
+  prepare_or_release(p.shape(), [this] { release(); }, [&] { prepare_(p, mode, seed); });
 }
 
 void FlceGpuMeasurer::prepare_(const FlceProblem& p, FlceMode mode, int64_t seed) {

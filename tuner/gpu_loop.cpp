@@ -9,7 +9,7 @@
 #include <set>
 
 #include "kernels/common/device_info.h"
-#include "kernels/common/error.h"
+#include "kernels/common/cuda_check.h"
 #include "kernels/common/timer.h"
 #include "tuner/budget.h"
 #include "tuner/spread.h"

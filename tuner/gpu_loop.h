@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "db/records.h"
 #include "kernels/common/buffer.h"
 #include "kernels/common/digest.h"
+#include "kernels/common/error.h"
 #include "kernels/common/problem.h"
 #include "tuner/family.h"
 #include "tuner/stats.h"
@@ -21,6 +23,20 @@
 namespace detfuse::tuner {
 
 using NamedDigests = std::vector<std::pair<std::string, Digest>>;
+
+// A measurer's prepare: release what the last problem held, then build the
+// new one; when host memory runs out (the seeded inputs and the float64
+// reference live there), release again and throw an Error naming `what`.
+template <class Release, class Build>
+void prepare_or_release(const std::string& what, Release&& release, Build&& build) {
+  release();
+  try {
+    build();
+  } catch (const std::bad_alloc&) {
+    release();
+    throw Error("out of host memory preparing " + what + " (seeded inputs and the float64 reference)");
+  }
+}
 
 // One output of a case as the device holds it: for the run-to-run spread.
 struct OutputView {

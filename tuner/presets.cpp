@@ -65,7 +65,7 @@ const std::map<std::string, std::vector<NamedAttentionShape>>& attention_presets
   static const std::map<std::string, std::vector<NamedAttentionShape>> p = {
       {"llm-attention",
        {
-           {"llama3-8b-4k", 4, 32, 8, 4096, 4096, 128},    // the bars
+           {"llama3-8b-4k", 4, 32, 8, 4096, 4096, 128},    // the attention benchmark shape
            {"llama3-8b-8k", 2, 32, 8, 8192, 8192, 128},
            {"llama3.2-1b-4k", 8, 32, 8, 4096, 4096, 64},  // head dim 64
            {"llama3-8b-32k", 1, 32, 8, 32768, 32768, 128},  // long context

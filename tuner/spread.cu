@@ -8,7 +8,7 @@
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/transform_reduce.h>
 
-#include "kernels/common/error.h"
+#include "kernels/common/cuda_check.h"
 
 namespace detfuse::tuner {
 

@@ -5,7 +5,7 @@
 #include <tuple>
 #include <type_traits>
 
-#include "kernels/common/error.h"
+#include "kernels/common/cuda_check.h"
 #include "kernels/flce/flce.h"
 
 namespace detfuse::tuner {

@@ -6,7 +6,8 @@
 #include <vector>
 
 #include "kernels/common/buffer.h"
-#include "kernels/common/error.h"
+#include "kernels/common/cuda_check.h"
+#include "kernels/run_variant.h"
 
 namespace detfuse::attention {
 
@@ -48,20 +49,7 @@ void run(const AttentionVariant& v, const AttentionProblem& p, AttentionMode mod
   if (args.workspace && args.workspace_size < need)
     throw invalid_argument("workspace_size: " + std::to_string(args.workspace_size) + " bytes given, variant " +
                            v.desc.name + " needs " + std::to_string(need));
-  int dev = 0;
-  DETFUSE_CUDA_CHECK(cudaGetDevice(&dev));
-  if (auto why = v.can_run(p, mode, cached_device(dev)))
-    throw invalid_argument("variant " + v.desc.name + " cannot run " + p.key() + ": " + *why);
-  if (args.workspace || need == 0) {
-    v.launch(p, mode, args, stream);
-    return;
-  }
-  DeviceBytes ws(need);  // freed after the stream drains
-  AttentionArgs a = args;
-  a.workspace = ws.get();
-  a.workspace_size = need;
-  v.launch(p, mode, a, stream);
-  DETFUSE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  launch_checked(v, p, mode, args, stream);
 }
 
 const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMode mode, const DeviceInfo& dev) {

@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "kernels/attention/bwd_common.h"
-#include "kernels/common/error.h"
+#include "kernels/common/cuda_check.h"
 
 namespace detfuse::attention {
 

@@ -13,7 +13,8 @@
 #include "kernels/attention/bwd_common.h"
 #include "kernels/attention/engine_fma.cuh"
 #include "kernels/attention/variants.h"
-#include "kernels/common/error.h"
+#include "kernels/common/cuda_check.h"
+#include "kernels/common/strategy.h"
 #include "kernels/registry.h"
 
 namespace detfuse::attention::fma {
@@ -29,10 +30,7 @@ struct DtypeOf<__nv_bfloat16> {
   static constexpr DType value = DType::bf16;
 };
 
-enum class Strategy { owning, atomic, partials };
-inline const char* to_string(Strategy s) {
-  return s == Strategy::owning ? "owning" : s == Strategy::atomic ? "atomic" : "partials";
-}
+using detfuse::Strategy;  // kernels/common/strategy.h
 
 template <class T, class C>
 struct Driver {

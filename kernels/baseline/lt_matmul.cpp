@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "kernels/common/error.h"
+#include "kernels/common/cuda_check.h"
 
 namespace detfuse::baseline {
 

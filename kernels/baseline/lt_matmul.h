@@ -41,15 +41,14 @@
 #include <string>
 
 #include "kernels/common/buffer.h"
+#include "kernels/common/major.h"
 #include "kernels/common/problem.h"
 
 namespace detfuse::baseline {
 
-// Operand layout, with the meaning and values of flce::Major in
-// kernels/flce/gemm.cuh (a CUDA-only header; this one is plain C++, so it keeps
-// its own copy: convert with Major(int(flce_major))).
-//   Major::K : X(r, k) = X[r*ld + k]     Major::MN: X(r, k) = X[k*ld + r]
-enum class Major { K = 0, MN = 1 };
+// Operand layout: the one Major of kernels/common/major.h, shared with the
+// FLCE engines (Major::K : X(r, k) = X[r*ld + k], Major::MN: X[k*ld + r]).
+using detfuse::Major;
 
 // Throws detfuse::Error naming the call, with cuBLASLt's status name.
 void check_cublas(cublasStatus_t st, const char* expr, const char* file, int line);

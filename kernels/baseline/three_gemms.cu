@@ -11,7 +11,7 @@
 
 #include "kernels/baseline/lt_matmul.h"
 #include "kernels/common/buffer.h"
-#include "kernels/common/error.h"
+#include "kernels/common/cuda_check.h"
 #include "kernels/common/timer.h"
 
 namespace detfuse::baseline {

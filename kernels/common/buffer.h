@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/common/error.h"
+#include "kernels/common/cuda_check.h"
 
 namespace detfuse {
 

@@ -7,7 +7,7 @@
 #include <map>
 #include <mutex>
 
-#include "kernels/common/error.h"
+#include "kernels/common/cuda_check.h"
 
 namespace detfuse {
 

@@ -1,12 +1,12 @@
-// Errors and CUDA status checking for detfuse.
+// detfuse::Error: the one exception type of the library, the store and the
+// references (plain C++, no CUDA header: db/ and reference/ include it).
 //
-// Library code never prints and never exits: it throws detfuse::Error (with a
-// message that names the argument or the failing CUDA call and its file:line),
-// or, on paths that must not throw, returns a cudaError_t. The CLI maps Error to
-// exit code 2 (bad usage / input) or 1 (runtime failure) through Error::kind().
+// Library code never prints and never exits: it throws detfuse::Error with a
+// message that names the argument (or the failing call and its file:line).
+// The CLI maps it to exit code 2 (bad usage / input) or 1 (runtime failure)
+// through Error::kind(); the C ABI to DETFUSE_ERR_INVALID_ARGUMENT / _RUNTIME.
+// CUDA status checks that throw it live in kernels/common/cuda_check.h.
 #pragma once
-
-#include <cuda_runtime_api.h>
 
 #include <stdexcept>
 #include <string>
@@ -29,23 +29,4 @@ inline Error invalid_argument(const std::string& what) {
   return Error(what, Error::Kind::invalid_argument);
 }
 
-// "file:line: expr: cudaErrorName (message)".
-std::string cuda_error_message(cudaError_t err, const char* expr, const char* file, int line);
-
-// Throws Error if err != cudaSuccess.
-void check_cuda(cudaError_t err, const char* expr, const char* file, int line);
-
 }  // namespace detfuse
-
-// Throwing form: DETFUSE_CUDA_CHECK(cudaMalloc(&p, n));
-#define DETFUSE_CUDA_CHECK(expr) ::detfuse::check_cuda((expr), #expr, __FILE__, __LINE__)
-
-// After a kernel launch: catches launch-configuration errors.
-#define DETFUSE_CHECK_LAUNCH() ::detfuse::check_cuda(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)
-
-// Returning form, for code that reports a cudaError_t instead of throwing.
-#define DETFUSE_CUDA_TRY(expr)                         \
-  do {                                                 \
-    cudaError_t detfuse_err_ = (expr);                 \
-    if (detfuse_err_ != cudaSuccess) return detfuse_err_; \
-  } while (0)

@@ -4,7 +4,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "kernels/common/error.h"
+#include "kernels/common/cuda_check.h"
 
 namespace detfuse {
 

@@ -1,6 +1,6 @@
 #include "kernels/flce/device_case.h"
 
-#include "kernels/common/error.h"
+#include "kernels/common/cuda_check.h"
 #include "kernels/common/host_bf16.h"
 
 namespace detfuse::flce {

@@ -1,7 +1,7 @@
 // FLCE driver: the chunked fused linear + cross-entropy shared by every
-// hand-written variant, templated on the GEMM engine (bf16 tensor cores or
-// exact fp32) and its tile configuration; the dW strategy is a run-time choice
-// so one instantiation file serves all three strategies of a tile shape.
+// variant, templated on the GEMM engine (fma, mma, wgmma or cublaslt) and its
+// tile configuration; the dW strategy is a run-time choice so one
+// instantiation file serves every strategy of a tile shape.
 //
 // Per chunk of Nc rows (Nc from the variant's memory budget, so extra memory is
 // bounded whatever N is):
@@ -42,17 +42,15 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/common/error.h"
+#include "kernels/common/cuda_check.h"
+#include "kernels/common/strategy.h"
 #include "kernels/flce/gemm.cuh"
 #include "kernels/flce/rowwise.h"
 #include "kernels/registry.h"
 
 namespace detfuse::flce {
 
-enum class Strategy { atomic, partials, owning };
-inline const char* to_string(Strategy s) {
-  return s == Strategy::atomic ? "atomic" : s == Strategy::partials ? "partials" : "owning";
-}
+using detfuse::Strategy;  // kernels/common/strategy.h
 
 struct StrategyParams {
   Strategy strategy = Strategy::owning;

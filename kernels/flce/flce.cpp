@@ -6,8 +6,9 @@
 #include <vector>
 
 #include "kernels/common/buffer.h"
-#include "kernels/common/error.h"
+#include "kernels/common/cuda_check.h"
 #include "kernels/flce/rowwise.h"
+#include "kernels/run_variant.h"
 
 namespace detfuse::flce {
 
@@ -54,21 +55,7 @@ void validate_call(const FlceProblem& p, FlceMode mode, const FlceArgs& a, cudaS
 
 void run(const FlceVariant& v, const FlceProblem& p, FlceMode mode, const FlceArgs& args, cudaStream_t stream) {
   validate_call(p, mode, args, stream);
-  int dev = 0;
-  DETFUSE_CUDA_CHECK(cudaGetDevice(&dev));
-  if (auto why = v.can_run(p, mode, cached_device(dev)))
-    throw invalid_argument("variant " + v.desc.name + " cannot run " + p.key() + ": " + *why);
-  const size_t need = v.workspace_bytes(p, mode);
-  if (args.workspace_size >= need) {
-    v.launch(p, mode, args, stream);
-    return;
-  }
-  DeviceBytes ws(need);  // freed after the stream drains
-  FlceArgs a = args;
-  a.workspace = ws.get();
-  a.workspace_size = need;
-  v.launch(p, mode, a, stream);
-  DETFUSE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  launch_checked(v, p, mode, args, stream);
 }
 
 const FlceVariant& heuristic_variant(const FlceProblem& p, FlceMode mode, const DeviceInfo& dev) {

@@ -7,9 +7,11 @@
 //   logits  Z  = X W^T : A = X  [Nc, D] Major::K,  B = W [V, D] Major::K
 //   dX      G W       : A = G  [Nc, V] Major::K,  B = W [V, D] Major::MN
 //   dW      G^T X     : A = G  [Nc, V] Major::MN, B = X [Nc, D] Major::MN
-// Engines: gemm_bf16.cuh (tensor cores, mma.sync m16n8k16, bf16 in, fp32 acc)
-// and gemm_f32.cuh (exact fp32 FMA, no TF32). Both take GemmParams and an
-// epilogue functor called once per in-range element with its split index.
+// Engines: gemm_f32.cuh (`fma`: exact fp32 FMA, no TF32), gemm_bf16.cuh
+// (`mma`: mma.sync m16n8k16, bf16 in, fp32 acc) and gemm_wgmma.cuh (`wgmma`:
+// sm_90a TMA + wgmma). Each takes GemmParams and an epilogue functor called
+// once per in-range element with its split index; engine_*.cuh adapt them (and
+// cuBLASLt, engine_cublaslt.h) to the FLCE driver (driver.cuh).
 //
 // Split-K: gridDim.z = splits; split s covers k in [s*k_per_split,
 // min(K, (s+1)*k_per_split)); k_per_split is a multiple of the engine's BK.
@@ -21,9 +23,11 @@
 
 #include <cstdint>
 
+#include "kernels/common/major.h"
+
 namespace detfuse::flce {
 
-enum class Major { K, MN };
+using detfuse::Major;  // kernels/common/major.h
 
 struct GemmParams {
   int M = 0, N = 0, K = 0;

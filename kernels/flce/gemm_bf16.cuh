@@ -22,7 +22,7 @@
 
 #include <cstdint>
 
-#include "kernels/common/error.h"
+#include "kernels/common/cuda_check.h"
 #include "kernels/flce/gemm.cuh"
 
 namespace detfuse::flce {

@@ -30,7 +30,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/common/error.h"
+#include "kernels/common/cuda_check.h"
 #include "kernels/flce/gemm.cuh"
 
 namespace detfuse::flce {

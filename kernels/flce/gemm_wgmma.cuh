@@ -41,7 +41,7 @@
 
 #include <cstdint>
 
-#include "kernels/common/error.h"
+#include "kernels/common/cuda_check.h"
 #include "kernels/flce/gemm.cuh"
 
 // The implementation needs CUTLASS and sm_90a: only the variant translation

@@ -26,7 +26,7 @@
 #include <map>
 #include <mutex>
 
-#include "kernels/common/error.h"
+#include "kernels/common/cuda_check.h"
 #include "kernels/flce/rowwise.h"
 
 namespace detfuse::flce {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/common/error.h"
+#include "kernels/common/strategy.h"
 #include "kernels/registry.h"
 
 namespace detfuse {
@@ -37,6 +38,29 @@ TEST(Registry, EveryBuiltinEngineTokenIsKnown) {
     EXPECT_NE(std::find(known.begin(), known.end(), d->engine), known.end()) << d->name;
 }
 
+TEST(Strategy, TokensRoundTripAndUnknownOnesAreRefused) {
+  for (Strategy s : kStrategies) {
+    ASSERT_TRUE(parse_strategy(to_string(s))) << to_string(s);
+    EXPECT_EQ(*parse_strategy(to_string(s)), s);
+  }
+  EXPECT_STREQ(to_string(Strategy::forward_only), "fwd");
+  EXPECT_EQ(known_strategies_text(), "owning, atomic, partials, ordered or fwd");
+  EXPECT_FALSE(parse_strategy(""));
+  EXPECT_FALSE(parse_strategy("Owning"));
+  EXPECT_FALSE(parse_strategy("atomics"));
+  EXPECT_FALSE(is_deterministic(Strategy::atomic));
+  EXPECT_TRUE(is_deterministic(Strategy::ordered));
+}
+
+TEST(Registry, EveryBuiltinStrategyTokenIsKnown) {
+  for (const VariantDesc* d : builtin_registry().descriptors()) {
+    const auto s = parse_strategy(d->strategy);
+    ASSERT_TRUE(s) << d->name;
+    // A variant promises run-to-run bits exactly when its strategy does.
+    EXPECT_EQ(d->deterministic, is_deterministic(*s)) << d->name;
+  }
+}
+
 TEST(Registry, AddFindAndRejectDuplicatesOrBadNames) {
   Registry r;
   r.add(fake_variant("owning", 64));
@@ -48,6 +72,7 @@ TEST(Registry, AddFindAndRejectDuplicatesOrBadNames) {
   FlceVariant bad = fake_variant("partials", 32);
   bad.desc.name = "flce.bf16.mma.partials.whatever";
   EXPECT_THROW(r.add(bad), Error);
+  EXPECT_THROW(r.add(fake_variant("sometimes", 32)), Error);  // not a strategy token
   FlceVariant incomplete = fake_variant("partials", 32);
   incomplete.launch = nullptr;
   EXPECT_THROW(r.add(incomplete), Error);

@@ -86,7 +86,7 @@ TEST(DbRuns, MarkRunCrashedOrAbandonedIsCompareAndSetOnTheHeartbeat) {
   EXPECT_FALSE(s.mark_run_abandoned(r2, "twice"));
 }
 
-// The failure: a second `tune --resume` marked the first's in-flight
+// The failure this guards against: a second `tune --resume` marked the first's in-flight
 // variant crashed; the first then died in record_result and lost its
 // measurement. Now the mark is a presumed crash, replaced by the owner's
 // result, and a mark based on a stale heartbeat does not happen at all.

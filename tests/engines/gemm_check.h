@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "kernels/common/buffer.h"
-#include "kernels/common/error.h"
+#include "kernels/common/cuda_check.h"
 #include "kernels/common/host_bf16.h"
 #include "kernels/flce/gemm.cuh"
 #include "tests/engines/engine_test_util.h"

@@ -22,8 +22,6 @@ namespace {
 using baseline::LtContext;
 using baseline::lt_matmul;
 
-baseline::Major lt(Major m) { return baseline::Major(int(m)); }
-
 struct LtCase {
   DType in, out;
   Major am, bm;
@@ -55,12 +53,12 @@ std::vector<float> run_lt(LtContext& ctx, const LtCase& c, int M, int N, int K, 
   if (c.out == DType::bf16) {
     DeviceBuffer<uint16_t> C;
     C.upload(to_bf16_bits(C0));
-    lt_matmul(ctx, c.in, lt(c.am), lt(c.bm), M, N, K, pA, A.ld, pB, B.ld, C.data(), c.out, ldc, alpha, beta);
+    lt_matmul(ctx, c.in, c.am, c.bm, M, N, K, pA, A.ld, pB, B.ld, C.data(), c.out, ldc, alpha, beta);
     return from_bf16_bits(C.download());
   }
   DeviceBuffer<float> C;
   C.upload(C0);
-  lt_matmul(ctx, c.in, lt(c.am), lt(c.bm), M, N, K, pA, A.ld, pB, B.ld, C.data(), c.out, ldc, alpha, beta);
+  lt_matmul(ctx, c.in, c.am, c.bm, M, N, K, pA, A.ld, pB, B.ld, C.data(), c.out, ldc, alpha, beta);
   return C.download();
 }
 

@@ -1,16 +1,15 @@
 // launch_gemm_bf16 (tensor cores, bf16 in, fp32 accumulation): every config x
 // every operand layout, split-K, owning accumulation and logits with softcap,
 // against a float64 GEMM of the SAME bf16-rounded inputs (relative norm error
-// < 1e-2, the issue's bf16 bound; the printed errors are typically ~1e-7).
+// < 1e-2, the bf16 bound of the engine tests; the printed errors are typically
+// ~1e-7).
 //
 // The engine's documented requirements shape the inputs: lda and ldb multiples
 // of 8 elements, 16-byte aligned bases, and zeros between K and the next
 // multiple of 8 in a K-contiguous operand (padding is filled with zeros here,
-// not NaN as in the fp32 tests). Guarded so this file compiles (and skips)
-// until kernels/flce/gemm_bf16.cuh exists.
+// not NaN as in the fp32 tests).
 #include <gtest/gtest.h>
 
-#if __has_include("kernels/flce/gemm_bf16.cuh")
 #include "kernels/flce/gemm_bf16.cuh"
 #include "tests/engines/gemm_check.h"
 #include "tests/gpu_test.h"
@@ -87,9 +86,3 @@ TEST(GemmBf16, LogitsSoftcap) {
 
 }  // namespace
 }  // namespace detfuse::engine_test
-
-#else  // no gemm_bf16.cuh yet
-
-TEST(GemmBf16, EngineHeaderMissing) { GTEST_SKIP() << "kernels/flce/gemm_bf16.cuh is not in this tree yet"; }
-
-#endif

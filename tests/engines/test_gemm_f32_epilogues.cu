@@ -1,15 +1,13 @@
 // launch_gemm_f32: split-K (atomic and partials, with an empty split), owning
 // accumulation, logits with softcap, zero sizes, argument errors, run-to-run
-// bitwise determinism, and a timing report against cuBLASLt SGEMM (no TF32).
+// bitwise determinism. The timing against cuBLASLt SGEMM is a probe:
+// experiments/gemm_f32_probe.cu.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <cstring>
 #include <random>
 #include <vector>
 
-#include "kernels/baseline/lt_matmul.h"
-#include "kernels/common/timer.h"
 #include "kernels/flce/gemm_f32.cuh"
 #include "tests/engines/gemm_check.h"
 #include "tests/gpu_test.h"
@@ -149,68 +147,6 @@ TEST(GemmF32, ConfigInvariantBits) {
   const auto a = C1.download(), b = C2.download(), c = C3.download();
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
   EXPECT_EQ(std::memcmp(a.data(), c.data(), a.size() * sizeof(float)), 0);
-}
-
-// Not a pass/fail test of speed: prints TFLOP/s of each config on the three
-// FLCE layouts at 4096^3 next to cuBLASLt SGEMM (CUBLAS_COMPUTE_32F, no TF32),
-// and checks the engine agrees with cuBLASLt (same math, different order).
-template <class Cfg, Major AM, Major BM>
-void time_config(const char* cfg, baseline::LtContext& lt, const DeviceBuffer<float>& A, const DeviceBuffer<float>& B,
-                 DeviceBuffer<float>& C, DeviceBuffer<float>& Cref, int S) {
-  GemmParams p;
-  p.M = p.N = p.K = S;
-  p.A = A.data();
-  p.lda = S;
-  p.B = B.data();
-  p.ldb = S;
-  const flce::EpiStore<float> epi{C.data(), S};
-  EventTimer t;
-  auto run_ours = [&] { flce::launch_gemm_f32<Cfg, AM, BM>(p, epi, nullptr); };
-  auto run_lt = [&] {
-    baseline::lt_matmul(lt, DType::f32, baseline::Major(int(AM)), baseline::Major(int(BM)), S, S, S, A.data(), S, B.data(), S, Cref.data(), DType::f32, S);
-  };
-  auto median_of = [&](auto&& fn) {
-    fn();
-    std::vector<double> v;
-    for (int i = 0; i < 7; ++i) {
-      t.start();
-      fn();
-      v.push_back(t.stop_ms());
-    }
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  const double ours = median_of(run_ours), ref = median_of(run_lt);
-  const double flop = 2.0 * S * double(S) * S;
-  std::printf("[perf] f32 %-18s A=%-2s B=%-2s %dx%dx%d: %.3f ms %.1f TFLOP/s | cuBLASLt SGEMM %.3f ms %.1f TFLOP/s | %.2fx\n",
-              cfg, major_name(AM), major_name(BM), S, S, S, ours, flop / ours * 1e-9, ref, flop / ref * 1e-9,
-              ours / ref);
-  const auto c = C.download(), cr = Cref.download();
-  double num = 0, den = 0;
-  for (size_t i = 0; i < c.size(); ++i) {
-    num += (double(c[i]) - cr[i]) * (double(c[i]) - cr[i]);
-    den += double(cr[i]) * cr[i];
-  }
-  EXPECT_LT(std::sqrt(num / den), 1e-5) << cfg;
-}
-
-TEST(GemmF32Perf, ReportVsCublasSgemm) {
-  DETFUSE_REQUIRE_GPU();
-  const int S = 4096;
-  std::vector<float> h(size_t(S) * S);
-  std::mt19937 rng(3);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  for (float& v : h) v = u(rng);
-  DeviceBuffer<float> A, B, C(size_t(S) * S), Cref(size_t(S) * S);
-  A.upload(h);
-  for (float& v : h) v = u(rng);
-  B.upload(h);
-  baseline::LtContext lt;
-  time_config<SimtConfig128x128, Major::K, Major::K>("128x128x8_8x8", lt, A, B, C, Cref, S);
-  time_config<SimtConfig128x128, Major::K, Major::MN>("128x128x8_8x8", lt, A, B, C, Cref, S);
-  time_config<SimtConfig128x128, Major::MN, Major::MN>("128x128x8_8x8", lt, A, B, C, Cref, S);
-  time_config<SimtConfig128x64, Major::K, Major::K>("128x64x8_8x4", lt, A, B, C, Cref, S);
-  time_config<SimtConfig64x64, Major::K, Major::K>("64x64x8_4x8", lt, A, B, C, Cref, S);
 }
 
 }  // namespace

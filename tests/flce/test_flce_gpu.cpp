@@ -15,7 +15,7 @@
 #include <set>
 
 #include "kernels/common/buffer.h"
-#include "kernels/common/error.h"
+#include "kernels/common/cuda_check.h"
 #include "kernels/flce/device_case.h"
 #include "kernels/flce/flce.h"
 #include "kernels/registry.h"
@@ -123,7 +123,7 @@ struct Tol {
   double grad, loss;
 };
 Tol tolerance(const Case& c) {
-  // Issue #3: relative norm error <= 1e-5 (fp32), 1e-2 (bf16; loss 1e-4).
+  // The family's bounds: relative norm error <= 1e-5 (fp32), 1e-2 (bf16; loss 1e-4).
   Tol t = c.p.dtype == DType::f32 ? Tol{1e-5, 1e-5} : Tol{1e-2, 1e-4};
   // With a common logit offset of size |z|, fp32 logits carry an absolute
   // error of order eps_fp32 * |z| (inputs are exact; the accumulation is not),

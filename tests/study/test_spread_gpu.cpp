@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "kernels/common/buffer.h"
-#include "kernels/common/error.h"
+#include "kernels/common/cuda_check.h"
 #include "kernels/registry.h"
 #include "tests/gpu_test.h"
 #include "tests/tuner/fakes.h"

@@ -300,13 +300,13 @@ TEST_F(Families, SupervisedWorkerMeasuresAttentionByName) {
   EXPECT_EQ(sup.workers_started(), 1);
 }
 
-TEST(FamilyPresets, LlmAttentionHasTheIssuesShapesAndKeepsOptions) {
+TEST(FamilyPresets, LlmAttentionHasTheBenchmarkShapesAndKeepsOptions) {
   AttentionProblem opts;
   opts.causal = true;
   opts.dtype = DType::bf16;
   const auto ps = expand_preset_for("llm-attention", opts);
   ASSERT_EQ(ps.size(), 4u);
-  EXPECT_EQ(ps[0].shape(), "4,32,8,4096,4096,128,causal");  // Llama-3-8B at 4k (the issue's bars)
+  EXPECT_EQ(ps[0].shape(), "4,32,8,4096,4096,128,causal");  // Llama-3-8B at 4k (the benchmark shape)
   bool d64 = false, long_ctx = false;
   for (const auto& p : ps) {
     EXPECT_NO_THROW(p.validate());

@@ -70,7 +70,7 @@ TEST(Limits, CheckedBytesDetectsOverflow) {
 }
 
 TEST(Limits, ShapesThatCannotFitAreNamedErrorsBeforeAllocation) {
-  // The case: every dimension valid, the arrays far beyond any machine.
+  // Every dimension valid, the arrays far beyond any machine.
   FlceProblem p = testing::problem(int64_t(1) << 30, int64_t(1) << 30, 1);
   Error::Kind k{};
   const std::string e = what_of([&] { check_fits(p, nullptr); }, &k);

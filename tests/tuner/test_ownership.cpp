@@ -343,7 +343,7 @@ TEST_F(Own, TwoProcessesOnDifferentGpusIntoOneStoreLoseNothing) {
 }
 
 TEST_F(Own, SecondResumeOnTheSameGpuRefusesWhileTheFirstRuns) {
-  // The case: two `tune --resume` on one GPU and store. The first
+  // Two `tune --resume` on one GPU and store. The first
   // must finish with every result; the second must refuse, changing nothing.
   const auto path = tmp / "shared.db";
   { db::Store init(path); }

@@ -2,7 +2,7 @@
 
 #include <cuda_runtime.h>
 
-#include "kernels/common/error.h"
+#include "kernels/common/cuda_check.h"
 
 namespace detfuse::testing {
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/common/error.h"
+#include "kernels/common/cuda_check.h"
 #include "kernels/common/host_bf16.h"
 #include "kernels/registry.h"
 #include "reference/attention_ref.h"

@@ -40,7 +40,7 @@
 #include <cstdint>
 
 #include "kernels/attention/wgmma/attention_wgmma.h"
-#include "kernels/common/error.h"
+#include "kernels/common/cuda_check.h"
 
 #include <cute/tensor.hpp>
 #include <cutlass/arch/barrier.h>

@@ -23,7 +23,8 @@
 #include "kernels/attention/variants.h"
 #include "kernels/attention/wgmma/attention_wgmma.h"
 #include "kernels/attention/wgmma/attention_wgmma_bwd.h"
-#include "kernels/common/error.h"
+#include "kernels/common/cuda_check.h"
+#include "kernels/common/strategy.h"
 #include "kernels/registry.h"
 
 namespace detfuse::attention::wg {
@@ -83,7 +84,7 @@ void add(Registry& r) {
   v.desc.family = Family::attention;
   v.desc.dtype = DType::bf16;
   v.desc.engine = "wgmma";
-  v.desc.strategy = "fwd";
+  v.desc.strategy = to_string(Strategy::forward_only);
   v.desc.params = {{"br", Cfg::BR}, {"bc", Cfg::BC}, {"st", Cfg::STAGES}, {"ov", Cfg::OVERLAP ? 1 : 0},
                     {"pp", Cfg::PINGPONG ? 1 : 0}, {"d", Cfg::D}};
   v.desc.name = VariantDesc::canonical_name(v.desc.family, v.desc.dtype, v.desc.engine, v.desc.strategy, v.desc.params);
@@ -110,14 +111,18 @@ void add(Registry& r) {
 // otherwise). Partials: slab bound kPartialsMiB (variants.h), as the portable family.
 template <class Fwd, class Kv, class Dq>
 void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
-  constexpr int kDq = Kv::DQ;
+  constexpr int kDq = Kv::DQ;  // the dQ mechanism; its strategy:
+  constexpr Strategy kStrategy = kDq == 0        ? Strategy::owning
+                                 : Kv::DQ_ATOMIC ? Strategy::atomic
+                                 : kDq == 2      ? Strategy::partials
+                                                 : Strategy::ordered;
   static_assert((kDq == 0) == !std::is_void_v<Dq>, "owning: a dq kernel; atomic, partials, ordered: none");
   static_assert(Fwd::D == Kv::D, "one head dim");
   AttentionVariant v;
   v.desc.family = Family::attention;
   v.desc.dtype = DType::bf16;
   v.desc.engine = "wgmma";
-  v.desc.strategy = kDq == 0 ? "owning" : Kv::DQ_ATOMIC ? "atomic" : kDq == 2 ? "partials" : "ordered";
+  v.desc.strategy = to_string(kStrategy);
   v.desc.params = {{"br", Kv::BR}, {"bc", Kv::BC}, {"st", Kv::STAGES}};
   if constexpr (Kv::DQ_TMA) v.desc.params.push_back({"tma", 1});
   if constexpr (kDq == 0) {

@@ -1,4 +1,4 @@
-#include "kernels/common/error.h"
+#include "kernels/common/cuda_check.h"
 
 #include <sstream>
 
