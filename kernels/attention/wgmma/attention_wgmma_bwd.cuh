@@ -29,6 +29,14 @@
 //                  semaphore says key blocks 0 .. n-1 have added theirs).
 //                  bwd_dq_tma_convert un-permutes it into dQ afterwards.
 //   epilogue       dK * scale and dV, bf16, keys < Sk.
+// Softcap and window (run-time, as in the forward): S goes through
+// detail::softcap_raw before P is formed, and dS is multiplied by 1 - t^2
+// with t = tanh recovered from P itself, t = (log2 P + LSE log2 e) / (c log2 e)
+// (one lg2 per element in the softcap branch, no register kept per score).
+// The window bounds the query blocks a key block walks from above
+// ([m_begin, m_stop): the producer loads no query block that sees none of its
+// keys); the ordered dQ waits for the key blocks [n_lo(m), n) that walk query
+// block m before this one (n_lo(m) > 0 with a window), see kv kernel.
 // dq kernel (owning), per CTA (query block of 128 rows, head, batch): Q and dO
 // once, K and V rings over the key blocks in ascending order: S = Q K^T and
 // dP = dO V^T (SS), P, dS = P (dP - D) in registers, dQ += dS K (RS, K through
@@ -172,7 +180,18 @@ struct BwdKv {
                 // tile-blocked, dq_tile_offset order); partials: the slab
     int* sem;   // ordered: [B, H, m_blocks] key blocks added so far, zeroed by the caller
     int kb_begin, kb_count, unit_begin;  // this launch's key blocks and (b, kv head) units
+    int window, softcap;                 // Options (attention_wgmma.cuh)
+    float cap_k, cap_c, cap_t;           // cap_t = 1 / (softcap log2 e)
   };
+
+  // The first key block that walks query block m (ordered dQ: the key blocks
+  // n_lo(m) .. n - 1 add their parts before key block n). Without a window
+  // every key block up to the last that sees m walks it: 0. With one, the
+  // first row of m sees keys from m BR + Sk - Sq - window + 1 on, the first
+  // key of the range of key blocks whose m_stop exceeds m.
+  __device__ static int n_lo(const Params& p, int m) {
+    return p.window > 0 ? window_first_block(m * BR + (p.Sk - p.Sq) - p.window + 1, BC, 1 << 30) : 0;
+  }
 };
 
 template <class Cfg>
@@ -194,15 +213,22 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
   const int unit = p.unit_begin + int(blockIdx.y);
   const int hk = unit % p.Hkv, b = unit / p.Hkv;
 
-  // Query blocks [m_begin, m_blocks) hold every query that sees some key of
-  // this block: query i sees key j iff j <= i + (Sk - Sq).
-  int m_begin = 0;
+  // Query blocks [m_begin, m_stop) hold every query that sees some key of
+  // this block: causal, query i sees key j only if j <= i + (Sk - Sq); window,
+  // only if i < j - (Sk - Sq) + window. Both bounds grow with n_block, so the
+  // key blocks that walk a query block m are a range [n_lo(m), n_hi(m)).
+  int m_begin = 0, m_stop = p.m_blocks;
   if (p.causal) {
     const int first_q = n_block * BC - (p.Sk - p.Sq);
     m_begin = first_q <= 0 ? 0 : first_q / BR;
   }
-  m_begin = min(m_begin, p.m_blocks);  // the walks below stop at m_blocks (or start below it)
-  const int m_count = p.m_blocks - m_begin;
+  if (p.window > 0) {
+    const int last_k = min(n_block * BC + BC, p.Sk) - 1;
+    const int last_q = last_k - (p.Sk - p.Sq) + p.window - 1;  // the last query that sees last_k
+    m_stop = last_q < 0 ? 0 : min(p.m_blocks, last_q / BR + 1);
+  }
+  m_begin = min(m_begin, m_stop);  // the walks below stop at m_stop (or start below it)
+  const int m_count = m_stop - m_begin;
   const int iters = m_count * p.group;
 
   if (tid == 0) {
@@ -239,16 +265,17 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
         int it = 0;
         for (int g = 0; g < p.group; ++g) {
           const int64_t bh = int64_t(b) * p.H + hk * p.group + g;
-          for (int m = K_::m_first(m_begin, p.m_blocks); m != K_::m_end(m_begin, p.m_blocks); m += K_::kMStep, ++it) {
+          for (int m = K_::m_first(m_begin, m_stop); m != K_::m_end(m_begin, m_stop); m += K_::kMStep, ++it) {
             const int buf = it % 2;
             detail::named_sync(K_::kBarFull + buf, K_::kBarDqThreads);
             if (lane == 0) {
               int* flag = p.sem + bh * p.m_blocks + m;
               if constexpr (K_::kOrderedDq) {
+                const int turn = n_block - K_::n_lo(p, m);  // key blocks n_lo(m) .. n_block - 1 add first
                 int seen;
                 do {
                   asm volatile("ld.global.acquire.gpu.b32 %0, [%1];" : "=r"(seen) : "l"(flag) : "memory");
-                } while (seen != n_block);
+                } while (seen != turn);
                 cuda::ptx::fence_proxy_async(cuda::ptx::space_global);  // our bulk add after theirs
               }
               cuda::ptx::cp_reduce_async_bulk(cuda::ptx::space_global, cuda::ptx::space_shared, cuda::ptx::op_add,
@@ -292,7 +319,7 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
         auto [tQg, tQs] = tma_partition(p.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
         auto [tdOg, tdOs] =
             tma_partition(p.tma_do, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sdO), group_modes<0, 2>(gdO));
-        for (int m = K_::m_first(m_begin, p.m_blocks); m != K_::m_end(m_begin, p.m_blocks); m += K_::kMStep) {
+        for (int m = K_::m_first(m_begin, m_stop); m != K_::m_end(m_begin, m_stop); m += K_::kMStep) {
           pipe_q.producer_acquire(st);
           copy(p.tma_q.with(*pipe_q.producer_get_barrier(st)), tQg(_, m), tQs(_, st.index()));
           pipe_do.producer_acquire(st);
@@ -342,7 +369,7 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
       for (int g = 0; g < p.group; ++g) {
         const int h = hk * p.group + g;
         const int64_t bh = int64_t(b) * p.H + h;
-        for (int m = K_::m_first(m_begin, p.m_blocks); m != K_::m_end(m_begin, p.m_blocks); m += K_::kMStep, ++it) {
+        for (int m = K_::m_first(m_begin, m_stop); m != K_::m_end(m_begin, m_stop); m += K_::kMStep, ++it) {
           const int q0 = m * BR;
           // LSE (log2 units; +inf where P must be 0: rows >= Sq or LSE = -inf)
           // and D of the block's BR rows, one value per thread of the
@@ -367,8 +394,13 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
           const float* lse2 = ss.lse2[wg][buf];
           const float* dd = ss.dvec[wg][buf];
           warpgroup_wait<1>();  // S^T done
-          const bool need_mask =
-              n_block * BC + BC > p.Sk || (p.causal && n_block * BC + BC - 1 > q0 + diag_off);
+          if (p.softcap) {
+            CUTLASS_PRAGMA_UNROLL
+            for (int v = 0; v < BR / 2; ++v) tSrS(v) = detail::softcap_raw(tSrS(v), p.cap_k, p.cap_c);
+          }
+          const bool need_mask = n_block * BC + BC > p.Sk ||
+                                 (p.causal && n_block * BC + BC - 1 > q0 + diag_off) ||
+                                 (p.window > 0 && n_block * BC <= q0 + BR - 1 + diag_off - p.window);
           CUTLASS_PRAGMA_UNROLL
           for (int v = 0; v < BR / 2; ++v) {
             const int j = 8 * (v / 4) + col_lane + (v % 2);  // query column within the block
@@ -376,7 +408,9 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
             if (need_mask) {
               const int key = key0 + 8 * ((v / 2) % 2);
               const int q = q0 + 8 * (v / 4) + col_lane + (v % 2);
-              if (key >= p.Sk || (p.causal && key > q + diag_off)) e = 0.f;
+              if (key >= p.Sk || (p.causal && key > q + diag_off) ||
+                  (p.window > 0 && key <= q + diag_off - p.window))
+                e = 0.f;
             }
             tSrS(v) = e;
           }
@@ -388,13 +422,27 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
           }
           detail::wg_gemm<false, true>(mma_kv, tPr, tKVrdO(_, _, _, st.index()), tdVacc);
           warpgroup_wait<1>();  // dP^T done (dV may still run)
-          CUTLASS_PRAGMA_UNROLL
-          for (int v = 0; v < BR / 2; v += 2) {
-            const float2 d2 = *reinterpret_cast<const float2*>(dd + 8 * (v / 4) + col_lane);
-            const __nv_bfloat162 two =
-                __floats2bfloat162_rn(tSrS(v) * (tSrdP(v) - d2.x), tSrS(v + 1) * (tSrdP(v + 1) - d2.y));
-            tdSr(v) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[0]);
-            tdSr(v + 1) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[1]);
+          if (p.softcap) {  // dS^T times 1 - t^2, t recovered from P^T and the LSE
+            CUTLASS_PRAGMA_UNROLL
+            for (int v = 0; v < BR / 2; v += 2) {
+              const float2 d2 = *reinterpret_cast<const float2*>(dd + 8 * (v / 4) + col_lane);
+              const float2 l2 = *reinterpret_cast<const float2*>(lse2 + 8 * (v / 4) + col_lane);
+              const float f0 = detail::softcap_grad(tSrS(v), l2.x, p.cap_t);
+              const float f1 = detail::softcap_grad(tSrS(v + 1), l2.y, p.cap_t);
+              const __nv_bfloat162 two = __floats2bfloat162_rn(tSrS(v) * (tSrdP(v) - d2.x) * f0,
+                                                               tSrS(v + 1) * (tSrdP(v + 1) - d2.y) * f1);
+              tdSr(v) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[0]);
+              tdSr(v + 1) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[1]);
+            }
+          } else {
+            CUTLASS_PRAGMA_UNROLL
+            for (int v = 0; v < BR / 2; v += 2) {
+              const float2 d2 = *reinterpret_cast<const float2*>(dd + 8 * (v / 4) + col_lane);
+              const __nv_bfloat162 two =
+                  __floats2bfloat162_rn(tSrS(v) * (tSrdP(v) - d2.x), tSrS(v + 1) * (tSrdP(v + 1) - d2.y));
+              tdSr(v) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[0]);
+              tdSr(v + 1) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[1]);
+            }
           }
           detail::wg_gemm<false, true>(mma_kv, tdSr, tKVrQ(_, _, _, st.index()), tdKacc);
           if constexpr (K_::DQ != 0) {
@@ -432,12 +480,13 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
             }
             warpgroup_wait<0>();  // dQ part done
             // Both warpgroups have read dS before the next block writes it
-            // (ordered: and thread 0 has seen key blocks 0 .. n_block - 1
-            // add their parts to this query block: every earlier key block
-            // that sees a query of it walks it too, m_begin growing with n).
+            // (ordered: and thread 0 has seen key blocks n_lo(m) .. n_block - 1
+            // add their parts to this query block: the key blocks that walk
+            // it are a range, m_begin and m_stop growing with n; n_lo = 0
+            // without a window).
             const int flag = int(bh * p.m_blocks + m);
             if constexpr (K_::DQ == 3)
-              K_::Ordered::wait_eq(p.sem, ctid, flag, n_block);
+              K_::Ordered::wait_eq(p.sem, ctid, flag, n_block - K_::n_lo(p, m));
             else
               detail::named_sync(1, 256);
             if constexpr (K_::kTma) {
@@ -561,13 +610,16 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
     }
 
     if constexpr (K_::DQ == 2) {
-      // Partials: rows of the query blocks this key block skips (causal) hold
-      // zeros in its slot, so the fixed-order sum reads only written values.
-      const int64_t rows = min(int64_t(m_begin) * BR, int64_t(p.Sq));
+      // Partials: rows of the query blocks this key block skips (causal:
+      // before m_begin, window: from m_stop on) hold zeros in its slot, so
+      // the fixed-order sum reads only written values.
+      const int64_t lo = min(int64_t(m_begin) * BR, int64_t(p.Sq));
+      const int64_t hi = max(lo, min(int64_t(m_stop) * BR, int64_t(p.Sq)));
       for (int g = 0; g < p.group; ++g) {
         float4* z = reinterpret_cast<float4*>(
             p.dq + ((int64_t(blockIdx.y) * p.kb_count + blockIdx.x) * p.group + g) * p.Sq * D);
-        for (int64_t i = ctid; i < rows * D / 4; i += 256) z[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int64_t i = ctid; i < lo * D / 4; i += 256) z[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int64_t i = hi * D / 4 + ctid; i < int64_t(p.Sq) * D / 4; i += 256) z[i] = make_float4(0.f, 0.f, 0.f, 0.f);
       }
     }
 
@@ -649,6 +701,8 @@ struct BwdDq {
     const float* lse;
     const float* Dvec;
     T* dQ;
+    int window, softcap;        // Options (attention_wgmma.cuh)
+    float cap_k, cap_c, cap_t;  // cap_t = 1 / (softcap log2 e)
   };
 };
 
@@ -676,6 +730,8 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_dq_wgmma_kernel(const __
     const int last_key = last_row + (p.Sk - p.Sq);
     n_max = last_key < 0 ? 0 : min(n_max, last_key / BC + 1);
   }
+  // Window: key blocks [n_min, n_max), as the forward.
+  const int n_min = p.window > 0 ? window_first_block(m_block * BR + (p.Sk - p.Sq) - p.window + 1, BC, n_max) : 0;
 
   if (tid == 0) {
     cute::prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
@@ -702,7 +758,7 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_dq_wgmma_kernel(const __
 
   if (warp_group == 0) {
     cutlass::arch::warpgroup_reg_dealloc<K_::kProducerRegs>();
-    if (tid == 0 && n_max > 0) {
+    if (tid == 0 && n_max > n_min) {
       Tensor mQ = p.tma_q.get_tma_tensor(make_shape(p.Sq, D, p.H, p.B));
       Tensor mdO = p.tma_do.get_tma_tensor(make_shape(p.Sq, D, p.H, p.B));
       Tensor mK = p.tma_k.get_tma_tensor(make_shape(p.Sk, D, p.Hkv, p.B));
@@ -719,7 +775,7 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_dq_wgmma_kernel(const __
       copy(p.tma_q.with(ss.q_bar), tQg, tQs);
       copy(p.tma_do.with(ss.q_bar), tdOg, tdOs);
       PipelineState st = cutlass::make_producer_start_state<Pipeline>();
-      for (int n = 0; n < n_max; ++n) {
+      for (int n = n_min; n < n_max; ++n) {
         pipe_k.producer_acquire(st);
         copy(p.tma_k.with(*pipe_k.producer_get_barrier(st)), tKg(_, n), tKs(_, st.index()));
         pipe_v.producer_acquire(st);
@@ -767,17 +823,22 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_dq_wgmma_kernel(const __
     }
     const int diag = m_block * BR + (p.Sk - p.Sq);
 
-    if (n_max > 0) {
+    if (n_max > n_min) {
       Barrier::wait(&ss.q_bar, 0);
       PipelineState st;
-      for (int n = 0; n < n_max; ++n) {
+      for (int n = n_min; n < n_max; ++n) {
         pipe_k.consumer_wait(st);
         detail::wg_gemm<true, false>(mma_s, tSrQ, tSrK(_, _, _, st.index()), tSrS);
         pipe_v.consumer_wait(st);
         detail::wg_gemm<true, false>(mma_s, tSrdO, tSrV(_, _, _, st.index()), tSrdP);
         warpgroup_wait<1>();  // S done
+        if (p.softcap) {
+          CUTLASS_PRAGMA_UNROLL
+          for (int v = 0; v < BC / 2; ++v) tSrS(v) = detail::softcap_raw(tSrS(v), p.cap_k, p.cap_c);
+        }
         const int kb = n * BC;
-        const bool need_mask = kb + BC > p.Sk || (p.causal && kb + BC - 1 > diag);
+        const bool need_mask = kb + BC > p.Sk || (p.causal && kb + BC - 1 > diag) ||
+                               (p.window > 0 && kb <= diag + BR - 1 - p.window);
         CUTLASS_PRAGMA_UNROLL
         for (int v = 0; v < BC / 2; ++v) {
           const int r = (v / 2) % 2;
@@ -785,19 +846,34 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_dq_wgmma_kernel(const __
           if (need_mask) {
             const int col = kb + 8 * (v / 4) + col_lane + (v % 2);
             const int row = row0 + 8 * r;
-            if (col >= p.Sk || (p.causal && col > row + (p.Sk - p.Sq))) e = 0.f;
+            if (col >= p.Sk || (p.causal && col > row + (p.Sk - p.Sq)) ||
+                (p.window > 0 && col <= row + (p.Sk - p.Sq) - p.window))
+              e = 0.f;
           }
           tSrS(v) = e;
         }
         warpgroup_wait<0>();  // dP done
         pipe_v.consumer_release(st);
-        CUTLASS_PRAGMA_UNROLL
-        for (int v = 0; v < BC / 2; v += 2) {
-          const int r = (v / 2) % 2;
-          const __nv_bfloat162 two =
-              __floats2bfloat162_rn(tSrS(v) * (tSrdP(v) - dd[r]), tSrS(v + 1) * (tSrdP(v + 1) - dd[r]));
-          tdSr(v) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[0]);
-          tdSr(v + 1) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[1]);
+        if (p.softcap) {  // dS times 1 - t^2, t recovered from P and the LSE
+          CUTLASS_PRAGMA_UNROLL
+          for (int v = 0; v < BC / 2; v += 2) {
+            const int r = (v / 2) % 2;
+            const float f0 = detail::softcap_grad(tSrS(v), lse2[r], p.cap_t);
+            const float f1 = detail::softcap_grad(tSrS(v + 1), lse2[r], p.cap_t);
+            const __nv_bfloat162 two = __floats2bfloat162_rn(tSrS(v) * (tSrdP(v) - dd[r]) * f0,
+                                                             tSrS(v + 1) * (tSrdP(v + 1) - dd[r]) * f1);
+            tdSr(v) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[0]);
+            tdSr(v + 1) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[1]);
+          }
+        } else {
+          CUTLASS_PRAGMA_UNROLL
+          for (int v = 0; v < BC / 2; v += 2) {
+            const int r = (v / 2) % 2;
+            const __nv_bfloat162 two =
+                __floats2bfloat162_rn(tSrS(v) * (tSrdP(v) - dd[r]), tSrS(v + 1) * (tSrdP(v + 1) - dd[r]));
+            tdSr(v) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[0]);
+            tdSr(v + 1) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[1]);
+          }
         }
         detail::wg_gemm<false, true>(mma_dq, tdSr, tQrK(_, _, _, st.index()), tdQacc);
         warpgroup_wait<0>();
@@ -905,6 +981,14 @@ void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const flo
       dq,
       sem,
       0, 0, 0};
+  {
+    const Options opt(pr);
+    P.window = opt.window;
+    P.softcap = opt.softcap;
+    P.cap_k = opt.cap_k;
+    P.cap_c = opt.cap_c;
+    P.cap_t = pr.softcap > 0 ? float(1.0 / (pr.softcap * 1.4426950408889634)) : 0.f;
+  }
   const int64_t n_kb = (pr.Sk + Cfg::BC - 1) / Cfg::BC;
   if (kb_count < 0) kb_count = n_kb - kb_begin;
   if (units < 0) units = pr.B * pr.Hkv - unit_begin;
@@ -963,6 +1047,14 @@ void launch_bwd_dq(const AttentionProblem& pr, const AttentionArgs& a, const flo
       a.lse_in,
       Dvec,
       static_cast<T*>(a.dQ)};
+  {
+    const Options opt(pr);
+    P.window = opt.window;
+    P.softcap = opt.softcap;
+    P.cap_k = opt.cap_k;
+    P.cap_c = opt.cap_c;
+    P.cap_t = pr.softcap > 0 ? float(1.0 / (pr.softcap * 1.4426950408889634)) : 0.f;
+  }
   auto kernel = attention_bwd_dq_wgmma_kernel<Cfg>;
   const size_t smem = bwd_dq_smem_bytes<Cfg>();
   DETFUSE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
