@@ -38,24 +38,27 @@ DF=$B/cli/detfuse
 
 # 1. tests (timeouts are caps; the whole script stays under 4 minutes)
 run variants_cpu 10 "$TV"
-run attention_gpu 40 "$TA" --gtest_filter='*Correct*:*DeterminismSoftcapWindow*'
-run attention_wgmma 45 "$TW" --gtest_filter='AttentionWgmmaGpu.*:AttentionWgmmaBwdGpu.MatchesFloat64ReferenceAndRepeats:AttentionWgmmaBwdGpu.OrderedManyKeyBlocks:AttentionWgmmaBwdGpu.SanitizerSizedSoftcapWindow'
+run attention_gpu 35 "$TA" --gtest_filter='*Correct*:*DeterminismSoftcapWindow*'
+run attention_wgmma 55 "$TW" --gtest_filter='AttentionWgmmaGpu.*:AttentionWgmmaBwdGpu.MatchesFloat64ReferenceAndRepeats:AttentionWgmmaBwdGpu.OrderedManyKeyBlocks:AttentionWgmmaBwdGpu.SanitizerSizedSoftcapWindow:AttentionWgmmaBwdGpu.SanitizerSizedWindowOrdered'
 
-# 2. sanitizers (small filters: every wgmma strategy on the sanitizer-sized
-#    softcap+window cases; two fma strategies on the softcap+window cases)
-SW='AttentionWgmmaBwdGpu.SanitizerSizedSoftcapWindow'
-run memcheck_wgmma 20 compute-sanitizer --tool memcheck --error-exitcode 9 "$TW" --gtest_filter="$SW"
-run racecheck_wgmma 30 compute-sanitizer --tool racecheck --error-exitcode 9 "$TW" --gtest_filter="$SW"
-run synccheck_wgmma 20 compute-sanitizer --tool synccheck --error-exitcode 9 "$TW" --gtest_filter="$SW"
-run memcheck_fma 15 compute-sanitizer --tool memcheck --error-exitcode 9 "$TA" \
+# 2. sanitizers (small filters: memcheck and synccheck over every wgmma strategy
+#    on the sanitizer-sized softcap+window cases, racecheck over the ordered
+#    ones (semaphores, TMA dQ writer) on the window case; memcheck over two fma
+#    strategies on the softcap+window cases)
+SW='AttentionWgmmaBwdGpu.SanitizerSizedSoftcapWindow:AttentionWgmmaBwdGpu.SanitizerSizedWindowOrdered'
+run memcheck_wgmma 25 compute-sanitizer --tool memcheck --error-exitcode 9 "$TW" --gtest_filter="$SW"
+run racecheck_wgmma 25 compute-sanitizer --tool racecheck --error-exitcode 9 "$TW" \
+  --gtest_filter='AttentionWgmmaBwdGpu.SanitizerSizedWindowOrdered' 
+run synccheck_wgmma 25 compute-sanitizer --tool synccheck --error-exitcode 9 "$TW" --gtest_filter="$SW"
+run memcheck_fma 10 compute-sanitizer --tool memcheck --error-exitcode 9 "$TA" \
   --gtest_filter='*DeterminismSoftcapWindow*bf16_fma_partials_br32_bc32_w4_d64*:*DeterminismSoftcapWindow*fp32_fma_atomic_br32_bc32_w4_d64*'
 
 # 3. the cost of softcap 50 + window 1024 at the issue's shape (causal)
 W=attention.bf16.wgmma
 VS="--variant $W.owning.br64_bc128_st2_qbc64_qst2_d128 --variant $W.ordered.br64_bc128_st2_tma1_d128
     --variant $W.fwd.br128_bc128_st2_ov1_pp1_d128"
-run bench_plain 30 "$DF" bench attention --shape 4,32,32,4096,4096,128 --causal $VS --repeats 3
-run bench_softcap50_window1024 30 "$DF" bench attention --shape 4,32,32,4096,4096,128 --causal \
+run bench_plain 25 "$DF" bench attention --shape 4,32,32,4096,4096,128 --causal $VS --repeats 3
+run bench_softcap50_window1024 25 "$DF" bench attention --shape 4,32,32,4096,4096,128 --causal \
   --softcap 50 --window 1024 $VS --repeats 3
 
 {

@@ -438,6 +438,19 @@ TEST(AttentionWgmmaBwdGpu, SanitizerSizedSoftcapWindow) {
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 4100, /*repeats=*/2), int(vs.size() * std::size(cases)));
 }
 
+// The ordered variants alone (plain and TMA semaphores) on the non-causal
+// window case above, where query blocks 1 and 2 start at key block 1: the
+// racecheck filter of experiments/device/attnfeat.sh.
+TEST(AttentionWgmmaBwdGpu, SanitizerSizedWindowOrdered) {
+  REQUIRE_SM90();
+  std::vector<const AttentionVariant*> vs;
+  for (const auto* v : wgmma_bwd_variants())
+    if (v->desc.strategy == "ordered") vs.push_back(v);
+  ASSERT_EQ(vs.size(), 5u);
+  const Case cases[] = {{1, 2, 1, 150, 331, false, 0.0, "sanitizer: window 100, softcap 2, non-causal", 2.0, 100}};
+  EXPECT_EQ(check_backward(vs, cases, std::size(cases), 4200, /*repeats=*/2), int(vs.size()));
+}
+
 // Ordered dQ over many key blocks (18 per unit, 8 units): every key block of
 // a query block waits for the ones before it, across GQA heads, causal (key
 // blocks that skip the first query blocks) and not.
@@ -452,8 +465,8 @@ TEST(AttentionWgmmaBwdGpu, OrderedManyKeyBlocks) {
       {2, 8, 4, 2100, 2304, true, 0.0, "ordered: 18 key blocks, causal Sq < Sk, odd Sq"},
       // Windows: the key blocks that walk a query block start after 0
       // (n_lo(m) > 0), so the semaphore counts from there.
-      {2, 8, 4, 2100, 2304, true, 0.0, "ordered: window 700, causal, softcap 20", 20.0, 700},
-      {2, 8, 4, 640, 2304, false, 0.0, "ordered: window 500, non-causal Sq < Sk", 0.0, 500},
+      {1, 4, 2, 2100, 2304, true, 0.0, "ordered: window 700, causal, softcap 20", 20.0, 700},
+      {1, 4, 2, 640, 2304, false, 0.0, "ordered: window 500, non-causal Sq < Sk", 0.0, 500},
   };
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 5000), int(vs.size() * std::size(cases)));
 }

@@ -209,12 +209,14 @@ struct Options {
   int window = 0;
   int softcap = 0;
   float cap_k = 0.f, cap_c = 0.f;
+  float cap_t = 0.f;  // the backward's 1 / (softcap log2 e) (detail::softcap_grad)
   explicit Options(const AttentionProblem& pr) {
     window = pr.window > 0 && pr.window < pr.Sk ? int(pr.window) : 0;
     if (pr.softcap > 0) {
       softcap = 1;
       cap_k = float(2.0 * pr.softmax_scale() * 1.4426950408889634 / pr.softcap);
       cap_c = float(pr.softcap / pr.softmax_scale());
+      cap_t = float(1.0 / (pr.softcap * 1.4426950408889634));
     }
   }
 };
@@ -509,6 +511,7 @@ void launch_fwd(const AttentionProblem& pr, const AttentionArgs& a, cudaStream_t
   auto gv = make_tensor(make_gmem_ptr(static_cast<T const*>(a.V)), make_shape(Sk, D, Hkv, B),
                         make_stride(int64_t(D), _1{}, int64_t(Sk) * D, int64_t(Hkv) * Sk * D));
 
+  const Options opt(pr);
   typename K_::Params P{
       make_tma_copy(SM90_TMA_LOAD{}, gq, typename K_::SmemQ{}, Shape<Int<Cfg::BR>, Int<D>>{}, _1{}),
       make_tma_copy(SM90_TMA_LOAD{}, gk, take<0, 2>(typename K_::SmemK{}), Shape<Int<Cfg::BC>, Int<D>>{}, _1{}),
@@ -519,12 +522,11 @@ void launch_fwd(const AttentionProblem& pr, const AttentionArgs& a, cudaStream_t
       float(pr.softmax_scale()),
       float(pr.softmax_scale() * 1.4426950408889634),
       static_cast<T*>(a.O),
-      a.lse};
-  const Options opt(pr);
-  P.window = opt.window;
-  P.softcap = opt.softcap;
-  P.cap_k = opt.cap_k;
-  P.cap_c = opt.cap_c;
+      a.lse,
+      opt.window,
+      opt.softcap,
+      opt.cap_k,
+      opt.cap_c};
 
   auto kernel = attention_fwd_wgmma_kernel<Cfg>;
   const size_t smem = fwd_smem_bytes<Cfg>();

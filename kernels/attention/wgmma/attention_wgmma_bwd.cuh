@@ -30,9 +30,11 @@
 //                  bwd_dq_tma_convert un-permutes it into dQ afterwards.
 //   epilogue       dK * scale and dV, bf16, keys < Sk.
 // Softcap and window (run-time, as in the forward): S goes through
-// detail::softcap_raw before P is formed, and dS is multiplied by 1 - t^2
-// with t = tanh recovered from P itself, t = (log2 P + LSE log2 e) / (c log2 e)
-// (one lg2 per element in the softcap branch, no register kept per score).
+// detail::softcap_raw before P is formed, and once P has been used (dV, in
+// bf16) it is multiplied by 1 - t^2 in place, with t = tanh recovered from P
+// itself, t = (log2 P + LSE log2 e) / (c log2 e) (one lg2 per element in the
+// softcap branch, no register kept per score), so dS = (P (1 - t^2)) (dP - D)
+// comes out of the unchanged dS code.
 // The window bounds the query blocks a key block walks from above
 // ([m_begin, m_stop): the producer loads no query block that sees none of its
 // keys); the ordered dQ waits for the key blocks [n_lo(m), n) that walk query
@@ -421,28 +423,21 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
             tPr(v + 1) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[1]);
           }
           detail::wg_gemm<false, true>(mma_kv, tPr, tKVrdO(_, _, _, st.index()), tdVacc);
+          if (p.softcap) {
+            // P^T (in bf16 for dV already) times 1 - t^2, t recovered from P^T
+            // and the LSE: dS^T = (P^T (1 - t^2)) (dP^T - D) below, unchanged.
+            CUTLASS_PRAGMA_UNROLL
+            for (int v = 0; v < BR / 2; ++v)
+              tSrS(v) *= detail::softcap_grad(tSrS(v), lse2[8 * (v / 4) + col_lane + (v % 2)], p.cap_t);
+          }
           warpgroup_wait<1>();  // dP^T done (dV may still run)
-          if (p.softcap) {  // dS^T times 1 - t^2, t recovered from P^T and the LSE
-            CUTLASS_PRAGMA_UNROLL
-            for (int v = 0; v < BR / 2; v += 2) {
-              const float2 d2 = *reinterpret_cast<const float2*>(dd + 8 * (v / 4) + col_lane);
-              const float2 l2 = *reinterpret_cast<const float2*>(lse2 + 8 * (v / 4) + col_lane);
-              const float f0 = detail::softcap_grad(tSrS(v), l2.x, p.cap_t);
-              const float f1 = detail::softcap_grad(tSrS(v + 1), l2.y, p.cap_t);
-              const __nv_bfloat162 two = __floats2bfloat162_rn(tSrS(v) * (tSrdP(v) - d2.x) * f0,
-                                                               tSrS(v + 1) * (tSrdP(v + 1) - d2.y) * f1);
-              tdSr(v) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[0]);
-              tdSr(v + 1) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[1]);
-            }
-          } else {
-            CUTLASS_PRAGMA_UNROLL
-            for (int v = 0; v < BR / 2; v += 2) {
-              const float2 d2 = *reinterpret_cast<const float2*>(dd + 8 * (v / 4) + col_lane);
-              const __nv_bfloat162 two =
-                  __floats2bfloat162_rn(tSrS(v) * (tSrdP(v) - d2.x), tSrS(v + 1) * (tSrdP(v + 1) - d2.y));
-              tdSr(v) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[0]);
-              tdSr(v + 1) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[1]);
-            }
+          CUTLASS_PRAGMA_UNROLL
+          for (int v = 0; v < BR / 2; v += 2) {
+            const float2 d2 = *reinterpret_cast<const float2*>(dd + 8 * (v / 4) + col_lane);
+            const __nv_bfloat162 two =
+                __floats2bfloat162_rn(tSrS(v) * (tSrdP(v) - d2.x), tSrS(v + 1) * (tSrdP(v + 1) - d2.y));
+            tdSr(v) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[0]);
+            tdSr(v + 1) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[1]);
           }
           detail::wg_gemm<false, true>(mma_kv, tdSr, tKVrQ(_, _, _, st.index()), tdKacc);
           if constexpr (K_::DQ != 0) {
@@ -852,28 +847,19 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_dq_wgmma_kernel(const __
           }
           tSrS(v) = e;
         }
+        if (p.softcap) {  // P times 1 - t^2 (t recovered from P and the LSE): dS below unchanged
+          CUTLASS_PRAGMA_UNROLL
+          for (int v = 0; v < BC / 2; ++v) tSrS(v) *= detail::softcap_grad(tSrS(v), lse2[(v / 2) % 2], p.cap_t);
+        }
         warpgroup_wait<0>();  // dP done
         pipe_v.consumer_release(st);
-        if (p.softcap) {  // dS times 1 - t^2, t recovered from P and the LSE
-          CUTLASS_PRAGMA_UNROLL
-          for (int v = 0; v < BC / 2; v += 2) {
-            const int r = (v / 2) % 2;
-            const float f0 = detail::softcap_grad(tSrS(v), lse2[r], p.cap_t);
-            const float f1 = detail::softcap_grad(tSrS(v + 1), lse2[r], p.cap_t);
-            const __nv_bfloat162 two = __floats2bfloat162_rn(tSrS(v) * (tSrdP(v) - dd[r]) * f0,
-                                                             tSrS(v + 1) * (tSrdP(v + 1) - dd[r]) * f1);
-            tdSr(v) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[0]);
-            tdSr(v + 1) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[1]);
-          }
-        } else {
-          CUTLASS_PRAGMA_UNROLL
-          for (int v = 0; v < BC / 2; v += 2) {
-            const int r = (v / 2) % 2;
-            const __nv_bfloat162 two =
-                __floats2bfloat162_rn(tSrS(v) * (tSrdP(v) - dd[r]), tSrS(v + 1) * (tSrdP(v + 1) - dd[r]));
-            tdSr(v) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[0]);
-            tdSr(v + 1) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[1]);
-          }
+        CUTLASS_PRAGMA_UNROLL
+        for (int v = 0; v < BC / 2; v += 2) {
+          const int r = (v / 2) % 2;
+          const __nv_bfloat162 two =
+              __floats2bfloat162_rn(tSrS(v) * (tSrdP(v) - dd[r]), tSrS(v + 1) * (tSrdP(v + 1) - dd[r]));
+          tdSr(v) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[0]);
+          tdSr(v + 1) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[1]);
         }
         detail::wg_gemm<false, true>(mma_dq, tdSr, tQrK(_, _, _, st.index()), tdQacc);
         warpgroup_wait<0>();
@@ -964,6 +950,7 @@ void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const flo
   auto gdo = detail::gtensor<T>(a.dO, Sq, D, H, B);
   auto gk = detail::gtensor<T>(a.K, Sk, D, Hkv, B);
   auto gv = detail::gtensor<T>(a.V, Sk, D, Hkv, B);
+  const Options opt(pr);
   typename K_::Params P{
       make_tma_copy(SM90_TMA_LOAD{}, gq, take<0, 2>(typename K_::SmemQ{}), Shape<Int<Cfg::BR>, Int<D>>{}, _1{}),
       make_tma_copy(SM90_TMA_LOAD{}, gdo, take<0, 2>(typename K_::SmemQ{}), Shape<Int<Cfg::BR>, Int<D>>{}, _1{}),
@@ -980,15 +967,8 @@ void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const flo
       static_cast<T*>(a.dV),
       dq,
       sem,
-      0, 0, 0};
-  {
-    const Options opt(pr);
-    P.window = opt.window;
-    P.softcap = opt.softcap;
-    P.cap_k = opt.cap_k;
-    P.cap_c = opt.cap_c;
-    P.cap_t = pr.softcap > 0 ? float(1.0 / (pr.softcap * 1.4426950408889634)) : 0.f;
-  }
+      0, 0, 0,
+      opt.window, opt.softcap, opt.cap_k, opt.cap_c, opt.cap_t};
   const int64_t n_kb = (pr.Sk + Cfg::BC - 1) / Cfg::BC;
   if (kb_count < 0) kb_count = n_kb - kb_begin;
   if (units < 0) units = pr.B * pr.Hkv - unit_begin;
@@ -1034,6 +1014,7 @@ void launch_bwd_dq(const AttentionProblem& pr, const AttentionArgs& a, const flo
   auto gdo = detail::gtensor<T>(a.dO, Sq, D, H, B);
   auto gk = detail::gtensor<T>(a.K, Sk, D, Hkv, B);
   auto gv = detail::gtensor<T>(a.V, Sk, D, Hkv, B);
+  const Options opt(pr);
   typename K_::Params P{
       make_tma_copy(SM90_TMA_LOAD{}, gq, typename K_::SmemQ{}, Shape<Int<Cfg::BR>, Int<D>>{}, _1{}),
       make_tma_copy(SM90_TMA_LOAD{}, gdo, typename K_::SmemQ{}, Shape<Int<Cfg::BR>, Int<D>>{}, _1{}),
@@ -1046,15 +1027,8 @@ void launch_bwd_dq(const AttentionProblem& pr, const AttentionArgs& a, const flo
       float(pr.softmax_scale() * 1.4426950408889634),
       a.lse_in,
       Dvec,
-      static_cast<T*>(a.dQ)};
-  {
-    const Options opt(pr);
-    P.window = opt.window;
-    P.softcap = opt.softcap;
-    P.cap_k = opt.cap_k;
-    P.cap_c = opt.cap_c;
-    P.cap_t = pr.softcap > 0 ? float(1.0 / (pr.softcap * 1.4426950408889634)) : 0.f;
-  }
+      static_cast<T*>(a.dQ),
+      opt.window, opt.softcap, opt.cap_k, opt.cap_c, opt.cap_t};
   auto kernel = attention_bwd_dq_wgmma_kernel<Cfg>;
   const size_t smem = bwd_dq_smem_bytes<Cfg>();
   DETFUSE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
