@@ -72,11 +72,14 @@ void add_problem_options(po::options_description& d, bool) {
       ("ignore-index", po::value<int64_t>()->default_value(-100), "flce: target value of ignored rows")
       ("label-smoothing", po::value<double>()->default_value(0.0), "flce: label smoothing in [0, 1)")
       ("z-loss", po::value<double>()->default_value(0.0), "flce: z-loss weight (lse_square_scale)")
-      ("softcap", po::value<double>()->default_value(0.0), "flce: logit softcap (0: off)")
+      ("softcap", po::value<double>()->default_value(0.0),
+       "flce: logit softcap; attention: score softcap c, s = c*tanh(s/c) (Gemma-2: 50) (0: off)")
       ("grad-output", po::value<double>()->default_value(1.0), "flce: upstream gradient scale")
       ("grad-dtype", po::value<std::string>()->default_value("fp32"), "flce: dX/dW dtype: fp32 or the input dtype")
       ("causal", "attention: causal mask (bottom-right aligned when Sq != Sk)")
-      ("scale", po::value<double>()->default_value(0.0), "attention: softmax scale (0: 1/sqrt(d))");
+      ("scale", po::value<double>()->default_value(0.0), "attention: softmax scale (0: 1/sqrt(d))")
+      ("window", po::value<int64_t>()->default_value(0),
+       "attention: sliding window, each query sees at most this many keys ending at its diagonal (0: off)");
 }
 
 Family kernel_family(const po::variables_map& vm, std::optional<Family> family) {
@@ -86,11 +89,11 @@ Family kernel_family(const po::variables_map& vm, std::optional<Family> family) 
 
 namespace {
 
-const char* kFlceOptions[] = {"reduction", "ignore-index", "label-smoothing", "z-loss", "softcap", "grad-output",
-                              "grad-dtype"};
+// (--softcap is both families'.)
+const char* kFlceOptions[] = {"reduction", "ignore-index", "label-smoothing", "z-loss", "grad-output", "grad-dtype"};
 
 FlceProblem flce_problem_from(const po::variables_map& vm, bool need_shape) {
-  for (const char* o : {"causal", "scale"})
+  for (const char* o : {"causal", "scale", "window"})
     if (vm.count(o) && !vm[o].defaulted())
       throw UsageError(std::string("--") + o + ": an attention option (use --kernel attention)");
   FlceProblem p;
@@ -134,6 +137,8 @@ AttentionProblem attention_problem_from(const po::variables_map& vm, bool need_s
   p.dtype = parse_dtype(vm["dtype"].as<std::string>());
   p.causal = vm.count("causal") > 0;
   p.scale = vm["scale"].as<double>();
+  p.softcap = vm["softcap"].as<double>();
+  p.window = vm["window"].as<int64_t>();
   if (need_shape || vm.count("shape")) p.validate();
   return p;
 }
@@ -436,7 +441,7 @@ int cmd_best(Env& env, const std::vector<std::string>& args) {
   po::variables_map vm;
   if (!parse(args, d, nullptr, vm,
              "usage: detfuse best --kernel flce --shape N,D,V --dtype bf16 [--gpu UUID|NAME] [--db PATH] [--json]\n"
-             "       detfuse best --kernel attention --shape B,H,Hkv,Sq,Sk,d [--causal] [--dtype bf16] ...\n\n"
+             "       detfuse best --kernel attention --shape B,H,Hkv,Sq,Sk,d [--causal] [--softcap C] [--window W] [--dtype bf16] ...\n\n"
              "The tuned best variant for this GPU and shape; else the nearest tuned shape with the same\n"
              "options (sum over the shape dims of |log2 ratio|: N, D, V; attention B, H, Hkv, Sq, Sk), marked\n"
              "as such; else the built-in heuristic, marked as such.",

@@ -60,7 +60,7 @@ int cmd_verify(Env& env, const std::vector<std::string>& args) {
   if (!parse(args, d, nullptr, vm,
              "usage: detfuse verify --kernel flce --shape N,D,V --dtype bf16 (--variant NAME|best | --all-variants)\n"
              "                      [--seed S] [--repeats K] [--inputs DIR] [--dump DIR] [--db PATH]\n"
-             "       detfuse verify --kernel attention --shape B,H,Hkv,Sq,Sk,d [--causal] (--variant NAME|best |\n"
+             "       detfuse verify --kernel attention --shape B,H,Hkv,Sq,Sk,d [--causal] [--softcap C] [--window W] (--variant NAME|best |\n"
              "                      --all-variants) [...]\n\n"
              "Runs each variant K times (forward+backward) on the seeded inputs, prints the digest of every\n"
              "output (flce: loss, lse, dX, dW; attention: O, lse, dQ, dK, dV), and compares them with the\n"
@@ -173,7 +173,7 @@ int cmd_bench(Env& env, const std::vector<std::string>& args) {
   if (!parse(args, d, &pos, vm,
              "usage: detfuse bench flce --shape N,D,V --dtype bf16|fp32 [--variant NAME] [--repeats K] [--json]\n"
              "                          [--inputs DIR]\n"
-             "       detfuse bench attention --shape B,H,Hkv,Sq,Sk,d [--causal] [--dtype bf16|fp32] [...]\n\n"
+             "       detfuse bench attention --shape B,H,Hkv,Sq,Sk,d [--causal] [--softcap C] [--window W] [--dtype bf16|fp32] [...]\n\n"
              "flce, per variant: median and spread of forward_backward time, TFLOP/s (6*N*D*V), ratio to\n"
              "three cuBLAS GEMMs of the shape timed in the same run, peak extra device memory, and the\n"
              "number of distinct dW digests over K repeats.\n"

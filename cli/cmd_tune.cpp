@@ -95,7 +95,7 @@ int cmd_tune(Env& env, const std::vector<std::string>& args) {
   if (!parse(args, d, nullptr, vm,
              "usage: detfuse tune --kernel flce (--shape N,D,V | --preset llm-heads) [--dtype bf16] [options]\n"
              "       detfuse tune --kernel attention (--shape B,H,Hkv,Sq,Sk,d | --preset llm-attention) [--causal]\n"
-             "                    [--dtype bf16] [options]\n\n"
+             "                    [--softcap C] [--window W] [--dtype bf16] [options]\n\n"
              "Measures every registered variant of the family and dtype on this GPU: can_run refusals,\n"
              "correctness against the float64 reference, K repeats with digests of every output (flce: loss,\n"
              "lse, dX, dW; attention: O, lse, dQ, dK, dV), timing of forward+backward (L2 flushed, median of\n"

@@ -1,10 +1,13 @@
 // Float64 attention reference (see attention_ref.h).
 //
-// Per (b, h), per block of up to 64 queries (rows i0 .. i0+R-1), with
-// ncols = the keys the last row of the block can see:
+// Per (b, h), per block of up to 64 queries (rows i0 .. i0+R-1), with keys
+// [c0, c0 + ncols) = those some row of the block can see (the first row's
+// window start to the last row's causal end):
 //   S (R, ncols) = scale Q_blk K^T; masked entries and their P are 0
+//   softcap c > 0: S = c tanh(S / c) (before the mask)
 //   P = exp(S - max) / sum (= exp(S - lse)), O_blk = P V
-//   dP = dO_blk V^T, D_i = dO_i . O_i, dS = P (dP - D)
+//   dP = dO_blk V^T, D_i = dO_i . O_i, dS = P (dP - D), times 1 - (S / c)^2
+//   with the softcap
 //   dQ_blk = scale dS K, dK_h += dS^T Q_blk, dV_h += P^T dO_blk
 // dK_h is multiplied by scale after the last block, then the per-head partials
 // are summed over each GQA group in head order.
@@ -37,9 +40,12 @@ const double* as_double(const T* src, int64_t n, std::vector<double>& copy) {
   }
 }
 
-// Keys query i may see: [0, visible(i)).
+// Keys query i may see: [first_visible(i), visible(i)) (empty when first >= end).
 int64_t visible(const AttentionProblem& p, int64_t i) {
   return p.causal ? std::clamp<int64_t>(i + 1 + p.Sk - p.Sq, 0, p.Sk) : p.Sk;
+}
+int64_t first_visible(const AttentionProblem& p, int64_t i) {
+  return p.window > 0 ? std::clamp<int64_t>(i + 1 + p.Sk - p.Sq - p.window, 0, p.Sk) : 0;
 }
 
 }  // namespace
@@ -48,14 +54,13 @@ template <class T>
 AttentionResult attention_reference(const AttentionProblem& p, const T* Qt, const T* Kt, const T* Vt,
                                     const std::type_identity_t<T>* dOt, int threads) {
   p.validate();
-  if (p.softcap > 0 || p.window > 0)
-    throw invalid_argument("softcap/window: not implemented in the attention reference yet");
   if (!Qt) throw invalid_argument("Q: null pointer");
   if (!Kt) throw invalid_argument("K: null pointer");
   if (!Vt) throw invalid_argument("V: null pointer");
   const bool backward = dOt != nullptr;
   const int64_t B = p.B, H = p.H, Hkv = p.Hkv, Sq = p.Sq, Sk = p.Sk, d = p.d, G = H / Hkv;
   const double scale = p.softmax_scale();
+  const double cap = p.softcap;
   const int64_t nq = B * H * Sq * d, nk = B * Hkv * Sk * d;
   std::vector<double> cq, ck, cv, cdo;
   const double* Q = as_double(Qt, nq, cq);
@@ -75,7 +80,9 @@ AttentionResult attention_reference(const AttentionProblem& p, const T* Qt, cons
 
   constexpr int64_t kQB = 64;
   const int nt = detail::resolve_threads(threads);
-  std::vector<std::vector<double>> sbuf(static_cast<size_t>(nt)), dpbuf(static_cast<size_t>(nt));
+  // Per worker: S / P, dP / dS, and with the softcap 1 - tanh^2 of each score.
+  std::vector<std::vector<double>> sbuf(static_cast<size_t>(nt)), dpbuf(static_cast<size_t>(nt)),
+      tbuf(static_cast<size_t>(nt));
   const double kNegInf = -std::numeric_limits<double>::infinity();
 
   parallel_for(B * H, nt, [&](int64_t bh, int w) {
@@ -87,53 +94,71 @@ AttentionResult attention_reference(const AttentionProblem& p, const T* Qt, cons
     double* Lh = res.lse.data() + bh * Sq;               // (Sq)
     auto& S = sbuf[size_t(w)];
     auto& dP = dpbuf[size_t(w)];
+    auto& dT = tbuf[size_t(w)];
     S.resize(size_t(kQB * Sk));
     if (backward) dP.resize(size_t(kQB * Sk));
+    if (backward && cap > 0) dT.resize(size_t(kQB * Sk));
     for (int64_t i0 = 0; i0 < Sq; i0 += kQB) {
       const int64_t R = std::min(kQB, Sq - i0);
-      const int64_t ncols = visible(p, i0 + R - 1);
-      if (ncols == 0) {  // no row of the block sees a key: O = 0, LSE = -inf, no gradient
+      // Keys [c0, c0 + ncols): the first row's window start (it grows with
+      // the row) to the last row's end; ncols <= 0: no row sees a key.
+      const int64_t c0 = first_visible(p, i0), ncols = visible(p, i0 + R - 1) - c0;
+      if (ncols <= 0) {  // no row of the block sees a key: O = 0, LSE = -inf, no gradient
         std::fill(Lh + i0, Lh + i0 + R, kNegInf);
         continue;
       }
-      gemm_abt(R, ncols, d, Qh + i0 * d, d, Kh, d, S.data(), ncols);  // S (R, ncols)
+      const double* Kc = Kh + c0 * d;                                 // (ncols, d)
+      const double* Vc = Vh + c0 * d;                                 // (ncols, d)
+      gemm_abt(R, ncols, d, Qh + i0 * d, d, Kc, d, S.data(), ncols);  // S (R, ncols)
       for (int64_t r = 0; r < R; ++r) {
         double* s = S.data() + r * ncols;
-        const int64_t vis = visible(p, i0 + r);
-        if (vis == 0) {
+        // This row's keys, as columns of the block: [lo, hi).
+        const int64_t lo = first_visible(p, i0 + r) - c0, hi = visible(p, i0 + r) - c0;
+        if (hi <= lo) {
           Lh[i0 + r] = kNegInf;
           std::fill(s, s + ncols, 0.0);
           continue;
         }
         double m = kNegInf;
-        for (int64_t j = 0; j < vis; ++j) {
+        for (int64_t j = lo; j < hi; ++j) {
           s[j] *= scale;
+          if (cap > 0) {
+            const double t = std::tanh(s[j] / cap);
+            s[j] = cap * t;
+            if (backward) dT[size_t(r * ncols + j)] = 1.0 - t * t;
+          }
           m = std::max(m, s[j]);
         }
         double sum = 0.0;
-        for (int64_t j = 0; j < vis; ++j) sum += std::exp(s[j] - m);
+        for (int64_t j = lo; j < hi; ++j) sum += std::exp(s[j] - m);
         Lh[i0 + r] = m + std::log(sum);
-        for (int64_t j = 0; j < vis; ++j) s[j] = std::exp(s[j] - m) / sum;  // P
-        std::fill(s + vis, s + ncols, 0.0);
+        for (int64_t j = lo; j < hi; ++j) s[j] = std::exp(s[j] - m) / sum;  // P
+        std::fill(s, s + lo, 0.0);
+        std::fill(s + hi, s + ncols, 0.0);
       }
       double* Ob = Oh + i0 * d;                                     // (R, d)
-      gemm_ab_acc(R, d, ncols, S.data(), ncols, 1, Vh, d, Ob, d);  // O = P V
+      gemm_ab_acc(R, d, ncols, S.data(), ncols, 1, Vc, d, Ob, d);  // O = P V
       if (!backward) continue;
 
       const double* dOb = dO + bh * Sq * d + i0 * d;                // (R, d)
-      gemm_abt(R, ncols, d, dOb, d, Vh, d, dP.data(), ncols);        // dP = dO V^T
+      gemm_abt(R, ncols, d, dOb, d, Vc, d, dP.data(), ncols);        // dP = dO V^T
       for (int64_t r = 0; r < R; ++r) {
         double Di = 0.0;
         for (int64_t k = 0; k < d; ++k) Di += dOb[r * d + k] * Ob[r * d + k];
         const double* pr = S.data() + r * ncols;
         double* ds = dP.data() + r * ncols;
         for (int64_t j = 0; j < ncols; ++j) ds[j] = pr[j] * (ds[j] - Di);  // 0 where masked
+        if (cap > 0) {  // through the cap: d(c tanh(s / c))/ds = 1 - tanh^2
+          const double* dt = dT.data() + r * ncols;
+          for (int64_t j = 0; j < ncols; ++j)
+            if (pr[j] != 0.0) ds[j] *= dt[j];
+        }
       }
       double* dQb = res.dQ.data() + bh * Sq * d + i0 * d;             // (R, d)
-      gemm_ab_acc(R, d, ncols, dP.data(), ncols, 1, Kh, d, dQb, d);  // dS K
+      gemm_ab_acc(R, d, ncols, dP.data(), ncols, 1, Kc, d, dQb, d);  // dS K
       for (int64_t k = 0; k < R * d; ++k) dQb[k] *= scale;
-      double* dKp = dKh.data() + bh * Sk * d;                            // (Sk, d)
-      double* dVp = dVh.data() + bh * Sk * d;                            // (Sk, d)
+      double* dKp = dKh.data() + (bh * Sk + c0) * d;                     // (ncols, d)
+      double* dVp = dVh.data() + (bh * Sk + c0) * d;                     // (ncols, d)
       gemm_ab_acc(ncols, d, R, dP.data(), 1, ncols, Qh + i0 * d, d, dKp, d);  // += dS^T Q
       gemm_ab_acc(ncols, d, R, S.data(), 1, ncols, dOb, d, dVp, d);          // += P^T dO
     }

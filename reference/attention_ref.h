@@ -2,10 +2,14 @@
 // (dQ, dK, dV), with the semantics of kernels/common/problem.h: S = scale Q K^T,
 // causal masking bottom-right aligned (query i sees key j iff j <= i + Sk - Sq),
 // GQA (head h reads kv head h / (H / Hkv); dK, dV sum over the heads sharing a
-// kv head), and rows that see no key give O = 0, LSE = -inf, zero gradients.
+// kv head), logit softcap (s = c tanh(s / c) before the mask; the backward
+// multiplies dS by 1 - (s / c)^2), sliding window (query i sees key j only if
+// j > i + Sk - Sq - window), and rows that see no key give O = 0, LSE = -inf,
+// zero gradients.
 //
 // Parallel over (b, h); each head works through its queries in blocks of 64
-// (a 64 x Sk score block, never Sq x Sk). dK/dV are formed per query head and
+// (a 64 x Sk score block at most, never Sq x Sk; with a window only the keys
+// the block's rows can see). dK/dV are formed per query head and
 // then summed over the heads of a group in head order, so results are bitwise
 // identical for any thread count.
 #pragma once

@@ -33,7 +33,7 @@ void FamilyTraits<AttentionProblem>::check_fits(const AttentionProblem& p, const
 Json FamilyTraits<AttentionProblem>::to_json(const AttentionProblem& p) {
   return {{"B", p.B},   {"H", p.H},           {"Hkv", p.Hkv},   {"Sq", p.Sq},
           {"Sk", p.Sk}, {"d", p.d},           {"causal", p.causal}, {"scale", p.scale},
-          {"dtype", to_string(p.dtype)}};
+          {"dtype", to_string(p.dtype)}, {"softcap", p.softcap}, {"window", p.window}};
 }
 
 AttentionProblem FamilyTraits<AttentionProblem>::from_json(const Json& j) {
@@ -47,6 +47,9 @@ AttentionProblem FamilyTraits<AttentionProblem>::from_json(const Json& j) {
   p.causal = j.at("causal").get<bool>();
   p.scale = j.at("scale").get<double>();
   p.dtype = parse_dtype(j.at("dtype").get<std::string>());
+  // Absent in records written before the options existed: off.
+  if (j.contains("softcap")) p.softcap = j.at("softcap").get<double>();
+  if (j.contains("window")) p.window = j.at("window").get<int64_t>();
   return p;
 }
 

@@ -55,14 +55,14 @@ struct Driver {
     p.Sk = pr.Sk;
     p.scale = float(pr.softmax_scale());
     p.causal = pr.causal;
+    p.softcap = float(pr.softcap);
+    p.window = pr.window < pr.Sk ? pr.window : 0;  // >= Sk hides no key (problem.h)
     return p;
   }
 
   static std::optional<std::string> can_run(const AttentionProblem& p, AttentionMode m, const DeviceInfo& dev,
                                             Strategy st, int mb) {
     if (p.dtype != dtype) return std::string("dtype: this variant runs ") + detfuse::to_string(dtype);
-    if (p.softcap > 0) return std::string("softcap: not supported by the fma attention yet");
-    if (p.window > 0) return std::string("window: sliding windows are not supported by the fma attention yet");
     if (p.d != C::D)
       return "d: head dim " + std::to_string(p.d) + " is not this variant's " + std::to_string(C::D) +
              " (the attention engines are built for d = 64 and 128)";

@@ -6,6 +6,9 @@
 // product and sum is fp32 (expf/logf, no fast math), outputs are stored in the
 // problem dtype. This engine is the reference-grade path (fp32 errors of order
 // 1e-7) and the portable fallback; it makes no attempt at tensor-core speed.
+// Softcap (tanhf, exact to fp32) and the sliding window are run-time options:
+// key blocks no row of a query block sees (window, causal) are skipped by both
+// the forward and the backward, the edge blocks are masked per element.
 //
 // Kernels (T = element type, C = FmaConfig):
 //   fwd_kernel       CTA per (query block, b*H+h): S = scale Q K^T, running max
@@ -78,6 +81,8 @@ struct Params {
   int64_t B, H, Hkv, Sq, Sk;
   float scale;
   bool causal;
+  float softcap;   // 0: off; else s = softcap * tanh(s / softcap)
+  int64_t window;  // 0: off; else query i sees key j only if j > i + Sk - Sq - window
   int64_t n_blocks;   // query (or key) blocks per head
   int64_t kb_begin;   // bwd_kv: first key block of this launch
   int64_t kb_count;   // bwd_kv: key blocks in this launch (grid = kb_count * units)
@@ -125,6 +130,26 @@ __device__ __forceinline__ int64_t visible_keys(const Params& p, int64_t q0, int
   return last < 0 ? 0 : (last < p.Sk ? last : p.Sk);
 }
 
+// First key of the first key block of BC that a row >= q0 can see (window:
+// the first row's window starts there; else 0).
+template <int BC>
+__device__ __forceinline__ int64_t first_key_block(const Params& p, int64_t q0) {
+  if (p.window <= 0) return 0;
+  const int64_t k = q0 + (p.Sk - p.Sq) - p.window + 1;  // the first key row q0 sees
+  return k <= 0 ? 0 : k / BC * BC;
+}
+
+// Query i sees key j (both in range): causal and window bounds.
+__device__ __forceinline__ bool sees(const Params& p, int64_t i, int64_t j) {
+  const int64_t diag = i + (p.Sk - p.Sq);
+  return (!p.causal || j <= diag) && (p.window <= 0 || j > diag - p.window);
+}
+
+// A scaled score through the softcap (none when softcap = 0).
+__device__ __forceinline__ float cap_score(const Params& p, float s) {
+  return p.softcap > 0.f ? p.softcap * tanhf(s / p.softcap) : s;
+}
+
 template <class T, class C>
 __global__ void __launch_bounds__(C::NT) fwd_kernel(const Params p) {
   extern __shared__ float smem[];
@@ -143,7 +168,6 @@ __global__ void __launch_bounds__(C::NT) fwd_kernel(const Params p) {
 
   const int r = threadIdx.x / C::GR, g = threadIdx.x % C::GR;
   const int64_t qi = q0 + r;
-  const int64_t offset = p.Sk - p.Sq;
   float acc[C::OR];
 #pragma unroll
   for (int j = 0; j < C::OR; ++j) acc[j] = 0.f;
@@ -151,7 +175,7 @@ __global__ void __launch_bounds__(C::NT) fwd_kernel(const Params p) {
 
   load_tile<T, C>(Qs, Q, C::BR, rows);
   const int64_t n_keys = visible_keys(p, q0, rows);
-  for (int64_t k0 = 0; k0 < n_keys; k0 += C::BC) {
+  for (int64_t k0 = first_key_block<C::BC>(p, q0); k0 < n_keys; k0 += C::BC) {
     __syncthreads();  // Q loaded; the previous tile's readers of Ks, Vs, Ps are done
     load_tile<T, C>(Ks, K + k0 * C::D, C::BC, p.Sk - k0);
     load_tile<T, C>(Vs, V + k0 * C::D, C::BC, p.Sk - k0);
@@ -168,8 +192,8 @@ __global__ void __launch_bounds__(C::NT) fwd_kernel(const Params p) {
 #pragma unroll
     for (int t = 0; t < C::SC; ++t) {
       const int64_t kj = k0 + g + C::GR * t;
-      const bool ok = qi < p.Sq && kj < p.Sk && (!p.causal || kj <= qi + offset);
-      s[t] = ok ? s[t] * p.scale : kNegInf;
+      const bool ok = qi < p.Sq && kj < p.Sk && sees(p, qi, kj);
+      s[t] = ok ? cap_score(p, s[t] * p.scale) : kNegInf;
       mx = fmaxf(mx, s[t]);
     }
     mx = group_max<C::GR>(mx);
@@ -207,7 +231,9 @@ __global__ void __launch_bounds__(C::NT) fwd_kernel(const Params p) {
 
 // Score phase of the backward, shared by both backward kernels: for the query
 // tile in Qs/dOs (rows q0..) and the key tile in Ks/Vs (keys k0..), writes
-// P = exp(scale*s - lse) and dS = P * (dP - D) into Ps, dSs (masked: 0).
+// P = exp(scale*s - lse) and dS = P * (dP - D) into Ps, dSs (masked: 0);
+// with the softcap, P = exp(c tanh(scale*s / c) - lse) and dS is multiplied by
+// 1 - tanh^2.
 template <class C>
 __device__ __forceinline__ void bwd_scores(const Params& p, const float* Qs, const float* dOs, const float* Ks,
                                            const float* Vs, const float* lse_s, const float* D_s, float* Ps,
@@ -231,10 +257,16 @@ __device__ __forceinline__ void bwd_scores(const Params& p, const float* Qs, con
   for (int t = 0; t < C::SC; ++t) {
     const int c = g + C::GR * t;
     const int64_t kj = k0 + c;
-    const bool ok = qi < p.Sq && kj < p.Sk && (!p.causal || kj <= qi + (p.Sk - p.Sq)) && lse != kNegInf;
-    const float pv = ok ? expf(s[t] * p.scale - lse) : 0.f;
+    const bool ok = qi < p.Sq && kj < p.Sk && sees(p, qi, kj) && lse != kNegInf;
+    float sc = s[t] * p.scale, dcap = 1.f;
+    if (p.softcap > 0.f) {
+      const float th = tanhf(sc / p.softcap);
+      sc = p.softcap * th;
+      dcap = 1.f - th * th;
+    }
+    const float pv = ok ? expf(sc - lse) : 0.f;
     Ps[r * C::LS + c] = pv;
-    dSs[r * C::LS + c] = pv * (dp[t] - Dr);
+    dSs[r * C::LS + c] = pv * (dp[t] - Dr) * dcap;
   }
 }
 
@@ -284,16 +316,28 @@ __global__ void __launch_bounds__(C::NT) bwd_kv_kernel(const Params p) {
     const int64_t qmin = k0 - (p.Sk - p.Sq);
     qb_first = qmin <= 0 ? 0 : (qmin >= p.Sq ? n_qb : qmin / C::BR);
   }
+  // Window: query i sees key j only if i < j - (Sk - Sq) + window; the query
+  // blocks after the one of the last such row of the block's last key are skipped.
+  int64_t qb_end = n_qb;
+  if (p.window > 0) {
+    const int64_t kmax = (k0 + C::BC < p.Sk ? k0 + C::BC : p.Sk) - 1;
+    const int64_t qmax = kmax - (p.Sk - p.Sq) + p.window - 1;
+    qb_end = qmax < 0 ? 0 : (qmax / C::BR + 1 < n_qb ? qmax / C::BR + 1 : n_qb);
+  }
   const int64_t unit_elems = G * p.Sq * C::D;
   float* slab = M == DqMode::partials ? p.slab + (ul * p.kb_count + jl) * unit_elems : nullptr;
 
   for (int64_t hl = 0; hl < G; ++hl) {
     const int64_t h = hkv * G + hl, bh = b * p.H + h;
     if constexpr (M == DqMode::partials) {  // this key block contributes nothing to the skipped rows
-      const int64_t n0 = hl * p.Sq * C::D;
-      for (int64_t i = threadIdx.x; i < qb_first * C::BR * C::D && i < p.Sq * C::D; i += C::NT) slab[n0 + i] = 0.f;
+      float* s0 = slab + hl * p.Sq * C::D;
+      const int64_t lo = (qb_first * C::BR < p.Sq ? qb_first * C::BR : p.Sq) * C::D;  // rows [0, lo/D)
+      int64_t hi = (qb_end * C::BR < p.Sq ? qb_end * C::BR : p.Sq) * C::D;            // rows [hi/D, Sq)
+      hi = hi > lo ? hi : lo;
+      for (int64_t i = threadIdx.x; i < lo; i += C::NT) s0[i] = 0.f;
+      for (int64_t i = hi + threadIdx.x; i < p.Sq * C::D; i += C::NT) s0[i] = 0.f;
     }
-    for (int64_t qb = qb_first; qb < n_qb; ++qb) {
+    for (int64_t qb = qb_first; qb < qb_end; ++qb) {
       const int64_t q0 = qb * C::BR;
       __syncthreads();  // the previous tile's readers are done (and K, V are loaded)
       load_query_side<T, C>(p, bh, q0, Qs, dOs, lse_s, D_s);
@@ -365,7 +409,7 @@ __global__ void __launch_bounds__(C::NT) bwd_dq_kernel(const Params p) {
 
   load_query_side<T, C>(p, bh, q0, Qs, dOs, lse_s, D_s);
   const int64_t n_keys = visible_keys(p, q0, rows);
-  for (int64_t k0 = 0; k0 < n_keys; k0 += C::BC) {
+  for (int64_t k0 = first_key_block<C::BC>(p, q0); k0 < n_keys; k0 += C::BC) {
     __syncthreads();
     load_tile<T, C>(Ks, K + k0 * C::D, C::BC, p.Sk - k0);
     load_tile<T, C>(Vs, V + k0 * C::D, C::BC, p.Sk - k0);

@@ -2,7 +2,9 @@
 // its canonical name, so variants other engines add later are tested too),
 // against the float64 reference on the same rounded inputs: Sq != Sk, causal
 // with Sq > Sk (rows that see no key: O = 0, LSE = -inf, zero gradients, no
-// NaN), GQA, lengths that are no multiple of any block, large-magnitude scores.
+// NaN), GQA, lengths that are no multiple of any block, large-magnitude scores,
+// softcap, sliding windows (narrower and wider than a block, causal or not,
+// Sq != Sk both ways, keys no query sees, rows that see no key) and both.
 // Tolerances: relative norm error <= 1e-5 (fp32) / 2e-2 (bf16) for
 // O, dQ, dK, dV and 1e-4 for LSE. Determinism: 5 repeats of forward+backward;
 // deterministic variants must give identical digests of every output; atomic
@@ -43,6 +45,8 @@ struct Case {
   bool causal;
   double scale_factor;  // scale = scale_factor / sqrt(d)
   uint64_t seed;
+  double softcap = 0.0;
+  int64_t window = 0;
 };
 
 const std::vector<Case>& cases() {
@@ -52,6 +56,19 @@ const std::vector<Case>& cases() {
       {"causal_gqa_sq_lt_sk", 2, 4, 2, 45, 131, true, 1.0, 23},
       {"gqa3_sq_ne_sk", 1, 6, 2, 130, 67, false, 1.0, 24},
       {"large_scores", 1, 2, 1, 65, 97, false, 4.0, 25},  // scores ~ N(0, 16), |s| up to ~20
+      // Softcap 5 on scores ~ N(0, 16): most scores are bent, many saturate.
+      {"softcap", 1, 2, 2, 77, 90, false, 4.0, 26, 5.0},
+      // Sq < Sk without causal, window 50: keys 0..80 are seen by no query (dK = dV = 0 there).
+      {"window_sq_lt_sk", 1, 4, 2, 70, 200, false, 1.0, 27, 0.0, 50},
+      // Sq > Sk without causal: every row sees a window of up to 25 keys.
+      {"window_sq_gt_sk", 1, 2, 2, 180, 60, false, 1.0, 28, 0.0, 25},
+      // Causal Sq > Sk with a window: rows 0..79 see no key, the others at most 20.
+      {"causal_window_sq_gt_sk_empty_rows", 1, 2, 1, 150, 70, true, 1.0, 29, 0.0, 20},
+      // Causal GQA square, softcap and a window of 33.
+      {"softcap_window_causal_gqa", 2, 4, 2, 200, 200, true, 2.0, 30, 3.0, 33},
+      // Windows over several blocks of every engine (whole key blocks skipped both ways).
+      {"window_long_causal", 1, 2, 1, 600, 600, true, 1.0, 31, 0.0, 150},
+      {"window_long_sq_lt_sk", 1, 2, 2, 500, 700, false, 1.0, 32, 0.0, 130},
   };
   return cs;
 }
@@ -67,6 +84,8 @@ AttentionProblem problem_of(const Case& c, int64_t d, DType t) {
   p.causal = c.causal;
   p.scale = c.scale_factor / std::sqrt(double(d));
   p.dtype = t;
+  p.softcap = c.softcap;
+  p.window = c.window;
   return p;
 }
 
@@ -217,6 +236,15 @@ void check_case(const AttentionVariant& v, const Case& c) {
     }
   }
   if (c.name == "causal_sq_gt_sk_empty_rows") EXPECT_EQ(empty_rows, p.B * p.H * 63);
+  if (c.name == "causal_window_sq_gt_sk_empty_rows") EXPECT_EQ(empty_rows, p.B * p.H * 80);
+  if (c.name == "window_sq_lt_sk" && bwd) {  // keys 0..80 are seen by no query: dK, dV exactly 0
+    for (int64_t bk = 0; bk < p.B * p.Hkv; ++bk)
+      for (int64_t j = 0; j <= 80; ++j)
+        for (int64_t k = 0; k < p.d; ++k) {
+          ASSERT_EQ(dK[size_t((bk * p.Sk + j) * p.d + k)], 0.f) << "dK key " << j;
+          ASSERT_EQ(dV[size_t((bk * p.Sk + j) * p.d + k)], 0.f) << "dV key " << j;
+        }
+  }
   for (float x : O) ASSERT_FALSE(std::isnan(x));
   if (bwd)
     for (const auto* t : {&dQ, &dK, &dV})
@@ -249,10 +277,28 @@ TEST_P(AttentionGpu, Correct) {
   }
 }
 
+const Case& case_named(const std::string& name) {
+  for (const auto& c : cases())
+    if (c.name == name) return c;
+  throw Error("no test case " + name);
+}
+
+void check_determinism(const AttentionVariant& v, const Case& c);
+
 TEST_P(AttentionGpu, Determinism) {
   DETFUSE_REQUIRE_GPU();
-  const AttentionVariant& v = variant();
-  const Case& c = cases()[2];  // causal GQA, Sq != Sk
+  check_determinism(variant(), cases()[2]);  // causal GQA, Sq != Sk
+}
+
+TEST_P(AttentionGpu, DeterminismSoftcapWindow) {
+  DETFUSE_REQUIRE_GPU();
+  check_determinism(variant(), case_named("softcap_window_causal_gqa"));
+  if (HasFatalFailure() || IsSkipped()) return;
+  check_determinism(variant(), case_named("window_long_sq_lt_sk"));
+}
+
+void check_determinism(const AttentionVariant& v, const Case& c) {
+  SCOPED_TRACE(c.name);
   if (param(v.desc, "d") < 0) GTEST_SKIP() << v.desc.name << " has no head-dim parameter d";
   const AttentionProblem p = problem_of(c, param(v.desc, "d"), v.desc.dtype);
   if (auto why = v.can_run(p, AttentionMode::forward, cached_device(0))) GTEST_SKIP() << *why;

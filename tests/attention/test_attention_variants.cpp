@@ -107,6 +107,42 @@ TEST(AttentionVariants, CanRunRefusesOtherHeadDimsAndDtypesWithAReason) {
   }
 }
 
+// Softcap and sliding window run on every registered variant, every engine
+// (fma and, when built, wgmma), both modes: nothing refuses them any more; the
+// other refusals still come with their reasons when the options are set.
+TEST(AttentionVariants, EveryVariantRunsSoftcapAndWindow) {
+  const DeviceInfo dev = h200();
+  int fma = 0, wgmma = 0;
+  for (const auto& v : builtin_registry().attention()) {
+    const int64_t d = param(v.desc, "d");
+    for (bool causal : {false, true}) {
+      AttentionProblem p = prob(d, v.desc.dtype, causal);
+      p.softcap = 50.0;
+      p.window = 128;
+      p.validate();
+      EXPECT_FALSE(v.can_run(p, AttentionMode::forward, dev)) << v.desc.name << " " << p.key() << ": "
+                                                              << *v.can_run(p, AttentionMode::forward, dev);
+      if (v.desc.strategy != "fwd") {
+        const auto why = v.can_run(p, AttentionMode::backward, dev);
+        EXPECT_FALSE(why) << v.desc.name << " " << p.key() << ": " << *why;
+      }
+      p.window = 1;  // the narrowest window, and one wider than Sk (it hides nothing)
+      EXPECT_FALSE(v.can_run(p, AttentionMode::forward, dev)) << v.desc.name;
+      p.window = kMaxDim;
+      EXPECT_FALSE(v.can_run(p, AttentionMode::forward, dev)) << v.desc.name;
+      p.d = 96;  // still refused for the head dim, with its reason
+      const auto why = v.can_run(p, AttentionMode::forward, dev);
+      ASSERT_TRUE(why) << v.desc.name;
+      EXPECT_NE(why->find("head dim"), std::string::npos) << *why;
+    }
+    (v.desc.engine == "fma" ? fma : wgmma) += 1;
+  }
+  EXPECT_GT(fma, 0);
+#ifdef DETFUSE_HAVE_ATTENTION_WGMMA
+  EXPECT_GT(wgmma, 0);
+#endif
+}
+
 TEST(AttentionVariants, SharedMemoryFitsAnH200AndSmallDevicesAreRefused) {
   DeviceInfo small = h200();
   small.max_smem_per_block_optin = 48 * 1024;
@@ -205,6 +241,17 @@ TEST(AttentionValidate, BadProblemsNameTheField) {
   p.scale = -1;
   EXPECT_NE(expect_invalid([&] { attention::validate_call(p, AttentionMode::forward, a); }).find("scale"),
             std::string::npos);
+  p = prob(64, DType::f32);
+  p.softcap = -2;
+  EXPECT_NE(expect_invalid([&] { attention::validate_call(p, AttentionMode::forward, a); }).find("softcap"),
+            std::string::npos);
+  p = prob(64, DType::f32);
+  p.window = -1;
+  EXPECT_NE(expect_invalid([&] { attention::validate_call(p, AttentionMode::forward, a); }).find("window"),
+            std::string::npos);
+  p.window = 64;
+  p.softcap = 30;
+  EXPECT_NO_THROW(attention::validate_call(p, AttentionMode::backward, fake_args(AttentionMode::backward)));
 }
 
 TEST(AttentionValidate, NullPointersTheModeNeedsAreNamed) {

@@ -119,6 +119,8 @@ struct Case {
   bool causal;
   double scale;  // 0: 1/sqrt(d)
   const char* what;
+  double softcap = 0.0;
+  int64_t window = 0;
 };
 
 const Case kCases[] = {
@@ -130,6 +132,13 @@ const Case kCases[] = {
     {1, 2, 2, 1000, 17, true, 0.0, "causal, keys fewer than one block"},
     {1, 2, 1, 513, 513, true, 1.0, "large-magnitude scores (scale 1)"},
     {1, 1, 1, 700, 1500, false, 1.0, "large-magnitude scores, non-causal"},
+    {1, 2, 1, 513, 513, true, 1.0, "softcap 5 on large-magnitude scores, causal", 5.0},
+    {2, 4, 2, 200, 333, false, 0.0, "softcap 0.5 (every score bent), GQA 2:1", 0.5},
+    {1, 4, 2, 300, 1000, false, 0.0, "window 200, Sq < Sk: keys 0..500 seen by nobody, blocks skipped", 0.0, 200},
+    {1, 2, 2, 1000, 300, false, 0.0, "window 77, Sq > Sk, non-causal", 0.0, 77},
+    {2, 2, 1, 300, 129, true, 0.0, "window 40, causal Sq > Sk: rows that see no key", 0.0, 40},
+    {1, 4, 1, 700, 700, true, 1.0, "softcap 3 and window 150, causal, GQA 4:1", 3.0, 150},
+    {1, 2, 2, 257, 257, true, 0.0, "window 1: the diagonal key only", 0.0, 1},
 };
 
 std::vector<uint16_t> bf16_bits(const std::vector<float>& v) { return to_bf16_bits(v); }
@@ -145,6 +154,8 @@ TEST(AttentionWgmmaGpu, MatchesFloat64ReferenceAndIsDeterministic) {
       p.causal = c.causal;
       p.scale = c.scale;
       p.dtype = DType::bf16;
+      p.softcap = c.softcap;
+      p.window = c.window;
       p.validate();
       const uint64_t seed = 1000 + uint64_t(d) + uint64_t(&c - kCases);
       const reference::AttentionInputs in = reference::make_attention_inputs(p, seed);  // bf16-rounded
@@ -298,6 +309,13 @@ const Case kBwdCases[] = {
     {1, 6, 2, 257, 257, true, 0.0, "causal square, GQA 3:1, one row past the blocks"},
     {1, 2, 2, 1000, 17, true, 0.0, "causal, keys fewer than one block"},
     {1, 2, 1, 513, 700, false, 1.0, "large-magnitude scores (scale 1), GQA 2:1"},
+    {1, 2, 1, 513, 700, true, 1.0, "softcap 5 on large-magnitude scores, causal Sq < Sk", 5.0},
+    {2, 4, 2, 200, 333, false, 0.0, "softcap 0.5 (every score bent), GQA 2:1", 0.5},
+    {1, 4, 2, 300, 1000, false, 0.0, "window 200, Sq < Sk: key blocks no query sees", 0.0, 200},
+    {1, 2, 2, 1000, 300, false, 0.0, "window 77, Sq > Sk, non-causal: query blocks skipped", 0.0, 77},
+    {2, 2, 1, 300, 129, true, 0.0, "window 40, causal Sq > Sk: rows that see no key", 0.0, 40},
+    {1, 6, 2, 700, 700, true, 1.0, "softcap 3 and window 150, causal, GQA 3:1", 3.0, 150},
+    {1, 2, 2, 257, 257, true, 0.0, "window 1: the diagonal key only", 0.0, 1},
 };
 
 // Forward by the variant, then backward from its O and LSE; dQ, dK, dV
@@ -317,6 +335,8 @@ int check_backward(const std::vector<const AttentionVariant*>& variants, const C
       p.causal = c.causal;
       p.scale = c.scale;
       p.dtype = DType::bf16;
+      p.softcap = c.softcap;
+      p.window = c.window;
       p.validate();
       bool any = false;
       for (const auto* v : variants) any = any || param(*v, "d") == d;
@@ -404,6 +424,33 @@ TEST(AttentionWgmmaBwdGpu, SanitizerSized) {
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 4000, /*repeats=*/2), int(vs.size()));
 }
 
+// Sanitizer-sized, softcap and window: Sk = 331 (3 key blocks), Sq = 150
+// (3 query blocks of 64), window 100: causal, key block 0 sees only query
+// block 0 and key block 2 none of block 0; non-causal, query blocks 1 and 2
+// are not seen by key block 0 (the ordered dQ of those starts at key block 1).
+TEST(AttentionWgmmaBwdGpu, SanitizerSizedSoftcapWindow) {
+  REQUIRE_SM90();
+  const auto vs = wgmma_bwd_variants();
+  const Case cases[] = {
+      {1, 4, 2, 150, 331, true, 0.0, "sanitizer: softcap 2, window 100, causal GQA 2:1", 2.0, 100},
+      {1, 2, 1, 150, 331, false, 0.0, "sanitizer: window 100, non-causal", 0.0, 100},
+  };
+  EXPECT_EQ(check_backward(vs, cases, std::size(cases), 4100, /*repeats=*/2), int(vs.size() * std::size(cases)));
+}
+
+// The ordered variants alone (plain and TMA semaphores) on the non-causal
+// window case above, where query blocks 1 and 2 start at key block 1: the
+// racecheck filter of experiments/device/attnfeat.sh.
+TEST(AttentionWgmmaBwdGpu, SanitizerSizedWindowOrdered) {
+  REQUIRE_SM90();
+  std::vector<const AttentionVariant*> vs;
+  for (const auto* v : wgmma_bwd_variants())
+    if (v->desc.strategy == "ordered") vs.push_back(v);
+  ASSERT_EQ(vs.size(), 5u);
+  const Case cases[] = {{1, 2, 1, 150, 331, false, 0.0, "sanitizer: window 100, softcap 2, non-causal", 2.0, 100}};
+  EXPECT_EQ(check_backward(vs, cases, std::size(cases), 4200, /*repeats=*/2), int(vs.size()));
+}
+
 // Ordered dQ over many key blocks (18 per unit, 8 units): every key block of
 // a query block waits for the ones before it, across GQA heads, causal (key
 // blocks that skip the first query blocks) and not.
@@ -416,6 +463,10 @@ TEST(AttentionWgmmaBwdGpu, OrderedManyKeyBlocks) {
   const Case cases[] = {
       {2, 8, 4, 640, 2304, false, 0.0, "ordered: 18 key blocks, GQA 2:1"},
       {2, 8, 4, 2100, 2304, true, 0.0, "ordered: 18 key blocks, causal Sq < Sk, odd Sq"},
+      // Windows: the key blocks that walk a query block start after 0
+      // (n_lo(m) > 0), so the semaphore counts from there.
+      {1, 4, 2, 2100, 2304, true, 0.0, "ordered: window 700, causal, softcap 20", 20.0, 700},
+      {1, 4, 2, 640, 2304, false, 0.0, "ordered: window 500, non-causal Sq < Sk", 0.0, 500},
   };
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 5000), int(vs.size() * std::size(cases)));
 }

@@ -113,6 +113,31 @@ TEST_F(AttentionCli, TuneAShapeThenBestFromTheStore) {
   EXPECT_NE(out.str().find("attention.bf16.mma.atomic.br64_bc64_d128  (heuristic)"), std::string::npos) << out.str();
 }
 
+// --softcap and --window build the attention problem (the key says them);
+// bad values exit 2 naming the field; --window is not an FLCE option.
+TEST_F(AttentionCli, SoftcapAndWindowOptions) {
+  const CliContext c = with_fake_worker();
+  const std::string db = (tmp / "sw.db").string();
+  ASSERT_EQ(run({"tune", "--kernel", "attention", "--shape", "1,4,2,256,300,128", "--causal", "--softcap", "50",
+                 "--window", "128", "--db", db},
+                &c),
+            0)
+      << err.str();
+  EXPECT_NE(out.str().find("attention:B=1,H=4,Hkv=2,Sq=256,Sk=300,d=128,causal=1,scale="), std::string::npos)
+      << out.str();
+  EXPECT_NE(out.str().find(",cap=50,win=128"), std::string::npos) << out.str();
+  expect_one_line_error(2, {"tune", "--kernel", "attention", "--shape", "1,4,2,64,64,128", "--window", "-3", "--db", db},
+                        "window");
+  expect_one_line_error(2, {"tune", "--kernel", "attention", "--shape", "1,4,2,64,64,128", "--softcap", "-1", "--db",
+                            db},
+                        "softcap");
+  expect_one_line_error(2, {"tune", "--kernel", "attention", "--shape", "1,4,2,64,64,128", "--window", "2000000000",
+                            "--db", db},
+                        "window");
+  expect_one_line_error(2, {"tune", "--shape", "64,64,64", "--window", "16"}, "--window: an attention option");
+  expect_one_line_error(2, {"bench", "attention", "--shape", "1,4,2,64,64,128", "--softcap", "nan"}, "softcap");
+}
+
 TEST_F(AttentionCli, TuneThePresetAndFilterByEngine) {
   const CliContext c = with_fake_worker();
   const std::string db = (tmp / "p.db").string();
@@ -217,6 +242,8 @@ TEST_F(AttentionCli, HelpNamesTheAttentionForms) {
         << cmd << ": " << out.str();
     EXPECT_NE(out.str().find("B,H,Hkv,Sq,Sk,d"), std::string::npos) << cmd;
     EXPECT_NE(out.str().find("--causal"), std::string::npos) << cmd;
+    EXPECT_NE(out.str().find("--window"), std::string::npos) << cmd;
+    EXPECT_NE(out.str().find("--softcap"), std::string::npos) << cmd;
   }
   EXPECT_EQ(run({"tune", "--help"}), 0);
   EXPECT_NE(out.str().find("llm-attention"), std::string::npos);

@@ -1,6 +1,7 @@
 // Tests of the float64 attention reference: finite differences (causal,
-// non-causal, Sq != Sk both ways, GQA/MQA), fully masked rows, an independent
-// naive implementation, determinism across thread counts.
+// non-causal, Sq != Sk both ways, GQA/MQA, softcap, sliding window), fully
+// masked rows, an independent naive implementation (a per-element mask
+// predicate, softcap by its definition), determinism across thread counts.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -50,6 +51,8 @@ struct FdParam {
   int64_t B, H, Hkv, Sq, Sk, d;
   bool causal;
   double scale = 0.0;
+  double softcap = 0.0;
+  int64_t window = 0;
 };
 
 class AttentionFiniteDiff : public ::testing::TestWithParam<FdParam> {};
@@ -58,7 +61,7 @@ TEST_P(AttentionFiniteDiff, GradientsMatch) {
   const FdParam& q = GetParam();
   AttentionProblem p;
   p.B = q.B, p.H = q.H, p.Hkv = q.Hkv, p.Sq = q.Sq, p.Sk = q.Sk, p.d = q.d, p.causal = q.causal,
-  p.scale = q.scale, p.dtype = DType::f32;
+  p.scale = q.scale, p.softcap = q.softcap, p.window = q.window, p.dtype = DType::f32;
   Case c = make_case(p, 99);
   const AttentionResult r = run(c, true);
   const std::vector<double> gq = finite_diff(c, c.Q), gk = finite_diff(c, c.K), gv = finite_diff(c, c.V);
@@ -77,7 +80,19 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionFiniteDiff,
                                            FdParam{"causal_sq_lt_sk", 2, 1, 1, 5, 8, 3, true},
                                            FdParam{"causal_sq_gt_sk", 1, 2, 1, 8, 5, 3, true, 0.8},
                                            FdParam{"gqa_causal", 2, 4, 2, 5, 7, 4, true},
-                                           FdParam{"mqa_noncausal", 1, 3, 1, 5, 6, 4, false, 1.3}),
+                                           FdParam{"mqa_noncausal", 1, 3, 1, 5, 6, 4, false, 1.3},
+                                           // softcap small enough to bend the scores (scale 1.5: |s| ~ 2-6)
+                                           FdParam{"softcap", 1, 2, 2, 6, 7, 4, false, 1.5, 2.0},
+                                           FdParam{"softcap_causal_gqa", 2, 4, 2, 5, 7, 4, true, 1.5, 1.0},
+                                           FdParam{"window_noncausal", 1, 2, 2, 7, 7, 4, false, 0.0, 0.0, 3},
+                                           FdParam{"window_causal", 1, 2, 1, 8, 8, 4, true, 0.0, 0.0, 2},
+                                           FdParam{"window_causal_sq_lt_sk", 1, 1, 1, 4, 9, 5, true, 0.0, 0.0, 3},
+                                           FdParam{"window_causal_sq_gt_sk", 1, 2, 1, 8, 5, 3, true, 0.0, 0.0, 2},
+                                           FdParam{"window_noncausal_sq_gt_sk", 1, 1, 1, 9, 4, 5, false, 0.0, 0.0,
+                                                   2},
+                                           FdParam{"window_noncausal_sq_lt_sk", 1, 1, 1, 4, 11, 5, false, 0.0, 0.0,
+                                                   3},
+                                           FdParam{"softcap_window_gqa", 2, 4, 2, 6, 9, 4, true, 1.5, 3.0, 4}),
                          [](const auto& info) { return info.param.name; });
 
 TEST(AttentionHand, SingleKeyCopiesValue) {
@@ -133,6 +148,23 @@ TEST(AttentionExtreme, FullyMaskedRows) {
   // Key 2 is seen only by row 6 (j <= i - 4), so every dK/dV row is non-zero.
   EXPECT_NE(r.dV[size_t(2 * p.d)], 0.0);
 
+  // A window does not hide more rows (a row sees its diagonal key), but it
+  // narrows what the others see: window 1 keeps only the diagonal key.
+  p.window = 1;
+  const AttentionResult rw = attention_reference(p, in, true, 2);
+  for (int64_t bh = 0; bh < p.B * p.H; ++bh)
+    for (int64_t i = 0; i < p.Sq; ++i) {
+      const double lse = rw.lse[size_t(bh * p.Sq + i)];
+      if (i < 4) {
+        EXPECT_EQ(lse, -std::numeric_limits<double>::infinity());
+      } else {  // one key: O = V[i - 4]
+        for (int64_t k = 0; k < p.d; ++k)
+          EXPECT_DOUBLE_EQ(rw.O[size_t((bh * p.Sq + i) * p.d + k)],
+                           double(in.V[size_t(((bh / 2) * p.Sk + i - 4) * p.d + k)]));
+      }
+    }
+  p.window = 0;
+
   // A whole problem with no visible key at all: Sq = 9, Sk = 1, causal; rows 0..7 masked.
   p.B = 1, p.H = 1, p.Sq = 9, p.Sk = 1;
   const AttentionInputs in2 = make_attention_inputs(p, 9);
@@ -152,6 +184,14 @@ TEST(AttentionExtreme, LargeScoresStayFinite) {
 
 // ---- an independent, naive implementation
 
+// Query i sees key j (problem.h, written independently of the reference's ranges).
+bool sees(const AttentionProblem& p, int64_t i, int64_t j) {
+  const int64_t diag = i + p.Sk - p.Sq;
+  if (p.causal && j > diag) return false;
+  if (p.window > 0 && j <= diag - p.window) return false;
+  return true;
+}
+
 AttentionResult naive(const AttentionProblem& p, const AttentionInputs& in) {
   const int64_t G = p.H / p.Hkv, d = p.d;
   const double scale = p.softmax_scale();
@@ -165,38 +205,48 @@ AttentionResult naive(const AttentionProblem& p, const AttentionInputs& in) {
     for (int64_t h = 0; h < p.H; ++h) {
       const size_t qo = size_t((b * p.H + h) * p.Sq * d), ko = size_t((b * p.Hkv + h / G) * p.Sk * d);
       for (int64_t i = 0; i < p.Sq; ++i) {
-        const int64_t vis = p.causal ? std::max<int64_t>(0, std::min(p.Sk, i + 1 + p.Sk - p.Sq)) : p.Sk;
+        std::vector<int64_t> keys;  // the keys row i sees, ascending
+        for (int64_t j = 0; j < p.Sk; ++j)
+          if (sees(p, i, j)) keys.push_back(j);
         const size_t qi = qo + size_t(i * d);
-        if (vis == 0) {
+        if (keys.empty()) {
           r.lse[size_t((b * p.H + h) * p.Sq + i)] = -std::numeric_limits<double>::infinity();
           continue;
         }
-        std::vector<double> s(static_cast<size_t>(vis)), pr(static_cast<size_t>(vis));
+        const size_t nv = keys.size();
+        std::vector<double> s(nv), pr(nv), dcap(nv, 1.0);
         double m = -1e300;
-        for (int64_t j = 0; j < vis; ++j) {
+        for (size_t jj = 0; jj < nv; ++jj) {
+          const int64_t j = keys[jj];
           double t = 0;
           for (int64_t k = 0; k < d; ++k) t += double(in.Q[qi + size_t(k)]) * in.K[ko + size_t(j * d + k)];
-          s[size_t(j)] = scale * t;
-          m = std::max(m, s[size_t(j)]);
+          s[jj] = scale * t;
+          if (p.softcap > 0) {
+            s[jj] = p.softcap * std::tanh(s[jj] / p.softcap);
+            dcap[jj] = 1.0 - (s[jj] / p.softcap) * (s[jj] / p.softcap);
+          }
+          m = std::max(m, s[jj]);
         }
         double z = 0;
         for (double v : s) z += std::exp(v - m);
         const double lse = m + std::log(z);
         r.lse[size_t((b * p.H + h) * p.Sq + i)] = lse;
-        for (int64_t j = 0; j < vis; ++j) {
-          pr[size_t(j)] = std::exp(s[size_t(j)] - lse);
-          for (int64_t k = 0; k < d; ++k) r.O[qi + size_t(k)] += pr[size_t(j)] * in.V[ko + size_t(j * d + k)];
+        for (size_t jj = 0; jj < nv; ++jj) {
+          const int64_t j = keys[jj];
+          pr[jj] = std::exp(s[jj] - lse);
+          for (int64_t k = 0; k < d; ++k) r.O[qi + size_t(k)] += pr[jj] * in.V[ko + size_t(j * d + k)];
         }
         double Di = 0;
         for (int64_t k = 0; k < d; ++k) Di += double(in.dO[qi + size_t(k)]) * r.O[qi + size_t(k)];
-        for (int64_t j = 0; j < vis; ++j) {
+        for (size_t jj = 0; jj < nv; ++jj) {
+          const int64_t j = keys[jj];
           double dp = 0;
           for (int64_t k = 0; k < d; ++k) dp += double(in.dO[qi + size_t(k)]) * in.V[ko + size_t(j * d + k)];
-          const double ds = pr[size_t(j)] * (dp - Di);
+          const double ds = pr[jj] * (dp - Di) * dcap[jj];
           for (int64_t k = 0; k < d; ++k) {
             r.dQ[qi + size_t(k)] += scale * ds * in.K[ko + size_t(j * d + k)];
             r.dK[ko + size_t(j * d + k)] += scale * ds * in.Q[qi + size_t(k)];
-            r.dV[ko + size_t(j * d + k)] += pr[size_t(j)] * in.dO[qi + size_t(k)];
+            r.dV[ko + size_t(j * d + k)] += pr[jj] * in.dO[qi + size_t(k)];
           }
         }
       }
@@ -204,20 +254,76 @@ AttentionResult naive(const AttentionProblem& p, const AttentionInputs& in) {
   return r;
 }
 
+void expect_matches_naive(const AttentionProblem& p, uint64_t seed, const std::string& what) {
+  const AttentionInputs in = make_attention_inputs(p, seed);
+  const AttentionResult r = attention_reference(p, in, true, 2), n = naive(p, in);
+  EXPECT_LT(rel_norm_error(r.O, n.O), 1e-13) << what;
+  EXPECT_LT(max_abs_error(r.lse, n.lse), 1e-12) << what;
+  EXPECT_LT(rel_norm_error(r.dQ, n.dQ), 1e-12) << what;
+  EXPECT_LT(rel_norm_error(r.dK, n.dK), 1e-12) << what;
+  EXPECT_LT(rel_norm_error(r.dV, n.dV), 1e-12) << what;
+}
+
 TEST(AttentionReference, MatchesNaiveImplementation) {
   for (bool causal : {false, true})
     for (int64_t sq : {67, 150}) {
       AttentionProblem p;
       p.B = 2, p.H = 4, p.Hkv = 2, p.Sq = sq, p.Sk = 131, p.d = 13, p.causal = causal;
-      const AttentionInputs in = make_attention_inputs(p, 40 + uint64_t(sq));
-      const AttentionResult r = attention_reference(p, in, true, 2), n = naive(p, in);
-      const std::string what = std::string(causal ? "causal" : "noncausal") + " Sq=" + std::to_string(sq);
-      EXPECT_LT(rel_norm_error(r.O, n.O), 1e-13) << what;
-      EXPECT_LT(max_abs_error(r.lse, n.lse), 1e-12) << what;
-      EXPECT_LT(rel_norm_error(r.dQ, n.dQ), 1e-12) << what;
-      EXPECT_LT(rel_norm_error(r.dK, n.dK), 1e-12) << what;
-      EXPECT_LT(rel_norm_error(r.dV, n.dV), 1e-12) << what;
+      expect_matches_naive(p, 40 + uint64_t(sq), std::string(causal ? "causal" : "noncausal") + " Sq=" +
+                                                      std::to_string(sq));
     }
+}
+
+// Softcap and sliding windows over several 64-row blocks of the reference
+// (windows narrower and wider than a block, Sq != Sk both ways, causal or not).
+TEST(AttentionReference, SoftcapAndWindowMatchNaiveImplementation) {
+  struct W {
+    int64_t Sq, Sk;
+    bool causal;
+    double cap;
+    int64_t window;
+  };
+  for (const W& w : {W{150, 131, false, 3.0, 0}, W{150, 131, true, 3.0, 0}, W{150, 131, true, 0.0, 20},
+                     W{150, 131, false, 0.0, 20}, W{67, 200, true, 0.0, 90}, W{67, 200, false, 0.0, 140},
+                     W{200, 67, true, 0.0, 5}, W{200, 67, false, 0.0, 30}, W{130, 130, true, 2.0, 64},
+                     W{130, 130, true, 0.0, 1}, W{99, 140, false, 0.5, 7}, W{40, 40, true, 0.0, 100000}}) {
+    AttentionProblem p;
+    p.B = 2, p.H = 4, p.Hkv = 2, p.Sq = w.Sq, p.Sk = w.Sk, p.d = 13, p.causal = w.causal, p.scale = 1.0;
+    p.softcap = w.cap, p.window = w.window;
+    expect_matches_naive(p, 70 + uint64_t(w.window), p.key());
+  }
+}
+
+// The window's edges by hand: Sq = 4, Sk = 6 (diagonal offset 2), window 2:
+// query i sees keys i + 1 and i + 2 with causal, keys > i (all up to 5) without.
+TEST(AttentionReference, WindowEdgesByHand) {
+  AttentionProblem p;
+  p.B = p.H = p.Hkv = 1, p.Sq = 4, p.Sk = 6, p.d = 1, p.scale = 1.0, p.window = 2, p.dtype = DType::f32;
+  const std::vector<double> Q = {0.0, 0.0, 0.0, 0.0}, K = {0, 0, 0, 0, 0, 0}, V = {1, 2, 4, 8, 16, 32};
+  for (bool causal : {true, false}) {
+    p.causal = causal;
+    // Equal scores: O is the mean of the visible values, LSE = log(count).
+    const AttentionResult r = attention_reference<double>(p, Q.data(), K.data(), V.data(), nullptr, 1);
+    for (int64_t i = 0; i < 4; ++i) {
+      double sum = 0;
+      int n = 0;
+      for (int64_t j = i + 1; j < (causal ? i + 3 : 6); ++j, ++n) sum += V[size_t(j)];
+      EXPECT_DOUBLE_EQ(r.O[size_t(i)], sum / n) << "row " << i << (causal ? " causal" : "");
+      EXPECT_DOUBLE_EQ(r.lse[size_t(i)], std::log(double(n))) << "row " << i;
+    }
+  }
+}
+
+// Softcap by hand: one query, two keys with scores 3 and -1 (scale 1, cap 2):
+// capped 2 tanh(1.5), 2 tanh(-0.5).
+TEST(AttentionReference, SoftcapByHand) {
+  AttentionProblem p;
+  p.B = p.H = p.Hkv = p.Sq = 1, p.Sk = 2, p.d = 1, p.scale = 1.0, p.softcap = 2.0, p.dtype = DType::f32;
+  const std::vector<double> Q = {1.0}, K = {3.0, -1.0}, V = {1.0, 0.0};
+  const AttentionResult r = attention_reference<double>(p, Q.data(), K.data(), V.data(), nullptr, 1);
+  const double a = 2 * std::tanh(1.5), b = 2 * std::tanh(-0.5);
+  EXPECT_NEAR(r.lse[0], std::log(std::exp(a) + std::exp(b)), 1e-15);
+  EXPECT_NEAR(r.O[0], std::exp(a) / (std::exp(a) + std::exp(b)), 1e-15);
 }
 
 template <class T>
@@ -228,6 +334,7 @@ bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
 TEST(AttentionReference, BitwiseIdenticalAcrossThreadCounts) {
   AttentionProblem p;
   p.B = 2, p.H = 4, p.Hkv = 2, p.Sq = 70, p.Sk = 130, p.d = 20, p.causal = true;
+  p.softcap = 4.0, p.window = 50;
   const AttentionInputs in = make_attention_inputs(p, 12);
   const AttentionResult a = attention_reference(p, in, true, 1), b = attention_reference(p, in, true, 3);
   EXPECT_TRUE(same_bits(a.O, b.O));

@@ -85,6 +85,18 @@ TEST(FamilyProblem, AttentionRecordJsonAndPlan) {
   EXPECT_TRUE(back.is<AttentionProblem>());
   EXPECT_EQ(problem_from_json(Json::parse(json_text(Problem(testing::problem(8, 16, 32)).to_json()))).key(),
             testing::problem(8, 16, 32).key());
+  // The softcap and the window cross the pipe too (an older record without them: off).
+  AttentionProblem sw = a;
+  sw.softcap = 50.0;
+  sw.window = 1024;
+  const Problem back_sw = problem_from_json(Json::parse(json_text(Problem(sw).to_json())));
+  EXPECT_EQ(back_sw.key(), sw.key());
+  EXPECT_NE(back_sw.key().find(",cap=50,win=1024"), std::string::npos) << back_sw.key();
+  Json old = Problem(a).to_json();
+  ASSERT_TRUE(old.contains("window"));
+  old.erase("softcap");
+  old.erase("window");
+  EXPECT_EQ(problem_from_json(old).key(), a.key());
   // Plan: the family's variants of the dtype only.
   std::vector<std::string> names;
   for (const auto& v : plan_variants(reg, p, {})) names.push_back(v.name());

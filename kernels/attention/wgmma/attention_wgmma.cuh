@@ -21,6 +21,17 @@
 //                 written bf16 straight from the accumulators, LSE = scale * max +
 //                 ln(sum) in fp32 (-inf for a row that saw no key).
 //
+// Softcap and sliding window (problem.h) are run-time options, no template
+// flags: the softcap is one uniform branch per key block around a loop that
+// replaces each raw score s by (c / scale) tanh(scale s / c) (so everything
+// after it, which multiplies by scale, is unchanged); tanh is formed as
+// 1 - 2 / (1 + 2^(2 x log2 e)) with ex2.approx and rcp.approx (absolute error
+// ~3e-7; tanh.approx.f32, one MUFU op instead of two, has a relative error of
+// ~2^-11, which moves the LSE by up to ~5e-4 of the cap: more than the 1e-4
+// LSE tolerance of the tests). The window narrows the key blocks a CTA loads
+// ([n_min, n_max): the producer never loads a block no row of the CTA sees)
+// and adds one term to the edge-block mask.
+//
 // TMA descriptors are 4-D over [B, H, S, d] (innermost first: d, S, H, B), so a
 // tile past a head's last row is zero-filled by the hardware and never reads
 // the next head. Rows >= Sq are computed on zeros and not written; keys >= Sk
@@ -111,6 +122,9 @@ struct Fwd {
     float scale_log2;  // scale * log2(e)
     T* O;
     float* lse;
+    int window;        // 0: off (also when >= Sk: it hides nothing then)
+    int softcap;       // 0: off; else cap_* below (detail::softcap_raw)
+    float cap_k, cap_c;
   };
 };
 
@@ -120,6 +134,37 @@ __device__ __forceinline__ float ex2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
+}
+
+__device__ __forceinline__ float rcp(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+__device__ __forceinline__ float lg2(float x) {
+  float y;
+  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// The softcap on a raw score s (before the softmax scale): returns
+// (c / scale) tanh(scale s / c) = cc (1 - 2 / (1 + 2^(s k))) with
+// k = 2 scale log2(e) / c and cc = c / scale (SoftcapConsts), so a caller that
+// multiplies by scale afterwards gets c tanh(scale s / c). ex2 of a large
+// argument is +inf and rcp(inf) = 0: +-cc at the ends, never NaN.
+__device__ __forceinline__ float softcap_raw(float s, float k, float cc) {
+  return fmaf(-2.f * cc, rcp(1.f + ex2(s * k)), cc);
+}
+
+// The backward's softcap factor 1 - t^2 for an element with probability P =
+// 2^(s scale log2 e - lse2) (s = softcap_raw's output, lse2 = LSE log2 e): t =
+// s scale / c = (log2 P + lse2) / (c log2 e), cap_t = 1 / (c log2 e); clamped
+// to [-1, 1] against rounding. P = 0 (masked, underflowed, or a row without a
+// visible key, lse2 = +inf) gives 0, never NaN.
+__device__ __forceinline__ float softcap_grad(float P, float lse2, float cap_t) {
+  const float t = fminf(1.f, fmaxf(-1.f, (lg2(P) + lse2) * cap_t));
+  return P > 0.f ? fmaf(-t, t, 1.f) : 0.f;
 }
 
 // Named barriers (ids 1 and 2; 0 is __syncthreads) for the ping-pong turns.
@@ -151,6 +196,31 @@ __device__ __forceinline__ void wg_gemm(TiledMma& mma, TA& tA, TB const& tB, TC&
 
 }  // namespace detail
 
+// The first key block of bc keys holding key first_key (the first key the
+// first row of a query block sees in its window), at most n_max.
+__host__ __device__ __forceinline__ int window_first_block(int first_key, int bc, int n_max) {
+  return first_key <= 0 ? 0 : (first_key / bc < n_max ? first_key / bc : n_max);
+}
+
+// The host side of the options: the window that matters (>= Sk hides no key:
+// query i's window starts at i + Sk - Sq - window + 1 <= 0) and the softcap
+// constants of detail::softcap_raw.
+struct Options {
+  int window = 0;
+  int softcap = 0;
+  float cap_k = 0.f, cap_c = 0.f;
+  float cap_t = 0.f;  // the backward's 1 / (softcap log2 e) (detail::softcap_grad)
+  explicit Options(const AttentionProblem& pr) {
+    window = pr.window > 0 && pr.window < pr.Sk ? int(pr.window) : 0;
+    if (pr.softcap > 0) {
+      softcap = 1;
+      cap_k = float(2.0 * pr.softmax_scale() * 1.4426950408889634 / pr.softcap);
+      cap_c = float(pr.softcap / pr.softmax_scale());
+      cap_t = float(1.0 / (pr.softcap * 1.4426950408889634));
+    }
+  }
+};
+
 template <class Cfg>
 __global__ void __launch_bounds__(384, 1) attention_fwd_wgmma_kernel(const __grid_constant__ typename Fwd<Cfg>::Params p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -177,6 +247,8 @@ __global__ void __launch_bounds__(384, 1) attention_fwd_wgmma_kernel(const __gri
     const int last_key = last_row + (p.Sk - p.Sq);  // |.| < 2^31: Sq, Sk <= 2^30
     n_max = last_key < 0 ? 0 : min(n_max, last_key / BC + 1);
   }
+  // Window: key blocks [n_min, n_max); below n_min no row of the block sees a key.
+  const int n_min = p.window > 0 ? window_first_block(m_block * BR + (p.Sk - p.Sq) - p.window + 1, BC, n_max) : 0;
 
   if (tid == 0) {
     cute::prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
@@ -202,7 +274,7 @@ __global__ void __launch_bounds__(384, 1) attention_fwd_wgmma_kernel(const __gri
   if (warp_group == 0) {
     // ------------------------------------------------------------ producer
     cutlass::arch::warpgroup_reg_dealloc<K_::kProducerRegs>();
-    if (tid == 0 && n_max > 0) {
+    if (tid == 0 && n_max > n_min) {
       Tensor mQ = p.tma_q.get_tma_tensor(make_shape(p.Sq, D, p.H, p.B));
       Tensor mK = p.tma_k.get_tma_tensor(make_shape(p.Sk, D, p.Hkv, p.B));
       Tensor mV = p.tma_v.get_tma_tensor(make_shape(p.Sk, D, p.Hkv, p.B));
@@ -216,7 +288,7 @@ __global__ void __launch_bounds__(384, 1) attention_fwd_wgmma_kernel(const __gri
       Barrier::arrive_and_expect_tx(&ss.q_bar, K_::kQBytes);
       copy(p.tma_q.with(ss.q_bar), tQg, tQs);
       PipelineState st = cutlass::make_producer_start_state<Pipeline>();
-      for (int n = n_max - 1; n >= 0; --n) {
+      for (int n = n_max - 1; n >= n_min; --n) {
         pipe_k.producer_acquire(st);
         copy(p.tma_k.with(*pipe_k.producer_get_barrier(st)), tKg(_, n), tKs(_, st.index()));
         pipe_v.producer_acquire(st);
@@ -249,16 +321,24 @@ __global__ void __launch_bounds__(384, 1) attention_fwd_wgmma_kernel(const __gri
     float row_sum[2] = {0.f, 0.f};  // this thread's partial sums (its 2 columns of each 8)
 
     const int diag = m_block * BR + (p.Sk - p.Sq);  // the block's first row's last visible key
-    // Keys >= Sk and (causal) keys after a row's last visible key to -inf, on
-    // the blocks that hold any (uniform branch).
+    // Softcap (uniform branch), then keys >= Sk, (causal) keys after a row's
+    // last visible key and (window) keys at or before its diagonal - window to
+    // -inf, on the blocks that hold any (uniform branch).
     auto mask = [&](auto& tSrS, int n) {
+      if (p.softcap) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int v = 0; v < BC / 2; ++v) tSrS(v) = detail::softcap_raw(tSrS(v), p.cap_k, p.cap_c);
+      }
       const int key0 = n * BC;
-      if (key0 + BC > p.Sk || (p.causal && key0 + BC - 1 > diag)) {
+      if (key0 + BC > p.Sk || (p.causal && key0 + BC - 1 > diag) ||
+          (p.window > 0 && key0 <= diag + BR - 1 - p.window)) {
         CUTLASS_PRAGMA_UNROLL
         for (int v = 0; v < BC / 2; ++v) {
           const int col = key0 + 8 * (v / 4) + col_lane + (v % 2);
           const int row = row0 + 8 * ((v / 2) % 2);
-          if (col >= p.Sk || (p.causal && col > row + (p.Sk - p.Sq))) tSrS(v) = -INFINITY;
+          if (col >= p.Sk || (p.causal && col > row + (p.Sk - p.Sq)) ||
+              (p.window > 0 && col <= row + (p.Sk - p.Sq) - p.window))
+            tSrS(v) = -INFINITY;
         }
       }
     };
@@ -307,13 +387,13 @@ __global__ void __launch_bounds__(384, 1) attention_fwd_wgmma_kernel(const __gri
     Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<BR>, Int<BC>>{});
     static_assert(decltype(size(tSrS))::value == BC / 2, "64 x BC scores per warpgroup");
 
-    if (n_max > 0) {
+    if (n_max > n_min) {
       Barrier::wait(&ss.q_bar, 0);
       PipelineState st;
       if constexpr (!Cfg::OVERLAP) {
         // One block at a time: S, softmax, P V; the other warpgroup's wgmma
         // runs under this one's softmax.
-        for (int n = n_max - 1; n >= 0; --n) {
+        for (int n = n_max - 1; n >= n_min; --n) {
           pipe_k.consumer_wait(st);
           detail::wg_gemm<true, false>(mma_qk, tSrQ, tSrK(_, _, _, st.index()), tSrS);
           warpgroup_wait<0>();
@@ -346,13 +426,13 @@ __global__ void __launch_bounds__(384, 1) attention_fwd_wgmma_kernel(const __gri
         }
         // Ping-pong: warpgroup c waits on named barrier 1 + c before issuing
         // and then lets the other one go (arrive on 2 - c). Both run the same
-        // n_max - 1 turns; the second primes the first's barrier once and
-        // skips its last arrive, so every barrier phase completes.
+        // n_max - n_min - 1 turns; the second primes the first's barrier once
+        // and skips its last arrive, so every barrier phase completes.
         const int cwg = ctid / 128;
         if constexpr (Cfg::PINGPONG) {
-          if (cwg == 1 && n_max >= 2) detail::named_arrive(1, 256);
+          if (cwg == 1 && n_max - n_min >= 2) detail::named_arrive(1, 256);
         }
-        for (int n = n_max - 2; n >= 0; --n) {
+        for (int n = n_max - 2; n >= n_min; --n) {
           PipelineState prev = st;
           ++st;
           pipe_k.consumer_wait(st);
@@ -361,7 +441,7 @@ __global__ void __launch_bounds__(384, 1) attention_fwd_wgmma_kernel(const __gri
           detail::wg_gemm<true, false>(mma_qk, tSrQ, tSrK(_, _, _, st.index()), tSrS);
           detail::wg_gemm<false, true>(mma_pv, tOrP, tOrV(_, _, _, prev.index()), tOrO);
           if constexpr (Cfg::PINGPONG) {
-            if (!(cwg == 1 && n == 0)) detail::named_arrive(2 - cwg, 256);
+            if (!(cwg == 1 && n == n_min)) detail::named_arrive(2 - cwg, 256);
           }
           warpgroup_wait<1>();  // S done, P V may still run
           pipe_k.consumer_release(st);
@@ -431,6 +511,7 @@ void launch_fwd(const AttentionProblem& pr, const AttentionArgs& a, cudaStream_t
   auto gv = make_tensor(make_gmem_ptr(static_cast<T const*>(a.V)), make_shape(Sk, D, Hkv, B),
                         make_stride(int64_t(D), _1{}, int64_t(Sk) * D, int64_t(Hkv) * Sk * D));
 
+  const Options opt(pr);
   typename K_::Params P{
       make_tma_copy(SM90_TMA_LOAD{}, gq, typename K_::SmemQ{}, Shape<Int<Cfg::BR>, Int<D>>{}, _1{}),
       make_tma_copy(SM90_TMA_LOAD{}, gk, take<0, 2>(typename K_::SmemK{}), Shape<Int<Cfg::BC>, Int<D>>{}, _1{}),
@@ -441,7 +522,11 @@ void launch_fwd(const AttentionProblem& pr, const AttentionArgs& a, cudaStream_t
       float(pr.softmax_scale()),
       float(pr.softmax_scale() * 1.4426950408889634),
       static_cast<T*>(a.O),
-      a.lse};
+      a.lse,
+      opt.window,
+      opt.softcap,
+      opt.cap_k,
+      opt.cap_c};
 
   auto kernel = attention_fwd_wgmma_kernel<Cfg>;
   const size_t smem = fwd_smem_bytes<Cfg>();

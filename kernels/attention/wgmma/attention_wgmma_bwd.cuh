@@ -29,6 +29,16 @@
 //                  semaphore says key blocks 0 .. n-1 have added theirs).
 //                  bwd_dq_tma_convert un-permutes it into dQ afterwards.
 //   epilogue       dK * scale and dV, bf16, keys < Sk.
+// Softcap and window (run-time, as in the forward): S goes through
+// detail::softcap_raw before P is formed, and once P has been used (dV, in
+// bf16) it is multiplied by 1 - t^2 in place, with t = tanh recovered from P
+// itself, t = (log2 P + LSE log2 e) / (c log2 e) (one lg2 per element in the
+// softcap branch, no register kept per score), so dS = (P (1 - t^2)) (dP - D)
+// comes out of the unchanged dS code.
+// The window bounds the query blocks a key block walks from above
+// ([m_begin, m_stop): the producer loads no query block that sees none of its
+// keys); the ordered dQ waits for the key blocks [n_lo(m), n) that walk query
+// block m before this one (n_lo(m) > 0 with a window), see kv kernel.
 // dq kernel (owning), per CTA (query block of 128 rows, head, batch): Q and dO
 // once, K and V rings over the key blocks in ascending order: S = Q K^T and
 // dP = dO V^T (SS), P, dS = P (dP - D) in registers, dQ += dS K (RS, K through
@@ -147,6 +157,8 @@ struct BwdKv {
     typename Pipeline::SharedStorage pipe_q;
     typename Pipeline::SharedStorage pipe_do;
     alignas(8) uint64_t kv_bar;
+    int m_stop;  // the end of the query-block walks, read from here by all three (measured: the kv
+                 // kernel d128 atomic tma1 spills 20 bytes less than with it in a register)
   };
 
   using GShape = Shape<int32_t, int32_t, int32_t, int32_t>;
@@ -172,7 +184,18 @@ struct BwdKv {
                 // tile-blocked, dq_tile_offset order); partials: the slab
     int* sem;   // ordered: [B, H, m_blocks] key blocks added so far, zeroed by the caller
     int kb_begin, kb_count, unit_begin;  // this launch's key blocks and (b, kv head) units
+    int window, softcap;                 // Options (attention_wgmma.cuh)
+    float cap_k, cap_c, cap_t;           // cap_t = 1 / (softcap log2 e)
   };
+
+  // The first key block that walks query block m (ordered dQ: the key blocks
+  // n_lo(m) .. n - 1 add their parts before key block n). Without a window
+  // every key block up to the last that sees m walks it: 0. With one, the
+  // first row of m sees keys from m BR + Sk - Sq - window + 1 on, the first
+  // key of the range of key blocks whose m_stop exceeds m.
+  __device__ static int n_lo(const Params& p, int m) {
+    return p.window > 0 ? window_first_block(m * BR + (p.Sk - p.Sq) - p.window + 1, BC, 1 << 30) : 0;
+  }
 };
 
 template <class Cfg>
@@ -194,15 +217,22 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
   const int unit = p.unit_begin + int(blockIdx.y);
   const int hk = unit % p.Hkv, b = unit / p.Hkv;
 
-  // Query blocks [m_begin, m_blocks) hold every query that sees some key of
-  // this block: query i sees key j iff j <= i + (Sk - Sq).
-  int m_begin = 0;
+  // Query blocks [m_begin, m_stop) hold every query that sees some key of
+  // this block: causal, query i sees key j only if j <= i + (Sk - Sq); window,
+  // only if i < j - (Sk - Sq) + window. Both bounds grow with n_block, so the
+  // key blocks that walk a query block m are a range [n_lo(m), n_hi(m)).
+  int m_begin = 0, m_stop = p.m_blocks;
   if (p.causal) {
     const int first_q = n_block * BC - (p.Sk - p.Sq);
     m_begin = first_q <= 0 ? 0 : first_q / BR;
   }
-  m_begin = min(m_begin, p.m_blocks);  // the walks below stop at m_blocks (or start below it)
-  const int m_count = p.m_blocks - m_begin;
+  if (p.window > 0) {
+    const int last_k = min(n_block * BC + BC, p.Sk) - 1;
+    const int last_q = last_k - (p.Sk - p.Sq) + p.window - 1;  // the last query that sees last_k
+    m_stop = last_q < 0 ? 0 : min(p.m_blocks, last_q / BR + 1);
+  }
+  m_begin = min(m_begin, m_stop);  // the walks below stop at m_stop (or start below it)
+  const int m_count = m_stop - m_begin;
   const int iters = m_count * p.group;
 
   if (tid == 0) {
@@ -211,6 +241,7 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
     cute::prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
     cute::prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
     Barrier::init(&ss.kv_bar, 1);
+    ss.m_stop = m_stop;
   }
   typename Pipeline::Params pp;
   pp.role = warp_group == 0 ? (tid == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::NonParticipant)
@@ -239,16 +270,17 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
         int it = 0;
         for (int g = 0; g < p.group; ++g) {
           const int64_t bh = int64_t(b) * p.H + hk * p.group + g;
-          for (int m = K_::m_first(m_begin, p.m_blocks); m != K_::m_end(m_begin, p.m_blocks); m += K_::kMStep, ++it) {
+          for (int m = K_::m_first(m_begin, ss.m_stop); m != K_::m_end(m_begin, ss.m_stop); m += K_::kMStep, ++it) {
             const int buf = it % 2;
             detail::named_sync(K_::kBarFull + buf, K_::kBarDqThreads);
             if (lane == 0) {
               int* flag = p.sem + bh * p.m_blocks + m;
               if constexpr (K_::kOrderedDq) {
+                const int turn = n_block - K_::n_lo(p, m);  // key blocks n_lo(m) .. n_block - 1 add first
                 int seen;
                 do {
                   asm volatile("ld.global.acquire.gpu.b32 %0, [%1];" : "=r"(seen) : "l"(flag) : "memory");
-                } while (seen != n_block);
+                } while (seen != turn);
                 cuda::ptx::fence_proxy_async(cuda::ptx::space_global);  // our bulk add after theirs
               }
               cuda::ptx::cp_reduce_async_bulk(cuda::ptx::space_global, cuda::ptx::space_shared, cuda::ptx::op_add,
@@ -292,7 +324,7 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
         auto [tQg, tQs] = tma_partition(p.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
         auto [tdOg, tdOs] =
             tma_partition(p.tma_do, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sdO), group_modes<0, 2>(gdO));
-        for (int m = K_::m_first(m_begin, p.m_blocks); m != K_::m_end(m_begin, p.m_blocks); m += K_::kMStep) {
+        for (int m = K_::m_first(m_begin, ss.m_stop); m != K_::m_end(m_begin, ss.m_stop); m += K_::kMStep) {
           pipe_q.producer_acquire(st);
           copy(p.tma_q.with(*pipe_q.producer_get_barrier(st)), tQg(_, m), tQs(_, st.index()));
           pipe_do.producer_acquire(st);
@@ -342,7 +374,7 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
       for (int g = 0; g < p.group; ++g) {
         const int h = hk * p.group + g;
         const int64_t bh = int64_t(b) * p.H + h;
-        for (int m = K_::m_first(m_begin, p.m_blocks); m != K_::m_end(m_begin, p.m_blocks); m += K_::kMStep, ++it) {
+        for (int m = K_::m_first(m_begin, ss.m_stop); m != K_::m_end(m_begin, ss.m_stop); m += K_::kMStep, ++it) {
           const int q0 = m * BR;
           // LSE (log2 units; +inf where P must be 0: rows >= Sq or LSE = -inf)
           // and D of the block's BR rows, one value per thread of the
@@ -367,16 +399,24 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
           const float* lse2 = ss.lse2[wg][buf];
           const float* dd = ss.dvec[wg][buf];
           warpgroup_wait<1>();  // S^T done
-          const bool need_mask =
-              n_block * BC + BC > p.Sk || (p.causal && n_block * BC + BC - 1 > q0 + diag_off);
+          if (p.softcap) {
+            CUTLASS_PRAGMA_UNROLL
+            for (int v = 0; v < BR / 2; ++v) tSrS(v) = detail::softcap_raw(tSrS(v), p.cap_k, p.cap_c);
+          }
+          const bool need_mask = n_block * BC + BC > p.Sk ||
+                                 (p.causal && n_block * BC + BC - 1 > q0 + diag_off) ||
+                                 (p.window > 0 && n_block * BC <= q0 + BR - 1 + diag_off - p.window);
           CUTLASS_PRAGMA_UNROLL
           for (int v = 0; v < BR / 2; ++v) {
             const int j = 8 * (v / 4) + col_lane + (v % 2);  // query column within the block
             float e = detail::ex2(fmaf(tSrS(v), p.scale_log2, -lse2[j]));
             if (need_mask) {
+              // Key - query offsets outside (lo, hi] are masked (hi: causal, lo: window).
               const int key = key0 + 8 * ((v / 2) % 2);
-              const int q = q0 + 8 * (v / 4) + col_lane + (v % 2);
-              if (key >= p.Sk || (p.causal && key > q + diag_off)) e = 0.f;
+              const int dlt = key - (q0 + 8 * (v / 4) + col_lane + (v % 2));
+              const int hi = p.causal ? diag_off : INT_MAX;
+              const int lo = p.window > 0 ? diag_off - p.window : INT_MIN;
+              if (key >= p.Sk || dlt > hi || dlt <= lo) e = 0.f;
             }
             tSrS(v) = e;
           }
@@ -387,6 +427,13 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
             tPr(v + 1) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[1]);
           }
           detail::wg_gemm<false, true>(mma_kv, tPr, tKVrdO(_, _, _, st.index()), tdVacc);
+          if (p.softcap) {
+            // P^T (in bf16 for dV already) times 1 - t^2, t recovered from P^T
+            // and the LSE: dS^T = (P^T (1 - t^2)) (dP^T - D) below, unchanged.
+            CUTLASS_PRAGMA_UNROLL
+            for (int v = 0; v < BR / 2; ++v)
+              tSrS(v) *= detail::softcap_grad(tSrS(v), lse2[8 * (v / 4) + col_lane + (v % 2)], p.cap_t);
+          }
           warpgroup_wait<1>();  // dP^T done (dV may still run)
           CUTLASS_PRAGMA_UNROLL
           for (int v = 0; v < BR / 2; v += 2) {
@@ -432,12 +479,13 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
             }
             warpgroup_wait<0>();  // dQ part done
             // Both warpgroups have read dS before the next block writes it
-            // (ordered: and thread 0 has seen key blocks 0 .. n_block - 1
-            // add their parts to this query block: every earlier key block
-            // that sees a query of it walks it too, m_begin growing with n).
+            // (ordered: and thread 0 has seen key blocks n_lo(m) .. n_block - 1
+            // add their parts to this query block: the key blocks that walk
+            // it are a range, m_begin and m_stop growing with n; n_lo = 0
+            // without a window).
             const int flag = int(bh * p.m_blocks + m);
             if constexpr (K_::DQ == 3)
-              K_::Ordered::wait_eq(p.sem, ctid, flag, n_block);
+              K_::Ordered::wait_eq(p.sem, ctid, flag, n_block - K_::n_lo(p, m));
             else
               detail::named_sync(1, 256);
             if constexpr (K_::kTma) {
@@ -561,13 +609,16 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
     }
 
     if constexpr (K_::DQ == 2) {
-      // Partials: rows of the query blocks this key block skips (causal) hold
-      // zeros in its slot, so the fixed-order sum reads only written values.
-      const int64_t rows = min(int64_t(m_begin) * BR, int64_t(p.Sq));
+      // Partials: rows of the query blocks this key block skips (causal:
+      // before m_begin, window: from m_stop on) hold zeros in its slot, so
+      // the fixed-order sum reads only written values.
+      const int64_t lo = min(int64_t(m_begin) * BR, int64_t(p.Sq));
+      const int64_t hi = max(lo, min(int64_t(m_stop) * BR, int64_t(p.Sq)));
       for (int g = 0; g < p.group; ++g) {
         float4* z = reinterpret_cast<float4*>(
             p.dq + ((int64_t(blockIdx.y) * p.kb_count + blockIdx.x) * p.group + g) * p.Sq * D);
-        for (int64_t i = ctid; i < rows * D / 4; i += 256) z[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int64_t i = ctid; i < lo * D / 4; i += 256) z[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int64_t i = hi * D / 4 + ctid; i < int64_t(p.Sq) * D / 4; i += 256) z[i] = make_float4(0.f, 0.f, 0.f, 0.f);
       }
     }
 
@@ -649,6 +700,8 @@ struct BwdDq {
     const float* lse;
     const float* Dvec;
     T* dQ;
+    int window, softcap;        // Options (attention_wgmma.cuh)
+    float cap_k, cap_c, cap_t;  // cap_t = 1 / (softcap log2 e)
   };
 };
 
@@ -676,6 +729,8 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_dq_wgmma_kernel(const __
     const int last_key = last_row + (p.Sk - p.Sq);
     n_max = last_key < 0 ? 0 : min(n_max, last_key / BC + 1);
   }
+  // Window: key blocks [n_min, n_max), as the forward.
+  const int n_min = p.window > 0 ? window_first_block(m_block * BR + (p.Sk - p.Sq) - p.window + 1, BC, n_max) : 0;
 
   if (tid == 0) {
     cute::prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
@@ -702,7 +757,7 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_dq_wgmma_kernel(const __
 
   if (warp_group == 0) {
     cutlass::arch::warpgroup_reg_dealloc<K_::kProducerRegs>();
-    if (tid == 0 && n_max > 0) {
+    if (tid == 0 && n_max > n_min) {
       Tensor mQ = p.tma_q.get_tma_tensor(make_shape(p.Sq, D, p.H, p.B));
       Tensor mdO = p.tma_do.get_tma_tensor(make_shape(p.Sq, D, p.H, p.B));
       Tensor mK = p.tma_k.get_tma_tensor(make_shape(p.Sk, D, p.Hkv, p.B));
@@ -719,7 +774,7 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_dq_wgmma_kernel(const __
       copy(p.tma_q.with(ss.q_bar), tQg, tQs);
       copy(p.tma_do.with(ss.q_bar), tdOg, tdOs);
       PipelineState st = cutlass::make_producer_start_state<Pipeline>();
-      for (int n = 0; n < n_max; ++n) {
+      for (int n = n_min; n < n_max; ++n) {
         pipe_k.producer_acquire(st);
         copy(p.tma_k.with(*pipe_k.producer_get_barrier(st)), tKg(_, n), tKs(_, st.index()));
         pipe_v.producer_acquire(st);
@@ -767,17 +822,22 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_dq_wgmma_kernel(const __
     }
     const int diag = m_block * BR + (p.Sk - p.Sq);
 
-    if (n_max > 0) {
+    if (n_max > n_min) {
       Barrier::wait(&ss.q_bar, 0);
       PipelineState st;
-      for (int n = 0; n < n_max; ++n) {
+      for (int n = n_min; n < n_max; ++n) {
         pipe_k.consumer_wait(st);
         detail::wg_gemm<true, false>(mma_s, tSrQ, tSrK(_, _, _, st.index()), tSrS);
         pipe_v.consumer_wait(st);
         detail::wg_gemm<true, false>(mma_s, tSrdO, tSrV(_, _, _, st.index()), tSrdP);
         warpgroup_wait<1>();  // S done
+        if (p.softcap) {
+          CUTLASS_PRAGMA_UNROLL
+          for (int v = 0; v < BC / 2; ++v) tSrS(v) = detail::softcap_raw(tSrS(v), p.cap_k, p.cap_c);
+        }
         const int kb = n * BC;
-        const bool need_mask = kb + BC > p.Sk || (p.causal && kb + BC - 1 > diag);
+        const bool need_mask = kb + BC > p.Sk || (p.causal && kb + BC - 1 > diag) ||
+                               (p.window > 0 && kb <= diag + BR - 1 - p.window);
         CUTLASS_PRAGMA_UNROLL
         for (int v = 0; v < BC / 2; ++v) {
           const int r = (v / 2) % 2;
@@ -785,9 +845,15 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_dq_wgmma_kernel(const __
           if (need_mask) {
             const int col = kb + 8 * (v / 4) + col_lane + (v % 2);
             const int row = row0 + 8 * r;
-            if (col >= p.Sk || (p.causal && col > row + (p.Sk - p.Sq))) e = 0.f;
+            if (col >= p.Sk || (p.causal && col > row + (p.Sk - p.Sq)) ||
+                (p.window > 0 && col <= row + (p.Sk - p.Sq) - p.window))
+              e = 0.f;
           }
           tSrS(v) = e;
+        }
+        if (p.softcap) {  // P times 1 - t^2 (t recovered from P and the LSE): dS below unchanged
+          CUTLASS_PRAGMA_UNROLL
+          for (int v = 0; v < BC / 2; ++v) tSrS(v) *= detail::softcap_grad(tSrS(v), lse2[(v / 2) % 2], p.cap_t);
         }
         warpgroup_wait<0>();  // dP done
         pipe_v.consumer_release(st);
@@ -888,6 +954,7 @@ void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const flo
   auto gdo = detail::gtensor<T>(a.dO, Sq, D, H, B);
   auto gk = detail::gtensor<T>(a.K, Sk, D, Hkv, B);
   auto gv = detail::gtensor<T>(a.V, Sk, D, Hkv, B);
+  const Options opt(pr);
   typename K_::Params P{
       make_tma_copy(SM90_TMA_LOAD{}, gq, take<0, 2>(typename K_::SmemQ{}), Shape<Int<Cfg::BR>, Int<D>>{}, _1{}),
       make_tma_copy(SM90_TMA_LOAD{}, gdo, take<0, 2>(typename K_::SmemQ{}), Shape<Int<Cfg::BR>, Int<D>>{}, _1{}),
@@ -904,7 +971,8 @@ void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const flo
       static_cast<T*>(a.dV),
       dq,
       sem,
-      0, 0, 0};
+      0, 0, 0,
+      opt.window, opt.softcap, opt.cap_k, opt.cap_c, opt.cap_t};
   const int64_t n_kb = (pr.Sk + Cfg::BC - 1) / Cfg::BC;
   if (kb_count < 0) kb_count = n_kb - kb_begin;
   if (units < 0) units = pr.B * pr.Hkv - unit_begin;
@@ -950,6 +1018,7 @@ void launch_bwd_dq(const AttentionProblem& pr, const AttentionArgs& a, const flo
   auto gdo = detail::gtensor<T>(a.dO, Sq, D, H, B);
   auto gk = detail::gtensor<T>(a.K, Sk, D, Hkv, B);
   auto gv = detail::gtensor<T>(a.V, Sk, D, Hkv, B);
+  const Options opt(pr);
   typename K_::Params P{
       make_tma_copy(SM90_TMA_LOAD{}, gq, typename K_::SmemQ{}, Shape<Int<Cfg::BR>, Int<D>>{}, _1{}),
       make_tma_copy(SM90_TMA_LOAD{}, gdo, typename K_::SmemQ{}, Shape<Int<Cfg::BR>, Int<D>>{}, _1{}),
@@ -962,7 +1031,8 @@ void launch_bwd_dq(const AttentionProblem& pr, const AttentionArgs& a, const flo
       float(pr.softmax_scale() * 1.4426950408889634),
       a.lse_in,
       Dvec,
-      static_cast<T*>(a.dQ)};
+      static_cast<T*>(a.dQ),
+      opt.window, opt.softcap, opt.cap_k, opt.cap_c, opt.cap_t};
   auto kernel = attention_bwd_dq_wgmma_kernel<Cfg>;
   const size_t smem = bwd_dq_smem_bytes<Cfg>();
   DETFUSE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));

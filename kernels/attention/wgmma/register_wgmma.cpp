@@ -36,8 +36,6 @@ constexpr const char* kForwardOnly =
 // The checks every wgmma variant shares: dtype, head dim, device, sizes and
 // shared memory (smem: the dynamic bytes of the largest kernel it launches).
 std::optional<std::string> common_reason(const AttentionProblem& p, const DeviceInfo& dev, int D, size_t smem) {
-  if (p.softcap > 0) return std::string("softcap: not supported by the wgmma attention yet");
-  if (p.window > 0) return std::string("window: sliding windows are not supported by the wgmma attention yet");
   if (p.dtype != DType::bf16)
     return std::string("dtype: bf16 only, the wgmma attention has no ") + to_string(p.dtype) + " path";
   if (p.d != D)
