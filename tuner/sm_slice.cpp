@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <mutex>
 
-#include "kernels/common/error.h"
+#include "kernels/common/cuda_check.h"
 
 namespace detfuse::tuner {
 
