@@ -223,7 +223,7 @@ TEST_F(Robust, StorePathErrorsAreBadInputWithTheStoresMessage) {
   EXPECT_EQ(bytes(), before);
 }
 
-// Issue 20's bad-input probe: a tune that fails before measuring (no GPU in
+// A bad-input probe: a tune that fails before measuring (no GPU in
 // the worker) creates no store; zero caps and budgets are bad input (exit 2).
 TEST_F(Robust, TuneThatFailsBeforeMeasuringCreatesNoStore) {
   CliContext c = ctx;

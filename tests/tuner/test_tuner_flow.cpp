@@ -140,8 +140,8 @@ TEST_F(Fixture, BudgetStopsCleanlyWithTheBestSoFarAndResumeFinishes) {
   EXPECT_EQ(meas.measured.size(), 5u);
   for (const auto& pr : rep2.problems) EXPECT_EQ(pr.ranked.size(), 4u);  // whole chain in the table
   // Nothing left to resume: a third --resume starts a new run that skips what
-  // this build measured on this device (issue 20: a repeated `make tune` ends
-  // at once), with the results in its table; --force measures everything.
+  // this build measured on this device (a repeated `make tune` ends at
+  // once), with the results in its table; --force measures everything.
   meas.measured.clear();
   auto rep3 = tune(store, o);
   EXPECT_FALSE(rep3.resumed);

@@ -1,4 +1,4 @@
-// The contention study's sweep (issue 10), as pure functions: which problems
+// The contention study's sweep, as pure functions: which problems
 // and which registered variants one `detfuse study contention` run measures.
 // No GPU, no store: tested on the CPU (tests/study).
 //
