@@ -3,7 +3,7 @@
 # with dist/build.tar.xz from experiments/device/pack.sh carried:
 #   bash experiments/device/session.sh STAGE ...
 # Stages: the scripts beside this one (attnfeat, flcefast, contention, frontdoor,
-# pyhf: each under 4 minutes), peers-attention, peers-flce (after
+# pyhf: each under 4 minutes), peers-attention, flcefast-peers (after
 # experiments/peers/install.sh on the same machine), gpu-tests (the other GPU
 # suites, filtered). Every stage writes its logs under /tmp/o/STAGE; the call
 # returns them as one archive, $OUT/logs-STAGES.tgz (the device tool returns at
