@@ -13,7 +13,8 @@ for f in ${PACK_ONLY:-detfuse capi/libdetfuse_c.so tests/common/test_gpu_smoke t
          tests/engines/test_engines_wgmma tests/flce/test_flce_gpu tests/flce/test_flce_variants \
          tests/attention/test_attention_gpu tests/attention/test_attention_variants \
          tests/attention_wgmma/test_attention_wgmma tests/study/test_study_spread_gpu tests/capi/test_capi_gpu \
-         tests/tuner_gpu/test_tuner_gpu tests/tuner_gpu/test_tuner_supervised_gpu} "$@"; do
+         tests/tuner_gpu/test_tuner_gpu tests/tuner_gpu/test_tuner_supervised_gpu tests/common/test_common \
+         experiments/gemm_f32_probe} "$@"; do
   if [ -f "$B/$f" ]; then
     mkdir -p "$stage/build/$(dirname "$f")" && cp "$B/$f" "$stage/build/$f"
   else
