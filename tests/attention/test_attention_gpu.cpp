@@ -318,7 +318,7 @@ void check_determinism(const AttentionVariant& v, const Case& c) {
     if (out == "dQ" && !v.desc.deterministic) {
       std::printf("[ INFO     ] %s: %zu distinct dQ digests over 5 repeats (atomic: not promised)\n",
                   v.desc.name.c_str(), set.size());
-      RecordProperty("distinct_dQ_digests", int(set.size()));
+      ::testing::Test::RecordProperty("distinct_dQ_digests", int(set.size()));
       continue;
     }
     EXPECT_EQ(set.size(), 1u) << out << " is not bitwise repeatable";
