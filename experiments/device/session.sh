@@ -46,4 +46,4 @@ for s in "$@"; do
     *) echo "session.sh: unknown stage $s" ;;
   esac
 done
-tar -C /tmp/o -czf "$OUT/logs-$(echo "$*" | tr ' ' '+').tgz" . && ls -la "$OUT"
+tar -C /tmp/o -czf "$OUT/logs-$(echo "$*" | tr ' ' '_').tgz" . && ls -la "$OUT"
