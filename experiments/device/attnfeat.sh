@@ -34,7 +34,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 
 TA=$B/tests/attention/test_attention_gpu
 TW=$B/tests/attention_wgmma/test_attention_wgmma
 TV=$B/tests/attention/test_attention_variants
-DF=$B/cli/detfuse
+DF=$B/detfuse
 
 # 1. tests (timeouts are caps; the whole script stays under 4 minutes)
 run variants_cpu 10 "$TV"

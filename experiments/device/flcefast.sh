@@ -41,27 +41,27 @@ if [ "$mode" != --peers-only ]; then
   run tests 20 "$TVAR"
   run tests 200 "$TFLCE" --gtest_filter='*cublaslt*:*bf16_mma_owning_bm128_bn128*mb1024*:*fp32_fma_partials_bm64*:*wgmma_owning_bm128_bn256*c2*mb1920*:FlceBadInput*'
   run tests 40 "$TENG" --gtest_filter='LtMatmul.*:ThreeGemms.*'
-  # Sanitizers on the new bf16-logits variants (the lg16 row pass, softcap on bf16).
+  # Sanitizers on the cuBLASLt row pass (its reductions on cub::BlockReduce).
   run sanitize 100 compute-sanitizer --tool memcheck --error-exitcode 9 "$TFLCE" \
-    --gtest_filter='*MatchesReference*cublaslt_owning_lg16_mb512'
+    --gtest_filter='*MatchesReference*cublaslt_owning_mb512'
   run sanitize 60 compute-sanitizer --tool racecheck --error-exitcode 9 "$TFLCE" \
-    --gtest_filter='*RepeatsBitwise*cublaslt_owning_lg16_mb512'
+    --gtest_filter='*RepeatsBitwise*cublaslt_owning_mb512'
   run sanitize 60 compute-sanitizer --tool synccheck --error-exitcode 9 "$TFLCE" \
-    --gtest_filter='*RepeatsBitwise*cublaslt_owning_lg16_mb512'
+    --gtest_filter='*RepeatsBitwise*cublaslt_owning_mb512'
   # New against old cuBLASLt owning variants at the three shapes (3 GEMMs in the same process).
   for s in $SHAPES3; do
     run bench 40 "$CLI" bench flce --shape "$s" --dtype bf16 --repeats 5 \
-      --variant $L.owning.mb1024 $L.owning.mb2000 $L.owning.lg16_mb1024 $L.owning.lg16_mb2000
+      --variant $L.owning.mb1024 --variant $L.owning.mb2000
   done
 fi
 
 if [ "$mode" = --peers-only ] || [ "$mode" = --all ]; then
   [ -f "$LIB" ] && cp "$LIB" python/detfuse/libdetfuse_c.so
-  export PYTHONPATH=/tmp/peers-site:$PWD/python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+  export PYTHONPATH=/tmp/peers-site:/tmp/peers-site/nvidia_cutlass_dsl/dsl_packages:$PWD/python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
   run peers 230 python3 experiments/flce_peers.py --json "$OUT/flce_peers.json" --budget-s 180
   for s in $SHAPES3 32768,4096,128256; do
     run peers 60 "$CLI" bench flce --shape "$s" --dtype bf16 --repeats 3 \
-      --variant $L.owning.mb2000 $L.owning.lg16_mb1024 $L.owning.lg16_mb2000
+      --variant $L.owning.mb1024 --variant $L.owning.mb2000
   done
 fi
 

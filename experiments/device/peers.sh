@@ -10,7 +10,7 @@ mkdir -p "$OUT"
 [ -d build ] || tar -xJf dist/build.tar.xz
 D=$PWD/build
 cp "$D/capi/libdetfuse_c.so" python/detfuse/libdetfuse_c.so
-export PYTHONPATH=/tmp/peers-site:$PWD/python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+export PYTHONPATH=/tmp/peers-site:/tmp/peers-site/nvidia_cutlass_dsl/dsl_packages:$PWD/python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64
 W=attention.bf16.wgmma
 for what in "$@"; do

@@ -13,7 +13,7 @@ OUT=${OUT:-out}
 mkdir -p "$OUT"
 [ -d build ] || tar -xJf dist/build.tar.xz
 export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64 PATH=$PATH:/usr/local/cuda/bin PYTHONUNBUFFERED=1
-[ -d /tmp/peers-site ] && export PYTHONPATH=/tmp/peers-site${PYTHONPATH:+:$PYTHONPATH}
+[ -d /tmp/peers-site ] && export PYTHONPATH=/tmp/peers-site:/tmp/peers-site/nvidia_cutlass_dsl/dsl_packages${PYTHONPATH:+:$PYTHONPATH}
 cp build/capi/libdetfuse_c.so python/detfuse/libdetfuse_c.so 2>/dev/null
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv
 git log --oneline -1 2>/dev/null || true

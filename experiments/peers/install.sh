@@ -4,7 +4,9 @@
 #   call 1 (carry .peers/a):  bash experiments/peers/install.sh stage
 #   call 2 (carry .peers/b):  bash experiments/peers/install.sh stage install
 # then, in that call and later ones on the same machine:
-#   export PYTHONPATH=/tmp/peers-site${PYTHONPATH:+:$PYTHONPATH}
+#   export PYTHONPATH=/tmp/peers-site:/tmp/peers-site/nvidia_cutlass_dsl/dsl_packages${PYTHONPATH:+:$PYTHONPATH}
+# (the CuTe DSL's `cutlass` package is added to sys.path by a .pth file, which
+# Python reads only in a site directory, not in a --target folder)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 for step in "$@"; do
@@ -24,7 +26,7 @@ for step in "$@"; do
       rm /tmp/peers-stage/cu13part.*
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/peers-site \
         /tmp/peers-stage/*.whl
-      PYTHONPATH=/tmp/peers-site python3 -c "import flash_attn.cute, liger_kernel, cut_cross_entropy, quack; print('peers installed')" ;;
+      PYTHONPATH=/tmp/peers-site:/tmp/peers-site/nvidia_cutlass_dsl/dsl_packages python3 -c "import flash_attn.cute, liger_kernel, cut_cross_entropy, quack; print('peers installed')" ;;
     *) echo "usage: install.sh stage|install ..." >&2; exit 2 ;;
   esac
 done

@@ -150,8 +150,10 @@ void CublasLtEngine::gemm_impl(const GemmParams& p, const EpiPartial& e, cudaStr
 void register_flce_cublaslt(Registry& r) {
   register_tile_config<CublasLtEngine, LtConfig>(r, kLtOwningChunkMiB, kChunkMiB, kSplits, kSlabRows,
                                                  /*with_atomic=*/false);
-  register_tile_config<CublasLtLg16Engine, LtConfig>(r, kLtOwningChunkMiB, kChunkMiB, kSplits, kSlabRows,
-                                                     /*with_atomic=*/false);
+  // CublasLtLg16Engine (bf16 logits chunk) is not registered: on the H200 its
+  // variants failed the float64 reference at the bf16 tolerances on 3 of the 9
+  // cases (large_logits: loss 2.0e-1, dX 2.0e-1; single_row_prime_V: loss
+  // 1.35e-4; mean_all_ignored: LSE 1.04e-4; experiments/flce_bench_log.md).
 }
 
 }  // namespace detfuse::flce

@@ -140,36 +140,6 @@ TEST(FlceVariants, WorkspaceIsBoundedByTheChunkBudget) {
   }
 }
 
-// The bf16-logits (lg16) variants sit beside every fp32-logits cuBLASLt variant
-// (those stay registered: they are the accurate ones) and hold twice the rows
-// in the same budget, so about the same workspace.
-TEST(FlceVariants, Bf16LogitsVariantsBesideTheFp32Ones) {
-  const Registry& r = builtin_registry();
-  int pairs = 0;
-  for (const auto& v : r.flce()) {
-    if (v.desc.engine != "cublaslt") continue;
-    bool lg16 = false;
-    for (const auto& [k, val] : v.desc.params) lg16 |= k == "lg" && val == 16;
-    if (lg16) continue;
-    const std::string tail = v.desc.name.substr(std::string("flce.bf16.cublaslt.").size());
-    const std::string strategy = tail.substr(0, tail.find('.'));
-    const std::string name = "flce.bf16.cublaslt." + strategy + ".lg16_" + tail.substr(tail.find('.') + 1);
-    const FlceVariant* b = r.find_flce(name);
-    ASSERT_NE(b, nullptr) << "no " << name << " beside " << v.desc.name;
-    EXPECT_EQ(b->desc.deterministic, v.desc.deterministic);
-    EXPECT_NE(b->desc.summary.find("bf16"), std::string::npos) << b->desc.summary;
-    const FlceProblem p = llama(DType::bf16);
-    EXPECT_FALSE(b->can_run(p, FlceMode::forward_backward, h200()).has_value());
-    // Each fills its budget up to a whole block of 128 rows: the same bytes within one block of bf16 rows.
-    const size_t wb = b->workspace_bytes(p, FlceMode::forward_backward), wv = v.workspace_bytes(p, FlceMode::forward_backward);
-    EXPECT_GE(wb, wv) << name;
-    EXPECT_LE(wb - wv, size_t(128) * size_t(p.V) * 2 + 256) << name;
-    ++pairs;
-  }
-  EXPECT_GE(pairs, 4);  // owning at three budgets, partials
-  EXPECT_NE(r.find_flce("flce.bf16.cublaslt.owning.lg16_mb1024"), nullptr);
-}
-
 // The built-in default (flce::heuristic_variant, measured choice in flce.cpp):
 // bf16 on sm_80+ runs the cuBLASLt engine's owning variant at the 1024 MiB
 // budget, fp32 the FMA engine's owning variant; both deterministic.
