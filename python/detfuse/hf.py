@@ -93,10 +93,11 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0, sc
         window = int(sliding_window) if Sk > sliding_window else 0
     cap = float(softcap) if softcap else None
     torch = _torch()
-    if torch.is_autocast_enabled(query.device.type):
+    device_type = query.device.type
+    if device_type in ("cuda", "cpu") and torch.is_autocast_enabled(device_type):  # (no autocast on meta)
         # As SDPA under autocast: the rotary embedding leaves q and k in fp32
         # (fp32 cos/sin) while v is in the autocast dtype; all three run in it.
-        dtype = torch.get_autocast_dtype(query.device.type)
+        dtype = torch.get_autocast_dtype(device_type)
         query, key, value = (t.to(dtype) for t in (query, key, value))
     try:
         out = dt.attention(query, key, value, causal=bool(is_causal), scale=scaling, softcap=cap,
