@@ -45,10 +45,8 @@ import torch.nn.functional as F
 
 DEFAULT_SHAPES = ["16384,4096,128256", "8192,2304,256000", "4096,4096,128256", "32768,4096,128256"]
 DEFAULT_VARIANTS = [
+    "flce.bf16.cublaslt.owning.mb1024",
     "flce.bf16.cublaslt.owning.mb2000",
-    "flce.bf16.cublaslt.owning.lg16_mb1024",
-    "flce.bf16.cublaslt.owning.lg16_mb2000",
-    "flce.bf16.wgmma.owning.bm128_bn128_bk64_c2_st6_pp1_mb1920",
 ]
 ALL_PEERS = ["3gemm", "detfuse", "liger-cute", "liger-triton", "cce", "compile8", "quack"]
 
