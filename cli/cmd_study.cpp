@@ -183,23 +183,12 @@ int cmd_study(Env& env, const std::vector<std::string>& args) {
     tuner::WorkerFactory factory =
         env.ctx.worker_setup ? tuner::WorkerFactory([&env, gpu] { return env.ctx.worker_setup(gpu); })
                              : tuner::WorkerFactory([gpu, level] { return gpu_worker_setup(gpu, level); });
-    std::unique_ptr<tuner::Measurer> in_process;
-    std::unique_ptr<tuner::SupervisedMeasurer> supervised;
-    DeviceInfo dev;
-    int granted = 0;
-    if (vm.count("in-process")) {
-      tuner::WorkerSetup setup = factory();
-      dev = setup.device;
-      granted = setup.sms;
-      in_process = std::move(setup.measurer);
-    } else {
-      supervised = std::make_unique<tuner::SupervisedMeasurer>(env.reg, factory);
-      dev = supervised->start();
-      granted = supervised->sms();
-    }
+    StartedMeasurer started = start_measurer(env, factory, vm.count("in-process") > 0);
+    const DeviceInfo& dev = started.dev;
+    const int granted = started.granted;
     o.sms = level;
     o.run_sms = granted > 0 ? std::optional<int64_t>(granted) : std::nullopt;
-    tuner::Measurer& measurer = in_process ? *in_process : static_cast<tuner::Measurer&>(*supervised);
+    tuner::Measurer& measurer = started.get();
     const size_t np = level > 0 ? o.plan.sm_problems.size() : o.plan.problems.size();
     env.err << "study " << o.plan.name << ": " << np << " problem(s) x " << o.plan.variants.size() << " variant(s) on "
             << dev.name << (granted > 0 ? ", " + std::to_string(granted) + " of " + std::to_string(dev.sm_count) + " SMs"

@@ -59,6 +59,21 @@ tuner::WorkerSetup gpu_worker_setup(const std::string& gpu, int sms) {
   return s;
 }
 
+StartedMeasurer start_measurer(const Env& env, const tuner::WorkerFactory& factory, bool in_process) {
+  StartedMeasurer m;
+  if (in_process) {
+    tuner::WorkerSetup setup = factory();
+    m.dev = setup.device;
+    m.granted = setup.sms;
+    m.in_process = std::move(setup.measurer);
+  } else {
+    m.supervised = std::make_unique<tuner::SupervisedMeasurer>(env.reg, factory);
+    m.dev = m.supervised->start();
+    m.granted = m.supervised->sms();
+  }
+  return m;
+}
+
 int cmd_tune(Env& env, const std::vector<std::string>& args) {
   std::string presets;
   for (const auto& n : tuner::all_preset_names()) presets += (presets.empty() ? "" : ", ") + n;
@@ -194,23 +209,12 @@ int cmd_tune(Env& env, const std::vector<std::string>& args) {
   if (std::filesystem::exists(db_path, exists_ec)) opened = std::make_unique<db::Store>(db_path);
   tuner::clear_interrupt();
   tuner::install_sigint_handler();
-  std::unique_ptr<tuner::Measurer> in_process;
-  std::unique_ptr<tuner::SupervisedMeasurer> supervised;
-  DeviceInfo dev;
-  int granted = 0;
-  if (vm.count("in-process")) {
-    tuner::WorkerSetup setup = factory();
-    dev = setup.device;
-    granted = setup.sms;
-    in_process = std::move(setup.measurer);
-  } else {
-    supervised = std::make_unique<tuner::SupervisedMeasurer>(env.reg, factory);
-    dev = supervised->start();
-    granted = supervised->sms();
-  }
+  StartedMeasurer started = start_measurer(env, factory, vm.count("in-process") > 0);
+  const DeviceInfo& dev = started.dev;
+  const int granted = started.granted;
   if (granted > 0) o.sms = granted;
   if (sms > 0) env.err << "measuring on " << granted << " of " << dev.sm_count << " SMs (--sms " << sms << ")\n";
-  tuner::Measurer& measurer = in_process ? *in_process : static_cast<tuner::Measurer&>(*supervised);
+  tuner::Measurer& measurer = started.get();
   if (!opened) opened = std::make_unique<db::Store>(db_path);
   db::Store& store = *opened;
   tuner::Tuner t(store, env.reg, dev, measurer, &env.err);

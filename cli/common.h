@@ -4,6 +4,7 @@
 #include <boost/program_options.hpp>
 
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <stdexcept>
@@ -69,6 +70,18 @@ tuner::FlceHostInputs load_inputs(const std::filesystem::path& dir, FlceProblem&
 // sms > 0: the measurer launches on a green-context slice of that many SMs
 // (tuner/sm_slice.h; the count granted is WorkerSetup::sms).
 tuner::WorkerSetup gpu_worker_setup(const std::string& gpu, int sms = 0);
+
+// The measurer a command runs on: in this process (--in-process) or in a
+// supervised worker built by `factory`; the device it found and the SM count
+// its slice was granted (0: no slice).
+struct StartedMeasurer {
+  std::unique_ptr<tuner::Measurer> in_process;
+  std::unique_ptr<tuner::SupervisedMeasurer> supervised;
+  DeviceInfo dev;
+  int granted = 0;
+  tuner::Measurer& get() { return in_process ? *in_process : static_cast<tuner::Measurer&>(*supervised); }
+};
+StartedMeasurer start_measurer(const Env& env, const tuner::WorkerFactory& factory, bool in_process);
 
 int cmd_devices(Env& env, const std::vector<std::string>& args);
 int cmd_list(Env& env, const std::vector<std::string>& args);
