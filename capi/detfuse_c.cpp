@@ -175,6 +175,20 @@ struct Selected {
   std::string note;
 };
 
+// A tuner choice (FLCE or attention) into the C side's selected variant.
+template <class Selected_, class Choice>
+void copy_choice(Selected_& r, const Choice& c) {
+  r.variant = c.variant;
+  switch (c.source) {
+    case tuner::ChoiceSource::tuned: r.source = DETFUSE_SOURCE_TUNED; break;
+    case tuner::ChoiceSource::nearest: r.source = DETFUSE_SOURCE_NEAREST; break;
+    case tuner::ChoiceSource::heuristic: r.source = DETFUSE_SOURCE_HEURISTIC; break;
+  }
+  r.tuned_problem_key = c.tuned_problem_key;
+  r.distance = c.distance;
+  r.note = c.note;
+}
+
 // Checks the selection without a GPU; `needs_device` says whether resolving it will.
 void check_selection(const detfuse_selection* s) {
   require_nonnull(s, "selection");
@@ -215,15 +229,7 @@ Selected select(const detfuse_selection* s, const FlceProblem& p, FlceMode mode)
                              ? tuner::heuristic_only()
                              : tuner::tuned(s->db_path ? s->db_path : db::kDefaultPath, s->allow_nondeterministic != 0);
   tuner::FlceChoice c = tuner::choose_flce(p, mode, sel);
-  r.variant = c.variant;
-  switch (c.source) {
-    case tuner::ChoiceSource::tuned: r.source = DETFUSE_SOURCE_TUNED; break;
-    case tuner::ChoiceSource::nearest: r.source = DETFUSE_SOURCE_NEAREST; break;
-    case tuner::ChoiceSource::heuristic: r.source = DETFUSE_SOURCE_HEURISTIC; break;
-  }
-  r.tuned_problem_key = c.tuned_problem_key;
-  r.distance = c.distance;
-  r.note = c.note;
+  copy_choice(r, c);
   if (r.note.empty() && s->kind == DETFUSE_SELECT_HEURISTIC) r.note = "built-in heuristic requested";
   return r;
 }
@@ -428,15 +434,7 @@ AttentionSelected select_attention_on_device(const detfuse_selection* s, const A
   const tuner::Selection sel = tuner::tuned(s->db_path ? s->db_path : db::kDefaultPath, s->allow_nondeterministic != 0);
   const tuner::AttentionChoice c = tuner::choose_attention(
       p, mode == AttentionMode::forward ? tuner::Mode::forward : tuner::Mode::forward_backward, sel);
-  r.variant = c.variant;
-  switch (c.source) {
-    case tuner::ChoiceSource::tuned: r.source = DETFUSE_SOURCE_TUNED; break;
-    case tuner::ChoiceSource::nearest: r.source = DETFUSE_SOURCE_NEAREST; break;
-    case tuner::ChoiceSource::heuristic: r.source = DETFUSE_SOURCE_HEURISTIC; break;
-  }
-  r.tuned_problem_key = c.tuned_problem_key;
-  r.distance = c.distance;
-  r.note = c.note;
+  copy_choice(r, c);
   return r;
 }
 
