@@ -9,10 +9,7 @@
 # returns them as one archive, $OUT/logs-STAGES.tgz (the device tool returns at
 # most 8 files), and prints each stage's summary.
 set -u
-OUT=${OUT:-out}
-mkdir -p "$OUT"
-[ -d build ] || tar -xJf dist/build.tar.xz
-export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64 PATH=$PATH:/usr/local/cuda/bin PYTHONUNBUFFERED=1
+source "$(dirname "$0")/lib.sh"
 [ -d /tmp/peers-site ] && export PYTHONPATH=/tmp/peers-site:/tmp/peers-site/nvidia_cutlass_dsl/dsl_packages${PYTHONPATH:+:$PYTHONPATH}
 cp build/capi/libdetfuse_c.so python/detfuse/libdetfuse_c.so 2>/dev/null
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv
