@@ -2,8 +2,8 @@
 # One device call over several stages, from the repo root on the GPU machine,
 # with dist/build.tar.xz from experiments/device/pack.sh carried:
 #   bash experiments/device/session.sh STAGE ...
-# Stages: the scripts beside this one (attnfeat, flcefast, contention, frontdoor,
-# pyhf: each under 4 minutes), peers-attention, flcefast-peers (after
+# Stages: any script NAME.sh beside this one (attnfeat, flcefast, contention, frontdoor,
+# pyhf, a branch's own script: each under 4 minutes), peers-attention, flcefast-peers (after
 # experiments/peers/install.sh on the same machine), gpu-tests (the other GPU
 # suites, filtered). Every stage writes its logs under /tmp/o/STAGE; the call
 # returns them as one archive, $OUT/logs-STAGES.tgz (the device tool returns at
@@ -40,7 +40,9 @@ for s in "$@"; do
         r 60 build/tests/tuner_gpu/test_tuner_supervised_gpu
         r 150 build/tests/flce/test_flce_gpu --gtest_filter="*mma_owning*mb1024*:*wgmma_owning_bm128_bn256*mb1024*:*atomic*sk4*:*partials*sk4*:*_sk0*:FlceBadInput*"
       ' ;;
-    *) echo "session.sh: unknown stage $s" ;;
+    *)
+      if [ -f "experiments/device/$s.sh" ]; then stage "$s" 330 bash "experiments/device/$s.sh"
+      else echo "session.sh: unknown stage $s"; fi ;;
   esac
 done
 tar -C /tmp/o -czf "$OUT/logs-$(echo "$*" | tr ' ' '_').tgz" . && ls -la "$OUT"
