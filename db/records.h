@@ -163,10 +163,62 @@ struct Correctness {
   friend bool operator==(const Correctness&, const Correctness&) = default;
 };
 
-// Determinism levels a result can reach on its own (config_invariant is a
-// property of a set of variants, computed by callers from digests).
+// Determinism levels (DESIGN.md, "Determinism levels"), strongest last:
+//   none < run_to_run < sm_count < config < portable.
+// Each level above none has its own check, done independently and stored per
+// result (schema v6) as shown, failed or not_checked:
+//   run_to_run  K repeats gave one digest per output;
+//   sm_count    repeat 0's digests are the same on 16, 66 and all SMs
+//               (green-context slices, rounded to the hardware's granularity);
+//   config      the digests equal those of every other variant of the same
+//               family, dtype, engine and strategy measured on the problem in
+//               the same tune/verify call (a variant alone: not_checked);
+//   portable    the digests equal those of the CPU emulation (reference/emulate.h).
+// A result HAS level L when L's check is shown and run_to_run is shown (every
+// level implies run-to-run determinism); its `level` is the strongest level it
+// has (derive_level), computed by the store, never given.
 inline constexpr const char* kLevelNone = "none";
 inline constexpr const char* kLevelRunToRun = "run_to_run";
+inline constexpr const char* kLevelSmCount = "sm_count";
+inline constexpr const char* kLevelConfig = "config";
+inline constexpr const char* kLevelPortable = "portable";
+
+inline constexpr const char* kCheckShown = "shown";
+inline constexpr const char* kCheckFailed = "failed";
+inline constexpr const char* kCheckNotChecked = "not_checked";
+
+// The level names in order, none first.
+const std::vector<std::string>& level_names();
+// Position of a level in level_names() (none = 0), or -1 for an unknown name.
+int level_rank(const std::string& level);
+// Throws db::Error (invalid_argument) naming the level names when `level` is
+// not one of them; `what` prefixes the message (e.g. "--level").
+void check_level_name(const std::string& level, const std::string& what);
+
+// The outcome of each level check of one result (schema v6).
+struct LevelChecks {
+  std::string run_to_run = kCheckNotChecked;
+  std::string sm_count = kCheckNotChecked;
+  std::string config = kCheckNotChecked;
+  std::string portable = kCheckNotChecked;
+  // How each check was shown or why it failed, "check: text" joined by "; "
+  // (e.g. "sm_count: 16, 72 (66 asked), 132 SMs agree").
+  std::string notes;
+  // The outcome of the check of a level ("run_to_run" .. "portable"); throws
+  // db::Error (invalid_argument) for none or an unknown name.
+  std::string& at(const std::string& level);
+  const std::string& at(const std::string& level) const;
+  // Whether the result has `level`: none always; otherwise its check and
+  // run_to_run are shown.
+  bool has(const std::string& level) const;
+  // Appends "check: text" to notes.
+  void note(const std::string& check, const std::string& text);
+  friend bool operator==(const LevelChecks&, const LevelChecks&) = default;
+};
+
+// The strongest level the checks show (none when run_to_run is not shown).
+std::string derive_level(const LevelChecks& c);
+bool valid_check_outcome(const std::string& outcome);
 
 struct DigestRow {
   int repeat = 0;      // 0 .. repeats-1
@@ -194,7 +246,13 @@ struct Determinism {
   // Number of distinct digests per output. When left empty, record_result()
   // computes it from `digests`; when given, it must agree with them.
   std::map<std::string, int> distinct;
-  std::string level = kLevelNone;  // "none" or "run_to_run"
+  // Derived by the store from `checks` (record_result, set_level_checks);
+  // as read back, the stored level. A writer that leaves checks.run_to_run
+  // not_checked and sets level run_to_run (or none, with some output of
+  // several digests) gets run_to_run shown (failed), validated against the
+  // digests.
+  std::string level = kLevelNone;
+  LevelChecks checks;  // v6
   // v4: per output, the run-to-run spread; empty when not measured (stores
   // written before v4, measurers that do not compute it).
   std::map<std::string, Spread> spread;
@@ -287,6 +345,7 @@ struct BestResult {
   double median_ms = 0;
   double tflops = 0;
   std::string level;  // determinism level of the result
+  LevelChecks checks;  // v6: each check's outcome
   std::string recorded_at;
 };
 
@@ -304,6 +363,7 @@ struct StoredDigests {
   std::string variant_name;
   int repeats = 0;
   std::string level;
+  LevelChecks checks;  // v6
   std::vector<DigestRow> digests;  // sorted by (repeat, output)
 };
 

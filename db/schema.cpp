@@ -246,6 +246,35 @@ ALTER TABLE runs ADD COLUMN sms INTEGER;
 )sql",
        "v5: runs.sms, the SMs every measurement of the run had (a green-context slice of the device, or the "
        "whole device); NULL for older runs (whole device, count not recorded)"},
+      {6,
+       // determinism is rebuilt (its level CHECK gains the new levels; SQLite
+       // cannot alter a CHECK): each level check's outcome and notes. Older
+       // results keep their level; run_to_run is shown for level run_to_run,
+       // failed where an output had several digests, else not_checked; the
+       // new checks are not_checked.
+       R"sql(
+CREATE TABLE determinism_v6 (
+  result_id   INTEGER PRIMARY KEY REFERENCES results (id) ON DELETE CASCADE,
+  repeats     INTEGER NOT NULL,
+  level       TEXT    NOT NULL CHECK (level IN ('none', 'run_to_run', 'sm_count', 'config', 'portable')),
+  run_to_run  TEXT    NOT NULL DEFAULT 'not_checked' CHECK (run_to_run IN ('shown', 'failed', 'not_checked')),
+  sm_count    TEXT    NOT NULL DEFAULT 'not_checked' CHECK (sm_count IN ('shown', 'failed', 'not_checked')),
+  config      TEXT    NOT NULL DEFAULT 'not_checked' CHECK (config IN ('shown', 'failed', 'not_checked')),
+  portable    TEXT    NOT NULL DEFAULT 'not_checked' CHECK (portable IN ('shown', 'failed', 'not_checked')),
+  level_notes TEXT    NOT NULL DEFAULT ''
+);
+INSERT INTO determinism_v6 (result_id, repeats, level, run_to_run)
+  SELECT d.result_id, d.repeats, d.level,
+         CASE WHEN d.level = 'run_to_run' THEN 'shown'
+              WHEN EXISTS (SELECT 1 FROM determinism_outputs o
+                           WHERE o.result_id = d.result_id AND o.distinct_digests > 1) THEN 'failed'
+              ELSE 'not_checked' END
+  FROM determinism d;
+DROP TABLE determinism;
+ALTER TABLE determinism_v6 RENAME TO determinism;
+)sql",
+       "v6: determinism holds each level check's outcome (run_to_run, sm_count, config, portable: shown, "
+       "failed, not_checked) and notes; level may be sm_count, config or portable (the strongest shown)"},
   };
   return m;
 }

@@ -45,7 +45,7 @@ using Error = ::detfuse::Error;
 
 // Schema version this build writes (PRAGMA user_version) and the application id
 // (PRAGMA application_id) that marks a detfuse database.
-inline constexpr int kSchemaVersion = 5;
+inline constexpr int kSchemaVersion = 6;
 inline constexpr int32_t kApplicationId = 0x64667573;  // "dfus"
 
 inline constexpr const char* kDefaultPath = "detfuse.db";
@@ -236,6 +236,14 @@ class Store {
   // that key exists (a result the owner recorded, crashed included).
   Id record_result(const ResultRecord& r);
 
+  // Schema v6: stores the outcome of the level checks shown after the result
+  // was recorded (config, across the variants of one tune or verify call;
+  // sm_count and portable from verify --levels) and re-derives its level.
+  // run_to_run must equal the stored one (the result's own repeats showed
+  // it). Throws db::Error (invalid_argument) for a result without a
+  // determinism check or an outcome that is not shown/failed/not_checked.
+  void set_level_checks(Id result_id, const LevelChecks& checks);
+
   StoredResult result(Id result_id) const;
   std::vector<StoredResult> run_results(Id run_id) const;  // in id order
 
@@ -244,8 +252,13 @@ class Store {
   // (any level, or none checked, when allow_nondeterministic). Ties: lower median, then lower result id.
   // `build_id` restricts it to one build; otherwise any build (BestResult says
   // which one produced it).
+  //
+  // `level` (v6; "" = the rule above): the result must HAVE that level (its
+  // check and run_to_run shown, records.h) and its variant be deterministic
+  // by design; "none" = allow_nondeterministic. An unknown level name throws
+  // db::Error (invalid_argument).
   std::optional<BestResult> best(Id device_id, Id problem_id, bool allow_nondeterministic,
-                                 std::optional<Id> build_id = std::nullopt) const;
+                                 std::optional<Id> build_id = std::nullopt, const std::string& level = "") const;
 
   // When `p` itself was never tuned on the device: the problem of the same
   // family and options_key, with the same shape dimension names, that has a
@@ -253,7 +266,8 @@ class Store {
   // (ties: smaller key). `p` need not be in the store. nullopt when none.
   std::optional<NearestMatch> nearest_tuned(Id device_id, const ProblemRecord& p,
                                             bool allow_nondeterministic,
-                                            std::optional<Id> build_id = std::nullopt) const;
+                                            std::optional<Id> build_id = std::nullopt,
+                                            const std::string& level = "") const;
 
   // Digests stored for (device, build, variant, problem, seed): the latest
   // result of that key that has a determinism check. For `verify`.

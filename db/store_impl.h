@@ -123,6 +123,18 @@ void delete_result(const Store::Impl& im, Id result_id);
 // Inserts the result and its children; no checks for an existing row.
 Id insert_result(const Store::Impl& im, const ResultRecord& r);
 
+// The v6 check columns run_to_run, sm_count, config, portable, level_notes
+// read from `col` on.
+inline LevelChecks read_checks(const Stmt& s, int col) {
+  LevelChecks c;
+  c.run_to_run = s.text(col);
+  c.sm_count = s.text(col + 1);
+  c.config = s.text(col + 2);
+  c.portable = s.text(col + 3);
+  c.notes = s.text(col + 4);
+  return c;
+}
+
 bool valid_run_status(const std::string& s);
 std::string lower(std::string s);
 // Seconds from an ISO UTC timestamp (now_utc() format) to now; NaN if empty

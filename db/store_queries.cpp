@@ -9,12 +9,26 @@ namespace detfuse::db {
 using detail::StmtUse;
 
 std::optional<BestResult> Store::best(Id device_id, Id problem_id, bool allow_nondeterministic,
-                                      std::optional<Id> build_id) const {
+                                      std::optional<Id> build_id, const std::string& level) const {
+  if (!level.empty()) {
+    check_level_name(level, "best");
+    if (level == kLevelNone) allow_nondeterministic = true;
+  }
+  // The level's check column (a fixed name from the list, never the caller's text).
+  std::string need = "d.run_to_run='shown'";
+  if (!level.empty() && level != kLevelNone && level != kLevelRunToRun) {
+    allow_nondeterministic = false;
+    need += std::string(" AND d.") + level_names()[size_t(level_rank(level))] + "='shown'";
+  } else if (level == kLevelRunToRun) {
+    allow_nondeterministic = false;
+  }
   BestResult b;
   {
     StmtUse s(impl_->stmt(
         "SELECT r.id, r.run_id, r.variant_id, v.name, r.build_id, r.seed, t.median_ms, t.tflops, "
-        "       coalesce(d.level, ''), r.recorded_at, p.key "
+        "       coalesce(d.level, ''), r.recorded_at, p.key, "
+        "       coalesce(d.run_to_run, 'not_checked'), coalesce(d.sm_count, 'not_checked'), "
+        "       coalesce(d.config, 'not_checked'), coalesce(d.portable, 'not_checked'), coalesce(d.level_notes, '') "
         "FROM results r "
         "JOIN variants v ON v.id = r.variant_id "
         "JOIN problems p ON p.id = r.problem_id "
@@ -22,7 +36,7 @@ std::optional<BestResult> Store::best(Id device_id, Id problem_id, bool allow_no
         "JOIN timing t ON t.result_id = r.id "
         "LEFT JOIN determinism d ON d.result_id = r.id "
         "WHERE r.device_id=?1 AND r.problem_id=?2 AND r.status='ok' AND c.pass=1 "
-        "  AND ((d.level='run_to_run' AND v.deterministic_by_design=1) OR ?3=1) "
+        "  AND ((" + need + " AND v.deterministic_by_design=1) OR ?3=1) "
         "  AND (?4 IS NULL OR r.build_id=?4) "
         // Measured on the whole device: not on a --sms slice (runs.sms, v5).
         "  AND coalesce((SELECT u.sms FROM runs u WHERE u.id = r.run_id), "
@@ -42,6 +56,7 @@ std::optional<BestResult> Store::best(Id device_id, Id problem_id, bool allow_no
     b.level = s->text(8);
     b.recorded_at = s->text(9);
     b.problem_key = s->text(10);
+    b.checks = detail::read_checks(*s, 11);
   }
   b.device_id = device_id;
   b.problem_id = problem_id;
@@ -51,7 +66,8 @@ std::optional<BestResult> Store::best(Id device_id, Id problem_id, bool allow_no
 
 std::optional<NearestMatch> Store::nearest_tuned(Id device_id, const ProblemRecord& p,
                                                  bool allow_nondeterministic,
-                                                 std::optional<Id> build_id) const {
+                                                 std::optional<Id> build_id, const std::string& level) const {
+  if (!level.empty()) check_level_name(level, "nearest_tuned");
   std::vector<Id> candidates;
   {
     StmtUse s(impl_->stmt(
@@ -74,7 +90,7 @@ std::optional<NearestMatch> Store::nearest_tuned(Id device_id, const ProblemReco
                    (dist == found->distance && q.key < found->problem.record.key))) {
       continue;
     }
-    auto b = best(device_id, id, allow_nondeterministic, build_id);
+    auto b = best(device_id, id, allow_nondeterministic, build_id, level);
     if (!b) continue;
     found = NearestMatch{{id, std::move(q)}, dist, std::move(*b)};
   }
@@ -87,7 +103,8 @@ std::optional<StoredDigests> digests_of(const Store::Impl& im, Id result_id) {
   StoredDigests sd;
   {
     StmtUse s(im.stmt(
-        "SELECT r.run_id, v.name, d.repeats, d.level FROM results r "
+        "SELECT r.run_id, v.name, d.repeats, d.level, d.run_to_run, d.sm_count, d.config, d.portable, "
+        "d.level_notes FROM results r "
         "JOIN variants v ON v.id = r.variant_id JOIN determinism d ON d.result_id = r.id "
         "WHERE r.id=?1"));
     s->bind(1, result_id);
@@ -97,6 +114,7 @@ std::optional<StoredDigests> digests_of(const Store::Impl& im, Id result_id) {
     sd.variant_name = s->text(1);
     sd.repeats = s->i32(2);
     sd.level = s->text(3);
+    sd.checks = detail::read_checks(*s, 4);
   }
   StmtUse s(im.stmt("SELECT repeat, output, digest FROM digests WHERE result_id=?1 ORDER BY repeat, output"));
   s->bind(1, result_id);

@@ -23,6 +23,31 @@ bool is_hex32(const std::string& s) {
                      [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
+// The checks as stored: a writer that left run_to_run not_checked gets it from
+// its level (run_to_run: shown) or from its digests (an output with several
+// distinct digests: failed).
+LevelChecks effective_checks(const Determinism& d) {
+  LevelChecks c = d.checks;
+  if (c.run_to_run != kCheckNotChecked) return c;
+  if (level_rank(d.level) >= level_rank(kLevelRunToRun)) {
+    c.run_to_run = kCheckShown;
+    return c;
+  }
+  std::map<std::string, std::set<std::string>> distinct;
+  for (const auto& g : d.digests) distinct[g.output].insert(g.digest);
+  for (const auto& [out, set] : distinct)
+    if (set.size() > 1) c.run_to_run = kCheckFailed;
+  for (const auto& [out, n] : d.distinct)
+    if (n > 1) c.run_to_run = kCheckFailed;
+  return c;
+}
+
+void validate_checks(const Store::Impl& im, const LevelChecks& c, const std::string& what) {
+  for (const char* l : {kLevelRunToRun, kLevelSmCount, kLevelConfig, kLevelPortable})
+    if (!valid_check_outcome(c.at(l)))
+      im.bad_input(what + ": the " + l + " check's outcome '" + c.at(l) + "' is not shown, failed or not_checked");
+}
+
 void validate_result(const Store::Impl& im, const ResultRecord& r) {
   if (!valid_result_status(r.status)) {
     im.fail("record_result: status '" + r.status +
@@ -35,9 +60,11 @@ void validate_result(const Store::Impl& im, const ResultRecord& r) {
     im.fail("record_result: correctness tolerance must be finite");
   }
   if (const auto& d = r.determinism) {
-    if (d->level != kLevelNone && d->level != kLevelRunToRun) {
-      im.fail("record_result: determinism level '" + d->level + "' is not none or run_to_run");
+    if (level_rank(d->level) < 0) {
+      im.fail("record_result: determinism level '" + d->level +
+              "' is not one of none, run_to_run, sm_count, config, portable");
     }
+    validate_checks(im, d->checks, "record_result");
     std::set<std::pair<int, std::string>> seen;
     std::map<std::string, std::set<std::string>> distinct;
     for (const auto& g : d->digests) {
@@ -61,10 +88,15 @@ void validate_result(const Store::Impl& im, const ResultRecord& r) {
                 " disagrees with the digests");
       }
     }
-    if (d->level == kLevelRunToRun) {
+    const LevelChecks c = effective_checks(*d);
+    if (c.run_to_run == kCheckShown) {
       for (const auto& [out, set] : distinct) {
         if (set.size() != 1) im.fail("record_result: level run_to_run but " + out + " has several digests");
       }
+    }
+    // A level given beyond run_to_run must be the one the checks show.
+    if (level_rank(d->level) > level_rank(kLevelRunToRun) && d->level != derive_level(c)) {
+      im.fail("record_result: determinism level '" + d->level + "' but the checks show '" + derive_level(c) + "'");
     }
   }
   if (const auto& t = r.timing) {
@@ -103,8 +135,11 @@ Id insert_result(const Store::Impl& im, const ResultRecord& r) {
   }
   if (const auto& d = r.determinism) {
     {
-      StmtUse s(im.stmt("INSERT INTO determinism (result_id, repeats, level) VALUES (?1, ?2, ?3)"));
-      s->bind_all(id, d->repeats, d->level);
+      const LevelChecks c = effective_checks(*d);
+      StmtUse s(im.stmt(
+          "INSERT INTO determinism (result_id, repeats, level, run_to_run, sm_count, config, portable, level_notes) "
+          "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"));
+      s->bind_all(id, d->repeats, derive_level(c), c.run_to_run, c.sm_count, c.config, c.portable, c.notes);
       s->run();
     }
     std::map<std::string, std::set<std::string>> distinct;
@@ -202,12 +237,15 @@ StoredResult Store::result(Id result_id) const {
     while (s->step()) r.correctness->errors.emplace(s->text(0), s->f64(1));
   }
   {
-    StmtUse s(impl_->stmt("SELECT repeats, level FROM determinism WHERE result_id=?1"));
+    StmtUse s(impl_->stmt(
+        "SELECT repeats, level, run_to_run, sm_count, config, portable, level_notes FROM determinism "
+        "WHERE result_id=?1"));
     s->bind(1, result_id);
     if (s->step()) {
       Determinism d;
       d.repeats = s->i32(0);
       d.level = s->text(1);
+      d.checks = detail::read_checks(*s, 2);
       r.determinism = d;
     }
   }
@@ -250,6 +288,26 @@ StoredResult Store::result(Id result_id) const {
     while (s->step()) r.timing->samples_ms.push_back(s->f64(0));
   }
   return out;
+}
+
+void Store::set_level_checks(Id result_id, const LevelChecks& checks) {
+  validate_checks(*impl_, checks, "set_level_checks");
+  Transaction tx(*this);
+  {
+    StmtUse s(impl_->stmt("SELECT run_to_run FROM determinism WHERE result_id=?1"));
+    s->bind(1, result_id);
+    if (!s->step())
+      impl_->bad_input("set_level_checks: result " + std::to_string(result_id) + " has no determinism check");
+    // run_to_run is what the result's own repeats showed: not rewritten here.
+    if (s->text(0) != checks.run_to_run)
+      impl_->bad_input("set_level_checks: result " + std::to_string(result_id) + " has run_to_run " + s->text(0) +
+                       ", the checks given say " + checks.run_to_run);
+  }
+  StmtUse s(impl_->stmt(
+      "UPDATE determinism SET level=?2, sm_count=?3, config=?4, portable=?5, level_notes=?6 WHERE result_id=?1"));
+  s->bind_all(result_id, derive_level(checks), checks.sm_count, checks.config, checks.portable, checks.notes);
+  s->run();
+  tx.commit();
 }
 
 std::vector<StoredResult> Store::run_results(Id run_id) const {

@@ -150,3 +150,60 @@ void summarize(Timing& t) {
 }
 
 }  // namespace detfuse::db
+
+namespace detfuse::db {
+
+// ------------------------------------------------------------ levels (v6)
+
+const std::vector<std::string>& level_names() {
+  static const std::vector<std::string> names = {kLevelNone, kLevelRunToRun, kLevelSmCount, kLevelConfig,
+                                                 kLevelPortable};
+  return names;
+}
+
+int level_rank(const std::string& level) {
+  const auto& n = level_names();
+  for (size_t i = 0; i < n.size(); ++i)
+    if (n[i] == level) return int(i);
+  return -1;
+}
+
+void check_level_name(const std::string& level, const std::string& what) {
+  if (level_rank(level) >= 0) return;
+  throw Error(what + ": unknown determinism level '" + level + "' (one of none, run_to_run, sm_count, config, portable)",
+              Error::Kind::invalid_argument);
+}
+
+bool valid_check_outcome(const std::string& o) { return o == kCheckShown || o == kCheckFailed || o == kCheckNotChecked; }
+
+std::string& LevelChecks::at(const std::string& level) {
+  return const_cast<std::string&>(static_cast<const LevelChecks&>(*this).at(level));
+}
+
+const std::string& LevelChecks::at(const std::string& level) const {
+  if (level == kLevelRunToRun) return run_to_run;
+  if (level == kLevelSmCount) return sm_count;
+  if (level == kLevelConfig) return config;
+  if (level == kLevelPortable) return portable;
+  throw Error("'" + level + "' is not a checked determinism level (run_to_run, sm_count, config, portable)",
+              Error::Kind::invalid_argument);
+}
+
+bool LevelChecks::has(const std::string& level) const {
+  check_level_name(level, "level");
+  if (level == kLevelNone) return true;
+  return run_to_run == kCheckShown && at(level) == kCheckShown;
+}
+
+void LevelChecks::note(const std::string& check, const std::string& text) {
+  notes += (notes.empty() ? "" : "; ") + check + ": " + text;
+}
+
+std::string derive_level(const LevelChecks& c) {
+  const auto& n = level_names();
+  for (size_t i = n.size(); i-- > 1;)
+    if (c.has(n[i])) return n[i];
+  return kLevelNone;
+}
+
+}  // namespace detfuse::db

@@ -114,6 +114,8 @@ TEST(DbStore, RecordsAndReadsBackAFullResult) {
   r.correctness->errors["lse"] = 0;
   // distinct counts were computed by the store.
   r.determinism->distinct = {{"dW", 1}, {"dX", 1}, {"loss", 1}, {"lse", 1}};
+  // v6: the run_to_run check was filled in from the level the writer gave.
+  r.determinism->checks.run_to_run = kCheckShown;
   std::sort(r.determinism->digests.begin(), r.determinism->digests.end(),
             [](const DigestRow& a, const DigestRow& b) {
               return std::tie(a.repeat, a.output) < std::tie(b.repeat, b.output);
