@@ -131,9 +131,10 @@ TEST(Emulate, WhichVariants) {
   EXPECT_TRUE(has_emulation("attention.bf16.fma.owning.br32_bc32_w4_d128"));
   EXPECT_FALSE(has_emulation("attention.fp32.fma.atomic.br64_bc32_w4_d64"));
   EXPECT_FALSE(has_emulation("attention.bf16.wgmma.owning.br128_bc128_d128"));
-  for (const char* bad : {"", "flce", "flce.fp32.fma.owning", "flce.fp32.fma.owning.bm128_bn128",
-                          "flce.fp32.fma.owning.bm128_bn128_bk8_tm8_tn8_mbx", "flce.fp32.fma.ordered.bm1_bn1_bk8_tm4_tn4_mb1",
-                          "attention.fp32.fma.owning.br0_bc32_w4_d64", "attention.fp32.fma.owning.br64_bc32_w4_d64_x1"})
+  for (const char* bad :
+       {"", "flce", "flce.fp32.fma.owning", "flce.fp32.fma.owning.bm128_bn128",
+        "flce.fp32.fma.owning.bm128_bn128_bk8_tm8_tn8_mbx", "flce.fp32.fma.ordered.bm1_bn1_bk8_tm4_tn4_mb1",
+        "attention.fp32.fma.owning.br0_bc32_w4_d64", "attention.fp32.fma.owning.br64_bc32_w4_d64_x1"})
     EXPECT_FALSE(has_emulation(bad)) << bad;
 }
 
@@ -207,7 +208,7 @@ void expect_flce_close(const std::vector<EmulatedOutput>& out, const FlceCase& c
   ASSERT_EQ(dX.size(), size_t(c.p.N * c.p.D));
   ASSERT_EQ(dW.size(), size_t(c.p.V * c.p.D));
   const double el = c.p.reduction == Reduction::none ? reference::rel_norm_error(loss, ref.loss_rows)
-                                                      : reference::rel_norm_error(loss, std::vector<double>{ref.loss});
+                                                     : reference::rel_norm_error(loss, std::vector<double>{ref.loss});
   const double es = reference::rel_norm_error(lse, ref.lse), ex = reference::rel_norm_error(dX, ref.dX),
                ew = reference::rel_norm_error(dW, ref.dW);
   std::printf("  [%s] rel errors: loss %.2e lse %.2e dX %.2e dW %.2e\n", c.name.c_str(), el, es, ex, ew);
@@ -283,8 +284,9 @@ TEST(EmulateFlce, RefusesWhatTheVariantRefuses) {
     }
     return "";
   };
-  EXPECT_NE(kind_of([&] { reference::emulate_flce("flce.fp32.fma.atomic.bm128_bn128_bk8_tm8_tn8_mb1024_sk4", p, in); })
-                .find("no CPU emulation"),
+  EXPECT_NE(kind_of([&] {
+              reference::emulate_flce("flce.fp32.fma.atomic.bm128_bn128_bk8_tm8_tn8_mb1024_sk4", p, in);
+            }).find("no CPU emulation"),
             std::string::npos);
   FlceProblem b = p;
   b.dtype = DType::bf16;
@@ -333,9 +335,9 @@ TEST(EmulateAttention, MatchesFloat64ReferenceAtOddShapesAndEveryOption) {
       {"softcap_window_causal_gqa", 1, 4, 2, 99, 99, true, 3.0, 33, 30},
   };
   const std::vector<std::string> names = {
-      "attention.fp32.fma.owning.br64_bc32_w4_d64", "attention.fp32.fma.partials.br32_bc32_w4_d64_mb256",
+      "attention.fp32.fma.owning.br64_bc32_w4_d64",  "attention.fp32.fma.partials.br32_bc32_w4_d64_mb256",
       "attention.fp32.fma.owning.br64_bc64_w8_d128", "attention.fp32.fma.partials.br64_bc64_w8_d128_mb1",
-      "attention.bf16.fma.owning.br32_bc32_w4_d64", "attention.bf16.fma.partials.br64_bc32_w4_d128_mb256"};
+      "attention.bf16.fma.owning.br32_bc32_w4_d64",  "attention.bf16.fma.partials.br64_bc32_w4_d128_mb256"};
   for (const auto& c : cases) {
     for (const auto& name : names) {
       const auto n = reference::emu::emulated(name);
