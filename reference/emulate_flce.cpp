@@ -63,6 +63,31 @@ void append_bytes(std::vector<EmulatedOutput>& out, const std::string& name, con
   out.push_back(std::move(o));
 }
 
+// Softcap of the logits epilogue, then the row pass of rowwise.cu
+// (row_kernel_f32) over one row z[0, V) in place: its LSE, loss row and
+// gradient (zeros in [V, Vp)). A function of its own so that the x86-64-v3
+// clone inlines the portable math's fmas.
+DETFUSE_EMU_CLONES void row_pass(float* z, int64_t V, int64_t Vp, int64_t t, const pp::RowOptions& o, int red,
+                                 int64_t n_valid, float dloss, float* lse_out, float* loss_out) {
+  if (o.softcap > 0.f)
+    for (int64_t j = 0; j < V; ++j) z[j] = pm::mul(o.softcap, pm::tanh(pm::div(z[j], o.softcap)));
+  const bool valid = t >= 0 && t < V;
+  constexpr int NT = pp::kRowThreads;
+  pp::RowStat st[NT];
+  for (int th = 0; th < NT; ++th) {
+    st[th] = pp::row_init();
+    for (int64_t j = int64_t(th) * 4; j < V; j += NT * 4)
+      for (int64_t q = 0; q < 4 && j + q < V; ++q) pp::row_push(st[th], z[j + q]);
+  }
+  for (int stride = NT / 2; stride > 0; stride >>= 1)
+    for (int th = 0; th < stride; ++th) st[th] = pp::row_combine(st[th], st[th + stride]);
+  const float l = pp::row_lse(st[0]);
+  *lse_out = l;
+  *loss_out = valid ? pp::row_loss(o, l, z[t], st[0].sz) : 0.f;
+  const float coef = pp::row_coef(o, valid, red, n_valid, dloss);
+  for (int64_t j = 0; j < Vp; ++j) z[j] = (coef != 0.f && j < V) ? pp::row_grad(o, z[j], j == t, l, coef) : 0.f;
+}
+
 void check_inputs(const FlceProblem& p, const FlceInputs& in) {
   auto need = [](const char* what, size_t got, int64_t want) {
     if (int64_t(got) != want)
@@ -115,7 +140,6 @@ std::vector<EmulatedOutput> emulate_flce(const std::string& variant, const FlceP
   const pp::RowOptions o{float(p.label_smoothing), float(p.lse_square_scale), float(p.softcap), float(p.grad_output),
                          float(V)};
   const int red = p.reduction == Reduction::mean ? 0 : p.reduction == Reduction::sum ? 1 : 2;
-  const float cap = float(p.softcap);
   // gemm_f32.cuh reads a split's k range in BK slices, zeros past its end: a
   // chain of len terms not a multiple of BK ends with fma(0, 0, acc) = acc + 0,
   // which turns a -0 (an fma result that underflowed from below) into +0.
@@ -141,25 +165,9 @@ std::vector<EmulatedOutput> emulate_flce(const std::string& variant, const FlceP
       std::fill(z, z + Vp, 0.f);
       for (int64_t k = 0; k < D; ++k) fma_row(z, Xc[i * D + k], Wt.data() + k * V, V);
       pad(z, V, D);
-      if (cap > 0.f)
-        for (int64_t j = 0; j < V; ++j) z[j] = pm::mul(cap, pm::tanh(pm::div(z[j], cap)));
       const int64_t gi = r0 + i, t = in.y[static_cast<size_t>(gi)];
-      const bool valid = t >= 0 && t < V;
-      constexpr int NT = pp::kRowThreads;
-      pp::RowStat st[NT];
-      for (int th = 0; th < NT; ++th) {
-        st[th] = pp::row_init();
-        for (int64_t j = int64_t(th) * 4; j < V; j += NT * 4)
-          for (int64_t q = 0; q < 4 && j + q < V; ++q) pp::row_push(st[th], z[j + q]);
-      }
-      for (int stride = NT / 2; stride > 0; stride >>= 1)
-        for (int th = 0; th < stride; ++th) st[th] = pp::row_combine(st[th], st[th + stride]);
-      const float l = pp::row_lse(st[0]);
-      lse[static_cast<size_t>(gi)] = l;
-      loss_rows[static_cast<size_t>(gi)] = valid ? pp::row_loss(o, l, z[t], st[0].sz) : 0.f;
-      const float coef =
-          pp::row_coef(o, valid, red, n_valid, valid && red == 2 ? in.dloss[static_cast<size_t>(gi)] : 0.f);
-      for (int64_t j = 0; j < Vp; ++j) z[j] = (coef != 0.f && j < V) ? pp::row_grad(o, z[j], j == t, l, coef) : 0.f;
+      const float dl = t >= 0 && t < V && red == 2 ? in.dloss[static_cast<size_t>(gi)] : 0.f;
+      row_pass(z, V, Vp, t, o, red, n_valid, dl, &lse[static_cast<size_t>(gi)], &loss_rows[static_cast<size_t>(gi)]);
     });
     // 3. dX = G W, K = V split dx_splits ways.
     const int S = plan.dx_splits;
