@@ -79,12 +79,6 @@ std::optional<ParsedName> emulated(const std::string& name) {
   return std::nullopt;
 }
 
-#if defined(__x86_64__) && !defined(__clang__)
-#define DETFUSE_EMU_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define DETFUSE_EMU_CLONES
-#endif
-
 DETFUSE_EMU_CLONES void fma_row(float* __restrict__ acc, float a, const float* __restrict__ b, int64_t n) {
   for (int64_t j = 0; j < n; ++j) acc[j] = std::fma(a, b[j], acc[j]);
 }

@@ -89,7 +89,8 @@ void bwd_scores(const Geo& g, const std::vector<float>& Qs, const std::vector<fl
                 const std::vector<float>& Vs, const std::vector<float>& lse_s, const std::vector<float>& D_s,
                 int64_t q0, int64_t k0, std::vector<float>& P, std::vector<float>& dS) {
   const int64_t BR = g.BR, BC = g.BC, d = g.d;
-  std::vector<float> Kt(static_cast<size_t>(d * BC)), Vt(static_cast<size_t>(d * BC)), s(static_cast<size_t>(BC)), dp(static_cast<size_t>(BC));
+  std::vector<float> Kt(static_cast<size_t>(d * BC)), Vt(static_cast<size_t>(d * BC)), s(static_cast<size_t>(BC)),
+      dp(static_cast<size_t>(BC));
   for (int64_t c = 0; c < BC; ++c)
     for (int64_t k = 0; k < d; ++k) {
       Kt[static_cast<size_t>(k * BC + c)] = Ks[static_cast<size_t>(c * d + k)];
@@ -153,15 +154,28 @@ std::vector<EmulatedOutput> emulate_attention(const std::string& variant, const 
     throw invalid_argument("emulate_attention: d: head dim " + std::to_string(p.d) + " is not this variant's " +
                            std::to_string(n->params.at("d")));
   if (auto why = p.dim_error()) throw invalid_argument("emulate_attention: " + *why);
-  Geo g{p.B, p.H, p.Hkv, p.H / p.Hkv, p.Sq, p.Sk, p.d, n->params.at("br"), n->params.at("bc"), 0, p.causal,
-        float(p.softmax_scale()), float(p.softcap), p.window < p.Sk ? p.window : 0};
+  Geo g{p.B,
+        p.H,
+        p.Hkv,
+        p.H / p.Hkv,
+        p.Sq,
+        p.Sk,
+        p.d,
+        n->params.at("br"),
+        n->params.at("bc"),
+        0,
+        p.causal,
+        float(p.softmax_scale()),
+        float(p.softcap),
+        p.window < p.Sk ? p.window : 0};
   g.GR = n->params.at("w") * 32 / g.BR;
   const bool partials = n->strategy == Strategy::partials;
   // driver_fma.cuh can_run (bwd_common.cu plan_partials): one key block's
   // partial of one kv-head group, G * Sq * d floats, must fit in mb MiB.
   if (partials && (n->params.at("mb") << 20) / (g.G * p.Sq * p.d * 4) < 1)
-    throw invalid_argument("emulate_attention: workspace bound: one key block's dQ partial of a kv-head group exceeds " +
-                           std::to_string(n->params.at("mb")) + " MiB");
+    throw invalid_argument(
+        "emulate_attention: workspace bound: one key block's dQ partial of a kv-head group exceeds " +
+        std::to_string(n->params.at("mb")) + " MiB");
   const int64_t d = g.d, BR = g.BR, BC = g.BC;
   const size_t nq = static_cast<size_t>(p.B * p.H * p.Sq * d), nk = static_cast<size_t>(p.B * p.Hkv * p.Sk * d);
   auto need = [](const char* what, size_t got, size_t want) {
@@ -185,7 +199,8 @@ std::vector<EmulatedOutput> emulate_attention(const std::string& variant, const 
     const float* K = in.K.data() + (b * p.Hkv + hkv) * p.Sk * d;
     const float* V = in.V.data() + (b * p.Hkv + hkv) * p.Sk * d;
     const int64_t n_keys = g.visible_keys(q0, rows), kfirst = g.first_key_block(q0);
-    std::vector<float> Ks, Vs, Kt(static_cast<size_t>(d * BC)), s(static_cast<size_t>(BC)), acc(static_cast<size_t>(d)), lane(static_cast<size_t>(g.GR));
+    std::vector<float> Ks, Vs, Kt(static_cast<size_t>(d * BC)), s(static_cast<size_t>(BC)), acc(static_cast<size_t>(d)),
+        lane(static_cast<size_t>(g.GR));
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t qi = q0 + r;
       const float* q = in.Q.data() + (bh * p.Sq + qi) * d;
@@ -212,7 +227,8 @@ std::vector<EmulatedOutput> emulate_attention(const std::string& variant, const 
         const float m_new = pm::max(m, mx);
         const float m_use = m_new == kNegInf ? 0.f : m_new;
         const float alpha = pm::exp(pm::sub(m, m_use));
-        for (int64_t c = 0; c < BC; ++c) s[static_cast<size_t>(c)] = pm::exp(pm::sub(s[static_cast<size_t>(c)], m_use));  // now P
+        for (int64_t c = 0; c < BC; ++c)
+          s[static_cast<size_t>(c)] = pm::exp(pm::sub(s[static_cast<size_t>(c)], m_use));  // now P
         for (int64_t ln = 0; ln < g.GR; ++ln) {
           float rs = 0.f;
           for (int64_t c = ln; c < BC; c += g.GR) rs = pm::add(rs, s[static_cast<size_t>(c)]);
@@ -240,7 +256,8 @@ std::vector<EmulatedOutput> emulate_attention(const std::string& variant, const 
     std::vector<float> lanes(32, 0.f);
     for (int64_t ln = 0; ln < 32; ++ln)
       for (int64_t k = ln; k < d; k += 32)
-        lanes[static_cast<size_t>(ln)] = pm::fma(in.dO[static_cast<size_t>(row * d + k)], O[static_cast<size_t>(row * d + k)], lanes[static_cast<size_t>(ln)]);
+        lanes[static_cast<size_t>(ln)] = pm::fma(in.dO[static_cast<size_t>(row * d + k)],
+                                                 O[static_cast<size_t>(row * d + k)], lanes[static_cast<size_t>(ln)]);
     Dv[static_cast<size_t>(row)] = butterfly(lanes, [](float a, float b) { return pm::add(a, b); });
   });
 
@@ -298,7 +315,8 @@ std::vector<EmulatedOutput> emulate_attention(const std::string& variant, const 
         if (partials) {
           for (int64_t r = 0; r < BR && q0 + r < p.Sq; ++r) {
             std::fill(v.begin(), v.end(), 0.f);
-            for (int64_t cc = 0; cc < BC; ++cc) fma_row(v.data(), dS[static_cast<size_t>(r * BC + cc)], Ks.data() + cc * d, d);
+            for (int64_t cc = 0; cc < BC; ++cc)
+              fma_row(v.data(), dS[static_cast<size_t>(r * BC + cc)], Ks.data() + cc * d, d);
             float* dst = sl + (hl * p.Sq + q0 + r) * d;
             for (int64_t j = 0; j < d; ++j) dst[j] = pm::mul(v[static_cast<size_t>(j)], g.scale);
           }
@@ -307,7 +325,8 @@ std::vector<EmulatedOutput> emulate_attention(const std::string& variant, const 
     }
     for (int64_t c = 0; c < BC && k0 + c < p.Sk; ++c)
       for (int64_t j = 0; j < d; ++j) {
-        dK[static_cast<size_t>((unit * p.Sk + k0 + c) * d + j)] = store(pm::mul(dk[static_cast<size_t>(c * d + j)], g.scale));
+        dK[static_cast<size_t>((unit * p.Sk + k0 + c) * d + j)] =
+            store(pm::mul(dk[static_cast<size_t>(c * d + j)], g.scale));
         dV[static_cast<size_t>((unit * p.Sk + k0 + c) * d + j)] = store(dv[static_cast<size_t>(c * d + j)]);
       }
   });
@@ -319,7 +338,8 @@ std::vector<EmulatedOutput> emulate_attention(const std::string& variant, const 
     detail::parallel_for(units, 0, [&](int64_t unit, int) {
       for (int64_t e = 0; e < unit_elems; ++e) {
         float s = 0.f;
-        for (int64_t kb = 0; kb < n_kb; ++kb) s = pm::add(s, slab[static_cast<size_t>((unit * n_kb + kb) * unit_elems + e)]);
+        for (int64_t kb = 0; kb < n_kb; ++kb)
+          s = pm::add(s, slab[static_cast<size_t>((unit * n_kb + kb) * unit_elems + e)]);
         dQ[static_cast<size_t>(unit * unit_elems + e)] = store(s);
       }
     });
@@ -331,7 +351,8 @@ std::vector<EmulatedOutput> emulate_attention(const std::string& variant, const 
       const int64_t q0 = qb * BR, rows = std::min(BR, p.Sq - q0);
       const float* K = in.K.data() + (b * p.Hkv + hkv) * p.Sk * d;
       const float* V = in.V.data() + (b * p.Hkv + hkv) * p.Sk * d;
-      std::vector<float> Ks, Vs, Qs, dOs, lse_s, D_s, P, dS, v(static_cast<size_t>(d)), acc(static_cast<size_t>(BR * d), 0.f);
+      std::vector<float> Ks, Vs, Qs, dOs, lse_s, D_s, P, dS, v(static_cast<size_t>(d)),
+          acc(static_cast<size_t>(BR * d), 0.f);
       query_side(bh, q0, Qs, dOs, lse_s, D_s);
       const int64_t n_keys = g.visible_keys(q0, rows);
       for (int64_t k0 = g.first_key_block(q0); k0 < n_keys; k0 += BC) {
@@ -340,13 +361,17 @@ std::vector<EmulatedOutput> emulate_attention(const std::string& variant, const 
         bwd_scores(g, Qs, dOs, Ks, Vs, lse_s, D_s, q0, k0, P, dS);
         for (int64_t r = 0; r < rows; ++r) {
           std::fill(v.begin(), v.end(), 0.f);
-          for (int64_t cc = 0; cc < BC; ++cc) fma_row(v.data(), dS[static_cast<size_t>(r * BC + cc)], Ks.data() + cc * d, d);
-          for (int64_t j = 0; j < d; ++j) acc[static_cast<size_t>(r * d + j)] = pm::add(acc[static_cast<size_t>(r * d + j)], v[static_cast<size_t>(j)]);
+          for (int64_t cc = 0; cc < BC; ++cc)
+            fma_row(v.data(), dS[static_cast<size_t>(r * BC + cc)], Ks.data() + cc * d, d);
+          for (int64_t j = 0; j < d; ++j)
+            acc[static_cast<size_t>(r * d + j)] =
+                pm::add(acc[static_cast<size_t>(r * d + j)], v[static_cast<size_t>(j)]);
         }
       }
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t j = 0; j < d; ++j)
-          dQ[static_cast<size_t>((bh * p.Sq + q0 + r) * d + j)] = store(pm::mul(acc[static_cast<size_t>(r * d + j)], g.scale));
+          dQ[static_cast<size_t>((bh * p.Sq + q0 + r) * d + j)] =
+              store(pm::mul(acc[static_cast<size_t>(r * d + j)], g.scale));
     });
   }
 

@@ -9,6 +9,15 @@
 
 #include "kernels/common/strategy.h"
 
+// Functions whose hot loops use std::fma carry an x86-64-v3 clone (hardware
+// fma inlined, vectorised) beside the baseline one (glibc's fmaf): the same
+// correctly rounded results either way.
+#if defined(__x86_64__) && !defined(__clang__)
+#define DETFUSE_EMU_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define DETFUSE_EMU_CLONES
+#endif
+
 namespace detfuse::reference::emu {
 
 // family.dtype.engine.strategy.k1v1_k2v2...

@@ -6,7 +6,8 @@
 //
 // Per chunk of rows (the driver's plan):
 //   logits  Z[i][j] = chain over k = 0..D-1 of fma(X[i][k], W[j][k], .) from
-//           +0, then softcap * tanh(Z / softcap) (portable tanh)
+//           +0 (and + 0 when the chain's length is no multiple of BK: the
+//           engine's zero padding), then softcap * tanh(Z / softcap)
 //   row pass (rowwise_portable.h): LSE, loss row, gradient G over Z
 //   dX      split s of dx_splits covers k in [s kps, (s+1) kps), kps =
 //           round_up(ceil(V / splits), BK); each split an fma chain from +0;
@@ -62,6 +63,31 @@ void append_bytes(std::vector<EmulatedOutput>& out, const std::string& name, con
   out.push_back(std::move(o));
 }
 
+// Softcap of the logits epilogue, then the row pass of rowwise.cu
+// (row_kernel_f32) over one row z[0, V) in place: its LSE, loss row and
+// gradient (zeros in [V, Vp)). A function of its own so that the x86-64-v3
+// clone inlines the portable math's fmas.
+DETFUSE_EMU_CLONES void row_pass(float* z, int64_t V, int64_t Vp, int64_t t, const pp::RowOptions& o, int red,
+                                 int64_t n_valid, float dloss, float* lse_out, float* loss_out) {
+  if (o.softcap > 0.f)
+    for (int64_t j = 0; j < V; ++j) z[j] = pm::mul(o.softcap, pm::tanh(pm::div(z[j], o.softcap)));
+  const bool valid = t >= 0 && t < V;
+  constexpr int NT = pp::kRowThreads;
+  pp::RowStat st[NT];
+  for (int th = 0; th < NT; ++th) {
+    st[th] = pp::row_init();
+    for (int64_t j = int64_t(th) * 4; j < V; j += NT * 4)
+      for (int64_t q = 0; q < 4 && j + q < V; ++q) pp::row_push(st[th], z[j + q]);
+  }
+  for (int stride = NT / 2; stride > 0; stride >>= 1)
+    for (int th = 0; th < stride; ++th) st[th] = pp::row_combine(st[th], st[th + stride]);
+  const float l = pp::row_lse(st[0]);
+  *lse_out = l;
+  *loss_out = valid ? pp::row_loss(o, l, z[t], st[0].sz) : 0.f;
+  const float coef = pp::row_coef(o, valid, red, n_valid, dloss);
+  for (int64_t j = 0; j < Vp; ++j) z[j] = (coef != 0.f && j < V) ? pp::row_grad(o, z[j], j == t, l, coef) : 0.f;
+}
+
 void check_inputs(const FlceProblem& p, const FlceInputs& in) {
   auto need = [](const char* what, size_t got, int64_t want) {
     if (int64_t(got) != want)
@@ -114,9 +140,16 @@ std::vector<EmulatedOutput> emulate_flce(const std::string& variant, const FlceP
   const pp::RowOptions o{float(p.label_smoothing), float(p.lse_square_scale), float(p.softcap), float(p.grad_output),
                          float(V)};
   const int red = p.reduction == Reduction::mean ? 0 : p.reduction == Reduction::sum ? 1 : 2;
-  const float cap = float(p.softcap);
+  // gemm_f32.cuh reads a split's k range in BK slices, zeros past its end: a
+  // chain of len terms not a multiple of BK ends with fma(0, 0, acc) = acc + 0,
+  // which turns a -0 (an fma result that underflowed from below) into +0.
+  auto pad = [bk](float* acc, int64_t n, int64_t len) {
+    if (len > 0 && len % bk != 0)
+      for (int64_t j = 0; j < n; ++j) acc[j] = pm::add(acc[j], 0.f);
+  };
 
-  std::vector<float> loss_rows(static_cast<size_t>(N), 0.f), lse(static_cast<size_t>(N)), dX(static_cast<size_t>(N * D)), dW(static_cast<size_t>(V * D), 0.f);
+  std::vector<float> loss_rows(static_cast<size_t>(N), 0.f), lse(static_cast<size_t>(N)),
+      dX(static_cast<size_t>(N * D)), dW(static_cast<size_t>(V * D), 0.f);
   // W transposed [D][V]: the logits GEMM as fma rows over the vocabulary.
   std::vector<float> Wt(static_cast<size_t>(D * V));
   for (int64_t j = 0; j < V; ++j)
@@ -131,25 +164,10 @@ std::vector<EmulatedOutput> emulate_flce(const std::string& variant, const FlceP
       float* z = Z.data() + i * Vp;
       std::fill(z, z + Vp, 0.f);
       for (int64_t k = 0; k < D; ++k) fma_row(z, Xc[i * D + k], Wt.data() + k * V, V);
-      if (cap > 0.f)
-        for (int64_t j = 0; j < V; ++j) z[j] = pm::mul(cap, pm::tanh(pm::div(z[j], cap)));
+      pad(z, V, D);
       const int64_t gi = r0 + i, t = in.y[static_cast<size_t>(gi)];
-      const bool valid = t >= 0 && t < V;
-      constexpr int NT = pp::kRowThreads;
-      pp::RowStat st[NT];
-      for (int th = 0; th < NT; ++th) {
-        st[th] = pp::row_init();
-        for (int64_t j = int64_t(th) * 4; j < V; j += NT * 4)
-          for (int64_t q = 0; q < 4 && j + q < V; ++q) pp::row_push(st[th], z[j + q]);
-      }
-      for (int stride = NT / 2; stride > 0; stride >>= 1)
-        for (int th = 0; th < stride; ++th) st[th] = pp::row_combine(st[th], st[th + stride]);
-      const float l = pp::row_lse(st[0]);
-      lse[static_cast<size_t>(gi)] = l;
-      loss_rows[static_cast<size_t>(gi)] = valid ? pp::row_loss(o, l, z[t], st[0].sz) : 0.f;
-      const float coef =
-          pp::row_coef(o, valid, red, n_valid, valid && red == 2 ? in.dloss[static_cast<size_t>(gi)] : 0.f);
-      for (int64_t j = 0; j < Vp; ++j) z[j] = (coef != 0.f && j < V) ? pp::row_grad(o, z[j], j == t, l, coef) : 0.f;
+      const float dl = t >= 0 && t < V && red == 2 ? in.dloss[static_cast<size_t>(gi)] : 0.f;
+      row_pass(z, V, Vp, t, o, red, n_valid, dl, &lse[static_cast<size_t>(gi)], &loss_rows[static_cast<size_t>(gi)]);
     });
     // 3. dX = G W, K = V split dx_splits ways.
     const int S = plan.dx_splits;
@@ -163,6 +181,7 @@ std::vector<EmulatedOutput> emulate_flce(const std::string& variant, const FlceP
         std::fill(part.begin(), part.end(), 0.f);
         const int64_t kb = std::min<int64_t>(int64_t(s) * kps, V), ke = std::min<int64_t>(kb + kps, V);
         for (int64_t k = kb; k < ke; ++k) fma_row(part.data(), g[k], in.W.data() + k * D, D);
+        pad(part.data(), D, ke - kb);
         if (S == 1)
           std::copy(part.begin(), part.end(), out);
         else
@@ -174,19 +193,21 @@ std::vector<EmulatedOutput> emulate_flce(const std::string& variant, const FlceP
     const int64_t rps = splits > 1 ? round_up(ceil_div(nc, splits), bk) : nc;
     constexpr int64_t kVB = 32;
     detail::parallel_for(ceil_div(V, kVB), 0, [&](int64_t vb, int) {
-      std::vector<float> part(static_cast<size_t>(D));
-      for (int64_t v = vb * kVB; v < std::min(V, (vb + 1) * kVB); ++v) {
-        float* w = dW.data() + v * D;
-        if (partials && chunk == 0) std::fill(w, w + D, 0.f);
-        for (int64_t s = 0; s < splits; ++s) {
-          std::fill(part.begin(), part.end(), 0.f);
-          const int64_t ib = std::min(s * rps, nc), ie = std::min(ib + rps, nc);
-          for (int64_t i = ib; i < ie; ++i) fma_row(part.data(), Z[static_cast<size_t>(i * Vp + v)], Xc + i * D, D);
-          if (!partials && chunk == 0)
-            std::copy(part.begin(), part.end(), w);
-          else
-            for (int64_t d = 0; d < D; ++d) w[d] = pm::add(w[d], part[static_cast<size_t>(d)]);
-        }
+      const int64_t v0 = vb * kVB, nv = std::min(V, v0 + kVB) - v0;
+      std::vector<float> part(static_cast<size_t>(kVB * D));
+      if (partials && chunk == 0) std::fill(dW.begin() + v0 * D, dW.begin() + (v0 + nv) * D, 0.f);
+      for (int64_t s = 0; s < splits; ++s) {
+        std::fill(part.begin(), part.end(), 0.f);
+        const int64_t ib = std::min(s * rps, nc), ie = std::min(ib + rps, nc);
+        for (int64_t i = ib; i < ie; ++i)  // rows in order; each (v, d) its own chain
+          for (int64_t vv = 0; vv < nv; ++vv)
+            fma_row(part.data() + vv * D, Z[static_cast<size_t>(i * Vp + v0 + vv)], Xc + i * D, D);
+        pad(part.data(), nv * D, ie - ib);
+        float* w = dW.data() + v0 * D;
+        if (!partials && chunk == 0)
+          std::copy(part.begin(), part.begin() + nv * D, w);
+        else
+          for (int64_t e = 0; e < nv * D; ++e) w[e] = pm::add(w[e], part[static_cast<size_t>(e)]);
       }
     });
   }

@@ -39,7 +39,7 @@ run flce_variants_cpu 20 "$B/tests/flce/test_flce_variants" --gtest_filter='Port
 # 2. GPU bits == emulation bits
 run emulate_gpu 100 "$B/tests/reference/test_emulate_gpu"
 # 3. the fma variants against the float64 reference (a sample: one tile shape each)
-run flce_gpu 40 "$B/tests/flce/test_flce_gpu" --gtest_filter='*fp32_fma_owning_bm128_bn128*mb1024:*fp32_fma_partials_bm64*sk4*'
+run flce_gpu 60 "$B/tests/flce/test_flce_gpu" --gtest_filter='*fp32_fma_owning_bm128_bn128*mb1024:*fp32_fma_partials_bm64*sk4*'
 run attention_gpu 30 "$B/tests/attention/test_attention_gpu" --gtest_filter='*fp32_fma_*br64_bc32*d64*:*bf16_fma_owning_br64_bc64*d128*'
 # 4. cost
 F=flce.fp32.fma
@@ -55,7 +55,8 @@ run bench_attention 40 "$B/detfuse" bench attention --shape 2,16,16,2048,2048,64
   echo
   echo "--- tests"
   for f in reference_cpu flce_variants_cpu emulate_gpu flce_gpu attention_gpu; do
-    printf '%-20s ' "$f"; grep -hE "^\[  (PASSED|FAILED) " "$OUT/$f.log" | tr '\n' ' '; echo
+    printf '%-20s ' "$f"; grep -hE "^\[  (PASSED|FAILED) " "$OUT/$f.log" | tr '\n' ' '
+    echo "skipped: $(grep -c '^\[  SKIPPED \] .*(' "$OUT/$f.log")"
   done
   grep -hE "^\[  FAILED  \] " "$OUT"/*.log | sort -u | head -20
   echo "--- portable: bit-identical (variant, case) pairs, and mismatches"
@@ -64,7 +65,7 @@ run bench_attention 40 "$B/detfuse" bench attention --shape 2,16,16,2048,2048,64
   echo "mismatch reports:        $(grep -c 'elements differ' "$OUT/emulate_gpu.log")"
   grep -h 'elements differ' "$OUT/emulate_gpu.log" | head -8
   echo "--- bench (ms)"
-  grep -hE "fp32\.fma" "$OUT"/bench_*.log | head -12
+  grep -hE "three cuBLAS|fp32\.fma" "$OUT"/bench_*.log | grep -vE "^(\[|===)" | head -12
   echo "--- stages"
   cat "$SUMMARY"
 }

@@ -14,6 +14,7 @@
 #include "kernels/common/error.h"
 #include "kernels/common/host_bf16.h"
 #include "kernels/common/portable_math.h"
+#include "kernels/flce/rowwise_portable.h"
 #include "reference/attention_ref.h"
 #include "reference/compare.h"
 #include "reference/emulate.h"
@@ -131,9 +132,10 @@ TEST(Emulate, WhichVariants) {
   EXPECT_TRUE(has_emulation("attention.bf16.fma.owning.br32_bc32_w4_d128"));
   EXPECT_FALSE(has_emulation("attention.fp32.fma.atomic.br64_bc32_w4_d64"));
   EXPECT_FALSE(has_emulation("attention.bf16.wgmma.owning.br128_bc128_d128"));
-  for (const char* bad : {"", "flce", "flce.fp32.fma.owning", "flce.fp32.fma.owning.bm128_bn128",
-                          "flce.fp32.fma.owning.bm128_bn128_bk8_tm8_tn8_mbx", "flce.fp32.fma.ordered.bm1_bn1_bk8_tm4_tn4_mb1",
-                          "attention.fp32.fma.owning.br0_bc32_w4_d64", "attention.fp32.fma.owning.br64_bc32_w4_d64_x1"})
+  for (const char* bad :
+       {"", "flce", "flce.fp32.fma.owning", "flce.fp32.fma.owning.bm128_bn128",
+        "flce.fp32.fma.owning.bm128_bn128_bk8_tm8_tn8_mbx", "flce.fp32.fma.ordered.bm1_bn1_bk8_tm4_tn4_mb1",
+        "attention.fp32.fma.owning.br0_bc32_w4_d64", "attention.fp32.fma.owning.br64_bc32_w4_d64_x1"})
     EXPECT_FALSE(has_emulation(bad)) << bad;
 }
 
@@ -207,7 +209,7 @@ void expect_flce_close(const std::vector<EmulatedOutput>& out, const FlceCase& c
   ASSERT_EQ(dX.size(), size_t(c.p.N * c.p.D));
   ASSERT_EQ(dW.size(), size_t(c.p.V * c.p.D));
   const double el = c.p.reduction == Reduction::none ? reference::rel_norm_error(loss, ref.loss_rows)
-                                                      : reference::rel_norm_error(loss, std::vector<double>{ref.loss});
+                                                     : reference::rel_norm_error(loss, std::vector<double>{ref.loss});
   const double es = reference::rel_norm_error(lse, ref.lse), ex = reference::rel_norm_error(dX, ref.dX),
                ew = reference::rel_norm_error(dW, ref.dW);
   std::printf("  [%s] rel errors: loss %.2e lse %.2e dX %.2e dW %.2e\n", c.name.c_str(), el, es, ex, ew);
@@ -271,6 +273,77 @@ TEST(EmulateFlce, LossAndLseBitsDoNotDependOnChunkingOrStrategy) {
   }
 }
 
+// A second, naive transcription of the fp32 path (scalar std::fma loops, the
+// row pass through rowwise_portable.h) for one chunk, 3 dX splits (V = 600:
+// k in [0, 200), [200, 400), [400, 600)) and owning dW: the emulation's
+// vectorised loops must give its bits exactly.
+TEST(EmulateFlce, EqualsANaiveTranscriptionBitForBit) {
+  FlceProblem p = flce_shape(7, 13, 600);
+  p.label_smoothing = 0.1;
+  p.softcap = 20.0;
+  reference::FlceInputOptions opts;
+  opts.ignore_fraction = 0.3;
+  const auto in = reference::make_flce_inputs(p, 9, opts);
+  const std::string name = "flce.fp32.fma.owning.bm64_bn64_bk8_tm4_tn8_mb1024";
+  const auto n = reference::emu::emulated(name);
+  ASSERT_EQ(reference::emu::flce_chunking(p, *n).dx_splits, 3);
+  const int64_t N = p.N, D = p.D, V = p.V;
+  namespace pp = flce::portable;
+  const pp::RowOptions o{0.1f, 0.f, 20.f, 1.f, float(V)};
+  int64_t n_valid = 0;
+  for (auto t : in.y) n_valid += t >= 0 && t < V;
+  std::vector<float> G(static_cast<size_t>(N * V)), lse(static_cast<size_t>(N)), dX(static_cast<size_t>(N * D)),
+      dW(static_cast<size_t>(V * D));
+  for (int64_t i = 0; i < N; ++i) {
+    std::vector<float> z(static_cast<size_t>(V));
+    for (int64_t j = 0; j < V; ++j) {
+      float acc = 0.f;
+      for (int64_t k = 0; k < D; ++k)
+        acc = std::fma(in.X[static_cast<size_t>(i * D + k)], in.W[static_cast<size_t>(j * D + k)], acc);
+      acc = acc + 0.f;  // D = 13: the zero-padded slice
+      z[static_cast<size_t>(j)] = pm::mul(20.f, pm::tanh(pm::div(acc, 20.f)));
+    }
+    std::vector<pp::RowStat> st(pp::kRowThreads, pp::row_init());
+    for (int64_t j = 0; j < V; ++j)
+      pp::row_push(st[static_cast<size_t>((j / 4) % pp::kRowThreads)], z[static_cast<size_t>(j)]);
+    for (int stride = pp::kRowThreads / 2; stride > 0; stride /= 2)
+      for (int t = 0; t < stride; ++t)
+        st[static_cast<size_t>(t)] = pp::row_combine(st[static_cast<size_t>(t)], st[static_cast<size_t>(t + stride)]);
+    lse[static_cast<size_t>(i)] = pp::row_lse(st[0]);
+    const int64_t t = in.y[static_cast<size_t>(i)];
+    const float coef = pp::row_coef(o, t >= 0 && t < V, 0, n_valid, 0.f);
+    for (int64_t j = 0; j < V; ++j)
+      G[static_cast<size_t>(i * V + j)] =
+          coef != 0.f ? pp::row_grad(o, z[static_cast<size_t>(j)], j == t, lse[static_cast<size_t>(i)], coef) : 0.f;
+  }
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t d = 0; d < D; ++d) {
+      float out = 0.f;
+      for (int64_t s = 0; s < 3; ++s) {
+        float acc = 0.f;
+        for (int64_t k = 200 * s; k < 200 * (s + 1); ++k)
+          acc = std::fma(G[static_cast<size_t>(i * V + k)], in.W[static_cast<size_t>(k * D + d)], acc);
+        out = out + acc;
+      }
+      dX[static_cast<size_t>(i * D + d)] = out;
+    }
+  for (int64_t v = 0; v < V; ++v)
+    for (int64_t d = 0; d < D; ++d) {
+      float acc = 0.f;
+      for (int64_t i = 0; i < N; ++i)
+        acc = std::fma(G[static_cast<size_t>(i * V + v)], in.X[static_cast<size_t>(i * D + d)], acc);
+      dW[static_cast<size_t>(v * D + d)] = acc + 0.f;  // N = 7 rows: the zero-padded slice
+    }
+  const auto out = reference::emulate_flce(name, p, in);
+  auto bits_equal = [](const EmulatedOutput& e, const std::vector<float>& want) {
+    if (e.bytes.size() != want.size() * 4) return false;
+    return std::memcmp(e.bytes.data(), want.data(), e.bytes.size()) == 0;
+  };
+  EXPECT_TRUE(bits_equal(out[1], lse)) << "lse";
+  EXPECT_TRUE(bits_equal(out[2], dX)) << "dX";
+  EXPECT_TRUE(bits_equal(out[3], dW)) << "dW";
+}
+
 TEST(EmulateFlce, RefusesWhatTheVariantRefuses) {
   FlceProblem p = flce_shape(20, 16, 100);
   const auto in = reference::make_flce_inputs(p, 3);
@@ -283,8 +356,9 @@ TEST(EmulateFlce, RefusesWhatTheVariantRefuses) {
     }
     return "";
   };
-  EXPECT_NE(kind_of([&] { reference::emulate_flce("flce.fp32.fma.atomic.bm128_bn128_bk8_tm8_tn8_mb1024_sk4", p, in); })
-                .find("no CPU emulation"),
+  EXPECT_NE(kind_of([&] {
+              reference::emulate_flce("flce.fp32.fma.atomic.bm128_bn128_bk8_tm8_tn8_mb1024_sk4", p, in);
+            }).find("no CPU emulation"),
             std::string::npos);
   FlceProblem b = p;
   b.dtype = DType::bf16;
@@ -333,9 +407,9 @@ TEST(EmulateAttention, MatchesFloat64ReferenceAtOddShapesAndEveryOption) {
       {"softcap_window_causal_gqa", 1, 4, 2, 99, 99, true, 3.0, 33, 30},
   };
   const std::vector<std::string> names = {
-      "attention.fp32.fma.owning.br64_bc32_w4_d64", "attention.fp32.fma.partials.br32_bc32_w4_d64_mb256",
+      "attention.fp32.fma.owning.br64_bc32_w4_d64",  "attention.fp32.fma.partials.br32_bc32_w4_d64_mb256",
       "attention.fp32.fma.owning.br64_bc64_w8_d128", "attention.fp32.fma.partials.br64_bc64_w8_d128_mb1",
-      "attention.bf16.fma.owning.br32_bc32_w4_d64", "attention.bf16.fma.partials.br64_bc32_w4_d128_mb256"};
+      "attention.bf16.fma.owning.br32_bc32_w4_d64",  "attention.bf16.fma.partials.br64_bc32_w4_d128_mb256"};
   for (const auto& c : cases) {
     for (const auto& name : names) {
       const auto n = reference::emu::emulated(name);

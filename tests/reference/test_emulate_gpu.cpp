@@ -9,7 +9,11 @@
 // (experiments/device/s6-portable.sh counts them).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
+#include <climits>
+#include <cstdint>
+#include <cstdlib>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -38,10 +42,22 @@ bool same_bits(const std::string& what, const std::vector<std::byte>& gpu, const
   if (gpu.size() != emu.bytes.size()) return false;
   if (std::memcmp(gpu.data(), emu.bytes.data(), gpu.size()) == 0) return true;
   size_t differ = 0, first = 0;
+  int64_t max_ulps = 0;  // largest distance in units in the last place (ordered bit patterns)
+  auto ordered = [elem](const std::vector<std::byte>& b, size_t i) -> int64_t {
+    if (elem == 4) {
+      int32_t v;
+      std::memcpy(&v, b.data() + i * 4, 4);
+      return v < 0 ? int64_t(INT32_MIN) - v : v;
+    }
+    int16_t v;
+    std::memcpy(&v, b.data() + i * 2, 2);
+    return v < 0 ? int64_t(INT16_MIN) - v : v;
+  };
   for (size_t i = 0; i < gpu.size() / elem; ++i)
     if (std::memcmp(gpu.data() + i * elem, emu.bytes.data() + i * elem, elem) != 0) {
       if (!differ) first = i;
       ++differ;
+      max_ulps = std::max<int64_t>(max_ulps, std::llabs(ordered(gpu, i) - ordered(emu.bytes, i)));
     }
   auto value = [elem](const std::vector<std::byte>& b, size_t i) {
     uint32_t u = 0;
@@ -61,7 +77,7 @@ bool same_bits(const std::string& what, const std::vector<std::byte>& gpu, const
   };
   ADD_FAILURE() << what << " " << emu.name << ": " << differ << " of " << gpu.size() / elem
                 << " elements differ; first at index " << first << ": GPU " << value(gpu, first) << ", emulation "
-                << value(emu.bytes, first);
+                << value(emu.bytes, first) << "; largest difference " << max_ulps << " ulp";
   return false;
 }
 
