@@ -45,6 +45,7 @@ for t in "$tmp"/*.tar.xz; do
   head -c $(( part_a - small )) "$t" > ".peers/a/$n.part0"
   tail -c +$(( part_a - small + 1 )) "$t" > ".peers/b/$n.part1"
   [ -s ".peers/b/$n.part1" ] || rm ".peers/b/$n.part1"
-  (cd .peers && ls a/"$n".part* b/"$n".part* 2>/dev/null | xargs -n1 basename) > ".peers/a/$n.parts"
+  parts=$(cd .peers && ls a/"$n".part[0-9]* b/"$n".part[0-9]* 2>/dev/null | xargs -n1 basename)
+  echo "$parts" > ".peers/a/$n.parts"
 done
 du -sh --apparent-size .peers/a .peers/b
