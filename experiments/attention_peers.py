@@ -32,12 +32,17 @@ run cut short keeps what it measured) and prints a markdown table last.
 import argparse
 import hashlib
 import json
+import os
 import statistics
 import sys
 import time
 
-import torch
-import torch.nn.functional as F
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
+import peers_site  # noqa: E402  (puts experiments/peers/install.sh's site folder first on sys.path)
+
+PEERS_SITE = peers_site.activate()
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 # The five rows, then the two it adds (d=128 non-causal GQA 32/8 and
 # 2,32,8,8192,128 causal): (B, H, Hkv, S, d, causal).
@@ -236,6 +241,7 @@ def main():
             impls.append((name, None, f"{type(e).__name__}: {e}".splitlines()[0][:160]))
 
     print(f"# {torch.cuda.get_device_name()} torch {torch.__version__}", flush=True)
+    print(f"# peers site: {PEERS_SITE or 'none (experiments/peers/install.sh installs one)'}", flush=True)
     try:
         import detfuse
         print(f"# detfuse {detfuse.__version__} from {detfuse.library_path()}", flush=True)

@@ -15,6 +15,7 @@ script goes on; one that fails prints its exception text):
   cce            Cut Cross-Entropy, cut_cross_entropy.linear_cross_entropy
   compile8       torch.compile of a loss over 8 row chunks (bf16 matmul, fp32 CE)
   quack          QuACK's quack.linear_cross_entropy.chunked_linear_cross_entropy
+                 (tuned=True, its default, unless --quack-untuned)
   3gemm          torch.matmul: logits X W^T, dX = G W, dW = G^T X (bf16)
 
 Per (shape, peer): median ms of fwd+bwd (CUDA events, warm-up, --reps, fewer at
@@ -29,7 +30,9 @@ errors of dX and dW.
 Output: a markdown table on stdout, every figure in JSON ($OUT/flce_peers.json,
 or --json). Usage:
   python3 experiments/flce_peers.py [--shapes N,D,V ...] [--peers a,b] [--variant NAME ...]
-                                     [--reps 10] [--budget-s 220] [--db detfuse.db]
+                                     [--reps 10] [--budget-s 220] [--db detfuse.db] [--quack-untuned]
+The peers come from experiments/peers/install.sh's site folder ($PEERS_SITE,
+default /tmp/peers/site-packages), put first on sys.path by peers/peers_site.py.
 """
 import argparse
 import json
@@ -40,8 +43,12 @@ import sys
 import time
 import traceback
 
-import torch
-import torch.nn.functional as F
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
+import peers_site  # noqa: E402  (puts experiments/peers/install.sh's site folder first on sys.path)
+
+PEERS_SITE = peers_site.activate()
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 DEFAULT_SHAPES = ["16384,4096,128256", "8192,2304,256000", "4096,4096,128256", "32768,4096,128256"]
 DEFAULT_VARIANTS = [
@@ -155,7 +162,9 @@ def make_peers(args):
             from quack.linear_cross_entropy import chunked_linear_cross_entropy
         except ImportError as e:
             raise Skip(f"not installed ({e})")
-        return (lambda: chunked_linear_cross_entropy(x, w, y)), "quack chunked_linear_cross_entropy"
+        tuned = not args.quack_untuned
+        return ((lambda: chunked_linear_cross_entropy(x, w, y, tuned=tuned)),
+                f"quack chunked_linear_cross_entropy, tuned={tuned}")
     peers["quack"] = quack
     return peers
 
@@ -253,6 +262,8 @@ def main():
     ap.add_argument("--variant", nargs="*", default=DEFAULT_VARIANTS, help="detfuse variants measured by name")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--budget-s", type=float, default=200.0, help="stop starting new measurements after this")
+    ap.add_argument("--quack-untuned", action="store_true",
+                    help="QuACK with tuned=False (its default, tuned=True, autotunes its GEMMs at the first call)")
     ap.add_argument("--db", default=os.environ.get("DETFUSE_DB", "detfuse.db"))
     ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "flce_peers.json"))
     args = ap.parse_args()
@@ -275,6 +286,7 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     dev = torch.cuda.get_device_name()
     print(f"torch {torch.__version__}, {dev}")
+    print(f"peers site: {PEERS_SITE or 'none (experiments/peers/install.sh installs one)'}")
     results = {"device": dev, "torch": torch.__version__, "shapes": {}}
     for shape in args.shapes:
         N, D, V = (int(s) for s in shape.split(","))

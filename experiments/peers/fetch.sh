@@ -1,32 +1,51 @@
 #!/usr/bin/env bash
-# Here (a machine with PyPI): downloads the pinned peer wheels of wheels.txt
-# for the GPU machine (CPython 3.12, x86-64), checks each sha256, and lays them
-# out in .peers/ (git-ignored) for two device calls, since one call carries at
-# most 64 MiB and the CuTe DSL runtime wheel alone is 92 MB:
-#   .peers/a/  the first 48 MB of the nvidia-cutlass-dsl-libs-cu13 wheel and every other wheel (55 MiB)
-#   .peers/b/  the rest of that wheel (42 MiB), leaving room in its call for the binaries
-# experiments/peers/install.sh puts them together on the device.
+# Here (a machine with PyPI): downloads the pinned peer wheels of wheels.txt for
+# the GPU machine (CPython 3.12, x86-64), checks each sha256, and lays them out
+# in .peers/ (git-ignored) for two device calls, since one call carries at most
+# 64 MiB with the working tree:
+#   .peers/a/  every wheel but the unpacked one(s), and the first part of
+#              <name>.tar.xz (about 50 MiB in all)
+#   .peers/b/  the rest of that .tar.xz (about 25 MiB), leaving room in its
+#              call for the binaries (dist/build.tar.xz) and the working tree
+# A wheel with a third field in wheels.txt (the CuTe DSL cu13 compiler) travels
+# as its files in a .tar.xz, after its RECORD is checked against that field.
+# experiments/peers/install.sh puts everything together on the device.
+# PART_A_MIB (default 50) sets the size of .peers/a; PEERS_XZ (default -6) the
+# xz preset: -6 makes 66 MB from the 92 MB wheel in 6-8 CPU minutes (25 minutes
+# on a loaded 2-core machine), -0 makes 80 MB in half a minute.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+part_a=$(( ${PART_A_MIB:-50} * 1048576 ))
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-grep -v '^#' experiments/peers/wheels.txt | while read -r spec sha; do
-  [ -n "$spec" ] || continue
+specs=$(grep -v '^#' experiments/peers/wheels.txt | awk 'NF')
+echo "$specs" | while read -r spec sha record; do
   python3 -m pip download --quiet --no-deps --only-binary=:all: --pre --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64 \
     --platform manylinux2014_x86_64 -d "$tmp" "$spec"
 done
-grep -v '^#' experiments/peers/wheels.txt | while read -r spec sha; do
-  [ -n "$spec" ] || continue
-  name=$(echo "${spec%%==*}" | tr - _)
-  f=$(ls "$tmp"/"$name"-"${spec##*==}"-*.whl)
+rm -rf .peers && mkdir -p .peers/a .peers/b "$tmp/unpack"
+echo "$specs" | while read -r spec sha record; do
+  name=$(echo "${spec%%==*}" | tr - _) version=${spec##*==}
+  f=$(ls "$tmp"/"$name"-"$version"-*.whl)
   echo "$sha  $f" | sha256sum --check --quiet - || { echo "fetch.sh: $f does not match its pinned sha256" >&2; exit 1; }
+  if [ -z "$record" ]; then mv "$f" .peers/a/; continue; fi
+  d="$tmp/unpack/$name"
+  mkdir -p "$d" && unzip -q "$f" -d "$d"
+  echo "$record  $d/$name-$version.dist-info/RECORD" | sha256sum --check --quiet - ||
+    { echo "fetch.sh: the RECORD of $f does not match its pinned sha256" >&2; exit 1; }
+  echo "fetch.sh: recompressing $(basename "$f") with xz ${PEERS_XZ:--6} (see above for how long)" >&2
+  tar -C "$d" -cf - . | xz "${PEERS_XZ:--6}" -T0 > "$tmp/$name.tar.xz"
+  rm -rf "$d" "$f"
 done
-rm -rf .peers && mkdir -p .peers/a .peers/b
-big=$(ls "$tmp"/nvidia_cutlass_dsl_libs_cu13-*.whl)
-split -b 48000000 -d "$big" .peers/cu13part.
-mv .peers/cu13part.00 .peers/a/ && mv .peers/cu13part.01 .peers/b/
-basename "$big" > .peers/b/cu13.name
-rm "$big" && mv "$tmp"/*.whl .peers/a/
-grep -qx '/.peers/' .git/info/exclude 2>/dev/null || { mkdir -p .git/info; echo '/.peers/' >> .git/info/exclude; }
-du -sh .peers/a .peers/b
+# Fill part a up to PART_A_MIB with the head of the (one) .tar.xz; the rest goes to b.
+small=$(du -cb .peers/a | tail -1 | cut -f1)
+for t in "$tmp"/*.tar.xz; do
+  n=$(basename "$t")
+  head -c $(( part_a - small )) "$t" > ".peers/a/$n.part0"
+  tail -c +$(( part_a - small + 1 )) "$t" > ".peers/b/$n.part1"
+  [ -s ".peers/b/$n.part1" ] || rm ".peers/b/$n.part1"
+  parts=$(cd .peers && ls a/"$n".part[0-9]* b/"$n".part[0-9]* 2>/dev/null | xargs -n1 basename)
+  echo "$parts" > ".peers/a/$n.parts"
+done
+du -sh --apparent-size .peers/a .peers/b
