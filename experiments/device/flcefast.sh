@@ -6,7 +6,7 @@
 #   bash experiments/device/flcefast.sh --all         both
 # Binaries: dist/ from experiments/make_dist.sh (dist/bin.tar.xz or dist/bin),
 # else the Release build in ./build. The peers part wants the peer wheels
-# installed first (experiments/peers/install.sh; PYTHONPATH=/tmp/peers-site) and
+# installed first (experiments/peers/install.sh; the PYTHONPATH lib.sh sets) and
 # libdetfuse_c.so (copied into python/detfuse/). Output: logs under $OUT; the
 # summary table last.
 set -u
@@ -46,7 +46,6 @@ fi
 
 if [ "$mode" = --peers-only ] || [ "$mode" = --all ]; then
   [ -f "$LIB" ] && cp "$LIB" python/detfuse/libdetfuse_c.so
-  export PYTHONPATH=/tmp/peers-site:/tmp/peers-site/nvidia_cutlass_dsl/dsl_packages:$PWD/python${PYTHONPATH:+:$PYTHONPATH}
   run peers 230 python3 experiments/flce_peers.py --json "$OUT/flce_peers.json" --budget-s 180
   for s in $SHAPES3 32768,4096,128256; do
     run peers 60 "$CLI" bench flce --shape "$s" --dtype bf16 --repeats 3 \

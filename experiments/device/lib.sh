@@ -6,6 +6,7 @@
 #            later), appends "=== CMD", its output and "=== exit RC after S s"
 #            to $OUT/LOG.log, adds a line to $SUMMARY and prints it; returns RC.
 #   gpu_line FILE  appends the GPU's name, driver and clocks to FILE.
+#   PYTHONPATH     the peers' site (experiments/peers/install.sh) and ./python.
 # The binaries: ./build (a Release build, or dist/build.tar.xz from pack.sh,
 # unpacked here when ./build is absent).
 OUT=${OUT:-out}
@@ -14,6 +15,9 @@ SUMMARY="$OUT/summary.txt"
 : > "$SUMMARY"
 [ -d build ] || [ ! -f dist/build.tar.xz ] || tar -xJf dist/build.tar.xz
 export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64 PATH=$PATH:/usr/local/cuda/bin PYTHONUNBUFFERED=1
+# The peers, where experiments/peers/install.sh put them, and detfuse's Python package.
+PEERS_SITE=${PEERS_SITE:-/tmp/peers/site-packages}
+export PYTHONPATH=$PEERS_SITE:$PEERS_SITE/nvidia_cutlass_dsl/dsl_packages:$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 
 run() {
   local log=$1 t=$2; shift 2

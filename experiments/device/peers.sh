@@ -8,7 +8,6 @@ set -u
 source "$(dirname "$0")/lib.sh"
 D=$PWD/build
 cp "$D/capi/libdetfuse_c.so" python/detfuse/libdetfuse_c.so
-export PYTHONPATH=/tmp/peers-site:/tmp/peers-site/nvidia_cutlass_dsl/dsl_packages:$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 W=attention.bf16.wgmma
 for what in "$@"; do
   case $what in

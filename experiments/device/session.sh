@@ -10,7 +10,6 @@
 # most 8 files), and prints each stage's summary.
 set -u
 source "$(dirname "$0")/lib.sh"
-[ -d /tmp/peers-site ] && export PYTHONPATH=/tmp/peers-site:/tmp/peers-site/nvidia_cutlass_dsl/dsl_packages${PYTHONPATH:+:$PYTHONPATH}
 cp build/capi/libdetfuse_c.so python/detfuse/libdetfuse_c.so 2>/dev/null
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv
 git log --oneline -1 2>/dev/null || true
