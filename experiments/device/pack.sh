@@ -25,5 +25,6 @@ find "$stage" -type f -exec strip --strip-unneeded {} + 2>/dev/null || true
 mkdir -p dist
 # One large dictionary: every binary links the same kernels, so the second and
 # later copies of their fatbins compress to almost nothing.
-tar -C "$stage" -cf - build | xz -T1 --lzma2=preset=2,dict=256MiB > dist/build.tar.xz
+# PACK_XZ: other xz options (e.g. -0 on a busy machine: faster, larger).
+tar -C "$stage" -cf - build | xz ${PACK_XZ:--T1 --lzma2=preset=2,dict=256MiB} > dist/build.tar.xz
 du -sh dist/build.tar.xz
