@@ -51,10 +51,13 @@ TEST(AttentionWgmmaPds, PtOffsetMatchesCuteLayoutD64) { check_pt_layout<KvD64Br6
 TEST(AttentionWgmmaPds, SharedStorageFitsAndAligns) {
   using S = BwdKv<KvD128Br64St2OTS>::SharedStorage;
   EXPECT_LE(sizeof(S) + 1024, size_t(227 * 1024));
-  static S s;  // host memory, only its member addresses are used
+  // Host bytes viewed as the storage (it has no default constructor on the
+  // host); only member addresses are taken.
+  alignas(1024) static unsigned char raw[sizeof(S)];
+  S& s = *reinterpret_cast<S*>(raw);
   // (SharedStorage::pt() is device code: the same pointer here.)
   const auto* pt = s.ds.data() + cute::cosize_v<BwdKv<KvD128Br64St2OTS>::SmemDS>;
-  const auto at = [](const void* p) { return size_t(static_cast<const char*>(p) - reinterpret_cast<const char*>(&s)); };
+  const auto at = [](const void* p) { return size_t(static_cast<const char*>(p) - reinterpret_cast<const char*>(raw)); };
   EXPECT_EQ(at(s.ds.data()) % 1024, 0u);
   EXPECT_EQ(at(pt) - at(s.ds.data()), size_t(64 * 128 * 2)) << "P^T right after dS^T";
   EXPECT_EQ(at(pt) % 1024, 0u);
