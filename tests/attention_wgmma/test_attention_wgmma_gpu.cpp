@@ -245,9 +245,9 @@ TEST(AttentionWgmmaGpu, LaunchRefusesNullAndMisalignedPointers) {
 
 // ------------------------------------------------------------------ backward
 
-TEST(AttentionWgmmaBwd, TwentyFourVariantsRunBothModesWithReasonsAndWorkspace) {
+TEST(AttentionWgmmaBwd, TwentySixVariantsRunBothModesWithReasonsAndWorkspace) {
   const auto vs = wgmma_bwd_variants();
-  ASSERT_EQ(vs.size(), 24u);
+  ASSERT_EQ(vs.size(), 26u);
   DeviceInfo h200;
   h200.cc_major = 9;
   h200.cc_minor = 0;
@@ -298,7 +298,7 @@ TEST(AttentionWgmmaBwd, TwentyFourVariantsRunBothModesWithReasonsAndWorkspace) {
   }
   EXPECT_EQ(owning, 6);
   EXPECT_EQ(atomic, 9);
-  EXPECT_EQ(partials, 1);
+  EXPECT_EQ(partials, 3);
   EXPECT_EQ(ordered, 8);
   EXPECT_EQ(pds_variants().size(), 6u);
   for (const auto* v : pds_variants()) {
@@ -311,6 +311,7 @@ TEST(AttentionWgmmaBwd, TwentyFourVariantsRunBothModesWithReasonsAndWorkspace) {
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.ordered.br64_bc128_st3_tma1_pds1_d64"), nullptr);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.owning.br64_bc128_st3_qbc64_qst3_d128"), nullptr);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst3_d64"), nullptr);
+  EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.partials.br64_bc128_st4_d128_mb256"), nullptr);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.atomic.br64_bc128_st2_tma1_d128"), nullptr);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_d64"), nullptr);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.ordered.br64_bc128_st2_d128"), nullptr);

@@ -281,6 +281,8 @@ void register_attention_wgmma(Registry& r) {
   add_bwd<FwdD64Bc128St3Ov, KvD64Br64St2A, void>(r);
   add_bwd<FwdD64Bc128St3Ov, KvD64Br64St4A, void>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2P, void>(r);
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St3P, void>(r);
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St4P, void>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OT, void>(r);
   add_bwd<FwdD64Bc128St3Ov, KvD64Br64St2OT, void>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2O, void>(r);
