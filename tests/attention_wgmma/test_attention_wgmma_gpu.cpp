@@ -57,6 +57,14 @@ int64_t param(const AttentionVariant& v, const std::string& key) {
   return -1;
 }
 
+// The kv kernels with P^T and dS^T through shared memory (param pds = 1).
+std::vector<const AttentionVariant*> pds_variants() {
+  std::vector<const AttentionVariant*> out;
+  for (const auto* v : wgmma_bwd_variants())
+    if (param(*v, "pds") == 1) out.push_back(v);
+  return out;
+}
+
 #define REQUIRE_SM90()                                                                        \
   do {                                                                                        \
     DETFUSE_REQUIRE_GPU();                                                                    \
@@ -237,9 +245,9 @@ TEST(AttentionWgmmaGpu, LaunchRefusesNullAndMisalignedPointers) {
 
 // ------------------------------------------------------------------ backward
 
-TEST(AttentionWgmmaBwd, SixteenVariantsRunBothModesWithReasonsAndWorkspace) {
+TEST(AttentionWgmmaBwd, TwentySixVariantsRunBothModesWithReasonsAndWorkspace) {
   const auto vs = wgmma_bwd_variants();
-  ASSERT_EQ(vs.size(), 16u);
+  ASSERT_EQ(vs.size(), 26u);
   DeviceInfo h200;
   h200.cc_major = 9;
   h200.cc_minor = 0;
@@ -288,10 +296,22 @@ TEST(AttentionWgmmaBwd, SixteenVariantsRunBothModesWithReasonsAndWorkspace) {
     }
     EXPECT_EQ(v->workspace_bytes(p, AttentionMode::backward), attention::d_bytes(p) + extra);
   }
-  EXPECT_EQ(owning, 4);
-  EXPECT_EQ(atomic, 6);
-  EXPECT_EQ(partials, 1);
-  EXPECT_EQ(ordered, 5);
+  EXPECT_EQ(owning, 6);
+  EXPECT_EQ(atomic, 9);
+  EXPECT_EQ(partials, 3);
+  EXPECT_EQ(ordered, 8);
+  EXPECT_EQ(pds_variants().size(), 6u);
+  for (const auto* v : pds_variants()) {
+    SCOPED_TRACE(v->desc.name);
+    EXPECT_EQ(param(*v, "tma"), 1) << "pds: TMA dQ only";
+    EXPECT_EQ(param(*v, "br"), 64);
+  }
+  EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds1_d128"), nullptr);
+  EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.atomic.br64_bc128_st2_tma1_pds1_d128"), nullptr);
+  EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.ordered.br64_bc128_st3_tma1_pds1_d64"), nullptr);
+  EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.owning.br64_bc128_st3_qbc64_qst3_d128"), nullptr);
+  EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst3_d64"), nullptr);
+  EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.partials.br64_bc128_st4_d128_mb256"), nullptr);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.atomic.br64_bc128_st2_tma1_d128"), nullptr);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_d64"), nullptr);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.ordered.br64_bc128_st2_d128"), nullptr);
@@ -446,7 +466,7 @@ TEST(AttentionWgmmaBwdGpu, SanitizerSizedWindowOrdered) {
   std::vector<const AttentionVariant*> vs;
   for (const auto* v : wgmma_bwd_variants())
     if (v->desc.strategy == "ordered") vs.push_back(v);
-  ASSERT_EQ(vs.size(), 5u);
+  ASSERT_EQ(vs.size(), 8u);
   const Case cases[] = {{1, 2, 1, 150, 331, false, 0.0, "sanitizer: window 100, softcap 2, non-causal", 2.0, 100}};
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 4200, /*repeats=*/2), int(vs.size()));
 }
@@ -459,7 +479,7 @@ TEST(AttentionWgmmaBwdGpu, OrderedManyKeyBlocks) {
   std::vector<const AttentionVariant*> vs;
   for (const auto* v : wgmma_bwd_variants())
     if (v->desc.strategy == "ordered") vs.push_back(v);
-  ASSERT_EQ(vs.size(), 5u);
+  ASSERT_EQ(vs.size(), 8u);
   const Case cases[] = {
       {2, 8, 4, 640, 2304, false, 0.0, "ordered: 18 key blocks, GQA 2:1"},
       {2, 8, 4, 2100, 2304, true, 0.0, "ordered: 18 key blocks, causal Sq < Sk, odd Sq"},
@@ -469,6 +489,47 @@ TEST(AttentionWgmmaBwdGpu, OrderedManyKeyBlocks) {
       {1, 4, 2, 640, 2304, false, 0.0, "ordered: window 500, non-causal Sq < Sk", 0.0, 500},
   };
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 5000), int(vs.size() * std::size(cases)));
+}
+
+// The pds variants alone (the device script's filter; the tests above walk
+// them too): every backward case, the ordered many-key-block cases and the
+// sanitizer-sized ones.
+TEST(AttentionWgmmaBwdGpu, PdsMatchesFloat64Reference) {
+  REQUIRE_SM90();
+  const auto vs = pds_variants();
+  ASSERT_EQ(vs.size(), 6u);
+  EXPECT_EQ(check_backward(vs, kBwdCases, std::size(kBwdCases), 6000), int(vs.size() * std::size(kBwdCases)));
+  const Case many[] = {
+      {2, 8, 4, 640, 2304, false, 0.0, "pds: 18 key blocks, GQA 2:1"},
+      {2, 8, 4, 2100, 2304, true, 0.0, "pds: 18 key blocks, causal Sq < Sk, odd Sq"},
+      {1, 4, 2, 2100, 2304, true, 0.0, "pds: window 700, causal, softcap 20", 20.0, 700},
+  };
+  EXPECT_EQ(check_backward(vs, many, std::size(many), 6100), int(vs.size() * std::size(many)));
+}
+
+// Sanitizer-sized (compute-sanitizer memcheck / racecheck / synccheck over the
+// pds variants): the causal GQA case with rows that see no key, and softcap +
+// window (query blocks that start at key block 1).
+TEST(AttentionWgmmaBwdGpu, PdsSanitizerSized) {
+  REQUIRE_SM90();
+  const auto vs = pds_variants();
+  const Case cases[] = {
+      {1, 4, 2, 150, 131, true, 0.0, "sanitizer: causal GQA 2:1, Sq > Sk, odd lengths"},
+      {1, 2, 1, 150, 331, false, 0.0, "sanitizer: window 100, softcap 2, non-causal", 2.0, 100},
+  };
+  EXPECT_EQ(check_backward(vs, cases, std::size(cases), 6200, /*repeats=*/2), int(vs.size() * std::size(cases)));
+}
+
+// 20 repeats, one digest for dQ, dK, dV of every deterministic pds variant
+// (atomic: dK, dV), at 18 key blocks per (batch, kv head), causal and not.
+TEST(AttentionWgmmaBwdGpu, PdsTwentyRepeats) {
+  REQUIRE_SM90();
+  const auto vs = pds_variants();
+  const Case cases[] = {
+      {2, 4, 2, 1100, 2304, false, 0.0, "pds: 20 repeats, 18 key blocks, GQA 2:1"},
+      {2, 4, 2, 2304, 2304, true, 0.0, "pds: 20 repeats, 18 key blocks, causal"},
+  };
+  EXPECT_EQ(check_backward(vs, cases, std::size(cases), 6300, /*repeats=*/20), int(vs.size() * std::size(cases)));
 }
 
 // The partials variant's chunked launches, on a registry with a 1 MiB slab

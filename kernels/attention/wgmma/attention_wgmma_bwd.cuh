@@ -153,7 +153,7 @@ struct BwdKv {
   // bf16 (128 bytes), atoms of 8 rows stacked along the keys, and the 128-byte
   // swizzle (16-byte chunk index XOR row % 8) of GMMA::Layout_K_SW128_Atom,
   // the tile 1024-byte aligned. Checked against the cute layout by
-  // experiments/attention_pt_offset_check.cpp on the host.
+  // tests/attention_wgmma/test_pds_layout.cu on the host.
   __host__ __device__ static constexpr int pt_offset(int r, int c) { return (r * BR + c) ^ ((r & 7) << 3); }
 
   using Pipeline = cutlass::PipelineTmaAsync<ST>;

@@ -11,8 +11,9 @@
 //                                    semaphore per query block, and the
 //                                    convert pass; `tma1`: dQ added by a
 //                                    writer warp with TMA bulk reductions,
-//                                    FlashAttention-3's path), owning: the
-//                                    dq kernel over query blocks.
+//                                    FlashAttention-3's path; `pds1`: P^T
+//                                    and dS^T through shared memory), owning:
+//                                    the dq kernel over query blocks.
 #include <algorithm>
 #include <cstdint>
 #include <optional>
@@ -123,6 +124,7 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
   v.desc.strategy = to_string(kStrategy);
   v.desc.params = {{"br", Kv::BR}, {"bc", Kv::BC}, {"st", Kv::STAGES}};
   if constexpr (Kv::DQ_TMA) v.desc.params.push_back({"tma", 1});
+  if constexpr (Kv::PDS != 0) v.desc.params.push_back({"pds", 1});
   if constexpr (kDq == 0) {
     static_assert(Dq::D == Kv::D, "one head dim");
     v.desc.params.push_back({"qbc", Dq::BC});
@@ -151,7 +153,8 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
                     : kDq == 5 ? ", dQ: dS K handed to a writer warp, added by TMA bulk reductions in key-block "
                                  "order behind a semaphore per query block + convert pass"
                                : ", dQ by a query-block kernel (128 rows, " + std::to_string(qbc_of<Dq>()) +
-                                     "-key tiles) walking the key blocks in order");
+                                     "-key tiles) walking the key blocks in order") +
+                   (Kv::PDS != 0 ? "; P^T and dS^T through shared memory (dV, dK, dQ by wgmma SS)" : "");
   v.can_run = [kMiB](const AttentionProblem& p, AttentionMode mode,
                      const DeviceInfo& dev) -> std::optional<std::string> {
     size_t smem = fwd_smem_bytes<Fwd>();
@@ -267,6 +270,8 @@ void register_attention_wgmma(Registry& r) {
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St3, DqD128Bc64St2>(r);
   add_bwd<FwdD64Bc128St3Ov, KvD64Br64St2, DqD64Bc128St2>(r);
   add_bwd<FwdD64Bc128St3Ov, KvD64Br96St2, DqD64Bc128St2>(r);
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St3, DqD128Bc64St3>(r);
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br64St2, DqD64Bc64St3>(r);
   // The TMA dQ variants first in their strategies: the fastest of each (H200),
   // and the contention study's --quick takes a strategy's first block shape.
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2AT, void>(r);
@@ -276,11 +281,21 @@ void register_attention_wgmma(Registry& r) {
   add_bwd<FwdD64Bc128St3Ov, KvD64Br64St2A, void>(r);
   add_bwd<FwdD64Bc128St3Ov, KvD64Br64St4A, void>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2P, void>(r);
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St3P, void>(r);
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St4P, void>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OT, void>(r);
   add_bwd<FwdD64Bc128St3Ov, KvD64Br64St2OT, void>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2O, void>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St3O, void>(r);
   add_bwd<FwdD64Bc128St3Ov, KvD64Br64St2O, void>(r);
+  // P^T and dS^T through shared memory (`pds1`, TMA dQ; d128 without spills):
+  // last until the H200 has measured them (experiments/device/s6-attnbwd.sh).
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS, void>(r);
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2ATS, void>(r);
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br64St2OTS, void>(r);
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br64St3OTS, void>(r);
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br64St2ATS, void>(r);
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br64St3ATS, void>(r);
 }
 
 void register_attention_wgmma_partials(Registry& r, int partials_mib) {

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The pds attention backward (issue 16, item 1: P^T and dS^T through shared
+# memory, the d128 kv kernel without spills) on the H200: run from the repo
+# root with a Release build in ./build (DETFUSE_WGMMA=ON); logs under $OUT;
+# about 2 minutes (the timeouts, caps, add up to 3 min 20 s). Stages:
+#   1. the pds layout test (CPU) and the wgmma attention tests: the pds
+#      variants' own (AttentionWgmmaBwdGpu.Pds*: float64 reference on every
+#      backward case and at 18 key blocks, 20 repeats at 18 key blocks) and
+#      every other variant's (the two new owning block shapes too);
+#   2. compute-sanitizer memcheck, racecheck, synccheck on the sanitizer-sized
+#      pds cases (all six pds variants);
+#   3. `detfuse bench attention` at B=4, H=32, S=4096, d=128 and d=64, causal
+#      and not, the pds variants beside the existing tma1 and owning ones
+#      (3 repeats), and 20 repeats of the ordered pds variants at 18 key
+#      blocks (the dQ# column: distinct dQ digests over the 20 runs).
+# Look for: PASSED lines (no FAILED), "ERROR SUMMARY: 0 errors" three times,
+# the bench rows (fwd+bwd TFLOP/s; distinct dQ digests = 1 for every ordered
+# and owning row).
+set -u
+OUT=${OUT:-out}
+B=${BUILD:-build}
+mkdir -p "$OUT"
+SUMMARY="$OUT/summary.txt"
+: > "$SUMMARY"
+run() {  # run NAME TIMEOUT CMD...: log to $OUT/NAME.log, one summary line
+  local name=$1 t=$2; shift 2
+  local log="$OUT/$name.log" start=$SECONDS
+  echo "=== $*" >> "$log"
+  timeout -s INT -k 10 "$t" "$@" >> "$log" 2>&1
+  local rc=$?
+  printf '%-28s exit %3d  %4d s\n' "$name" "$rc" "$((SECONDS - start))" | tee -a "$SUMMARY"
+}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$OUT/gpu.txt" 2>&1
+
+TW=$B/tests/attention_wgmma/test_attention_wgmma
+DF=$B/detfuse
+[ -x "$DF" ] || DF=$B/cli/detfuse
+
+# 1. tests
+run layout_cpu 5 "$B/tests/attention_wgmma/test_attention_wgmma_pds_layout"
+# the pds tests first, then every other test of the binary (every wgmma
+# variant: the two new owning block shapes too)
+run tests_pds 25 "$TW" --gtest_filter='AttentionWgmmaBwd.*:AttentionWgmmaBwdGpu.Pds*'
+run tests_rest 30 "$TW" --gtest_filter='-AttentionWgmmaBwdGpu.Pds*'
+
+# 2. sanitizers
+F='AttentionWgmmaBwdGpu.PdsSanitizerSized'
+run memcheck_pds 12 compute-sanitizer --tool memcheck --error-exitcode 9 "$TW" --gtest_filter="$F"
+run racecheck_pds 15 compute-sanitizer --tool racecheck --error-exitcode 9 "$TW" --gtest_filter="$F"
+run synccheck_pds 12 compute-sanitizer --tool synccheck --error-exitcode 9 "$TW" --gtest_filter="$F"
+
+# 3. bench, new (pds1) beside old
+W=attention.bf16.wgmma
+V128="--variant $W.ordered.br64_bc128_st2_tma1_pds1_d128 --variant $W.atomic.br64_bc128_st2_tma1_pds1_d128
+      --variant $W.ordered.br64_bc128_st2_tma1_d128 --variant $W.atomic.br64_bc128_st2_tma1_d128
+      --variant $W.owning.br64_bc128_st2_qbc64_qst2_d128 --variant $W.owning.br64_bc128_st3_qbc64_qst3_d128"
+V64="--variant $W.ordered.br64_bc128_st2_tma1_pds1_d64 --variant $W.ordered.br64_bc128_st3_tma1_pds1_d64
+     --variant $W.atomic.br64_bc128_st2_tma1_pds1_d64 --variant $W.atomic.br64_bc128_st3_tma1_pds1_d64
+     --variant $W.ordered.br64_bc128_st2_tma1_d64 --variant $W.atomic.br64_bc128_st2_tma1_d64
+     --variant $W.owning.br64_bc128_st2_qbc128_qst2_d64 --variant $W.owning.br64_bc128_st2_qbc64_qst3_d64"
+run bench_d128 18 "$DF" bench attention --shape 4,32,32,4096,4096,128 $V128 --repeats 3
+run bench_d128_causal 18 "$DF" bench attention --shape 4,32,32,4096,4096,128 --causal $V128 --repeats 3
+run bench_d64 18 "$DF" bench attention --shape 4,32,32,4096,4096,64 $V64 --repeats 3
+run bench_d64_causal 18 "$DF" bench attention --shape 4,32,32,4096,4096,64 --causal $V64 --repeats 3
+# 20 repeats, one dQ digest (the dQ# column) for the ordered pds variants at
+# 18 key blocks of 128 (B=2, H=16, Hkv=8, S=2304, causal)
+run digest20_d128 14 "$DF" bench attention --shape 2,16,8,2304,2304,128 --causal \
+  --variant $W.ordered.br64_bc128_st2_tma1_pds1_d128 --repeats 20
+run digest20_d64 14 "$DF" bench attention --shape 2,16,8,2304,2304,64 --causal \
+  --variant $W.ordered.br64_bc128_st2_tma1_pds1_d64 --variant $W.ordered.br64_bc128_st3_tma1_pds1_d64 --repeats 20
+
+{
+  echo
+  echo "--- tests"
+  for f in layout_cpu tests_pds tests_rest; do
+    echo "# $f"
+    grep -hE "^\[  (PASSED|FAILED|SKIPPED) \]|^\[       OK \] .*Pds|^\[  FAILED  \] " "$OUT/$f.log" | head -30
+  done
+  grep -hE "Failure|error:" "$OUT"/tests_pds.log "$OUT"/tests_rest.log | head -10
+  echo "--- sanitizers"
+  grep -hE "ERROR SUMMARY|PASSED|FAILED" "$OUT"/memcheck_pds.log "$OUT"/racecheck_pds.log "$OUT"/synccheck_pds.log
+  echo "--- bench (B=4, H=32, S=4096, 3 repeats; digest20_*: 2,16,8,2304 causal, 20 repeats)"
+  for f in "$OUT"/bench*.log "$OUT"/digest20*.log; do
+    echo "# $(basename "$f" .log)"
+    grep -E "^variant|^attention\.bf16|detfuse bench:|rror" "$f" | grep -v "^===" | cut -c1-150
+  done
+  echo "--- summary"
+  cat "$SUMMARY"
+} | tee "$OUT/report.txt"
