@@ -17,20 +17,9 @@
 # the bench rows (fwd+bwd TFLOP/s; distinct dQ digests = 1 for every ordered
 # and owning row).
 set -u
-OUT=${OUT:-out}
 B=${BUILD:-build}
-mkdir -p "$OUT"
-SUMMARY="$OUT/summary.txt"
-: > "$SUMMARY"
-run() {  # run NAME TIMEOUT CMD...: log to $OUT/NAME.log, one summary line
-  local name=$1 t=$2; shift 2
-  local log="$OUT/$name.log" start=$SECONDS
-  echo "=== $*" >> "$log"
-  timeout -s INT -k 10 "$t" "$@" >> "$log" 2>&1
-  local rc=$?
-  printf '%-28s exit %3d  %4d s\n' "$name" "$rc" "$((SECONDS - start))" | tee -a "$SUMMARY"
-}
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$OUT/gpu.txt" 2>&1
+source "$(dirname "$0")/lib.sh"
+gpu_line "$OUT/gpu.txt"
 
 TW=$B/tests/attention_wgmma/test_attention_wgmma
 DF=$B/detfuse
