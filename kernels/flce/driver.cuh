@@ -90,6 +90,15 @@ struct engine_logits_bf16 : std::false_type {};
 template <class E>
 struct engine_logits_bf16<E, std::void_t<decltype(E::logits_bf16)>> : std::bool_constant<E::logits_bf16> {};
 
+// Engine::logits_exp16 when the engine declares it, else false: the logits
+// GEMM's epilogue writes the chunk as bf16 exp(z - m_tile) with per-tile row
+// statistics that carry the target logit (EpiLogitsExp16), also in backward
+// mode, and the row pass forms the gradient from them (RowPass::exp16).
+template <class E, class = void>
+struct engine_logits_exp16 : std::false_type {};
+template <class E>
+struct engine_logits_exp16<E, std::void_t<decltype(E::logits_exp16)>> : std::bool_constant<E::logits_exp16> {};
+
 // Engine::owning_acc_in when the engine declares it, else false: the owning dW
 // GEMM starts each chunk's k-loop from the running sum (EpiAccumulateIn)
 // instead of adding the chunk's sum to it afterwards (EpiAccumulate).
@@ -141,9 +150,10 @@ constexpr int kDxRefMiB = 2048;
 //
 // row_stats: the engine's logits epilogue writes per-tile row statistics;
 // split_dx: the dX GEMM may be split along K when it has too few output tiles;
-// logit_bytes: 4 (fp32 logits chunk) or 2 (bf16, the lg16 variants).
+// logit_bytes: 4 (fp32 logits chunk) or 2 (bf16: the lg16 and ex16 variants);
+// stats_always: the statistics are written in backward mode too (ex16).
 inline Plan make_plan(const FlceProblem& p, FlceMode mode, const StrategyParams& sp, int block_m, int block_n,
-                      bool row_stats = false, bool split_dx = true, int logit_bytes = 4) {
+                      bool row_stats = false, bool split_dx = true, int logit_bytes = 4, bool stats_always = false) {
   Plan pl;
   pl.Vp = round_up(p.V, 8);
   int64_t budget_rows = (int64_t(sp.chunk_mib) << 20) / (pl.Vp * logit_bytes);
@@ -162,7 +172,7 @@ inline Plan make_plan(const FlceProblem& p, FlceMode mode, const StrategyParams&
   pl.counts = take(3 * sizeof(int64_t));
   pl.loss_rows = take(pl.need_loss_rows ? size_t(p.N) * 4 : 0);
   pl.logits = take(size_t(pl.chunk_rows) * size_t(pl.Vp) * size_t(logit_bytes));
-  if (row_stats && fwd) pl.stats_cols = (p.V + block_n - 1) / block_n;
+  if (row_stats && (fwd || stats_always)) pl.stats_cols = (p.V + block_n - 1) / block_n;
   pl.stats = take(size_t(pl.chunk_rows) * size_t(pl.stats_cols) * 16);
   pl.dw_acc = take(pl.need_dw_acc ? size_t(p.V) * size_t(p.D) * 4 : 0);
   pl.dw_splits = sp.strategy == Strategy::owning ? 1 : dw_splits(sp, pl.chunk_rows, block_m);
@@ -187,6 +197,10 @@ struct FlceDriver {
   using T = typename Engine::T;  // input element type
   static constexpr bool logits_bf16 = engine_logits_bf16<Engine>::value;
   static constexpr bool owning_acc_in = engine_owning_acc_in<Engine>::value;
+  static constexpr bool exp16 = engine_logits_exp16<Engine>::value;
+  static_assert(!exp16 || (Engine::fused_row_stats && Engine::grad_bf16 && !logits_bf16),
+                "bf16 exp(z - m_tile): fused statistics, the gradient in place as bf16");
+  static_assert(!exp16 || Cfg::BN % 8 == 0, "the exp16 row pass reads 8 columns of one tile at a time");
   static_assert(!owning_acc_in || Cfg::BM % Cfg::BK == 0,
                 "owning_acc_in: chunk boundaries (multiples of BM) must fall on the dW GEMM's k-tile grid (BK)");
   static_assert(!logits_bf16 || (Engine::grad_bf16 && !Engine::fused_row_stats),
@@ -210,7 +224,8 @@ struct FlceDriver {
   }
 
   static Plan plan(const FlceProblem& p, FlceMode mode, const StrategyParams& sp) {
-    return make_plan(p, mode, sp, Cfg::BM, Cfg::BN, Engine::fused_row_stats, Engine::split_dx, logits_bf16 ? 2 : 4);
+    return make_plan(p, mode, sp, Cfg::BM, Cfg::BN, Engine::fused_row_stats, Engine::split_dx,
+                     logits_bf16 || exp16 ? 2 : 4, exp16);
   }
 
   static size_t workspace_bytes(const FlceProblem& p, FlceMode mode, const StrategyParams& sp) {
@@ -240,7 +255,7 @@ struct FlceDriver {
 
     // G overwrites Z in place: bf16 with twice the element leading dimension
     // over fp32 logits, the same one over bf16 logits, or fp32.
-    const int64_t ldg = Engine::grad_bf16 && !logits_bf16 ? 2 * pl.Vp : pl.Vp;
+    const int64_t ldg = Engine::grad_bf16 && !logits_bf16 && !exp16 ? 2 * pl.Vp : pl.Vp;
     for (int64_t r0 = 0, chunk = 0; r0 < p.N; r0 += pl.chunk_rows, ++chunk) {
       const int nc = int(std::min<int64_t>(pl.chunk_rows, p.N - r0));
       const T* Xc = X + r0 * p.D;
@@ -252,7 +267,16 @@ struct FlceDriver {
       float* stats = pl.stats_cols ? reinterpret_cast<float*>(ws + pl.stats) : nullptr;
       constexpr int kLogitsGroup = 1 << 30;  // one W column tile meets every row tile: the X chunk stays in L2
       bool fused = false;
-      if constexpr (Engine::fused_row_stats) {
+      if constexpr (exp16) {
+        // e = exp(z - m_tile) in bf16 and the statistics; forward only: the
+        // statistics alone (LSE and loss), no chunk is written.
+        Engine::template gemm<Cfg, Major::K, Major::K>(
+            g1,
+            EpiLogitsExp16{bwd ? reinterpret_cast<__nv_bfloat16*>(L) : nullptr, pl.Vp, float(p.softcap), stats,
+                           pl.stats_cols, a.y + r0},
+            kLogitsGroup, s);
+        fused = true;
+      } else if constexpr (Engine::fused_row_stats) {
         if (stats) {
           Engine::template gemm<Cfg, Major::K, Major::K>(
               g1, EpiLogitsStats{L, pl.Vp, float(p.softcap), stats, pl.stats_cols}, kLogitsGroup, s);
@@ -277,6 +301,10 @@ struct FlceDriver {
       rp.loss_rows = fwd ? loss_rows : nullptr;
       rp.write_grad = bwd;
       rp.grad_bf16 = Engine::grad_bf16;
+      if constexpr (exp16) {
+        rp.exp16 = true;
+        rp.stats_bn = Cfg::BN;
+      }
       if constexpr (logits_bf16) {
         rp.logits_bf16 = true;
         rp.X = a.X;
@@ -364,6 +392,48 @@ struct FlceDriver {
 // workspace at every level: splits x slab rows = the default's sk x vs.
 inline const std::vector<int> kStudySplits = {1, 2, 4, 16, 64, 0};
 
+// Registers one variant of an engine/tile configuration with strategy sp.
+template <class Engine, class Cfg>
+void register_flce_variant(Registry& r, const StrategyParams& sp, bool study_only = false) {
+  FlceVariant v;
+  v.desc.family = Family::flce;
+  v.desc.dtype = Engine::dtype;
+  v.desc.engine = Engine::engine;
+  v.desc.strategy = to_string(sp.strategy);
+  v.desc.params = Engine::template config_params<Cfg>();
+  v.desc.params.push_back({"mb", sp.chunk_mib});
+  if (sp.strategy != Strategy::owning) v.desc.params.push_back({"sk", sp.splits});
+  if (sp.strategy == Strategy::partials) v.desc.params.push_back({"vs", sp.slab_rows});
+  v.desc.name = VariantDesc::canonical_name(v.desc.family, v.desc.dtype, v.desc.engine, v.desc.strategy, v.desc.params);
+  v.desc.deterministic = sp.strategy != Strategy::atomic;
+  v.desc.study_only = study_only;
+  const std::string split = sp.splits > 0 ? std::to_string(sp.splits) + "-way row split"
+                                          : std::string("row split per row block (every row block adds)");
+  const std::string slab = sp.slab_rows > 0 ? std::to_string(sp.slab_rows) + "-row slabs"
+                                            : std::to_string(sp.partial_rows) + "/sk-row slabs";
+  v.desc.summary = std::string(Engine::summary) + "; logits chunk " + std::to_string(sp.chunk_mib) + " MiB; dW " +
+                   (sp.strategy == Strategy::owning ? "owned tiles walk the rows in order"
+                    : sp.strategy == Strategy::atomic ? split + ", fp32 atomics"
+                                                      : split + ", partials of " + slab + " summed in order (CUB)");
+  v.can_run = [sp](const FlceProblem& p, FlceMode m, const DeviceInfo& d) {
+    return FlceDriver<Engine, Cfg>::can_run(p, m, d, sp);
+  };
+  v.workspace_bytes = [sp](const FlceProblem& p, FlceMode m) {
+    return FlceDriver<Engine, Cfg>::workspace_bytes(p, m, sp);
+  };
+  v.launch = [sp](const FlceProblem& p, FlceMode m, const FlceArgs& a, cudaStream_t s) {
+    FlceDriver<Engine, Cfg>::launch(p, m, a, sp, s);
+  };
+  r.add(std::move(v));
+}
+
+// Registers the owning variants of one engine/tile configuration, one per
+// chunk budget (the engines whose other strategies are not offered).
+template <class Engine, class Cfg>
+void register_owning(Registry& r, const std::vector<int>& owning_mib) {
+  for (int mb : owning_mib) register_flce_variant<Engine, Cfg>(r, {Strategy::owning, mb, 1, 0});
+}
+
 // Registers the three strategies of one engine/tile configuration:
 // owning at each chunk budget in `owning_mib`, atomic (unless the engine has no
 // atomic epilogue) and partials at `mib`, `splits` row splits; and the study's
@@ -372,36 +442,7 @@ template <class Engine, class Cfg>
 void register_tile_config(Registry& r, const std::vector<int>& owning_mib, int mib, int splits, int slab_rows,
                           bool with_atomic = true) {
   auto add = [&](const StrategyParams& sp, bool study_only = false) {
-    FlceVariant v;
-    v.desc.family = Family::flce;
-    v.desc.dtype = Engine::dtype;
-    v.desc.engine = Engine::engine;
-    v.desc.strategy = to_string(sp.strategy);
-    v.desc.params = Engine::template config_params<Cfg>();
-    v.desc.params.push_back({"mb", sp.chunk_mib});
-    if (sp.strategy != Strategy::owning) v.desc.params.push_back({"sk", sp.splits});
-    if (sp.strategy == Strategy::partials) v.desc.params.push_back({"vs", sp.slab_rows});
-    v.desc.name = VariantDesc::canonical_name(v.desc.family, v.desc.dtype, v.desc.engine, v.desc.strategy, v.desc.params);
-    v.desc.deterministic = sp.strategy != Strategy::atomic;
-    v.desc.study_only = study_only;
-    const std::string split = sp.splits > 0 ? std::to_string(sp.splits) + "-way row split"
-                                            : std::string("row split per row block (every row block adds)");
-    const std::string slab = sp.slab_rows > 0 ? std::to_string(sp.slab_rows) + "-row slabs"
-                                              : std::to_string(sp.partial_rows) + "/sk-row slabs";
-    v.desc.summary = std::string(Engine::summary) + "; logits chunk " + std::to_string(sp.chunk_mib) + " MiB; dW " +
-                     (sp.strategy == Strategy::owning ? "owned tiles walk the rows in order"
-                      : sp.strategy == Strategy::atomic ? split + ", fp32 atomics"
-                                                        : split + ", partials of " + slab + " summed in order (CUB)");
-    v.can_run = [sp](const FlceProblem& p, FlceMode m, const DeviceInfo& d) {
-      return FlceDriver<Engine, Cfg>::can_run(p, m, d, sp);
-    };
-    v.workspace_bytes = [sp](const FlceProblem& p, FlceMode m) {
-      return FlceDriver<Engine, Cfg>::workspace_bytes(p, m, sp);
-    };
-    v.launch = [sp](const FlceProblem& p, FlceMode m, const FlceArgs& a, cudaStream_t s) {
-      FlceDriver<Engine, Cfg>::launch(p, m, a, sp, s);
-    };
-    r.add(std::move(v));
+    register_flce_variant<Engine, Cfg>(r, sp, study_only);
   };
   for (int mb : owning_mib) add({Strategy::owning, mb, 1, 0});
   if (with_atomic) add({Strategy::atomic, mib, splits, 0});

@@ -54,4 +54,21 @@ struct WgmmaEngine {
   }
 };
 
+// The same engine with the chunk kept as bf16 exp(z - m_tile) (the `ex16`
+// variants, kernels/flce/README.md): the logits epilogue writes e and the
+// per-tile statistics with the target logit, the row pass forms the bf16
+// gradient over e in place; 2 bytes a logit, so a budget holds twice the rows.
+struct WgmmaExpEngine : WgmmaEngine {
+  static constexpr bool logits_exp16 = true;
+  static constexpr const char* summary =
+      "bf16 wgmma fed by TMA (sm_90a, CUTLASS 4.2 mainloop), warp-specialized persistent kernel, fp32 accumulation; "
+      "logits chunk as bf16 exp(z - tile max) with per-tile row statistics";
+  template <class Cfg>
+  static std::vector<std::pair<std::string, int64_t>> config_params() {
+    auto p = WgmmaEngine::config_params<Cfg>();
+    p.push_back({"ex", 16});
+    return p;
+  }
+};
+
 }  // namespace detfuse::flce

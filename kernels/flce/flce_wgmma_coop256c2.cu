@@ -12,6 +12,8 @@ DETFUSE_WGMMA_INSTANCES(, WgCoop256c2)
 
 void register_flce_wgmma_coop256c2(Registry& r) {
   register_tile_config<WgmmaEngine, WgCoop256c2>(r, kOwningChunkMiB, kChunkMiB, kSplits, kSlabRows);
+  // The ex16 engine (bf16 exp(z - m_tile) chunk): owning only, the same budgets.
+  register_owning<WgmmaExpEngine, WgCoop256c2>(r, kOwningChunkMiB);
 }
 
 }  // namespace detfuse::flce

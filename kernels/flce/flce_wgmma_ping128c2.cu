@@ -12,6 +12,8 @@ DETFUSE_WGMMA_INSTANCES(, WgPing128c2)
 
 void register_flce_wgmma_ping128c2(Registry& r) {
   register_tile_config<WgmmaEngine, WgPing128c2>(r, kOwningChunkMiB, kChunkMiB, kSplits, kSlabRows);
+  // The ex16 engine (bf16 exp(z - m_tile) chunk): owning only, the same budgets.
+  register_owning<WgmmaExpEngine, WgPing128c2>(r, kOwningChunkMiB);
 }
 
 }  // namespace detfuse::flce

@@ -77,6 +77,23 @@ struct EpiLogitsStats {
   int64_t ld_stats;
 };
 
+// Logits as bf16 exp(z - m_tile) with per-tile row statistics (engines with
+// logits_exp16: wgmma). Per row m and column tile t of the logits GEMM, with z
+// the (softcapped) fp32 logits and m_tile their max over the tile's in-range
+// columns: E[m * ldc + n] = bf16(exp(z - m_tile)) (skipped when E is null:
+// forward only), and stats[m * ld_stats + t] = {m_tile, sum exp(z - m_tile),
+// sum z, z_y} where z_y is the fp32 logit of the row's target y[m] when it
+// lies in the tile, else 0. Every e lies in (0, 1]: its bf16 rounding is
+// 2^-9 relative whatever the size of the logits (kernels/flce/README.md).
+struct EpiLogitsExp16 {
+  __nv_bfloat16* E;
+  int64_t ldc;
+  float softcap;
+  float* stats;         // [rows, ld_stats] float4 (16-byte aligned)
+  int64_t ld_stats;
+  const int64_t* y;     // the chunk's targets [rows]
+};
+
 // Plain store, converting to the output type (dX).
 template <class T>
 struct EpiStore {

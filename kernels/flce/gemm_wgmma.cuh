@@ -90,7 +90,8 @@ struct WgConfig {
 struct WgEpilogue {
   // accumulate_in: owning dW with the running sum loaded into the accumulators
   // before the k-loop (EpiAccumulateIn), the epilogue a plain store.
-  enum Kind : int { store_f32, store_bf16, logits, accumulate, atomic, partial, accumulate_in };
+  // logits_exp16: EpiLogitsExp16 (bf16 exp(z - m_tile), statistics with the target logit).
+  enum Kind : int { store_f32, store_bf16, logits, accumulate, atomic, partial, accumulate_in, logits_exp16 };
   int kind = store_f32;
   void* C = nullptr;
   int64_t ldc = 0;
@@ -99,6 +100,7 @@ struct WgEpilogue {
   int64_t split_stride = 0;   // partial: elements between split slices
   float4* stats = nullptr;    // logits: per (row, column tile) {max, sum exp(z - max), sum z, 0}
   int64_t ld_stats = 0;       // column tiles per stats row
+  const int64_t* y = nullptr; // logits_exp16: the rows' targets (the target logit goes in stats .w)
   int pairs = 1;              // set by the launcher: 8-byte accesses are aligned (else element by element)
 };
 
@@ -119,6 +121,14 @@ inline WgEpilogue to_wg_epilogue(const EpiLogitsStats& e) {
   WgEpilogue w = to_wg_epilogue(EpiStoreLogits{e.C, e.ldc, e.softcap});
   w.stats = reinterpret_cast<float4*>(e.stats);
   w.ld_stats = e.ld_stats;
+  return w;
+}
+inline WgEpilogue to_wg_epilogue(const EpiLogitsExp16& e) {
+  WgEpilogue w = wg_epilogue(WgEpilogue::logits_exp16, e.E, e.ldc);
+  w.softcap = e.softcap;
+  w.stats = reinterpret_cast<float4*>(e.stats);
+  w.ld_stats = e.ld_stats;
+  w.y = e.y;
   return w;
 }
 inline WgEpilogue to_wg_epilogue(const EpiStore<float>& e) { return wg_epilogue(WgEpilogue::store_f32, e.C, e.ldc); }
@@ -371,6 +381,70 @@ struct Kernel {
             sz += __shfl_xor_sync(0xffffffffu, sz, 2);
             if ((threadIdx.x & 3) == 0 && m < M) e.stats[int64_t(m) * e.ld_stats + w.tn] = make_float4(mx, se, sz, 0.f);
           }
+        }
+      }
+      return;
+    }
+
+    if (e.kind == WgEpilogue::logits_exp16) {
+      // Per row of the fragment: softcap in place, the tile max and the target
+      // logit over the quad that holds the row (fixed xor-butterfly order),
+      // then e = exp(z - max) stored as bf16 pairs and summed in fp32.
+      constexpr float kLog2e = 1.4426950408889634f;
+      const float cap = e.softcap, inv_cap = cap > 0.f ? 1.f / cap : 0.f;
+      constexpr int NV = size<0, 2>(decltype(acc.layout()){});
+      CUTE_UNROLL
+      for (int mm = 0; mm < size<1>(acc); ++mm) {
+        CUTE_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          const int m = m0 + get<0>(tCcD(make_coord(make_coord(0, h, 0), mm, 0)));
+          const int64_t yt = m < M ? e.y[m] : -1;
+          float mx = -INFINITY, zt = 0.f;
+          CUTE_UNROLL
+          for (int mn = 0; mn < size<2>(acc); ++mn) {
+            CUTE_UNROLL
+            for (int j = 0; j < NV; ++j) {
+              const int n = n0 + get<1>(tCcD(make_coord(make_coord(0, h, j), mm, mn)));
+              CUTE_UNROLL
+              for (int c = 0; c < 2; ++c) {
+                float& v = acc(make_coord(make_coord(c, h, j), mm, mn));
+                if (cap > 0.f) v = cap * tanhf(v * inv_cap);
+                if (n + c < N) mx = fmaxf(mx, v);
+                if (n + c == yt) zt = v;
+              }
+            }
+          }
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+          float se = 0.f, sz = 0.f;
+          CUTE_UNROLL
+          for (int mn = 0; mn < size<2>(acc); ++mn) {
+            CUTE_UNROLL
+            for (int j = 0; j < NV; ++j) {
+              const int n = n0 + get<1>(tCcD(make_coord(make_coord(0, h, j), mm, mn)));
+              const float z0 = acc(make_coord(make_coord(0, h, j), mm, mn));
+              const float z1 = acc(make_coord(make_coord(1, h, j), mm, mn));
+              const float e0 = exp2f((z0 - mx) * kLog2e), e1 = exp2f((z1 - mx) * kLog2e);
+              if (n < N) se += e0, sz += z0;
+              if (n + 1 < N) se += e1, sz += z1;
+              if (m < M && e.C) {
+                __nv_bfloat16* p = static_cast<__nv_bfloat16*>(e.C) + int64_t(m) * ldc + n;
+                if (n + 1 < N && e.pairs) {
+                  *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(e0, e1);
+                } else {
+                  if (n < N) p[0] = __float2bfloat16_rn(e0);
+                  if (n + 1 < N) p[1] = __float2bfloat16_rn(e1);
+                }
+              }
+            }
+          }
+          se += __shfl_xor_sync(0xffffffffu, se, 1);
+          sz += __shfl_xor_sync(0xffffffffu, sz, 1);
+          zt += __shfl_xor_sync(0xffffffffu, zt, 1);  // one lane of the quad holds it, the others add 0
+          se += __shfl_xor_sync(0xffffffffu, se, 2);
+          sz += __shfl_xor_sync(0xffffffffu, sz, 2);
+          zt += __shfl_xor_sync(0xffffffffu, zt, 2);
+          if ((threadIdx.x & 3) == 0 && m < M) e.stats[int64_t(m) * e.ld_stats + w.tn] = make_float4(mx, se, sz, zt);
         }
       }
       return;
@@ -667,7 +741,7 @@ void launch_gemm_wgmma(const GemmParams& p, const WgEpilogue& epi, int group_m, 
   P.epi = epi;
   // Column pairs go out as one 8-byte access when every row start is 8-byte
   // aligned: element offsets even, base aligned to the element pair.
-  const size_t pair_bytes = epi.kind == WgEpilogue::store_bf16 ? 4 : 8;
+  const size_t pair_bytes = epi.kind == WgEpilogue::store_bf16 || epi.kind == WgEpilogue::logits_exp16 ? 4 : 8;
   P.epi.pairs = epi.ldc % 2 == 0 && epi.split_stride % 2 == 0 &&
                 reinterpret_cast<uintptr_t>(epi.C) % pair_bytes == 0;
 

@@ -266,6 +266,92 @@ __global__ void __launch_bounds__(ROW_THREADS) row_kernel(const RowPass r, const
   }
 }
 
+// The row pass over bf16 e = exp(z - m_tile) (RowPass::exp16). LSE and loss
+// come from the epilogue's per-tile statistics (combined in the same fixed
+// order as row_kernel's), the target logit from the statistics of its tile;
+// the gradient is written over e in place (each thread its own 8 columns).
+__global__ void __launch_bounds__(ROW_THREADS) row_kernel_exp16(const RowPass r, const RowConsts c) {
+  const int row = blockIdx.x;
+  const int64_t gi = r.row0 + row;
+  auto* E = reinterpret_cast<__nv_bfloat16*>(const_cast<float*>(r.L)) + int64_t(row) * r.ldl;
+  const float4* st = reinterpret_cast<const float4*>(r.stats) + int64_t(row) * r.stats_cols;
+  const int V = int(c.V);
+  const int64_t t = r.y[gi];
+  const bool valid = t >= 0 && t < c.V;
+  const float zt = valid ? st[t / r.stats_bn].w : 0.f;
+
+  __shared__ typename RowReduce::TempStorage tmp;
+  float lse;
+  if (r.lse_in) {
+    lse = r.lse_in[gi];
+  } else {
+    MaxSum ms{-INFINITY, 0.f};
+    float sz = 0.f;
+    for (int64_t k = threadIdx.x; k < r.stats_cols; k += ROW_THREADS) {
+      float4 v = st[k];
+      ms = combine(ms, MaxSum{v.x, v.y});
+      sz += v.z;
+    }
+    const RowStat all = block_reduce<RowStat, CombineRowStat>(RowStat{ms.m, ms.s, sz}, tmp);
+    lse = all.m + logf(all.s);
+    if (threadIdx.x == 0) {
+      if (r.lse_out) r.lse_out[gi] = lse;
+      if (r.loss_rows)
+        r.loss_rows[gi] =
+            valid ? lse - (1.f - c.eps) * zt - (c.eps / float(c.V)) * all.sz + c.zscale * lse * lse : 0.f;
+    }
+  }
+  if (!r.write_grad) return;
+
+  float coef = 0.f;
+  if (valid) {
+    coef = c.grad_output;
+    if (c.reduction == 0) {
+      int64_t nv = r.counts[0];
+      coef = nv > 0 ? coef / float(nv) : 0.f;
+    } else if (c.reduction == 2) {
+      coef *= r.dloss[gi];
+    }
+  }
+  const float pscale = 1.f + 2.f * c.zscale * lse;
+  const float smooth = c.eps / float(c.V);
+  const int ldl = int(r.ldl);
+  // 8 columns (16 bytes) a thread; stats_bn is a multiple of 8, so they share a tile.
+  for (int j = threadIdx.x * 8; j < ldl; j += ROW_THREADS * 8) {
+    float g[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    if (coef != 0.f && j < V) {
+      const float4 s = st[j / r.stats_bn];
+      const float a = expf(s.x - lse);  // exp(m_tile - lse)
+      const uint4 raw = *reinterpret_cast<const uint4*>(E + j);
+      const __nv_bfloat16* e = reinterpret_cast<const __nv_bfloat16*>(&raw);
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        const int jj = j + q;
+        if (jj < V) {
+          const float ej = __bfloat162float(e[q]);
+          // The target's probability from its exact logit; the others from e.
+          const float pj = jj == t ? expf(zt - lse) : ej * a;
+          float d = pscale * pj - smooth - (jj == t ? 1.f - c.eps : 0.f);
+          if (c.softcap > 0.f) {
+            // z from e (2^-9 relative in e is 2^-9 absolute in z); e == 0
+            // (z more than ~92 below the tile max, only with caps above 46):
+            // z is not known, its bound is used (the factor lies in [0, 1]).
+            const float z = jj == t ? zt : ej > 0.f ? s.x + logf(ej) : fmaxf(-c.softcap, s.x - 92.f);
+            const float u = z / c.softcap;
+            d *= 1.f - u * u;
+          }
+          g[q] = coef * d;
+        }
+      }
+    }
+    uint4 out;
+    __nv_bfloat162* o = reinterpret_cast<__nv_bfloat162*>(&out);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) o[q] = __floats2bfloat162_rn(g[2 * q], g[2 * q + 1]);
+    *reinterpret_cast<uint4*>(E + j) = out;  // columns [V, ldl) become zeros
+  }
+}
+
 // Exact logit of column j of global row gi: the fp32 dot product of the bf16
 // rows X[gi] and W[j] (threads stride over D in a fixed order, then the fixed
 // block sum), softcap applied. Three at once: the target's and the two best.
@@ -562,7 +648,12 @@ void launch_row_pass(const FlceProblem& p, const RowPass& r, cudaStream_t stream
               float(p.softcap),
               float(p.grad_output),
               p.reduction == Reduction::mean ? 0 : p.reduction == Reduction::sum ? 1 : 2};
-  if (r.logits_bf16) {
+  if (r.exp16) {
+    if (!r.stats || r.stats_bn <= 0 || r.stats_bn % 8 != 0)
+      throw Error("row pass: bf16 exp(z - m_tile) needs the per-tile statistics and a tile width multiple of 8");
+    if (r.write_grad && !r.grad_bf16) throw Error("row pass: bf16 exp(z - m_tile) takes a bf16 gradient in place");
+    row_kernel_exp16<<<r.rows, ROW_THREADS, 0, stream>>>(r, c);
+  } else if (r.logits_bf16) {
     if (!r.X || !r.W) throw Error("row pass: bf16 logits need X and W (the exact target and maximum logits)");
     if (r.write_grad && !r.grad_bf16) throw Error("row pass: bf16 logits take a bf16 gradient in place");
     if (r.stats) throw Error("row pass: bf16 logits with fused row statistics are not implemented");

@@ -55,6 +55,14 @@ struct RowPass {
   bool logits_bf16 = false;
   const void* X = nullptr;
   const void* W = nullptr;
+  // The chunk holds bf16 e = exp(z - m_tile) [rows, ldl] (ldl bf16 elements)
+  // from the wgmma logits epilogue (EpiLogitsExp16), and `stats` holds per
+  // tile of stats_bn columns {m_tile, sum exp(z - m_tile), sum z, z_target}
+  // (also in backward mode, where lse_in gives the LSE). The gradient
+  // overwrites e in place as bf16: dz_j = c ((1 + 2 s lse) e_j exp(m_tile - lse)
+  // - eps/V - [j = y](1 - eps)), the target's probability from its exact z.
+  bool exp16 = false;
+  int stats_bn = 0;
 };
 void launch_row_pass(const FlceProblem& p, const RowPass& r, cudaStream_t stream);
 

@@ -234,8 +234,8 @@ std::string digest_line(const DeviceCase::Digests& d) {
          d.dX.hex().substr(0, 8) + " dW " + d.dW.hex().substr(0, 8);
 }
 
-// Runs every group's variants on the shape; returns the number of groups
-// with more than one class (printed per group).
+// Runs every group's variants at the budget shapes and prints the classes;
+// must_agree: one class per group is required.
 void check_budget_classes(const std::string& engine, bool must_agree) {
   const DeviceInfo dev = query_device(0);
   const auto groups = owning_groups(engine);
@@ -252,7 +252,7 @@ void check_budget_classes(const std::string& engine, bool must_agree) {
           continue;
         }
         dc.poison();
-        run(*v, s.p, FlceMode::forward_backward, dc.args(FlceMode::forward_backward));
+        flce::run(*v, s.p, FlceMode::forward_backward, dc.args(FlceMode::forward_backward));
         DETFUSE_CUDA_CHECK(cudaDeviceSynchronize());
         classes[digest_line(dc.digests(FlceMode::forward_backward))].push_back(v->desc.name);
       }
@@ -294,9 +294,9 @@ struct DriverRun {
   float ms = 0;
 };
 
-template <class Cfg>
+template <class Engine, class Cfg>
 DriverRun run_driver(const FlceProblem& p, DeviceCase& dc, const StrategyParams& sp) {
-  using Drv = FlceDriver<WgmmaEngine, Cfg>;
+  using Drv = FlceDriver<Engine, Cfg>;
   const DeviceInfo dev = query_device(0);
   if (auto why = Drv::can_run(p, FlceMode::forward_backward, dev, sp)) throw Error("cannot run: " + *why);
   const size_t ws_bytes = Drv::workspace_bytes(p, FlceMode::forward_backward, sp);
@@ -310,7 +310,7 @@ DriverRun run_driver(const FlceProblem& p, DeviceCase& dc, const StrategyParams&
   return {dc.digests(FlceMode::forward_backward), 0.f};
 }
 
-template <class Cfg>
+template <class Engine, class Cfg>
 void tiny_budgets(const char* what) {
   SCOPED_TRACE(what);
   FlceProblem p;
@@ -324,7 +324,7 @@ void tiny_budgets(const char* what) {
     for (int mb : {4, 8, 16, 64}) {
       StrategyParams sp{Strategy::owning, mb, 1, 0};
       sp.owning_rmw = rmw;
-      const DriverRun r = run_driver<Cfg>(p, dc, sp);
+      const DriverRun r = run_driver<Engine, Cfg>(p, dc, sp);
       loss_lse_dx.insert(r.d.loss.hex() + r.d.lse.hex() + r.d.dX.hex());
       dw.insert(r.d.dW.hex());
     }
@@ -337,11 +337,13 @@ void tiny_budgets(const char* what) {
 
 TEST(OwningBudgets, WgmmaDriverAtTinyBudgets) {
   DETFUSE_REQUIRE_SM90();
-  tiny_budgets<WgCoop256c2>("coop 128x256 c2");
-  tiny_budgets<WgCoop256c1>("coop 128x256 c1");
-  tiny_budgets<WgCoop128c2>("coop 128x128 c2");
-  tiny_budgets<WgPing128c2>("ping 128x128 c2");
-  tiny_budgets<WgPing128c1>("ping 128x128 c1");
+  tiny_budgets<WgmmaEngine, WgCoop256c2>("coop 128x256 c2");
+  tiny_budgets<WgmmaEngine, WgCoop256c1>("coop 128x256 c1");
+  tiny_budgets<WgmmaEngine, WgCoop128c2>("coop 128x128 c2");
+  tiny_budgets<WgmmaEngine, WgPing128c2>("ping 128x128 c2");
+  tiny_budgets<WgmmaEngine, WgPing128c1>("ping 128x128 c1");
+  tiny_budgets<WgmmaExpEngine, WgCoop256c2>("ex16 coop 128x256 c2");
+  tiny_budgets<WgmmaExpEngine, WgPing128c2>("ex16 ping 128x128 c2");
 }
 
 // ------------------------------------------------------------------ cost
@@ -363,12 +365,12 @@ void time_owning(const char* what, int64_t N, int64_t D, int64_t V, int mb) {
   DeviceBuffer<__nv_bfloat16> X(size_t(N * D)), W(size_t(V * D));
   fill_bf16<<<1024, 256>>>(X.data(), N * D, 1u, 2.f);
   fill_bf16<<<1024, 256>>>(W.data(), V * D, 2u, 2.f / std::sqrt(float(D)));
-  std::vector<int64_t> hy(size_t(N));
+  std::vector<int64_t> hy(static_cast<size_t>(N));
   std::mt19937 rng(3);
   for (auto& t : hy) t = int64_t(rng() % uint32_t(V));
   DeviceBuffer<int64_t> y;
   y.upload(hy);
-  DeviceBuffer<float> loss(1), lse(size_t(N)), dX(size_t(N * D)), dW(size_t(V * D));
+  DeviceBuffer<float> loss(1), lse(static_cast<size_t>(N)), dX(size_t(N * D)), dW(size_t(V * D));
   using Drv = FlceDriver<WgmmaEngine, Cfg>;
   float med[2] = {0, 0};
   for (int rmw = 0; rmw < 2; ++rmw) {
