@@ -5,35 +5,19 @@
 #     tensor-core accumulators; a dX split that does not follow the chunk);
 #   issue 17 item 1 (first step): the `ex16` wgmma variants (the chunk as bf16
 #     exp(z - m_tile), the target logit in the epilogue's statistics).
-# Binaries: dist/ from experiments/make_dist.sh (dist/bin.tar.xz or dist/bin),
-# else the Release build in ./build (configured with -DDETFUSE_WGMMA=ON).
+# Binaries: the Release build in ./build (configured with -DDETFUSE_WGMMA=ON), or
+# dist/build.tar.xz from experiments/device/pack.sh.
 # Output: logs under $OUT; the summary table last.
 set -u
-OUT=${OUT:-out}
-mkdir -p "$OUT"
-if [ -f dist/bin.tar.xz ] && [ ! -d dist/bin ]; then tar -C dist -xJf dist/bin.tar.xz; fi
-if [ -d dist/bin ]; then
-  T=dist/bin; TFLCE=$T/test_flce_gpu; TVAR=$T/test_flce_variants; TOWN=$T/test_flce_owning_gpu; CLI=$T/detfuse
-else
-  B=${BUILD:-build}
-  TFLCE=$B/tests/flce/test_flce_gpu; TVAR=$B/tests/flce/test_flce_variants; TOWN=$B/tests/flce/test_flce_owning_gpu
-  CLI=$B/detfuse
-fi
-export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64 PATH=$PATH:/usr/local/cuda/bin
-run() {  # run LOG TIMEOUT CMD...: append to $OUT/LOG.log; one status line on stdout
-  local log=$1 t=$2; shift 2
-  local start=$SECONDS
-  echo "=== $*" >> "$OUT/$log.log"
-  timeout -s INT -k 10 "$t" "$@" >> "$OUT/$log.log" 2>&1
-  local rc=$?
-  echo "=== exit $rc after $((SECONDS - start)) s" >> "$OUT/$log.log"
-  echo "=== $log: $(basename "$1") ${*:2:4} -> exit $rc ($((SECONDS - start)) s)"
-}
+source "$(dirname "$0")/lib.sh"
+B=${BUILD:-build}
+TFLCE=$B/tests/flce/test_flce_gpu; TVAR=$B/tests/flce/test_flce_variants; TOWN=$B/tests/flce/test_flce_owning_gpu
+CLI=$B/detfuse
 WG=flce.bf16.wgmma.owning
 C2=bm128_bn256_bk64_c2_st4_pp0
 P2=bm128_bn128_bk64_c2_st6_pp1
 
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv >> "$OUT/tests.log"
+gpu_line "$OUT/tests.log"
 # CPU tests of the plan (chunk boundaries, dX split, ex16 plan).
 run tests 20 "$TVAR"
 # Budget invariance: the engines' chains, the registered owning variants (mma,
