@@ -10,26 +10,15 @@
 # study-quick study-attention-quick (issue #10)
 # capi-python (issue #11) tuner-gpu (the family-neutral tuner on the GPU)
 set -u
+source "$(dirname "$0")/device/lib.sh"
 DIST=${DIST:-dist}
-OUT=${OUT:-out}
-mkdir -p "$OUT"
 # make_dist.sh packs the binaries as bin.tar.xz; unpack once.
 if [ -f "$DIST/bin.tar.xz" ] && [ ! -d "$DIST/bin" ]; then tar -C "$DIST" -xJf "$DIST/bin.tar.xz"; fi
 D=$DIST/bin
-export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64
-run() {  # run GROUP TIMEOUT CMD...: append to $OUT/GROUP.log, print the tail
-  local group=$1 t=$2; shift 2
-  local log="$OUT/$group.log" start=$SECONDS
-  echo "=== $*" >> "$log"
-  timeout -s INT -k 10 "$t" "$@" >> "$log" 2>&1
-  local rc=$?
-  echo "=== exit $rc after $((SECONDS - start)) s" >> "$log"
-  echo "=== $group: $* -> exit $rc ($((SECONDS - start)) s)"
-}
 for stage in "$@"; do
   case $stage in
     tests)
-      nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv >> "$OUT/tests.log"
+      gpu_line "$OUT/tests.log"
       run tests 60 "$D/test_gpu_smoke"
       run tests 150 "$D/test_engines"
       run tests 30 "$D/test_flce_variants"
@@ -59,7 +48,7 @@ for stage in "$@"; do
         --variant flce.bf16.mma.atomic.bm128_bn128_bk32_wm2_wn4_st4_mb1024_sk4 --seed 0 --repeats 5 --db "$OUT/detfuse.db"
       tail -n 40 "$OUT/tune.log" ;;
     wgmma-tests)
-      nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv >> "$OUT/wgmma.log"
+      gpu_line "$OUT/wgmma.log"
       run wgmma 120 "$D/test_engines_wgmma"
       run wgmma 300 "$D/test_flce_gpu" --gtest_filter='*wgmma*:*cublaslt*'
       grep -E "^\[  (PASSED|FAILED) |FAILED  \]|tests? ran" "$OUT/wgmma.log" | tail -20
@@ -128,7 +117,7 @@ for stage in "$@"; do
       rm -rf "$T"
       grep -E "^\[  (PASSED|FAILED) |FAILED  \]|^=== |reason|expect|killed|crashed|abandon" "$OUT/reliability.log" | tail -40 ;;
     attention-tests)
-      nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv >> "$OUT/attention.log"
+      gpu_line "$OUT/attention.log"
       run attention 60 "$D/test_attention_variants"
       run attention 240 "$D/test_attention_gpu"
       run attention 120 "$D/test_attention_wgmma"

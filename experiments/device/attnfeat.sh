@@ -16,20 +16,9 @@
 # deterministic ones). The TFLOP/s column counts the full causal triangle
 # (problem.h's flops_forward does not know the window), so compare the ms.
 set -u
-OUT=${OUT:-out}
 B=${BUILD:-build}
-mkdir -p "$OUT"
-SUMMARY="$OUT/summary.txt"
-: > "$SUMMARY"
-run() {  # run NAME TIMEOUT CMD...: log to $OUT/NAME.log, one summary line
-  local name=$1 t=$2; shift 2
-  local log="$OUT/$name.log" start=$SECONDS
-  echo "=== $*" >> "$log"
-  timeout -s INT -k 10 "$t" "$@" >> "$log" 2>&1
-  local rc=$?
-  printf '%-34s exit %3d  %4d s\n' "$name" "$rc" "$((SECONDS - start))" | tee -a "$SUMMARY"
-}
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$OUT/gpu.txt" 2>&1
+source "$(dirname "$0")/lib.sh"
+gpu_line "$OUT/gpu.txt"
 
 TA=$B/tests/attention/test_attention_gpu
 TW=$B/tests/attention_wgmma/test_attention_wgmma

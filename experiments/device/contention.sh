@@ -14,20 +14,8 @@
 # "The seed's two claims" answers.
 set -u
 B=${BUILD:-build}
-OUT=${OUT:-out}
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64
-declare -a SUMMARY
-run() {  # run NAME TIMEOUT CMD...: log to $OUT/NAME.log, remember the exit status
-  local name=$1 t=$2; shift 2
-  local log="$OUT/$name.log" start=$SECONDS
-  echo "=== $*" >> "$log"
-  timeout -s INT -k 10 "$t" "$@" >> "$log" 2>&1
-  local rc=$?
-  echo "=== exit $rc after $((SECONDS - start)) s" >> "$log"
-  SUMMARY+=("$(printf '%-8s exit %-3s %4ss  %s' "$name" "$rc" "$((SECONDS - start))" "$(echo "$*" | cut -c1-90)")")
-}
-nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv > "$OUT/gpu.txt" 2>&1
+source "$(dirname "$0")/lib.sh"
+gpu_line "$OUT/gpu.txt"
 
 run smoke 90 "$B/tests/study/test_study_spread_gpu" --gtest_filter='SmSliceGpu.*'
 
@@ -50,4 +38,4 @@ echo "--- study"; grep -E "^study " "$OUT/study.log" | tail -6
 echo "--- report"; sed -n '/^## Bits against SM count/,/^## Cost of determinism/p' "$OUT/report/REPORT.md" 2>/dev/null |
   grep -vE '^!\[|^$' | head -30
 echo "--- summary"
-printf '%s\n' "${SUMMARY[@]}"
+cat "$SUMMARY"

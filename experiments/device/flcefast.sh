@@ -10,8 +10,7 @@
 # libdetfuse_c.so (copied into python/detfuse/). Output: logs under $OUT; the
 # summary table last.
 set -u
-OUT=${OUT:-out}
-mkdir -p "$OUT"
+source "$(dirname "$0")/lib.sh"
 if [ -f dist/bin.tar.xz ] && [ ! -d dist/bin ]; then tar -C dist -xJf dist/bin.tar.xz; fi
 if [ -d dist/bin ]; then
   T=dist/bin; TFLCE=$T/test_flce_gpu; TVAR=$T/test_flce_variants; TENG=$T/test_engines; CLI=$T/detfuse; LIB=$T/libdetfuse_c.so
@@ -20,22 +19,12 @@ else
   TFLCE=$B/tests/flce/test_flce_gpu; TVAR=$B/tests/flce/test_flce_variants; TENG=$B/tests/engines/test_engines
   CLI=$B/detfuse; LIB=$B/capi/libdetfuse_c.so
 fi
-export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64 PATH=$PATH:/usr/local/cuda/bin
-run() {  # run LOG TIMEOUT CMD...: append to $OUT/LOG.log; one status line on stdout
-  local log=$1 t=$2; shift 2
-  local start=$SECONDS
-  echo "=== $*" >> "$OUT/$log.log"
-  timeout -s INT -k 10 "$t" "$@" >> "$OUT/$log.log" 2>&1
-  local rc=$?
-  echo "=== exit $rc after $((SECONDS - start)) s" >> "$OUT/$log.log"
-  echo "=== $log: $(basename "$1") ${*:2:6} -> exit $rc ($((SECONDS - start)) s)"
-}
 L=flce.bf16.cublaslt
 SHAPES3="16384,4096,128256 8192,2304,256000 4096,4096,128256"
 mode=${1:---device}
 
 if [ "$mode" != --peers-only ]; then
-  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv >> "$OUT/tests.log"
+  gpu_line "$OUT/tests.log"
   # The variants touched (every cuBLASLt variant: fp32 and bf16 logits) and a
   # sample of old ones (the row pass and its reductions changed under them).
   run tests 20 "$TVAR"
@@ -57,7 +46,7 @@ fi
 
 if [ "$mode" = --peers-only ] || [ "$mode" = --all ]; then
   [ -f "$LIB" ] && cp "$LIB" python/detfuse/libdetfuse_c.so
-  export PYTHONPATH=/tmp/peers-site:/tmp/peers-site/nvidia_cutlass_dsl/dsl_packages:$PWD/python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+  export PYTHONPATH=/tmp/peers-site:/tmp/peers-site/nvidia_cutlass_dsl/dsl_packages:$PWD/python${PYTHONPATH:+:$PYTHONPATH}
   run peers 230 python3 experiments/flce_peers.py --json "$OUT/flce_peers.json" --budget-s 180
   for s in $SHAPES3 32768,4096,128256; do
     run peers 60 "$CLI" bench flce --shape "$s" --dtype bf16 --repeats 3 \

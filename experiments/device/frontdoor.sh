@@ -9,19 +9,8 @@
 # About 2-3 minutes on an H200.
 set -u
 B=${BUILD:-build}
-OUT=${OUT:-out}
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64
-declare -a SUMMARY
-run() {  # run NAME TIMEOUT CMD...: log to $OUT/NAME.log, remember the exit code
-  local name=$1 t=$2; shift 2
-  local start=$SECONDS
-  timeout -s INT -k 10 "$t" "$@" > "$OUT/$name.log" 2>&1
-  local rc=$?
-  SUMMARY+=("$(printf '%-22s exit %-3s %4d s  %s' "$name" "$rc" $((SECONDS - start)) \
-    "$(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/$name.log" | tr '\n' ' ' | cut -c1-90)")")
-}
-nvidia-smi --query-gpu=name,driver_version --format=csv > "$OUT/env.txt" 2>&1
+source "$(dirname "$0")/lib.sh"
+gpu_line "$OUT/env.txt"
 run engines 150 "$B/tests/engines/test_engines"
 run flce_api 120 "$B/tests/flce/test_flce_gpu" \
   --gtest_filter='FlceBadInput*:*MatchesReference*bf16_mma_owning_bm128_bn128*mb512*:*MatchesReference*cublaslt_owning_mb1024*:*RepeatsBitwise*fp32_fma_partials_bm64*'
@@ -30,6 +19,7 @@ run attention_api 120 "$B/tests/attention/test_attention_gpu" \
 run registry_cpu 30 "$B/tests/common/test_common" --gtest_filter='Registry*:Strategy*'
 run gemm_f32_probe 120 "$B/experiments/gemm_f32_probe" 4096
 echo "frontdoor GPU checks (logs in $OUT):"
-printf '%s\n' "${SUMMARY[@]}"
+cat "$SUMMARY"
+grep -hE '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT"/*.log | sort | uniq -c
 echo "gemm_f32_probe (fp32 engine vs cuBLASLt SGEMM, 4096^3):"
 grep -E "^f32 " "$OUT/gemm_f32_probe.log"

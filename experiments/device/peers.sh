@@ -5,13 +5,10 @@
 #   bash experiments/device/peers.sh attention
 # Output under $OUT: attention_peers.jsonl/.log, attention_bench.log.
 set -u
-OUT=${OUT:-out}
-mkdir -p "$OUT"
-[ -d build ] || tar -xJf dist/build.tar.xz
+source "$(dirname "$0")/lib.sh"
 D=$PWD/build
 cp "$D/capi/libdetfuse_c.so" python/detfuse/libdetfuse_c.so
-export PYTHONPATH=/tmp/peers-site:/tmp/peers-site/nvidia_cutlass_dsl/dsl_packages:$PWD/python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64
+export PYTHONPATH=/tmp/peers-site:/tmp/peers-site/nvidia_cutlass_dsl/dsl_packages:$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 W=attention.bf16.wgmma
 for what in "$@"; do
   case $what in

@@ -15,28 +15,16 @@
 #     `tune --resume` ends with "0 measured", exit codes 2 for the zero caps,
 #     no store left by a tune that sees no GPU.
 set -u
-OUT=${OUT:-out}
-mkdir -p "$OUT"
+source "$(dirname "$0")/lib.sh"
 OUT=$(cd "$OUT" && pwd)
+SUMMARY=$OUT/summary.txt
+S=$SUMMARY
 ROOT=$(pwd)
 PY=${PYTHON:-python3}
 export PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
 export DETFUSE_LIB=${DETFUSE_LIB:-$ROOT/build/capi/libdetfuse_c.so}
-export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/cuda/lib64"
-export CUBLAS_WORKSPACE_CONFIG=:4096:8 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
+export CUBLAS_WORKSPACE_CONFIG=:4096:8 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 T=$(mktemp -d)
-S="$OUT/summary.txt"
-: > "$S"
-step() {  # step GROUP NAME TIMEOUT CMD...: output appended to $OUT/GROUP.log, exit code to the summary
-  local group=$1 name=$2 t=$3; shift 3
-  local start=$SECONDS
-  echo "=== $name: $*" >> "$OUT/$group.log"
-  timeout -s INT -k 10 "$t" "$@" >> "$OUT/$group.log" 2>&1
-  local rc=$?
-  echo "=== $name: exit $rc after $((SECONDS - start)) s" >> "$OUT/$group.log"
-  echo "$name: exit $rc ($((SECONDS - start)) s)" >> "$S"
-  return $rc
-}
 
 {
   date -u
@@ -48,14 +36,14 @@ step() {  # step GROUP NAME TIMEOUT CMD...: output appended to $OUT/GROUP.log, e
 
 # 1. Python tests (GPU classes included), in a scratch directory so that no
 # detfuse.db of the tree changes the tuned choices.
-(cd "$T" && step tests python-tests 140 $PY "$ROOT/python/tests/run.py")
+(cd "$T" && run tests 140 $PY "$ROOT/python/tests/run.py")
 grep -E "^(FAIL|ERROR):|^detfuse python tests:|^compiled (hf )?step:|parameters identical|step-0 loss|: refused" \
   "$OUT/tests.log" >> "$S"
 
 # 2. The example: 4 architectures, detfuse twice against transformers (SDPA
 # default and deterministic) and Liger where it imports; small sizes.
 for m in llama qwen2 mistral gemma2; do
-  (cd "$T" && step train "train $m" 40 $PY "$ROOT/python/examples/train_hf.py" --model $m --steps 5 --batch 4 \
+  (cd "$T" && run train 40 $PY "$ROOT/python/examples/train_hf.py" --model $m --steps 5 --batch 4 \
      --seq 512 --hidden 512 --heads 8 --kv-heads 2 --layers 2 --vocab 32000 --db "$T/none.db")
 done
 grep -E "^(PASS|FAIL|note:)|^(detfuse [12]|sdpa default|sdpa deterministic|liger) " "$OUT/train.log" >> "$S"
@@ -64,10 +52,10 @@ grep -E "^(PASS|FAIL|note:)|^(detfuse [12]|sdpa default|sdpa deterministic|liger
 D=$ROOT/build/detfuse
 if [ -x "$D" ]; then
   A="--kernel attention --shape 1,4,2,256,256,64 --causal --engine fma --time-cap 1s --repeats 2 --db $T/attn.db"
-  step cli "tune attention" 75 "$D" tune $A
-  step cli "tune attention --resume (again)" 30 "$D" tune $A --resume
+  run cli 75 "$D" tune $A
+  run cli 30 "$D" tune $A --resume
   grep -E "^run .*: (complete|budget)|^best:" "$OUT/cli.log" >> "$S"
-  step cli "tuned attention from Python" 30 $PY -c "
+  run cli 30 $PY -c "
 import torch, detfuse.torch as dt
 q = torch.randn(1, 4, 256, 64, device='cuda', dtype=torch.bfloat16)
 k = torch.randn(1, 2, 256, 64, device='cuda', dtype=torch.bfloat16)
@@ -86,7 +74,7 @@ else
   echo "cli: $D not built, skipped" >> "$S"
 fi
 if [ -x "$ROOT/build/tests/capi/test_capi_gpu" ]; then
-  step cli "test_capi_gpu (attention)" 60 "$ROOT/build/tests/capi/test_capi_gpu" --gtest_filter='CApiAttentionGpu.*'
+  run cli 60 "$ROOT/build/tests/capi/test_capi_gpu" --gtest_filter='CApiAttentionGpu.*'
   grep -E "^\[  (PASSED|FAILED) " "$OUT/cli.log" >> "$S"
 fi
 rm -rf "$T"

@@ -2,17 +2,14 @@
 # One device call over several stages, from the repo root on the GPU machine,
 # with dist/build.tar.xz from experiments/device/pack.sh carried:
 #   bash experiments/device/session.sh STAGE ...
-# Stages: the scripts beside this one (attnfeat, flcefast, contention, frontdoor,
-# pyhf: each under 4 minutes), peers-attention, flcefast-peers (after
+# Stages: any script NAME.sh beside this one (attnfeat, flcefast, contention, frontdoor,
+# pyhf, a branch's own script: each under 4 minutes), peers-attention, flcefast-peers (after
 # experiments/peers/install.sh on the same machine), gpu-tests (the other GPU
 # suites, filtered). Every stage writes its logs under /tmp/o/STAGE; the call
 # returns them as one archive, $OUT/logs-STAGES.tgz (the device tool returns at
 # most 8 files), and prints each stage's summary.
 set -u
-OUT=${OUT:-out}
-mkdir -p "$OUT"
-[ -d build ] || tar -xJf dist/build.tar.xz
-export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64 PATH=$PATH:/usr/local/cuda/bin PYTHONUNBUFFERED=1
+source "$(dirname "$0")/lib.sh"
 [ -d /tmp/peers-site ] && export PYTHONPATH=/tmp/peers-site:/tmp/peers-site/nvidia_cutlass_dsl/dsl_packages${PYTHONPATH:+:$PYTHONPATH}
 cp build/capi/libdetfuse_c.so python/detfuse/libdetfuse_c.so 2>/dev/null
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv
@@ -43,7 +40,9 @@ for s in "$@"; do
         r 60 build/tests/tuner_gpu/test_tuner_supervised_gpu
         r 150 build/tests/flce/test_flce_gpu --gtest_filter="*mma_owning*mb1024*:*wgmma_owning_bm128_bn256*mb1024*:*atomic*sk4*:*partials*sk4*:*_sk0*:FlceBadInput*"
       ' ;;
-    *) echo "session.sh: unknown stage $s" ;;
+    *)
+      if [ -f "experiments/device/$s.sh" ]; then stage "$s" 330 bash "experiments/device/$s.sh"
+      else echo "session.sh: unknown stage $s"; fi ;;
   esac
 done
 tar -C /tmp/o -czf "$OUT/logs-$(echo "$*" | tr ' ' '_').tgz" . && ls -la "$OUT"

@@ -17,8 +17,10 @@ __device__ __forceinline__ float ld(const __nv_bfloat16* p, int64_t i) { return 
 __device__ __forceinline__ void st(float* p, int64_t i, float v) { p[i] = v; }
 __device__ __forceinline__ void st(__nv_bfloat16* p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
 
-// One warp per row: lane sums k = lane, lane+32, ... in order, then a fixed
-// xor tree: the same bits on every run.
+// One warp per row: lane sums k = lane, lane+32, ... in order with one fma a
+// term (explicit __fmaf_rn: what nvcc's contraction of s += a*b gave, now
+// written), then a fixed xor tree (offsets 16..1, the same value in every
+// lane): the same bits on every run and in reference/emulate_attention.cpp.
 template <class T>
 __global__ void rowsum_do_o_kernel(const T* __restrict__ dO, const T* __restrict__ O, float* __restrict__ D,
                                    int64_t rows, int d) {
@@ -26,8 +28,8 @@ __global__ void rowsum_do_o_kernel(const T* __restrict__ dO, const T* __restrict
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
   float s = 0.f;
-  for (int k = lane; k < d; k += 32) s += ld(dO, row * d + k) * ld(O, row * d + k);
-  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  for (int k = lane; k < d; k += 32) s = __fmaf_rn(ld(dO, row * d + k), ld(O, row * d + k), s);
+  for (int o = 16; o > 0; o >>= 1) s = __fadd_rn(s, __shfl_xor_sync(0xffffffffu, s, o));
   if (lane == 0) D[row] = s;
 }
 
@@ -50,7 +52,7 @@ struct SumPartials {
     const int64_t u = i / unit_elems, e = i % unit_elems;
     float s = first ? 0.f : acc[i];
     const float* col = slab + u * kc * unit_elems + e;
-    for (int64_t j = 0; j < kc; ++j) s += col[j * unit_elems];
+    for (int64_t j = 0; j < kc; ++j) s = __fadd_rn(s, col[j * unit_elems]);
     if (last)
       st(dQ, (unit_begin + u) * unit_elems + e, s);
     else

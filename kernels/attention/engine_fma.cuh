@@ -3,10 +3,17 @@
 // of Br queries x Bc keys; the Sq x Sk score matrix never exists in device
 // memory (one Br x Bc tile lives in shared memory). Inputs are read in the
 // problem dtype (fp32, or bf16 widened to fp32 in shared memory), every
-// product and sum is fp32 (expf/logf, no fast math), outputs are stored in the
-// problem dtype. This engine is the reference-grade path (fp32 errors of order
-// 1e-7) and the portable fallback; it makes no attempt at tensor-core speed.
-// Softcap (tanhf, exact to fp32) and the sliding window are run-time options:
+// product and sum is fp32, outputs are stored in the problem dtype. This
+// engine is the reference-grade path (fp32 errors of order 1e-7) and the
+// portable fallback; it makes no attempt at tensor-core speed.
+// Portable (the `portable` determinism level): every fp32 step is a named IEEE
+// operation (kernels/common/portable_math.h: exp, log, tanh written once for
+// device and host; __fmaf_rn / __fmul_rn / __fadd_rn / __fdiv_rn where a
+// product meets a sum, so nvcc contracts nothing on its own) in the order
+// this file fixes, and the lane reductions are xor butterflies, whose result
+// is the same in every lane. reference/emulate_attention.cpp replays it on the
+// CPU bit for bit (owning and partials; atomic adds land in any order).
+// Softcap and the sliding window are run-time options:
 // key blocks no row of a query block sees (window, causal) are skipped by both
 // the forward and the backward, the edge blocks are masked per element.
 //
@@ -34,6 +41,7 @@
 #include <string>
 
 #include "kernels/attention/bwd_common.h"
+#include "kernels/common/portable_math.h"
 #include "kernels/common/error.h"
 #include "kernels/registry.h"
 
@@ -111,13 +119,13 @@ __device__ __forceinline__ void load_tile(float* __restrict__ dst, const T* __re
 template <int G>
 __device__ __forceinline__ float group_max(float v) {
 #pragma unroll
-  for (int o = G / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  for (int o = G / 2; o > 0; o >>= 1) v = pm::max(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
 template <int G>
 __device__ __forceinline__ float group_sum(float v) {
 #pragma unroll
-  for (int o = G / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  for (int o = G / 2; o > 0; o >>= 1) v = pm::add(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
 
@@ -147,7 +155,7 @@ __device__ __forceinline__ bool sees(const Params& p, int64_t i, int64_t j) {
 
 // A scaled score through the softcap (none when softcap = 0).
 __device__ __forceinline__ float cap_score(const Params& p, float s) {
-  return p.softcap > 0.f ? p.softcap * tanhf(s / p.softcap) : s;
+  return p.softcap > 0.f ? pm::mul(p.softcap, pm::tanh(pm::div(s, p.softcap))) : s;
 }
 
 template <class T, class C>
@@ -186,46 +194,46 @@ __global__ void __launch_bounds__(C::NT) fwd_kernel(const Params p) {
     for (int k = 0; k < C::D; ++k) {
       const float q = Qs[r * C::LD + k];
 #pragma unroll
-      for (int t = 0; t < C::SC; ++t) s[t] = fmaf(q, Ks[(g + C::GR * t) * C::LD + k], s[t]);
+      for (int t = 0; t < C::SC; ++t) s[t] = pm::fma(q, Ks[(g + C::GR * t) * C::LD + k], s[t]);
     }
     float mx = kNegInf;
 #pragma unroll
     for (int t = 0; t < C::SC; ++t) {
       const int64_t kj = k0 + g + C::GR * t;
       const bool ok = qi < p.Sq && kj < p.Sk && sees(p, qi, kj);
-      s[t] = ok ? cap_score(p, s[t] * p.scale) : kNegInf;
-      mx = fmaxf(mx, s[t]);
+      s[t] = ok ? cap_score(p, pm::mul(s[t], p.scale)) : kNegInf;
+      mx = pm::max(mx, s[t]);
     }
     mx = group_max<C::GR>(mx);
-    const float m_new = fmaxf(m, mx);
+    const float m_new = pm::max(m, mx);
     const float m_use = m_new == kNegInf ? 0.f : m_new;  // a row with nothing visible yet stays at 0
-    const float alpha = expf(m - m_use);                  // m = -inf: 0
+    const float alpha = pm::exp(pm::sub(m, m_use));       // m = -inf: 0
     float rs = 0.f;
 #pragma unroll
     for (int t = 0; t < C::SC; ++t) {
-      const float pv = expf(s[t] - m_use);  // masked: exp(-inf) = 0
-      rs += pv;
+      const float pv = pm::exp(pm::sub(s[t], m_use));  // masked: exp(-inf) = 0
+      rs = pm::add(rs, pv);
       Ps[r * C::LS + g + C::GR * t] = pv;
     }
     rs = group_sum<C::GR>(rs);
-    l = l * alpha + rs;
+    l = pm::fma(l, alpha, rs);
     m = m_new;
 #pragma unroll
-    for (int j = 0; j < C::OR; ++j) acc[j] *= alpha;
+    for (int j = 0; j < C::OR; ++j) acc[j] = pm::mul(acc[j], alpha);
     __syncwarp();  // the row group (inside this warp) wrote its P row
     for (int c = 0; c < C::BC; ++c) {
       const float pv = Ps[r * C::LS + c];
 #pragma unroll
-      for (int j = 0; j < C::OR; ++j) acc[j] = fmaf(pv, Vs[c * C::LD + g + C::GR * j], acc[j]);
+      for (int j = 0; j < C::OR; ++j) acc[j] = pm::fma(pv, Vs[c * C::LD + g + C::GR * j], acc[j]);
     }
   }
   if (qi < p.Sq) {
     T* O = static_cast<T*>(p.O) + (bh * p.Sq + qi) * C::D;
     const bool any = l > 0.f;
-    const float inv = any ? 1.f / l : 0.f;
+    const float inv = any ? pm::div(1.f, l) : 0.f;
 #pragma unroll
-    for (int j = 0; j < C::OR; ++j) O[g + C::GR * j] = from_f<T>(any ? acc[j] * inv : 0.f);
-    if (g == 0) p.lse[bh * p.Sq + qi] = any ? m + logf(l) : kNegInf;
+    for (int j = 0; j < C::OR; ++j) O[g + C::GR * j] = from_f<T>(any ? pm::mul(acc[j], inv) : 0.f);
+    if (g == 0) p.lse[bh * p.Sq + qi] = any ? pm::add(m, pm::log(l)) : kNegInf;
   }
 }
 
@@ -248,8 +256,8 @@ __device__ __forceinline__ void bwd_scores(const Params& p, const float* Qs, con
 #pragma unroll
     for (int t = 0; t < C::SC; ++t) {
       const int c = g + C::GR * t;
-      s[t] = fmaf(q, Ks[c * C::LD + k], s[t]);
-      dp[t] = fmaf(o, Vs[c * C::LD + k], dp[t]);
+      s[t] = pm::fma(q, Ks[c * C::LD + k], s[t]);
+      dp[t] = pm::fma(o, Vs[c * C::LD + k], dp[t]);
     }
   }
   const float lse = lse_s[r], Dr = D_s[r];
@@ -258,15 +266,15 @@ __device__ __forceinline__ void bwd_scores(const Params& p, const float* Qs, con
     const int c = g + C::GR * t;
     const int64_t kj = k0 + c;
     const bool ok = qi < p.Sq && kj < p.Sk && sees(p, qi, kj) && lse != kNegInf;
-    float sc = s[t] * p.scale, dcap = 1.f;
+    float sc = pm::mul(s[t], p.scale), dcap = 1.f;
     if (p.softcap > 0.f) {
-      const float th = tanhf(sc / p.softcap);
-      sc = p.softcap * th;
-      dcap = 1.f - th * th;
+      const float th = pm::tanh(pm::div(sc, p.softcap));
+      sc = pm::mul(p.softcap, th);
+      dcap = pm::fma(-th, th, 1.f);
     }
-    const float pv = ok ? expf(sc - lse) : 0.f;
+    const float pv = ok ? pm::exp(pm::sub(sc, lse)) : 0.f;
     Ps[r * C::LS + c] = pv;
-    dSs[r * C::LS + c] = pv * (dp[t] - Dr) * dcap;
+    dSs[r * C::LS + c] = pm::mul(pm::mul(pv, pm::sub(dp[t], Dr)), dcap);
   }
 }
 
@@ -349,8 +357,8 @@ __global__ void __launch_bounds__(C::NT) bwd_kv_kernel(const Params p) {
         const float pv = Ps[rr * C::LS + c], ds = dSs[rr * C::LS + c];
 #pragma unroll
         for (int j = 0; j < C::KR; ++j) {
-          dv[j] = fmaf(pv, dOs[rr * C::LD + gc + C::GC * j], dv[j]);
-          dk[j] = fmaf(ds, Qs[rr * C::LD + gc + C::GC * j], dk[j]);
+          dv[j] = pm::fma(pv, dOs[rr * C::LD + gc + C::GC * j], dv[j]);
+          dk[j] = pm::fma(ds, Qs[rr * C::LD + gc + C::GC * j], dk[j]);
         }
       }
       if constexpr (M != DqMode::none) {
@@ -360,8 +368,8 @@ __global__ void __launch_bounds__(C::NT) bwd_kv_kernel(const Params p) {
         for (int j = 0; j < C::OR; ++j) {
           const int k = g + C::GR * j;
           float v = 0.f;
-          for (int cc = 0; cc < C::BC; ++cc) v = fmaf(dSs[r * C::LS + cc], Ks[cc * C::LD + k], v);
-          v *= p.scale;
+          for (int cc = 0; cc < C::BC; ++cc) v = pm::fma(dSs[r * C::LS + cc], Ks[cc * C::LD + k], v);
+          v = pm::mul(v, p.scale);
           if (qi < p.Sq) {
             if constexpr (M == DqMode::atomic)
               atomicAdd(p.dq_acc + (bh * p.Sq + qi) * C::D + k, v);
@@ -378,7 +386,7 @@ __global__ void __launch_bounds__(C::NT) bwd_kv_kernel(const Params p) {
     T* dV = static_cast<T*>(p.dV) + (unit * p.Sk + kj) * C::D;
 #pragma unroll
     for (int j = 0; j < C::KR; ++j) {
-      dK[gc + C::GC * j] = from_f<T>(dk[j] * p.scale);
+      dK[gc + C::GC * j] = from_f<T>(pm::mul(dk[j], p.scale));
       dV[gc + C::GC * j] = from_f<T>(dv[j]);
     }
   }
@@ -420,15 +428,15 @@ __global__ void __launch_bounds__(C::NT) bwd_dq_kernel(const Params p) {
     for (int j = 0; j < C::OR; ++j) {
       const int k = g + C::GR * j;
       float v = 0.f;
-      for (int cc = 0; cc < C::BC; ++cc) v = fmaf(dSs[r * C::LS + cc], Ks[cc * C::LD + k], v);
-      acc[j] += v;
+      for (int cc = 0; cc < C::BC; ++cc) v = pm::fma(dSs[r * C::LS + cc], Ks[cc * C::LD + k], v);
+      acc[j] = pm::add(acc[j], v);
     }
   }
   const int64_t qi = q0 + r;
   if (qi < p.Sq) {
     T* dQ = static_cast<T*>(p.dQ) + (bh * p.Sq + qi) * C::D;
 #pragma unroll
-    for (int j = 0; j < C::OR; ++j) dQ[g + C::GR * j] = from_f<T>(acc[j] * p.scale);
+    for (int j = 0; j < C::OR; ++j) dQ[g + C::GR * j] = from_f<T>(pm::mul(acc[j], p.scale));
   }
 }
 

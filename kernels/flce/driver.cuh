@@ -19,7 +19,13 @@
 //      too few output tiles to fill the GPU)
 //   4. dW  += G_c^T X_c                  by strategy:
 //        owning   each block owns a dW tile and walks the chunk's rows; chunks
-//                 in order; no atomics, no extra memory (bitwise reproducible)
+//                 in order; no atomics, no extra memory (bitwise reproducible).
+//                 With an engine that has owning_acc_in (mma, wgmma) the tile's
+//                 running fp32 sum is loaded into the accumulators before the
+//                 chunk's k-loop (EpiAccumulateIn) instead of added after it, so
+//                 the sum over all N rows is one chain of tensor-core adds and
+//                 the chunk budget changes no bit of dW (see make_plan for the
+//                 row granularity this needs)
 //        atomic   the chunk's rows are split sk ways; every split adds its
 //                 contribution with fp32 atomics (order varies: not reproducible)
 //        partials the rows are split sk ways; each split writes its partial of a
@@ -58,6 +64,10 @@ struct StrategyParams {
   int splits = 1;        // atomic / partials: row splits of the dW GEMM; 0: one per row block (sk0)
   int slab_rows = 0;     // partials: vocabulary rows per partial slab; 0: partial_rows / splits
   int partial_rows = 0;  // partials with slab_rows 0: rows of partials in all (splits x slab)
+  // owning, measurement only (never registered): add each chunk's sum to dW
+  // after its k-loop (EpiAccumulate) even where the engine carries the running
+  // sum in its accumulators; the cost of the budget-invariant dW against this.
+  bool owning_rmw = false;
 };
 
 // Row splits of a chunk of nc rows: sp.splits, or one per row block (sk0).
@@ -80,6 +90,14 @@ struct engine_logits_bf16 : std::false_type {};
 template <class E>
 struct engine_logits_bf16<E, std::void_t<decltype(E::logits_bf16)>> : std::bool_constant<E::logits_bf16> {};
 
+// Engine::owning_acc_in when the engine declares it, else false: the owning dW
+// GEMM starts each chunk's k-loop from the running sum (EpiAccumulateIn)
+// instead of adding the chunk's sum to it afterwards (EpiAccumulate).
+template <class E, class = void>
+struct engine_owning_acc_in : std::false_type {};
+template <class E>
+struct engine_owning_acc_in<E, std::void_t<decltype(E::owning_acc_in)>> : std::bool_constant<E::owning_acc_in> {};
+
 // Byte layout of one call's workspace.
 struct Plan {
   int64_t Vp = 0;          // V rounded up to 8: leading dimension of the chunk buffer
@@ -95,10 +113,32 @@ struct Plan {
 // The dX GEMM of a chunk has only ceil(Nc/BM) * ceil(D/BN) output tiles but a
 // K of V: when that is too few tiles to fill the GPU (the Gemma-2 head: 270
 // tiles of K = 256000), K is split and the partials summed in fixed order.
-// The count depends on the shape only, never on the device, so the bits do not.
+// The count depends on the shape only, never on the device, so the bits do not;
+// and never on the chunk budget either: the tiles are counted for the rows a
+// fixed reference budget of kDxRefMiB (fp32 logits) would hold, not for the
+// variant's chunk, so every budget of a tile configuration gives the same dX
+// bits (the split count and the K range of each split fix them). Before, the
+// count followed the chunk: at the Llama head 128x256 tiles split 4 ways at
+// mb1024 and 2 ways at mb1920, and the dX bits differed between the budgets.
 constexpr int kDxTargetTiles = 1024;
 constexpr int kDxMaxSplits = 8;
+constexpr int kDxRefMiB = 2048;
 
+// Chunk boundaries: every chunk but the last holds a multiple of block_m rows,
+// so each boundary falls on a multiple of block_m. For the owning dW chain to
+// be one chain whatever the budget (owning_acc_in), a boundary must fall on a
+// multiple of the dW GEMM's k-tile (its K is the chunk's rows): BK = 64 rows
+// for wgmma, 32 for mma.sync; every block_m registered is a multiple of its
+// BK (the driver asserts it). Why the k-tile and not less: one wgmma (mma.sync)
+// instruction sums its K = 16 slice of products and adds the result to the
+// accumulator with the hardware's own internal precision and rounding, so a
+// boundary inside a 16-row slice would split one instruction's sum in two;
+// and the engines load whole k-tiles with rows past the chunk's end zero
+// filled, so a boundary at a multiple of 16 inside a k-tile would add
+// instructions of zero products (which keep a finite sum but are not
+// guaranteed to keep the sign of a zero). On the k-tile grid the chunks'
+// k-loops issue exactly the instruction sequence of one k-loop over all rows.
+//
 // row_stats: the engine's logits epilogue writes per-tile row statistics;
 // split_dx: the dX GEMM may be split along K when it has too few output tiles;
 // logit_bytes: 4 (fp32 logits chunk) or 2 (bf16, the lg16 variants).
@@ -129,7 +169,10 @@ inline Plan make_plan(const FlceProblem& p, FlceMode mode, const StrategyParams&
   pl.slab_rows = pl.need_partials ? partial_slab_rows(sp, pl.dw_splits, p.V) : 0;
   pl.partials = take(pl.need_partials ? size_t(pl.dw_splits) * size_t(pl.slab_rows) * size_t(p.D) * 4 : 0);
   if (bwd && split_dx) {
-    int64_t tiles = ((pl.chunk_rows + block_m - 1) / block_m) * ((p.D + block_n - 1) / block_n);
+    // Rows of the reference budget, not of the chunk: see kDxRefMiB.
+    const int64_t ref_rows =
+        std::min<int64_t>(p.N, std::max<int64_t>(block_m, ((int64_t(kDxRefMiB) << 20) / (pl.Vp * 4)) / block_m * block_m));
+    int64_t tiles = ((ref_rows + block_m - 1) / block_m) * ((p.D + block_n - 1) / block_n);
     pl.dx_splits = int(std::clamp<int64_t>(kDxTargetTiles / tiles, 1, kDxMaxSplits));
     pl.dx_splits = int(std::min<int64_t>(pl.dx_splits, (p.V + 255) / 256));  // keep >= 256 of K per split
     pl.dx_splits = std::max(pl.dx_splits, 1);
@@ -143,6 +186,9 @@ template <class Engine, class Cfg>
 struct FlceDriver {
   using T = typename Engine::T;  // input element type
   static constexpr bool logits_bf16 = engine_logits_bf16<Engine>::value;
+  static constexpr bool owning_acc_in = engine_owning_acc_in<Engine>::value;
+  static_assert(!owning_acc_in || Cfg::BM % Cfg::BK == 0,
+                "owning_acc_in: chunk boundaries (multiples of BM) must fall on the dW GEMM's k-tile grid (BK)");
   static_assert(!logits_bf16 || (Engine::grad_bf16 && !Engine::fused_row_stats),
                 "bf16 logits: the gradient is written in place as bf16, and no fused statistics");
 
@@ -270,6 +316,12 @@ struct FlceDriver {
       g4.B = Xc; g4.ldb = p.D;
       switch (sp.strategy) {
         case Strategy::owning:
+          if constexpr (owning_acc_in) {
+            if (!sp.owning_rmw) {
+              Engine::template gemm<Cfg, Major::MN, Major::MN>(g4, EpiAccumulateIn{dw, p.D, chunk == 0 ? 1 : 0}, 1, s);
+              break;
+            }
+          }
           Engine::template gemm<Cfg, Major::MN, Major::MN>(g4, EpiAccumulate{dw, p.D, chunk == 0 ? 1 : 0}, 1, s);
           break;
         case Strategy::atomic: {

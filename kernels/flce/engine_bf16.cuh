@@ -22,6 +22,7 @@ struct Bf16Engine {
   static constexpr bool fused_row_stats = false;  // the row pass computes LSE from the logits
   static constexpr bool split_dx = true;  // split dX along K when it has too few output tiles
   static constexpr bool grad_bf16 = true;
+  static constexpr bool owning_acc_in = true;  // owning dW: one fp32 chain whatever the chunk budget
   static constexpr const char* engine = "mma";
   static constexpr const char* summary = "bf16 tensor cores (mma.sync m16n8k16), fp32 accumulation";
 

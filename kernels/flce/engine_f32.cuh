@@ -1,9 +1,17 @@
 // The exact-fp32 SIMT engine as the FLCE driver sees it (high-precision mode:
 // fp32 FMA only, no TF32, no tensor cores). Any D works: the engine falls back
 // to scalar loads where rows are not 16-byte aligned.
+//
+// Portable (the `portable` determinism level): with this engine every step of
+// FLCE is a named IEEE operation in a documented order (the GEMMs' fma chains,
+// the logits softcap through kernels/common/portable_math.h, the fp32 row pass
+// and loss reduction of rowwise.cu, the ordered dX / dW partial sums), so the
+// CPU emulation reference/emulate_flce.cpp gives the same bits for the owning
+// and partials strategies; atomic is not portable (its adds land in any order).
 #pragma once
 
 #include <optional>
+#include <type_traits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,7 +33,10 @@ struct F32Engine {
 
   template <class Cfg, Major AM, Major BM, class Epi>
   static void gemm(const GemmParams& p, const Epi& e, int /*group_m*/, cudaStream_t s) {
-    launch_gemm_f32<Cfg, AM, BM, Epi>(p, e, s);
+    if constexpr (std::is_same_v<Epi, EpiStoreLogits>)  // portable softcap (gemm_f32.cuh)
+      launch_gemm_f32<Cfg, AM, BM, EpiStoreLogitsPortable>(p, EpiStoreLogitsPortable{e.C, e.ldc, e.softcap}, s);
+    else
+      launch_gemm_f32<Cfg, AM, BM, Epi>(p, e, s);
   }
 
   template <class Cfg>

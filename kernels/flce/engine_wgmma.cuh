@@ -23,6 +23,7 @@ struct WgmmaEngine {
   static constexpr bool split_dx = true;  // split dX along K when it has too few output tiles
   static constexpr bool grad_bf16 = true;
   static constexpr bool fused_row_stats = true;
+  static constexpr bool owning_acc_in = true;  // owning dW: one fp32 chain whatever the chunk budget
   static constexpr const char* engine = "wgmma";
   static constexpr const char* summary =
       "bf16 wgmma fed by TMA (sm_90a, CUTLASS 4.2 mainloop), warp-specialized persistent kernel, fp32 accumulation";

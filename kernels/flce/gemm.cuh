@@ -103,6 +103,22 @@ struct EpiAccumulate {
   }
 };
 
+// Owning accumulation with the running sum carried in the accumulator
+// registers (engines with owning_acc_in, driver.cuh): before its k-loop the
+// block loads C (first == 0) or zeros (first chunk) into its accumulators,
+// the chunk's products are added onto them by the tensor-core instructions
+// themselves, and the epilogue stores the result. The fp32 chain over the
+// rows of dW is then one chain whatever the chunk boundaries are, provided
+// every boundary falls on a multiple of the engine's k-tile (driver.cuh,
+// make_plan): the chunk budget no longer changes a bit of dW.
+struct EpiAccumulateIn {
+  float* C;
+  int64_t ldc;
+  int first;
+  __device__ __forceinline__ float initial(int m, int n) const { return first ? 0.f : __ldcs(C + int64_t(m) * ldc + n); }
+  __device__ __forceinline__ void operator()(int m, int n, float v, int) const { __stcs(C + int64_t(m) * ldc + n, v); }
+};
+
 // Contention baseline: every split adds with an fp32 atomic (order varies).
 struct EpiAtomic {
   float* C;

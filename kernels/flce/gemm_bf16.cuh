@@ -21,6 +21,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/common/cuda_check.h"
 #include "kernels/flce/gemm.cuh"
@@ -199,6 +200,24 @@ __global__ void __launch_bounds__(Cfg::THREADS) gemm_bf16_kernel(const GemmParam
     for (int j = 0; j < Cfg::NI; ++j)
 #pragma unroll
       for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.f;
+  if constexpr (std::is_same_v<Epi, EpiAccumulateIn>) {
+    // Owning dW with the running sum in the accumulators (gemm.cuh): start the
+    // chain from the fp32 dW of the chunks before. Issued before the ring's
+    // prologue, so the loads overlap the first stages' copies.
+    if (!epi.first) {
+#pragma unroll
+      for (int i = 0; i < Cfg::MI; ++i)
+#pragma unroll
+        for (int j = 0; j < Cfg::NI; ++j) {
+          const int m = m0 + wm0 + i * 16 + lane / 4, n = n0 + wn0 + j * 8 + (lane % 4) * 2;
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            const int mm = m + (r / 2) * 8, nn = n + r % 2;
+            if (mm < p.M && nn < p.N) acc[i][j][r] = epi.initial(mm, nn);
+          }
+        }
+    }
+  }
 
   auto load_stage = [&](int stage, int kt) {
     int k0 = k_begin + kt * Cfg::BK;

@@ -13,8 +13,9 @@
 // allow it (ld % 4 == 0, 16-byte aligned, split offsets % 4 == 0), scalar and
 // bounds-checked element by element otherwise, so any M, N, K and ld work.
 //
-// Determinism: every output is summed by one thread as acc = fmaf(a_k, b_k, acc)
-// for k ascending through its split, whatever BM, BN, BK, TM, TN. So the engine
+// Determinism: every output is summed by one thread as acc = fma(a_k, b_k, acc)
+// (__fmaf_rn: one rounding per term, never split) for k ascending through its
+// split from acc = +0, whatever BM, BN, BK, TM, TN. So the engine
 // is bitwise run-to-run reproducible, and all configs give the same bits for
 // the same split layout (config-invariant; a zero-padded tail adds fmaf(0, 0,
 // acc), exact except that it turns an accumulated -0 into +0).
@@ -31,9 +32,25 @@
 #include <string>
 
 #include "kernels/common/cuda_check.h"
+#include "kernels/common/portable_math.h"
 #include "kernels/flce/gemm.cuh"
 
 namespace detfuse::flce {
+
+// The logits epilogue of the fp32 engine: EpiStoreLogits with the portable
+// tanh and explicitly rounded steps (kernels/common/portable_math.h), so the
+// CPU emulation (reference/emulate_flce.cpp) gives the same bits:
+// C = softcap > 0 ? softcap * tanh(v / softcap) : v. F32Engine::gemm swaps it
+// in for EpiStoreLogits.
+struct EpiStoreLogitsPortable {
+  float* C;
+  int64_t ldc;
+  float softcap;
+  __device__ __forceinline__ void operator()(int m, int n, float v, int) const {
+    if (softcap > 0.f) v = pm::mul(softcap, pm::tanh(pm::div(v, softcap)));
+    C[int64_t(m) * ldc + n] = v;
+  }
+};
 
 // ------------------------------------------------------------------ traits
 // BM x BN output tile per block, BK-deep k slices, TM x TN outputs per thread.
@@ -256,7 +273,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 #pragma unroll
         for (int i = 0; i < TM; ++i)
 #pragma unroll
-          for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+          for (int j = 0; j < TN; ++j) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
       }
       if (more) {
         // Buffer cur^1 was last read in slice t-1, before the barrier that

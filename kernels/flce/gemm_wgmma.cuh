@@ -88,12 +88,14 @@ struct WgConfig {
 // instantiation per operand layout serves every FLCE epilogue (fewer, faster
 // builds; the branch is uniform across the grid).
 struct WgEpilogue {
-  enum Kind : int { store_f32, store_bf16, logits, accumulate, atomic, partial };
+  // accumulate_in: owning dW with the running sum loaded into the accumulators
+  // before the k-loop (EpiAccumulateIn), the epilogue a plain store.
+  enum Kind : int { store_f32, store_bf16, logits, accumulate, atomic, partial, accumulate_in };
   int kind = store_f32;
   void* C = nullptr;
   int64_t ldc = 0;
   float softcap = 0.f;        // logits
-  int first = 0;              // accumulate: overwrite instead of add
+  int first = 0;              // accumulate: overwrite instead of add; accumulate_in: start from zero
   int64_t split_stride = 0;   // partial: elements between split slices
   float4* stats = nullptr;    // logits: per (row, column tile) {max, sum exp(z - max), sum z, 0}
   int64_t ld_stats = 0;       // column tiles per stats row
@@ -125,6 +127,11 @@ inline WgEpilogue to_wg_epilogue(const EpiStore<__nv_bfloat16>& e) {
 }
 inline WgEpilogue to_wg_epilogue(const EpiAccumulate& e) {
   WgEpilogue w = wg_epilogue(WgEpilogue::accumulate, e.C, e.ldc);
+  w.first = e.first;
+  return w;
+}
+inline WgEpilogue to_wg_epilogue(const EpiAccumulateIn& e) {
+  WgEpilogue w = wg_epilogue(WgEpilogue::accumulate_in, e.C, e.ldc);
   w.first = e.first;
   return w;
 }
@@ -206,6 +213,85 @@ struct Kernel {
     w.kt0 = k0 / Cfg::BK;
     w.kt_count = k1 > k0 ? (k1 - k0 + Cfg::BK - 1) / Cfg::BK : 0;
     return w;
+  }
+
+  // Owning dW with the running sum in the accumulators (EpiAccumulateIn): this
+  // thread's fragment of C[m0.., n0..] into its accumulators, zeros outside
+  // [0,M) x [0,N). Same fragment layout as the epilogue's stores.
+  template <class Accum>
+  static __device__ __forceinline__ void load_accumulators(const Params& P, Accum& acc, int mma_tid, const Unit& w) {
+    TiledMma tiled_mma;
+    auto thr = tiled_mma.get_thread_slice(mma_tid);
+    Tensor cD = make_identity_tensor(make_shape(Int<Cfg::BM>{}, Int<Cfg::BN>{}));  // (BM,BN) -> (m,n)
+    Tensor tCcD = thr.partition_C(cD);                                              // (MMA,MMA_M,MMA_N)
+    const WgEpilogue& e = P.epi;
+    const int m0 = w.tm * Cfg::BM, n0 = w.tn * Cfg::BN;
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc); i += 2) {
+      const auto c = tCcD(i);
+      const int m = m0 + get<0>(c), n = n0 + get<1>(c);
+      float2 v = make_float2(0.f, 0.f);
+      if (m < P.M && n < P.N) {
+        const float* p = static_cast<const float*>(e.C) + int64_t(m) * e.ldc + n;
+        if (n + 1 < P.N && e.pairs) {
+          v = __ldcs(reinterpret_cast<const float2*>(p));
+        } else {
+          v.x = __ldcs(p);
+          if (n + 1 < P.N) v.y = __ldcs(p + 1);
+        }
+      }
+      acc(i) = v.x;
+      acc(i + 1) = v.y;
+    }
+  }
+
+  // The consumer mainloop onto accumulators that already hold a sum: every
+  // wgmma of every k-tile adds (scale-d 1), where CUTLASS's collective mma
+  // starts its first k-tile from zero. Otherwise the same schedule as that
+  // collective (sm90_mma_tma_gmma_ss_warpspecialized.hpp, one wgmma batch in
+  // flight, K_PIPE_MMAS = 1), so its mma_tail releases the last stage, and the
+  // same wgmma sequence: k-tiles in order, each tile's K = 16 slices in order.
+  template <class Accum>
+  static __device__ __forceinline__ void mma_onto(Pipeline pipeline, PipelineState read, Accum& accum, int k_tiles,
+                                                  int mma_tid, typename Mainloop::TensorStorage& st) {
+    static_assert(Mainloop::K_PIPE_MMAS == 1, "the schedule below keeps one wgmma batch in flight");
+    Tensor sA = make_tensor(make_smem_ptr(st.smem_A.data()), typename Mainloop::SmemLayoutA{});  // (BM,BK,PIPE)
+    Tensor sB = make_tensor(make_smem_ptr(st.smem_B.data()), typename Mainloop::SmemLayoutB{});  // (BN,BK,PIPE)
+    TiledMma tiled_mma;
+    constexpr int kWarpGroups = size(TiledMma{}) / cutlass::NumThreadsPerWarpGroup;
+    auto wg_layout = make_layout(Int<kWarpGroups>{}, Int<cutlass::NumThreadsPerWarpGroup>{});
+    const int wg = __shfl_sync(0xffffffffu, mma_tid / cutlass::NumThreadsPerWarpGroup, 0);
+    auto thr = tiled_mma.get_slice(wg_layout(wg));
+    Tensor tCrA = thr.make_fragment_A(thr.partition_A(sA));  // (MMA,MMA_M,MMA_K,PIPE)
+    Tensor tCrB = thr.make_fragment_B(thr.partition_B(sB));  // (MMA,MMA_N,MMA_K,PIPE)
+    tiled_mma.accumulate_ = GMMA::ScaleOut::One;
+    PipelineState release = read;
+    warpgroup_fence_operand(accum);
+    {
+      auto token = pipeline.consumer_try_wait(read);
+      pipeline.consumer_wait(read, token);
+      const int stage = read.index();
+      warpgroup_arrive();
+      cute::gemm(tiled_mma, tCrA(_, _, _, stage), tCrB(_, _, _, stage), accum);
+      warpgroup_commit_batch();
+      ++read;
+    }
+    warpgroup_fence_operand(accum);
+    for (int k = k_tiles - 1; k > 0; --k) {
+      auto token = pipeline.consumer_try_wait(read);
+      pipeline.consumer_wait(read, token);
+      const int stage = read.index();
+      warpgroup_fence_operand(accum);
+      warpgroup_arrive();
+      cute::gemm(tiled_mma, tCrA(_, _, _, stage), tCrB(_, _, _, stage), accum);
+      warpgroup_commit_batch();
+      warpgroup_wait<1>();  // the previous k-tile's batch is done: release its stage
+      warpgroup_fence_operand(accum);
+      pipeline.consumer_release(release);
+      ++read;
+      ++release;
+    }
+    warpgroup_fence_operand(accum);
   }
 
   // Epilogue of one consumer thread over its accumulator fragment.
@@ -357,6 +443,17 @@ struct Kernel {
           }
           break;
         }
+        case WgEpilogue::accumulate_in: {
+          // The accumulators already hold dW's running sum (load_accumulators).
+          float* p = static_cast<float*>(e.C) + off;
+          if (pair) {
+            __stcs(reinterpret_cast<float2*>(p), make_float2(v0, v1));
+          } else {
+            __stcs(p, v0);
+            if (two) __stcs(p + 1, v1);
+          }
+          break;
+        }
         case WgEpilogue::store_bf16: {
           __nv_bfloat16* p = static_cast<__nv_bfloat16*>(e.C) + off;
           if (pair) {
@@ -478,6 +575,10 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
         continue;
       }
       Tensor acc = partition_fragment_C(tiled_mma, make_shape(Int<Cfg::BM>{}, Int<Cfg::BN>{}));  // (MMA,MMA_M,MMA_N)
+      // Owning dW after the first chunk: the running sum into the accumulators
+      // first (ping-pong: while the other warpgroup's mainloop runs).
+      const bool onto = P.epi.kind == WgEpilogue::accumulate_in && !P.epi.first;
+      if (onto) K_::load_accumulators(P, acc, mma_tid, w);
       // Ping-pong: wait for the other warpgroup to have issued its mainloop
       // (also for an empty unit, so the turns stay in step). Besides taking
       // turns on the tensor cores, this keeps a warpgroup at most one pass of
@@ -485,7 +586,10 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
       // phase parity).
       if (w.kt_count > 0) {
         if constexpr (Cfg::PINGPONG) order.wait();
-        collective.mma(pipeline, read, acc, w.kt_count, mma_tid, ss.tensors, P.mainloop);
+        if (onto)
+          K_::mma_onto(pipeline, read, acc, w.kt_count, mma_tid, ss.tensors);
+        else
+          collective.mma(pipeline, read, acc, w.kt_count, mma_tid, ss.tensors, P.mainloop);
         if constexpr (Cfg::PINGPONG) order.arrive();
         collective.mma_tail(pipeline, read, w.kt_count);
         read.advance(w.kt_count);
@@ -494,7 +598,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
           order.wait();
           order.arrive();
         }
-        clear(acc);  // an empty k range (a split past K) contributes zeros
+        if (!onto) clear(acc);  // an empty k range (a split past K) contributes zeros
       }
       K_::epilogue(P, acc, mma_tid, w);
     }

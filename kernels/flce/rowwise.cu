@@ -10,6 +10,10 @@
 // row, with the target and two best logits recomputed exactly (rowwise.h); the
 // gradient overwrites each thread's own 8 logits, so no barrier is needed.
 //
+// fp32 inputs (the `fma` engine) take row_kernel_f32 and reduce_loss_f32
+// instead: the same algorithm with the portable arithmetic and explicit
+// reduction order of rowwise_portable.h (the `portable` level).
+//
 // Block reductions are cub::BlockReduce with a fixed block size and the default
 // algorithm (BLOCK_REDUCE_WARP_REDUCTIONS: a shfl-down tree in each warp, then
 // thread 0 adds the warp aggregates in warp order): one fixed order for a given
@@ -28,6 +32,7 @@
 
 #include "kernels/common/cuda_check.h"
 #include "kernels/flce/rowwise.h"
+#include "kernels/flce/rowwise_portable.h"
 
 namespace detfuse::flce {
 
@@ -411,6 +416,96 @@ __global__ void __launch_bounds__(ROW_THREADS) row_kernel_lg16(const RowPass r, 
   }
 }
 
+// fp32 inputs (the `fma` engine): the portable row pass. The same two passes
+// as row_kernel<false>, with the arithmetic of rowwise_portable.h (portable
+// exp/log, explicitly rounded steps) and its explicit reduction tree in shared
+// memory instead of cub::BlockReduce, so reference/emulate_flce.cpp reproduces
+// every bit. No fused statistics, no bf16 gradient.
+__global__ void __launch_bounds__(portable::kRowThreads) row_kernel_f32(const RowPass r, const RowConsts c) {
+  namespace pp = portable;
+  constexpr int NT = pp::kRowThreads;
+  __shared__ pp::RowStat red[NT];
+  const int tid = threadIdx.x;
+  const int row = blockIdx.x;
+  const int64_t gi = r.row0 + row;
+  float* L = const_cast<float*>(r.L) + int64_t(row) * r.ldl;
+  const int V = int(c.V);
+  const int64_t t = r.y[gi];
+  const bool valid = t >= 0 && t < c.V;
+  const pp::RowOptions o{c.eps, c.zscale, c.softcap, c.grad_output, float(c.V)};
+
+  float lse;
+  if (r.lse_in) {
+    lse = r.lse_in[gi];
+  } else {
+    pp::RowStat st = pp::row_init();
+    for (int j = tid * 4; j < V; j += NT * 4) {
+      const float4 v = *reinterpret_cast<const float4*>(L + j);
+      const float z[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+        if (j + q < V) pp::row_push(st, z[q]);
+    }
+    red[tid] = st;
+    __syncthreads();
+#pragma unroll
+    for (int stride = NT / 2; stride > 0; stride >>= 1) {
+      if (tid < stride) red[tid] = pp::row_combine(red[tid], red[tid + stride]);
+      __syncthreads();
+    }
+    const pp::RowStat all = red[0];
+    lse = pp::row_lse(all);
+    if (tid == 0) {
+      if (r.lse_out) r.lse_out[gi] = lse;
+      if (r.loss_rows) r.loss_rows[gi] = valid ? pp::row_loss(o, lse, L[t], all.sz) : 0.f;
+    }
+    __syncthreads();  // the target logit is read before pass 2 overwrites the row
+  }
+  if (!r.write_grad) return;
+
+  const float coef = pp::row_coef(o, valid, c.reduction, valid && c.reduction == 0 ? r.counts[0] : 0,
+                                  valid && c.reduction == 2 ? r.dloss[gi] : 0.f);
+  const int ldl = int(r.ldl);
+  for (int j = tid * 4; j < ldl; j += NT * 4) {
+    float g[4] = {0.f, 0.f, 0.f, 0.f};
+    if (coef != 0.f) {
+      const float4 v = *reinterpret_cast<const float4*>(L + j);
+      const float z[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+        if (j + q < V) g[q] = pp::row_grad(o, z[q], j + q == t, lse, coef);
+    }
+    *reinterpret_cast<float4*>(L + j) = make_float4(g[0], g[1], g[2], g[3]);
+  }
+}
+
+// fp32 inputs: the loss reduction in the explicit order of rowwise_portable.h
+// (double, strided per thread, then a halving tree).
+__global__ void __launch_bounds__(portable::kLossThreads) reduce_loss_f32(const float* __restrict__ rows, int64_t n,
+                                                                           const int64_t* counts, int mean,
+                                                                           float* out) {
+  constexpr int NT = portable::kLossThreads;
+  __shared__ double red[NT];
+  const int tid = threadIdx.x;
+  double acc = 0.0;
+  for (int64_t i = tid; i < n; i += NT) acc = __dadd_rn(acc, double(rows[i]));
+  red[tid] = acc;
+  __syncthreads();
+#pragma unroll
+  for (int stride = NT / 2; stride > 0; stride >>= 1) {
+    if (tid < stride) red[tid] = __dadd_rn(red[tid], red[tid + stride]);
+    __syncthreads();
+  }
+  if (tid == 0) {
+    double total = red[0];
+    if (mean) {
+      const int64_t nv = counts[0];
+      total = nv > 0 ? __ddiv_rn(total, double(nv)) : 0.0;
+    }
+    *out = __double2float_rn(total);
+  }
+}
+
 __global__ void __launch_bounds__(1024) reduce_loss_kernel(const float* __restrict__ rows, int64_t n,
                                                            const int64_t* counts, int mean, float* out) {
   using LossReduce = cub::BlockReduce<double, 1024>;
@@ -472,6 +567,8 @@ void launch_row_pass(const FlceProblem& p, const RowPass& r, cudaStream_t stream
     if (r.write_grad && !r.grad_bf16) throw Error("row pass: bf16 logits take a bf16 gradient in place");
     if (r.stats) throw Error("row pass: bf16 logits with fused row statistics are not implemented");
     row_kernel_lg16<<<r.rows, ROW_THREADS, 0, stream>>>(r, c, p.D);
+  } else if (p.dtype == DType::f32 && !r.stats && !r.grad_bf16) {
+    row_kernel_f32<<<r.rows, portable::kRowThreads, 0, stream>>>(r, c);  // portable (rowwise_portable.h)
   } else if (r.grad_bf16)
     row_kernel<true><<<r.rows, ROW_THREADS, 0, stream>>>(r, c);
   else
@@ -481,7 +578,11 @@ void launch_row_pass(const FlceProblem& p, const RowPass& r, cudaStream_t stream
 
 void launch_reduce_loss(const FlceProblem& p, const float* loss_rows, const int64_t* counts, float* loss,
                         cudaStream_t stream) {
-  reduce_loss_kernel<<<1, 1024, 0, stream>>>(loss_rows, p.N, counts, p.reduction == Reduction::mean ? 1 : 0, loss);
+  if (p.dtype == DType::f32)  // portable order (rowwise_portable.h)
+    reduce_loss_f32<<<1, portable::kLossThreads, 0, stream>>>(loss_rows, p.N, counts,
+                                                              p.reduction == Reduction::mean ? 1 : 0, loss);
+  else
+    reduce_loss_kernel<<<1, 1024, 0, stream>>>(loss_rows, p.N, counts, p.reduction == Reduction::mean ? 1 : 0, loss);
   DETFUSE_CHECK_LAUNCH();
 }
 

@@ -4,10 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
+#include <string>
 #include <vector>
 
 #include "kernels/flce/driver.cuh"
 #include "kernels/flce/engine_cublaslt.h"
+#include "reference/emulate_detail.h"
 
 namespace detfuse::flce {
 namespace {
@@ -34,6 +37,29 @@ TEST(FlcePlan, ChunkRowsFollowTheBudget) {
   EXPECT_EQ(few.chunk_rows, 5);
   EXPECT_EQ(few.Vp, 1000);
   EXPECT_EQ(make_plan(shape(5, 64, 1009), FlceMode::forward, {}, 128, 128).Vp, 1016);  // padded to 8
+}
+
+// The CPU emulation (reference/emulate_flce.cpp) replays the plan's chunking
+// and dX split: it must agree with make_plan for the fp32 tile shapes.
+TEST(FlcePlan, EmulationChunkingAgreesWithThePlan) {
+  const std::vector<std::string> names = {"flce.fp32.fma.owning.bm128_bn128_bk8_tm8_tn8_mb512",
+                                          "flce.fp32.fma.owning.bm128_bn64_bk8_tm8_tn4_mb1920",
+                                          "flce.fp32.fma.partials.bm64_bn64_bk8_tm4_tn8_mb1024_sk4_vs8192",
+                                          "flce.fp32.fma.owning.bm64_bn64_bk8_tm4_tn8_mb1"};
+  for (const auto& name : names) {
+    const auto n = reference::emu::emulated(name);
+    ASSERT_TRUE(n.has_value()) << name;
+    for (auto [N, D, V] : std::vector<std::array<int64_t, 3>>{
+             {1, 64, 1009}, {301, 203, 4099}, {4700, 21, 60013}, {16384, 4096, 128256}, {130, 37, 2053}, {8191, 7, 3}}) {
+      const FlceProblem p = shape(N, D, V);
+      const int bm = int(n->params.at("bm")), bn = int(n->params.at("bn"));
+      const StrategyParams sp{n->strategy, int(n->params.at("mb")), 1, 0};
+      const Plan pl = make_plan(p, FlceMode::forward_backward, sp, bm, bn, false, true, 4);
+      const auto ch = reference::emu::flce_chunking(p, *n);
+      EXPECT_EQ(ch.chunk_rows, pl.chunk_rows) << name << " " << p.shape();
+      EXPECT_EQ(ch.dx_splits, pl.dx_splits) << name << " " << p.shape();
+    }
+  }
 }
 
 TEST(FlcePlan, RowSplitLevelsKeepThePartialsWorkspace) {

@@ -9,6 +9,7 @@
 #include "kernels/flce/flce.h"
 #include "kernels/flce/variants.h"
 #include "kernels/registry.h"
+#include "reference/emulate.h"
 
 namespace detfuse {
 namespace {
@@ -179,6 +180,32 @@ TEST(FlceVariants, HeuristicPicksTheMeasuredDeterministicOwningVariant) {
   }
   EXPECT_EQ(flce::heuristic_variant(llama(DType::f32), FlceMode::forward_backward, turing).desc.name,
             "flce.fp32.fma.owning.bm128_bn128_bk8_tm8_tn8_mb1024");
+}
+
+}  // namespace
+}  // namespace detfuse
+
+namespace detfuse {
+namespace {
+
+// The `portable` level: exactly the fma variants other than atomic have a CPU
+// emulation (reference/emulate.h): every fp32 FLCE one, and attention's in both
+// dtypes (the same engine code). A registered name the emulation cannot parse
+// would make the GPU test skip it in silence; this catches that.
+TEST(PortableVariants, EmulationCoversEveryFmaVariantButAtomic) {
+  int flce = 0, attn = 0;
+  for (const auto& v : builtin_registry().flce()) {
+    const bool want = v.desc.engine == "fma" && v.desc.strategy != "atomic" && v.desc.dtype == DType::f32;
+    EXPECT_EQ(reference::has_emulation(v.desc.name), want) << v.desc.name;
+    flce += want;
+  }
+  for (const auto& v : builtin_registry().attention()) {
+    const bool want = v.desc.engine == "fma" && v.desc.strategy != "atomic";
+    EXPECT_EQ(reference::has_emulation(v.desc.name), want) << v.desc.name;
+    attn += want;
+  }
+  EXPECT_GT(flce, 0);
+  EXPECT_GT(attn, 0);
 }
 
 }  // namespace

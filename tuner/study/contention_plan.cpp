@@ -85,21 +85,34 @@ ContentionAxes contention_axes(bool quick) {
   return a;
 }
 
-std::vector<FlceProblem> contention_problems(const ContentionAxes& a, DType dtype) {
-  std::vector<FlceProblem> out;
+namespace {
+
+// Problems in the order first added, each key once.
+template <class P>
+struct UniqueProblems {
+  std::vector<P> out;
   std::set<std::string> keys;
+  void add(const P& p) {
+    if (keys.insert(p.key()).second) out.push_back(p);
+  }
+};
+
+}  // namespace
+
+std::vector<FlceProblem> contention_problems(const ContentionAxes& a, DType dtype) {
+  UniqueProblems<FlceProblem> u;
   auto add = [&](int64_t N, int64_t D, int64_t V) {
     FlceProblem p;
     p.N = N;
     p.D = D;
     p.V = V;
     p.dtype = dtype;
-    if (keys.insert(p.key()).second) out.push_back(p);
+    u.add(p);
   };
   for (int64_t n : a.N_sweep) add(n, a.D, a.V);
   for (int64_t v : a.V_sweep) add(a.N_fixed, a.D, v);
   for (int64_t d : a.D_sweep) add(a.N_fixed, d, a.V);
-  return out;
+  return u.out;
 }
 
 AttentionContentionAxes attention_contention_axes(bool quick) {
@@ -126,8 +139,7 @@ AttentionContentionAxes attention_contention_axes(bool quick) {
 }
 
 std::vector<AttentionProblem> attention_contention_problems(const AttentionContentionAxes& a, DType dtype) {
-  std::vector<AttentionProblem> out;
-  std::set<std::string> keys;
+  UniqueProblems<AttentionProblem> u;
   auto add = [&](int64_t S, int64_t Hkv, bool causal) {
     AttentionProblem p;
     p.B = a.batch(S);
@@ -137,12 +149,12 @@ std::vector<AttentionProblem> attention_contention_problems(const AttentionConte
     p.d = a.d;
     p.causal = causal;
     p.dtype = dtype;
-    if (keys.insert(p.key()).second) out.push_back(p);
+    u.add(p);
   };
   for (int64_t s : a.S_sweep) add(s, a.H, false);
   for (int64_t s : a.causal_S) add(s, a.H, true);
   for (int64_t h : a.Hkv_sweep) add(a.S_gqa, h, false);
-  return out;
+  return u.out;
 }
 
 std::vector<std::string> contention_variants(const std::vector<std::string>& names, const ContentionOptions& o) {

@@ -101,84 +101,68 @@ def fig_cost(plt, panels, path):
     plt.close(fig)
 
 
+def memory_panel(ax, lines, marker, label, xlabel, title, engine=lambda k: k[0], color=None, min_points=1,
+                 xlog=False, ylog=False, ncol=1):
+    """One memory panel: a line per key of `lines` ({key: [(x, MiB)]}, sorted), labelled label(key), its
+    line style from engine(key)'s, its colour color(key) when given."""
+    for key, xy in sorted(lines.items()):
+        if len(xy) < min_points:
+            continue
+        xy.sort()
+        style = dict(marker=marker, linestyle=ENGINE_STYLE.get(engine(key), "-"))
+        if color:
+            style["color"] = color(key)
+        ax.plot([x for x, _ in xy], [y for _, y in xy], label=label(key), **style)
+    if xlog:
+        ax.set_xscale("log", base=2)
+    if ylog:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("peak extra device memory (MiB)")
+    ax.set_title(title)
+    ax.grid(True, which="both" if ylog else "major", alpha=0.3)
+    if ax.lines:
+        ax.legend(fontsize=6, **({"ncol": ncol} if ncol > 1 else {}))
+
+
 def draw_memory_flce(axs, points):
     mib = 1 << 20
     # Owning: peak extra memory against the chunk budget, one line per (engine, tile, N).
-    ax = axs[0]
     lines = defaultdict(list)
     for r in points:
         if r["strategy"] == "owning" and "mb" in r["knobs"]:
             lines[(r["engine"], tile_of(r), r["N"])].append((r["knobs"]["mb"], r["peak_extra_bytes"] / mib))
-    for (eng, tile, n), xy in sorted(lines.items()):
-        if len(xy) < 2:
-            continue
-        xy.sort()
-        ax.plot([x for x, _ in xy], [y for _, y in xy], marker="o", linestyle=ENGINE_STYLE.get(eng, "-"),
-                label="%s %s N=%d" % (eng, tile, n))
-    ax.set_xlabel("owning chunk budget mb (MiB)")
-    ax.set_ylabel("peak extra device memory (MiB)")
-    ax.set_title("owning: memory vs chunk budget")
-    ax.grid(True, alpha=0.3)
-    if ax.lines:
-        ax.legend(fontsize=6, ncol=2)
+    memory_panel(axs[0], lines, "o", lambda k: "%s %s N=%d" % k, "owning chunk budget mb (MiB)",
+                 "owning: memory vs chunk budget", min_points=2, ncol=2)
     # Partials: peak extra memory against N, one line per knob setting (mb, sk, vs).
-    ax = axs[1]
     lines = defaultdict(list)
     for r in points:
         if r["strategy"] == "partials":
             k = r["knobs"]
             lines[(r["engine"], tile_of(r), k.get("mb", 0), k.get("sk", 0), k.get("vs", 0))].append(
                 (r["N"], r["peak_extra_bytes"] / mib))
-    for (eng, tile, mb, sk, vs), xy in sorted(lines.items()):
-        xy.sort()
-        ax.plot([x for x, _ in xy], [y for _, y in xy], marker="s", linestyle=ENGINE_STYLE.get(eng, "-"),
-                label="%s %s mb=%d sk=%d vs=%d" % (eng, tile, mb, sk, vs))
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("N")
-    ax.set_ylabel("peak extra device memory (MiB)")
-    ax.set_title("partials: memory (workspace bound mb, sk, vs) vs N")
-    ax.grid(True, alpha=0.3)
-    if ax.lines:
-        ax.legend(fontsize=6)
+    memory_panel(axs[1], lines, "s", lambda k: "%s %s mb=%d sk=%d vs=%d" % k, "N",
+                 "partials: memory (workspace bound mb, sk, vs) vs N", xlog=True)
 
 
 def draw_memory_attention(axs, sweep):
     mib = 1 << 20
     # Every strategy: peak extra memory against Sk (owning: the D vector only;
     # atomic: + the fp32 dQ accumulator; partials: + the slab, bounded by mb).
-    ax = axs[0]
     lines = defaultdict(list)
     for r in sweep:
         lines[(r["strategy"], r["engine"], r["variant"].split(".", 4)[-1])].append(
             (r["Sk"], r["peak_extra_bytes"] / mib))
-    for (strat, eng, params), xy in sorted(lines.items()):
-        xy.sort()
-        ax.plot([x for x, _ in xy], [y for _, y in xy], marker="o", color=STRATEGY_COLOR.get(strat, "gray"),
-                linestyle=ENGINE_STYLE.get(eng, "-"), label="%s %s %s" % (eng, strat, params))
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("Sq = Sk (B*S about constant)")
-    ax.set_ylabel("peak extra device memory (MiB)")
-    ax.set_title("attention: memory vs Sk (owning, atomic, partials mb, ...)")
-    ax.grid(True, which="both", alpha=0.3)
-    if ax.lines:
-        ax.legend(fontsize=6)
+    memory_panel(axs[0], lines, "o", lambda k: "%s %s %s" % (k[1], k[0], k[2]), "Sq = Sk (B*S about constant)",
+                 "attention: memory vs Sk (owning, atomic, partials mb, ...)",
+                 engine=lambda k: k[1], color=lambda k: STRATEGY_COLOR.get(k[0], "gray"), xlog=True, ylog=True)
     # Partials: peak extra memory and time against the workspace bound mb, one point per (variant, Sk).
-    ax = axs[1]
     lines = defaultdict(list)
     for r in sweep:
         if r["strategy"] == "partials" and "mb" in r["knobs"]:
             lines[(r["engine"], tile_of(r), r["Sk"])].append((r["knobs"]["mb"], r["peak_extra_bytes"] / mib))
-    for (eng, tile, sk), xy in sorted(lines.items()):
-        xy.sort()
-        ax.plot([x for x, _ in xy], [y for _, y in xy], marker="s", linestyle=ENGINE_STYLE.get(eng, "-"),
-                label="%s %s Sk=%d" % (eng, tile, sk))
-    ax.set_xlabel("partials workspace bound mb (MiB)")
-    ax.set_ylabel("peak extra device memory (MiB)")
-    ax.set_title("attention partials: memory vs workspace bound mb")
-    ax.grid(True, alpha=0.3)
-    if ax.lines:
-        ax.legend(fontsize=6, ncol=2)
+    memory_panel(axs[1], lines, "s", lambda k: "%s %s Sk=%d" % k, "partials workspace bound mb (MiB)",
+                 "attention partials: memory vs workspace bound mb", ncol=2)
 
 
 def fig_memory(plt, points, att, path):

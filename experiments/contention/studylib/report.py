@@ -113,6 +113,18 @@ def flce_time(L, view, figures):
     L.append("")
 
 
+def time_and_crossovers(L, rows, key, label, cols, title, none_text):
+    """The time table of `rows` along `key`, then its crossovers under `title` (none_text when there are
+    none; with none_text None the section is left out)."""
+    time_table(L, rows, key, label, cols)
+    cl = crossovers(rows, key, label)
+    if cl or none_text:
+        L.append(title)
+        L.append("")
+        L.extend(cl or [none_text])
+        L.append("")
+
+
 def attention_time(L, att, figures):
     a = att["axes"]
     batch = lambda x, at: ",".join(sorted({str(r["B"]) for r in at}))
@@ -127,22 +139,13 @@ def attention_time(L, att, figures):
     if att["sweep"]:
         L.append("Non-causal:")
         L.append("")
-        time_table(L, att["sweep"], "Sk", "Sk", [("B", batch)])
-        L.append("Crossovers, non-causal (fastest variant of each strategy, any engine):")
-        L.append("")
-        L.extend(crossovers(att["sweep"], "Sk", "Sk") or
-                 ["- fewer than two Sk with two strategies measured: no crossover to state."])
-        L.append("")
+        time_and_crossovers(L, att["sweep"], "Sk", "Sk", [("B", batch)],
+                            "Crossovers, non-causal (fastest variant of each strategy, any engine):",
+                            "- fewer than two Sk with two strategies measured: no crossover to state.")
     if att["causal"]:
         L.append("Causal (a query block receives from the key blocks it sees only: about half as many on average):")
         L.append("")
-        time_table(L, att["causal"], "Sk", "Sk", [("B", batch)])
-        cl = crossovers(att["causal"], "Sk", "Sk")
-        if cl:
-            L.append("Crossovers, causal:")
-            L.append("")
-            L.extend(cl)
-            L.append("")
+        time_and_crossovers(L, att["causal"], "Sk", "Sk", [("B", batch)], "Crossovers, causal:", None)
         # Causal against non-causal at the same Sk: what masking does to each strategy.
         nc = best_by(att["sweep"], lambda r: (r["strategy"], r["Sk"]))
         c = best_by(att["causal"], lambda r: (r["strategy"], r["Sk"]))
@@ -162,12 +165,8 @@ def attention_time(L, att, figures):
         L.append("GQA (non-causal, Sq = Sk = %s; H / Hkv query heads add into each dK, dV tile):" % a.get("S_gqa"))
         L.append("")
         hkv = lambda x, at: ",".join(sorted({str(r["Hkv"]) for r in at}))
-        time_table(L, att["gqa"], "group", "H/Hkv", [("Hkv", hkv)])
-        L.append("Crossovers along the group size:")
-        L.append("")
-        L.extend(crossovers(att["gqa"], "group", "H/Hkv") or
-                 ["- no strategy overtakes another along the group size measured."])
-        L.append("")
+        time_and_crossovers(L, att["gqa"], "group", "H/Hkv", [("Hkv", hkv)], "Crossovers along the group size:",
+                            "- no strategy overtakes another along the group size measured.")
 
 
 OUTPUT = {"flce": "dW", "attention": "dQ"}

@@ -70,6 +70,8 @@ struct BwdKv {
   static constexpr int DQ = Cfg::DQ;  // 0 none, 1 atomic, 2 partials, 3 ordered, 4/5 atomic/ordered by TMA
   static constexpr bool kTma = DQ == 4 || DQ == 5;
   static constexpr bool kOrderedDq = DQ == 3 || DQ == 5;
+  static constexpr bool kPds = Cfg::PDS != 0;  // P^T, dS^T through shared memory (kv_consume_pds)
+  static_assert(!kPds || BR == 64, "pds: P^T and dS^T rows of 64 queries (one 128-byte swizzle row, pt_offset)");
   static constexpr int THREADS = 384, kConsumers = 256;
   static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
   static constexpr uint32_t kTileBytes = uint32_t(BR) * D * sizeof(T);
@@ -125,6 +127,34 @@ struct BwdKv {
   using SmemQt =
       decltype(composition(SmemQ{}, make_layout(Shape<Int<D>, Int<BR>, Int<ST>>{}, Stride<Int<BR>, _1, Int<BR * D>>{})));
   using SmemDS = decltype(tile_to_shape(Atom{}, Shape<Int<BR>, Int<BC>>{}));
+  // pds: P^T and dS^T stored keys x queries (queries contiguous: the K-major A
+  // of dV += P^T dO and dK += dS^T Q; each warpgroup's 64 keys are one
+  // contiguous half), and dS (queries x keys) as the MN-major A of dQ = dS K
+  // through a transposed view of the dS^T tile.
+  using SmemPt = decltype(tile_to_shape(Atom{}, Shape<Int<BC>, Int<BR>>{}));
+  using SmemPtT = decltype(composition(SmemPt{}, make_layout(Shape<Int<BR>, Int<BC>>{}, Stride<Int<BC>, _1>{})));
+  using MmaKVss = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<T, T, float, Shape<_64, Int<D>, Int<BR>>, GMMA::Major::K, GMMA::Major::MN>(),
+      Layout<Shape<_2, _1, _1>>{}));
+  using MmaDQpds = std::conditional_t<
+      kDqSplitN,
+      decltype(make_tiled_mma(
+          GMMA::ss_op_selector<T, T, float, Shape<_64, Int<D / 2>, Int<BC>>, GMMA::Major::MN, GMMA::Major::MN>(),
+          Layout<Shape<_1, _2, _1>>{})),
+      decltype(make_tiled_mma(
+          GMMA::ss_op_selector<T, T, float, Shape<_64, Int<D>, _64>, GMMA::Major::MN, GMMA::Major::MN>(),
+          Layout<Shape<_1, _1, _1>>{}))>;
+  // pds named barriers over the 256 consumers: 2 (LSE and D of the query
+  // block, one copy for both warpgroups), 3 (P^T stored before the dV
+  // products read it; one per warpgroup, with its id in a register, was a
+  // spilled register).
+  static constexpr int kBarLse = 2, kBarP = 3;
+  // Element offset of (key r, query c) in an SmemPt tile: rows of BR = 64
+  // bf16 (128 bytes), atoms of 8 rows stacked along the keys, and the 128-byte
+  // swizzle (16-byte chunk index XOR row % 8) of GMMA::Layout_K_SW128_Atom,
+  // the tile 1024-byte aligned. Checked against the cute layout by
+  // experiments/attention_pt_offset_check.cpp on the host.
+  __host__ __device__ static constexpr int pt_offset(int r, int c) { return (r * BR + c) ^ ((r & 7) << 3); }
 
   using Pipeline = cutlass::PipelineTmaAsync<ST>;
   using PipelineState = typename Pipeline::PipelineState;
@@ -148,12 +178,15 @@ struct BwdKv {
     cute::array_aligned<T, cosize_v<SmemK>, 1024> v;
     cute::array_aligned<T, cosize_v<SmemQ>, 1024> q;
     cute::array_aligned<T, cosize_v<SmemQ>, 1024> dO;
-    cute::array_aligned<T, DQ != 0 ? cosize_v<SmemDS> : 8, 1024> ds;
+    // dS (pds: dS^T, SmemPt, then P^T at pt(): both 1024-byte aligned, 16 KB each).
+    cute::array_aligned<T, (DQ != 0 ? cosize_v<SmemDS> : 8) + (kPds ? cosize_v<SmemPt> : 0), 1024> ds;
+    __device__ T* pt() { return ds.data() + cosize_v<SmemDS>; }
     alignas(128) float dqs[kTma ? 2 : 1][kTma ? BR * D : 4];  // TMA dQ: double-buffered tile
-    // Per consumer warpgroup, double-buffered: LSE (log2 units, +inf where P
-    // must be 0) and D of the current query block's BR rows.
-    alignas(16) float lse2[2][2][BR];
-    alignas(16) float dvec[2][2][BR];
+    // Per consumer warpgroup (pds: one copy for both, to fit 227 KB at d128),
+    // double-buffered: LSE (log2 units, +inf where P must be 0) and D of the
+    // current query block's BR rows.
+    alignas(16) float lse2[kPds ? 1 : 2][2][BR];
+    alignas(16) float dvec[kPds ? 1 : 2][2][BR];
     typename Pipeline::SharedStorage pipe_q;
     typename Pipeline::SharedStorage pipe_do;
     alignas(8) uint64_t kv_bar;
@@ -198,6 +231,196 @@ struct BwdKv {
     return p.window > 0 ? window_first_block(m * BR + (p.Sk - p.Sq) - p.window + 1, BC, 1 << 30) : 0;
   }
 };
+
+// The consumers' walk of the pds variants (Cfg::PDS, TMA dQ; FlashAttention-4's
+// sm90 schedule): per query block, S^T = K Q^T and dP^T = V dO^T (SS, their
+// accumulators local to the step), P^T to shared memory (bf16) and dV += P^T
+// dO (SS) issued; dS^T = P^T (dP^T - D) to shared memory, then dK += dS^T Q
+// and dQ part = dS K (SS, dS through the transposed view), so the S^T and
+// dP^T registers are dead before the dQ accumulator is live. dQ is handed to
+// the writer warp as in the other TMA variants. Registers at the peak: dV, dK
+// (D / 2 each), S^T, dP^T (BR / 2 each) per thread.
+template <class K_, class Acc>
+__device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typename K_::SharedStorage& ss,
+                                               typename K_::Pipeline& pipe_q, typename K_::Pipeline& pipe_do,
+                                               int n_block, int hk, int b, int m_begin, Acc& tdVacc, Acc& tdKacc) {
+  using T = typename K_::T;
+  using PipelineState = typename K_::PipelineState;
+  constexpr int D = K_::D, BR = K_::BR, BC = K_::BC;
+  const int ctid = int(threadIdx.x) - 128;
+  const int lane = ctid % 32, wq = (ctid % 128) / 32, wg = ctid / 128, t = ctid % 128;
+  const int kl0 = wg * 64 + wq * 16 + lane / 4;  // keys kl0, kl0 + 8 of the block (this thread's rows)
+  const int key0 = n_block * BC + kl0;
+  const int col_lane = 2 * (lane % 4);
+  const int diag_off = p.Sk - p.Sq;
+  // The walk's end from shared memory (kept in a register from the kernel's
+  // start, across setmaxnreg, ptxas spilled it).
+  const int m_stop = ss.m_stop;
+
+  Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename K_::SmemK{});
+  Tensor sV = make_tensor(make_smem_ptr(ss.v.data()), typename K_::SmemK{});
+  Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename K_::SmemQ{});
+  Tensor sdO = make_tensor(make_smem_ptr(ss.dO.data()), typename K_::SmemQ{});
+  Tensor sQt = make_tensor(make_smem_ptr(ss.q.data()), typename K_::SmemQt{});
+  Tensor sdOt = make_tensor(make_smem_ptr(ss.dO.data()), typename K_::SmemQt{});
+  Tensor sKt = make_tensor(make_smem_ptr(ss.k.data()), typename K_::SmemKt{});
+  Tensor sPt = make_tensor(make_smem_ptr(ss.pt()), typename K_::SmemPt{});    // (BC, BR)
+  Tensor sdSt = make_tensor(make_smem_ptr(ss.ds.data()), typename K_::SmemPt{});  // (BC, BR)
+  Tensor sdS = make_tensor(make_smem_ptr(ss.ds.data()), typename K_::SmemPtT{});  // (BR, BC) view
+  __nv_bfloat16* const pt_base = reinterpret_cast<__nv_bfloat16*>(ss.pt());
+  __nv_bfloat16* const ds_base = reinterpret_cast<__nv_bfloat16*>(ss.ds.data());
+
+  typename K_::MmaSdP mma_sdp;
+  typename K_::MmaKVss mma_kv;
+  typename K_::MmaDQpds mma_dq;
+  auto thr_sdp = mma_sdp.get_thread_slice(ctid);
+  auto thr_kv = mma_kv.get_thread_slice(ctid);
+  Tensor tSrK = thr_sdp.partition_fragment_A(sK);  // (MMA, 1, D/16)
+  Tensor tSrV = thr_sdp.partition_fragment_A(sV);
+  Tensor tSrQ = thr_sdp.partition_fragment_B(sQ);  // (MMA, 1, D/16, ST)
+  Tensor tSrdO = thr_sdp.partition_fragment_B(sdO);
+  Tensor tKVrP = thr_kv.partition_fragment_A(sPt);  // (MMA, 1, BR/16)
+  Tensor tKVrdS = thr_kv.partition_fragment_A(sdSt);
+  Tensor tKVrdO = thr_kv.partition_fragment_B(sdOt);  // (MMA, 1, BR/16, ST)
+  Tensor tKVrQ = thr_kv.partition_fragment_B(sQt);
+
+  PipelineState st;
+  int it = 0;
+  for (int g = 0; g < p.group; ++g) {
+    const int h = hk * p.group + g;
+    const int64_t bh = int64_t(b) * p.H + h;
+    for (int m = K_::m_first(m_begin, m_stop); m != K_::m_end(m_begin, m_stop); m += K_::kMStep, ++it) {
+      const int q0 = m * BR, buf = it % 2;
+      // LSE (log2 units, +inf where P must be 0) and D of the BR rows: loaded
+      // by warpgroup 0, one copy for both (double-buffered: the other buffer
+      // may still be read by the previous block's slower warps).
+      float ld_lse = INFINITY, ld_d = 0.f;
+      if (wg == 0 && t < BR && q0 + t < p.Sq) {
+        const float x = __ldg(p.lse + bh * p.Sq + q0 + t);
+        ld_lse = x == -INFINITY ? INFINITY : x * 1.4426950408889634f;
+        ld_d = __ldg(p.Dvec + bh * p.Sq + q0 + t);
+      }
+      Tensor tSrS = partition_fragment_C(mma_sdp, Shape<Int<BC>, Int<BR>>{});
+      Tensor tSrdP = partition_fragment_C(mma_sdp, Shape<Int<BC>, Int<BR>>{});
+      static_assert(decltype(size(tSrS))::value == BR / 2, "64 x BR scores per warpgroup");
+      pipe_q.consumer_wait(st);
+      detail::wg_gemm<true, false>(mma_sdp, tSrK, tSrQ(_, _, _, st.index()), tSrS);
+      pipe_do.consumer_wait(st);
+      detail::wg_gemm<true, false>(mma_sdp, tSrV, tSrdO(_, _, _, st.index()), tSrdP);
+      if (wg == 0 && t < BR) {
+        ss.lse2[0][buf][t] = ld_lse;
+        ss.dvec[0][buf][t] = ld_d;
+      }
+      detail::named_sync(K_::kBarLse, 256);
+      const float* lse2 = ss.lse2[0][buf];
+      const float* dd = ss.dvec[0][buf];
+      warpgroup_wait<1>();  // S^T done
+      if (p.softcap) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int v = 0; v < BR / 2; ++v) tSrS(v) = detail::softcap_raw(tSrS(v), p.cap_k, p.cap_c);
+      }
+      const bool need_mask = n_block * BC + BC > p.Sk || (p.causal && n_block * BC + BC - 1 > q0 + diag_off) ||
+                             (p.window > 0 && n_block * BC <= q0 + BR - 1 + diag_off - p.window);
+      CUTLASS_PRAGMA_UNROLL
+      for (int v = 0; v < BR / 2; ++v) {
+        const int j = 8 * (v / 4) + col_lane + (v % 2);  // query column within the block
+        float e = detail::ex2(fmaf(tSrS(v), p.scale_log2, -lse2[j]));
+        if (need_mask) {
+          // Key - query offsets outside (lo, hi] are masked (hi: causal, lo: window).
+          const int key = key0 + 8 * ((v / 2) % 2);
+          const int dlt = key - (q0 + j);
+          const int hi = p.causal ? diag_off : INT_MAX;
+          const int lo = p.window > 0 ? diag_off - p.window : INT_MIN;
+          if (key >= p.Sk || dlt > hi || dlt <= lo) e = 0.f;
+        }
+        tSrS(v) = e;
+      }
+      // P^T (bf16) to this warpgroup's rows of the tile: values v, v + 1 are
+      // queries j, j + 1 of one key, one 32-bit store (4 lanes fill 16 bytes
+      // of a row, the swizzle spreads the 8 rows of a warp over the banks).
+      // (Addresses from the tile bases in shared memory, swizzled by hand:
+      // through cute's swizzled pointer they became generic 64-bit stores.)
+      // Keys kl0 + 8 are 512 elements on (the swizzle reads row % 8 only):
+      // one address per 8-query chunk.
+      CUTLASS_PRAGMA_UNROLL
+      for (int v = 0; v < BR / 2; v += 2)
+        *reinterpret_cast<__nv_bfloat162*>(pt_base + K_::pt_offset(kl0, 8 * (v / 4) + col_lane) +
+                                           8 * BR * ((v / 2) % 2)) = __floats2bfloat162_rn(tSrS(v), tSrS(v + 1));
+      cutlass::arch::fence_view_async_shared();  // generic-proxy stores before the wgmma reads
+      detail::named_sync(K_::kBarP, 256);
+      detail::wg_gemm<false, false>(mma_kv, tKVrP, tKVrdO(_, _, _, st.index()), tdVacc);
+      if (p.softcap) {
+        // P^T times 1 - t^2, t recovered from P^T and the LSE (as the other kv kernels).
+        CUTLASS_PRAGMA_UNROLL
+        for (int v = 0; v < BR / 2; ++v)
+          tSrS(v) *= detail::softcap_grad(tSrS(v), lse2[8 * (v / 4) + col_lane + (v % 2)], p.cap_t);
+      }
+      warpgroup_wait<1>();  // dP^T done (dV may still run)
+      CUTLASS_PRAGMA_UNROLL
+      for (int v = 0; v < BR / 2; v += 2) {
+        const int j = 8 * (v / 4) + col_lane;
+        const float2 d2 = *reinterpret_cast<const float2*>(dd + j);
+        *reinterpret_cast<__nv_bfloat162*>(ds_base + K_::pt_offset(kl0, j) + 8 * BR * ((v / 2) % 2)) =
+            __floats2bfloat162_rn(tSrS(v) * (tSrdP(v) - d2.x), tSrS(v + 1) * (tSrdP(v + 1) - d2.y));
+      }
+      cutlass::arch::fence_view_async_shared();
+      detail::named_sync(1, 256);  // both warpgroups' dS^T: dQ reads every key
+      detail::wg_gemm<false, false>(mma_kv, tKVrdS, tKVrQ(_, _, _, st.index()), tdKacc);
+      Tensor tdQacc = partition_fragment_C(mma_dq, Shape<Int<BR>, Int<D>>{});
+      static_assert(decltype(size(tdQacc))::value == K_::kDqPerThread, "dQ part per thread");
+      if constexpr (K_::kDqSplitN) {
+        auto thr_dq = mma_dq.get_thread_slice(ctid);
+        Tensor tQrdS = thr_dq.partition_fragment_A(sdS);
+        Tensor tQrK = thr_dq.partition_fragment_B(sKt);
+        detail::wg_gemm<true, false>(mma_dq, tQrdS, tQrK, tdQacc);
+      } else {
+        // d = 64: each warpgroup its own 64 keys (K split), summed below.
+        auto thr_dq = mma_dq.get_thread_slice(t);
+        Tensor sdS_half = local_tile(sdS, Shape<Int<BR>, _64>{}, make_coord(0, wg));
+        Tensor sKt_half = local_tile(sKt, Shape<Int<D>, _64>{}, make_coord(0, wg));
+        Tensor tQrdS = thr_dq.partition_fragment_A(sdS_half);
+        Tensor tQrK = thr_dq.partition_fragment_B(sKt_half);
+        detail::wg_gemm<true, false>(mma_dq, tQrdS, tQrK, tdQacc);
+      }
+      warpgroup_wait<0>();  // dV, dK, dQ part done: the Q and dO stages, P^T and dS^T are free
+      pipe_q.consumer_release(st);
+      pipe_do.consumer_release(st);
+      detail::named_sync(1, 256);  // both have read dS^T before the next block writes it
+      if constexpr (!K_::kDqSplitN) {
+        // d = 64: warpgroup 1's part added to warpgroup 0's through the dS^T
+        // tile (64 x 64 fp32 = its 16 KB; both have read it).
+        float* xch = reinterpret_cast<float*>(ss.ds.data());
+        if (wg == 1) {
+          CUTLASS_PRAGMA_UNROLL
+          for (int i = 0; i < size(tdQacc); i += 2)
+            *reinterpret_cast<float2*>(xch + K_::dq_tile_offset(t, i)) = make_float2(tdQacc(i), tdQacc(i + 1));
+        }
+        detail::named_sync(1, 256);
+        if (wg == 0) {
+          CUTLASS_PRAGMA_UNROLL
+          for (int i = 0; i < size(tdQacc); i += 2) {
+            const float2 o = *reinterpret_cast<const float2*>(xch + K_::dq_tile_offset(t, i));
+            tdQacc(i) += o.x;
+            tdQacc(i + 1) += o.y;
+          }
+        }
+        detail::named_sync(1, 256);  // read before the next query block writes dS^T there
+      }
+      // The writer warp has read buffer buf (iteration it - 2) before it is written again.
+      if (it >= 2) detail::named_sync(K_::kBarEmpty + buf, K_::kBarDqThreads);
+      if (K_::kDqSplitN || wg == 0) {
+        float* tile = ss.dqs[buf];
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < size(tdQacc); i += 2)
+          *reinterpret_cast<float2*>(tile + K_::dq_tile_offset(ctid, i)) =
+              make_float2(tdQacc(i) * p.scale, tdQacc(i + 1) * p.scale);
+      }
+      cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);  // visible to the bulk copy
+      detail::named_arrive(K_::kBarFull + buf, K_::kBarDqThreads);
+      ++st;
+    }
+  }
+}
 
 template <class Cfg>
 __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __grid_constant__ typename BwdKv<Cfg>::Params p) {
@@ -325,12 +548,19 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
         auto [tQg, tQs] = tma_partition(p.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
         auto [tdOg, tdOs] =
             tma_partition(p.tma_do, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sdO), group_modes<0, 2>(gdO));
-        for (int m = K_::m_first(m_begin, ss.m_stop); m != K_::m_end(m_begin, ss.m_stop); m += K_::kMStep) {
+        auto load = [&](int m) {
           pipe_q.producer_acquire(st);
           copy(p.tma_q.with(*pipe_q.producer_get_barrier(st)), tQg(_, m), tQs(_, st.index()));
           pipe_do.producer_acquire(st);
           copy(p.tma_do.with(*pipe_do.producer_get_barrier(st)), tdOg(_, m), tdOs(_, st.index()));
           ++st;
+        };
+        if constexpr (K_::kPds) {
+          // Not unrolled: unrolled (4x), its 24 registers spilled.
+#pragma unroll 1
+          for (int m = K_::m_first(m_begin, ss.m_stop); m != K_::m_end(m_begin, ss.m_stop); m += K_::kMStep) load(m);
+        } else {
+          for (int m = K_::m_first(m_begin, ss.m_stop); m != K_::m_end(m_begin, ss.m_stop); m += K_::kMStep) load(m);
         }
       }
     }
@@ -368,7 +598,12 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
     Tensor tdSr = make_tensor<T>(partition_shape_A(mma_kv, Shape<Int<BC>, Int<BR>>{}));
     static_assert(decltype(size(tPr))::value == BR / 2, "P^T fragment matches the score fragment");
 
-    if (iters > 0) {
+    if constexpr (K_::kPds) {
+      if (iters > 0) {
+        Barrier::wait(&ss.kv_bar, 0);
+        kv_consume_pds<K_>(p, ss, pipe_q, pipe_do, n_block, hk, b, m_begin, tdVacc, tdKacc);
+      }
+    } else if (iters > 0) {
       Barrier::wait(&ss.kv_bar, 0);
       PipelineState st;
       int it = 0;
@@ -995,7 +1230,12 @@ void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const flo
   if constexpr (K_::kTma) {
     const int64_t tiles = pr.B * pr.H * int64_t(P.m_blocks);
     const int64_t n = tiles * Cfg::BR * D;
-    const unsigned blocks = unsigned(std::min<int64_t>((n + 255) / 256, 132 * 32));
+    // A grid-stride loop: 32 blocks of 256 threads per SM of this device
+    // (elementwise, so the bound changes no bit).
+    int dev = 0, sms = 0;
+    DETFUSE_CUDA_CHECK(cudaGetDevice(&dev));
+    DETFUSE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    const unsigned blocks = unsigned(std::min<int64_t>((n + 255) / 256, int64_t(std::max(sms, 1)) * 32));
     attention_bwd_dq_tma_convert_kernel<Cfg><<<blocks, 256, 0, stream>>>(
         dq, static_cast<__nv_bfloat16*>(a.dQ), tiles, Sq, P.m_blocks);
     DETFUSE_CUDA_CHECK(cudaGetLastError());

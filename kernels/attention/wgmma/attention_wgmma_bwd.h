@@ -38,9 +38,15 @@ namespace detfuse::attention::wg {
 // the dQ accumulator, 2 plain stores of its key block's partial into the
 // partials slab (bwd_common.h layout), summed in fixed order afterwards, 3
 // ordered adds into the dQ accumulator (key block n adds after 0 .. n-1).
-template <int D_, int BR_, int STAGES_, int DQ_>
+// PDS 1 (TMA dQ only, the FlashAttention-4 sm90 manner): P^T and dS^T go to
+// shared memory as bf16 once formed, dV += P^T dO, dK += dS^T Q and dQ = dS K
+// read them from there (wgmma SS), and the S^T, dP^T accumulators live only
+// inside one query block's step, so they are dead when the dQ product is
+// issued (the kernels without it hold S^T, dP^T, P^T, dS^T, dK, dV and the dQ
+// part together and spill at d = 128).
+template <int D_, int BR_, int STAGES_, int DQ_, int PDS_ = 0>
 struct BwdKvConfig {
-  static constexpr int D = D_, BR = BR_, BC = 128, STAGES = STAGES_, DQ = DQ_;
+  static constexpr int D = D_, BR = BR_, BC = 128, STAGES = STAGES_, DQ = DQ_, PDS = PDS_;
   static constexpr bool DQ_ATOMIC = DQ == 1 || DQ == 4, DQ_PARTIALS = DQ == 2, DQ_ORDERED = DQ == 3 || DQ == 5;
   static constexpr bool DQ_TMA = DQ == 4 || DQ == 5;
   static_assert(D == 64 || D == 128, "head dim 64 or 128");
@@ -50,8 +56,10 @@ struct BwdKvConfig {
   static_assert(!DQ_PARTIALS || D == 128,
                 "partials: each dQ element of a key block written once (the d = 128 column split)");
   static_assert(STAGES >= 2, "at least a double-buffered Q/dO ring");
-  // K, V (BC x D), STAGES Q and dO tiles (BR x D), dS (BR x BC) when DQ; bf16.
-  static constexpr int kSmemTiles = 2 * (2 * BC * D + 2 * STAGES * BR * D + (DQ != 0 ? BR * BC : 0));
+  static_assert(PDS == 0 || (PDS == 1 && DQ_TMA), "pds: P^T and dS^T in shared memory, TMA dQ only");
+  // K, V (BC x D), STAGES Q and dO tiles (BR x D), dS (BR x BC) when DQ, P^T (BC x BR) when PDS; bf16.
+  static constexpr int kSmemTiles =
+      2 * (2 * BC * D + 2 * STAGES * BR * D + (DQ != 0 ? BR * BC : 0) + (PDS ? BR * BC : 0));
   static constexpr int kSmemBytes = kSmemTiles + (DQ_TMA ? 2 * BR * D * 4 : 0);  // + the fp32 dQ tiles
   static_assert(kSmemBytes + 1024 <= 227 * 1024, "shared memory above the 227 KB of an sm_90 block");
 };
@@ -90,6 +98,13 @@ using KvD64Br64St4A = BwdKvConfig<64, 64, 4, 1>;
 using KvD64Br64St2O = BwdKvConfig<64, 64, 2, 3>;
 using KvD64Br64St2AT = BwdKvConfig<64, 64, 2, 4>;
 using KvD64Br64St2OT = BwdKvConfig<64, 64, 2, 5>;
+// P^T and dS^T through shared memory (PDS 1), TMA dQ.
+using KvD128Br64St2ATS = BwdKvConfig<128, 64, 2, 4, 1>;
+using KvD128Br64St2OTS = BwdKvConfig<128, 64, 2, 5, 1>;
+using KvD64Br64St2ATS = BwdKvConfig<64, 64, 2, 4, 1>;
+using KvD64Br64St2OTS = BwdKvConfig<64, 64, 2, 5, 1>;
+using KvD64Br64St3ATS = BwdKvConfig<64, 64, 3, 4, 1>;
+using KvD64Br64St3OTS = BwdKvConfig<64, 64, 3, 5, 1>;
 using DqD128Bc64St2 = BwdDqConfig<128, 64, 2>;
 using DqD64Bc128St2 = BwdDqConfig<64, 128, 2>;
 
@@ -142,6 +157,12 @@ DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br64St2)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br96St2)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br64St2A)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br64St4A)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2ATS)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br64St2ATS)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br64St2OTS)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br64St3ATS)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br64St3OTS)
 DETFUSE_ATTN_WGMMA_DQ_INSTANCES(extern, DqD128Bc64St2)
 DETFUSE_ATTN_WGMMA_DQ_INSTANCES(extern, DqD64Bc128St2)
 
