@@ -14,9 +14,10 @@
 # What to look for: the `level` column of the summary (and the notes in
 # verify.log): sm_count shown/failed per variant, config shown where a pair
 # agrees (the issue expects cuBLASLt owning across budgets: shown; wgmma
-# owning across budgets: failed today), portable not_checked on this branch
-# alone (emulate_stub.cpp) and shown/failed once s6-portable is merged;
-# "no green context" in a note means the driver refused the slices.
+# owning across budgets: failed today), portable shown/failed for the fp32
+# fma variants (FLCE and attention: the CPU emulation of s6-portable, merged)
+# and not_checked, "no CPU emulation", for the others; "no green context" in a
+# note means the driver refused the slices.
 set -u
 OUT=${OUT:-out}
 mkdir -p "$OUT"

@@ -158,6 +158,72 @@ TEST(TunerLevels, LevelChoicesGiveTheFastestAtEachLevelAndItsCost) {
   EXPECT_TRUE(eligible(cand("p", 1, db::kLevelPortable, checks(S, N, N, S)), false));
 }
 
+// A case whose only real part is the emulation's digests (check_portable's input).
+struct EmulatingCase : GpuCase {
+  std::optional<std::vector<std::pair<std::string, std::string>>> emu;
+  std::string why = "no CPU emulation of this variant";
+  int calls = 0;
+  void run_once(const Variant&) override {}
+  bool repeat_digests(const Variant&, int, const std::function<bool()>&, db::Determinism&,
+                      const std::function<bool()>&) override {
+    return true;
+  }
+  bool time_mode(const Variant&, Mode, const RepetitionPolicy&, const std::function<bool()>&, db::Timing&,
+                 int*) override {
+    return true;
+  }
+  void dump_outputs(const std::filesystem::path&) override {}
+  std::optional<std::vector<std::pair<std::string, std::string>>> emulated_digests(const Variant&, double max_flops,
+                                                                                   std::string* w) override {
+    ++calls;
+    EXPECT_EQ(max_flops, kPortableMaxFlops);
+    if (!emu && w) *w = why;
+    return emu;
+  }
+};
+
+TEST(TunerLevels, PortableIsShownWhenEveryOutputEqualsTheEmulation) {
+  const Registry reg = testing::fake_registry();
+  const Variant v(*reg.find_flce("flce.fp32.fma.owning.bm64"));
+  EmulatingCase c;
+  db::Determinism d = det('a', 'b');
+  d.checks.run_to_run = db::kCheckShown;
+  c.emu = std::vector<std::pair<std::string, std::string>>{{"dX", std::string(32, 'a')}, {"dW", std::string(32, 'b')}};
+  check_portable(c, v, d);
+  EXPECT_EQ(d.checks.portable, db::kCheckShown);
+  EXPECT_EQ(d.level, db::kLevelPortable);
+  EXPECT_EQ(d.checks.notes, "portable: every output equals the CPU emulation");
+
+  db::Determinism e = det('a', 'b');
+  e.checks.run_to_run = db::kCheckShown;
+  c.emu = std::vector<std::pair<std::string, std::string>>{{"dX", std::string(32, 'a')}, {"dW", std::string(32, 'f')}};
+  check_portable(c, v, e);
+  EXPECT_EQ(e.checks.portable, db::kCheckFailed);
+  EXPECT_EQ(e.level, db::kLevelRunToRun);
+  EXPECT_EQ(e.checks.notes, "portable: dW differ from the CPU emulation");
+
+  db::Determinism n = det('a', 'b');
+  n.checks.run_to_run = db::kCheckShown;
+  c.emu.reset();
+  check_portable(c, v, n);
+  EXPECT_EQ(n.checks.portable, db::kCheckNotChecked);
+  EXPECT_EQ(n.checks.notes, "portable: not checked: no CPU emulation of this variant");
+
+  // Not run-to-run: neither portable nor sm_count is attempted (no emulation,
+  // no GPU work).
+  db::Determinism noisy = det('a', 'b', true);
+  noisy.checks.run_to_run = db::kCheckFailed;
+  const int before = c.calls;
+  check_portable(c, v, noisy);
+  EXPECT_EQ(c.calls, before);
+  EXPECT_TRUE(check_sm_count(c, v, noisy, {}));
+  EXPECT_EQ(noisy.checks.portable, db::kCheckNotChecked);
+  EXPECT_EQ(noisy.checks.sm_count, db::kCheckNotChecked);
+  EXPECT_EQ(noisy.checks.notes,
+            "portable: not checked: the repeats were not run-to-run deterministic; sm_count: not checked: the repeats "
+            "were not run-to-run deterministic");
+}
+
 TEST(TunerLevels, SupervisorJsonCarriesTheChecks) {
   VariantOutcome o;
   db::Determinism d = det('a', 'b');
