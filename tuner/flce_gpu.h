@@ -100,8 +100,8 @@ class FlceGpuCase : public GpuCase {
                  db::Timing& t, int* uncapped) override;
   // loss.npy, lse.npy, dX.npy, dW.npy (float32; bf16 gradients widened).
   void dump_outputs(const std::filesystem::path& dir) override;
-  // The portable check (tuner/levels.h): fp32 problems keep their host inputs
-  // for it (reference::emulate_flce).
+  // The portable check (tuner/levels.h): problems small enough to emulate
+  // (kPortableMaxFlops) keep their host inputs for it (reference::emulate_flce).
   std::optional<std::vector<std::pair<std::string, std::string>>> emulated_digests(const Variant& v, double max_flops,
                                                                                    std::string* why) override;
 
@@ -112,7 +112,7 @@ class FlceGpuCase : public GpuCase {
   FlceMode mode_;
   DeviceInfo dev_;
   flce::DeviceCase case_;
-  std::optional<FlceHostInputs> host_;  // fp32 problems: the inputs, for the CPU emulation
+  std::optional<FlceHostInputs> host_;  // the inputs of a problem small enough to emulate
   DeviceBytes flush_;
   DeviceDigester digester_;
 };

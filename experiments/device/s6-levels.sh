@@ -48,14 +48,16 @@ pair() {  # pair KERNEL ENGINE PATTERN A B: the first name matching PATTERN endi
   a=$("$CLI" list --kernel "$1" --engine "$2" | awk '{print $1}' | grep -E "$3" | grep -E "[._]$4\$" | head -1)
   [ -n "$a" ] && echo "--variant $a --variant ${a%$4}$5"
 }
-FSHAPE=4100,256,8191   # N: 9 chunks at mb512, 5 at mb1024; D, V not multiples of the tiles
-for spec in "fma ^flce\.fp32\.fma\.owning\. fp32" "wgmma ^flce\.bf16\.wgmma\.owning\. bf16" \
-            "cublaslt ^flce\.bf16\.cublaslt\.owning\. bf16" "mma ^flce\.bf16\.mma\.owning\. bf16"; do
+# mb = MiB of logits per chunk: at V = 60013, N = 4700 is 3 chunks at mb512 and 2
+# at mb1024; D, V not multiples of the tiles. fp32 at D = 21: small enough for
+# the CPU emulation (tuner/levels.h kPortableMaxFlops).
+for spec in "fma ^flce\.fp32\.fma\.owning\. fp32 4700,21,60013" "wgmma ^flce\.bf16\.wgmma\.owning\. bf16 4700,256,60013" \
+            "cublaslt ^flce\.bf16\.cublaslt\.owning\. bf16 4700,256,60013" "mma ^flce\.bf16\.mma\.owning\. bf16 4700,256,60013"; do
   set -- $spec
   vs=$(pair flce "$1" "$2" mb512 mb1024)
   if [ -z "$vs" ]; then echo "=== verify: no $1 owning pair registered" | tee -a "$OUT/verify.log"; continue; fi
   # shellcheck disable=SC2086
-  run verify 60 "$CLI" verify --kernel flce --shape $FSHAPE --dtype "$3" $vs --repeats 3 --levels --db "$OUT/none.db"
+  run verify 60 "$CLI" verify --kernel flce --shape "$4" --dtype "$3" $vs --repeats 3 --levels --db "$OUT/none.db"
 done
 ASHAPE=1,4,2,300,333,64
 for dt in fp32 bf16; do
@@ -64,10 +66,10 @@ for dt in fp32 bf16; do
 done
 
 # 3. tune --levels quick (mma and cuBLASLt bf16 variants), then best at each level.
-run tune 90 "$CLI" tune --kernel flce --shape 2500,136,3001 --dtype bf16 --engine mma --engine cublaslt \
+run tune 90 "$CLI" tune --kernel flce --shape 4700,64,60013 --dtype bf16 --engine mma --engine cublaslt \
   --repeats 3 --levels --budget 75s --time-cap 5s --db "$OUT/levels.db"
 for L in run_to_run sm_count config portable; do
-  run best 20 "$CLI" best --kernel flce --shape 2500,136,3001 --dtype bf16 --level $L --json --db "$OUT/levels.db"
+  run best 20 "$CLI" best --kernel flce --shape 4700,64,60013 --dtype bf16 --level $L --json --db "$OUT/levels.db"
 done
 
 # Summary: the level of every variant verify ran, the GPU test, tune's level table, best per level.

@@ -1,6 +1,6 @@
 // GPU test of the determinism levels (skips without a GPU): an in-process
 // `tune --levels` of owning FLCE variants of one config group at two chunk
-// budgets (mb512, mb1024) on a multi-chunk shape, for the cuBLASLt, mma and
+// budgets (mb512, mb1024: MiB of logits per chunk) on a multi-chunk shape, for the cuBLASLt, mma and
 // fp32 fma engines; then every stored level is checked against the stored
 // digests: config shown exactly when the group's repeat-0 digests agree,
 // sm_count shown or failed (not_checked only without green contexts, said
@@ -59,13 +59,16 @@ TEST_F(LevelsGpu, TuneLevelsStoresLevelsConsistentWithTheDigests) {
     std::vector<std::string> variants;
   };
   std::vector<Case> cases;
-  // N = 2500: 5 chunks at mb512, 3 at mb1024; V and D not multiples of the tiles.
+  // mb is the chunk's logits budget in MiB: at V = 60013 a 512 MiB chunk holds
+  // about 2236 rows, so N = 4700 is 3 chunks at mb512 and 2 at mb1024 (as
+  // s6-portable's several_chunks case); D and V not multiples of the tiles.
+  // The fp32 shape stays under kPortableMaxFlops (the CPU emulation runs).
   for (const char* engine : {"cublaslt", "mma"}) {
     auto names = pair_of(DType::bf16, engine);
-    if (!names.empty()) cases.push_back({testing::problem(2500, 136, 3001), names});
+    if (!names.empty()) cases.push_back({testing::problem(4700, 72, 60013), names});
   }
   auto f32 = pair_of(DType::f32, "fma");
-  if (!f32.empty()) cases.push_back({testing::problem(1100, 72, 1003, DType::f32), f32});
+  if (!f32.empty()) cases.push_back({testing::problem(4700, 21, 60013, DType::f32), f32});
   ASSERT_FALSE(cases.empty()) << "no owning variant pair registered";
 
   testing::TempDir tmp;
