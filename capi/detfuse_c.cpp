@@ -216,7 +216,7 @@ const FlceVariant& named_variant(const char* name, const FlceProblem& p) {
 }
 
 // Resolves the selection (after check_selection and the problem's checks).
-Selected select(const detfuse_selection* s, const FlceProblem& p, FlceMode mode) {
+Selected select(const detfuse_selection* s, const FlceProblem& p, FlceMode mode, const std::string& level = "") {
   Selected r;
   if (s->kind == DETFUSE_SELECT_NAME) {
     r.variant = &named_variant(s->name, p);
@@ -227,7 +227,8 @@ Selected select(const detfuse_selection* s, const FlceProblem& p, FlceMode mode)
   require_device();
   tuner::Selection sel = s->kind == DETFUSE_SELECT_HEURISTIC
                              ? tuner::heuristic_only()
-                             : tuner::tuned(s->db_path ? s->db_path : db::kDefaultPath, s->allow_nondeterministic != 0);
+                             : tuner::tuned(s->db_path ? s->db_path : db::kDefaultPath, s->allow_nondeterministic != 0,
+                                            level);
   tuner::FlceChoice c = tuner::choose_flce(p, mode, sel);
   copy_choice(r, c);
   if (r.note.empty() && s->kind == DETFUSE_SELECT_HEURISTIC) r.note = "built-in heuristic requested";
@@ -393,9 +394,10 @@ struct AttentionSelected {
 // that runs both passes (Mode::forward_backward). Then the nearest tuned
 // shape, then the per-pass heuristic (tuner/best.h), each said in the note.
 AttentionSelected select_attention_on_device(const detfuse_selection* s, const AttentionProblem& p,
-                                             AttentionMode mode);
+                                             AttentionMode mode, const std::string& level);
 
-AttentionSelected select_attention(const detfuse_selection* s, const AttentionProblem& p, AttentionMode mode) {
+AttentionSelected select_attention(const detfuse_selection* s, const AttentionProblem& p, AttentionMode mode,
+                                   const std::string& level = "") {
   AttentionSelected r;
   if (s->kind == DETFUSE_SELECT_NAME) {
     r.variant = &named_attention_variant(s->name, p, mode);
@@ -404,7 +406,7 @@ AttentionSelected select_attention(const detfuse_selection* s, const AttentionPr
   }
   require_device();
   try {
-    return select_attention_on_device(s, p, mode);
+    return select_attention_on_device(s, p, mode, level);
   } catch (const Error& e) {
     if (e.kind() != Error::Kind::invalid_argument) throw;
     // "no registered attention variant can run ...": add the reason a variant
@@ -422,7 +424,7 @@ AttentionSelected select_attention(const detfuse_selection* s, const AttentionPr
 }
 
 AttentionSelected select_attention_on_device(const detfuse_selection* s, const AttentionProblem& p,
-                                             AttentionMode mode) {
+                                             AttentionMode mode, const std::string& level) {
   AttentionSelected r;
   if (s->kind == DETFUSE_SELECT_HEURISTIC) {
     r.variant = &attention::heuristic_variant(p, mode, current_device());
@@ -431,7 +433,8 @@ AttentionSelected select_attention_on_device(const detfuse_selection* s, const A
              " requested (deterministic owning variant first)";
     return r;
   }
-  const tuner::Selection sel = tuner::tuned(s->db_path ? s->db_path : db::kDefaultPath, s->allow_nondeterministic != 0);
+  const tuner::Selection sel =
+      tuner::tuned(s->db_path ? s->db_path : db::kDefaultPath, s->allow_nondeterministic != 0, level);
   const tuner::AttentionChoice c = tuner::choose_attention(
       p, mode == AttentionMode::forward ? tuner::Mode::forward : tuner::Mode::forward_backward, sel);
   copy_choice(r, c);
@@ -464,6 +467,17 @@ int32_t run_attention_mode(const char* fn, const detfuse_attention_problem* prob
     attention::run(*s.variant, p, m, a, static_cast<cudaStream_t>(stream));
     fill_attention_choice(choice, s);
   });
+}
+
+// The level of a *_choose_level call: checked without a GPU; only a TUNED
+// selection has stored levels to pick among.
+std::string level_of(const detfuse_selection* s, const char* level) {
+  if (!level || !*level) return "";
+  db::check_level_name(level, "level");
+  if (s->kind != DETFUSE_SELECT_TUNED)
+    throw invalid_argument(std::string("level: '") + level +
+                           "' needs a tuned selection (selection.kind 2): only stored results have a level");
+  return level;
 }
 
 }  // namespace
@@ -550,6 +564,18 @@ int32_t detfuse_flce_choose(const detfuse_flce_problem* problem, int32_t mode, c
   });
 }
 
+int32_t detfuse_flce_choose_level(const detfuse_flce_problem* problem, int32_t mode,
+                                  const detfuse_selection* selection, const char* level, detfuse_choice* choice) {
+  return guard("detfuse_flce_choose_level", [&] {
+    const FlceMode m = to_mode(mode);
+    const FlceProblem p = to_problem(problem);
+    check_selection(selection);
+    const std::string l = level_of(selection, level);
+    require_nonnull(choice, "choice");
+    fill_choice(choice, select(selection, p, m, l));
+  });
+}
+
 int32_t detfuse_flce_workspace_size(const detfuse_flce_problem* problem, int32_t mode,
                                     const detfuse_selection* selection, size_t* bytes) {
   return guard("detfuse_flce_workspace_size", [&] {
@@ -633,6 +659,19 @@ int32_t detfuse_attention_choose(const detfuse_attention_problem* problem, int32
     check_attention_selection(selection);
     require_nonnull(choice, "choice");
     fill_attention_choice(choice, select_attention(selection, p, m));
+  });
+}
+
+int32_t detfuse_attention_choose_level(const detfuse_attention_problem* problem, int32_t mode,
+                                       const detfuse_selection* selection, const char* level,
+                                       detfuse_choice* choice) {
+  return guard("detfuse_attention_choose_level", [&] {
+    const AttentionMode m = to_attention_mode(mode);
+    const AttentionProblem p = to_attention_problem(problem);
+    check_attention_selection(selection);
+    const std::string l = level_of(selection, level);
+    require_nonnull(choice, "choice");
+    fill_attention_choice(choice, select_attention(selection, p, m, l));
   });
 }
 

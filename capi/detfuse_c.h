@@ -36,8 +36,11 @@ extern "C" {
 #endif
 
 /* 1: FLCE and digests. 2: attention entry points (detfuse_attention_*).
- * 3: detfuse_attention_problem.softcap and .window. */
-#define DETFUSE_C_ABI_VERSION 3
+ * 3: detfuse_attention_problem.softcap and .window.
+ * 4: detfuse_flce_choose_level and detfuse_attention_choose_level (a tuned
+ *    choice at a determinism level); every version-3 function and struct is
+ *    unchanged. */
+#define DETFUSE_C_ABI_VERSION 4
 
 typedef enum detfuse_status {
   DETFUSE_OK = 0,
@@ -149,6 +152,17 @@ DETFUSE_C_API int32_t detfuse_flce_variant_name(int64_t index, char* name, size_
  * GPU; HEURISTIC and TUNED query the current device. */
 DETFUSE_C_API int32_t detfuse_flce_choose(const detfuse_flce_problem* problem, int32_t mode,
                                           const detfuse_selection* selection, detfuse_choice* choice);
+/* As detfuse_flce_choose, with the determinism level the stored result must
+ * have: "run_to_run", "sm_count", "config", "portable" or "none" (any); NULL or
+ * "" = the default rule (run_to_run, deterministic by design). Only for a
+ * TUNED selection (another kind with a level: DETFUSE_ERR_INVALID_ARGUMENT);
+ * an unknown name is DETFUSE_ERR_INVALID_ARGUMENT before the GPU is touched.
+ * Without a stored result that has the level, the heuristic answers
+ * (source HEURISTIC, the note says its level was never shown). Run the chosen
+ * variant with a NAME selection of choice.name. (ABI 4) */
+DETFUSE_C_API int32_t detfuse_flce_choose_level(const detfuse_flce_problem* problem, int32_t mode,
+                                                const detfuse_selection* selection, const char* level,
+                                                detfuse_choice* choice);
 /* Workspace bytes the selected variant needs for (problem, mode). */
 DETFUSE_C_API int32_t detfuse_flce_workspace_size(const detfuse_flce_problem* problem, int32_t mode,
                                                   const detfuse_selection* selection, size_t* bytes);
@@ -238,6 +252,11 @@ DETFUSE_C_API int32_t detfuse_attention_variant_name(int64_t index, char* name, 
  * refused for the backward with its reason); HEURISTIC and TUNED need a device. */
 DETFUSE_C_API int32_t detfuse_attention_choose(const detfuse_attention_problem* problem, int32_t mode,
                                                const detfuse_selection* selection, detfuse_choice* choice);
+/* As detfuse_attention_choose, with a determinism level (as
+ * detfuse_flce_choose_level). (ABI 4) */
+DETFUSE_C_API int32_t detfuse_attention_choose_level(const detfuse_attention_problem* problem, int32_t mode,
+                                                     const detfuse_selection* selection, const char* level,
+                                                     detfuse_choice* choice);
 /* Workspace bytes the selected variant needs for (problem, mode). */
 DETFUSE_C_API int32_t detfuse_attention_workspace_size(const detfuse_attention_problem* problem, int32_t mode,
                                                        const detfuse_selection* selection, size_t* bytes);

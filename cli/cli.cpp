@@ -437,6 +437,8 @@ int cmd_best(Env& env, const std::vector<std::string>& args) {
   d.add_options()("db", po::value<std::string>()->default_value(db::kDefaultPath), "the database")(
       "gpu", po::value<std::string>(), "a GPU of the database (UUID, UUID prefix or name prefix); no GPU needed")(
       "allow-nondeterministic", "let nondeterministic (atomic) variants be the best")(
+      "level", po::value<std::string>(),
+      "only results that have this determinism level: run_to_run, sm_count, config or portable (none: any)")(
       "json", "machine-readable output")("device", po::value<int>()->default_value(0), "CUDA device ordinal");
   po::variables_map vm;
   if (!parse(args, d, nullptr, vm,
@@ -444,9 +446,14 @@ int cmd_best(Env& env, const std::vector<std::string>& args) {
              "       detfuse best --kernel attention --shape B,H,Hkv,Sq,Sk,d [--causal] [--softcap C] [--window W] [--dtype bf16] ...\n\n"
              "The tuned best variant for this GPU and shape; else the nearest tuned shape with the same\n"
              "options (sum over the shape dims of |log2 ratio|: N, D, V; attention B, H, Hkv, Sq, Sk), marked\n"
-             "as such; else the built-in heuristic, marked as such.",
+             "as such; else the built-in heuristic, marked as such.\n\n"
+             "--level L: only stored results that have level L (its check and run_to_run shown; `tune` stores\n"
+             "run_to_run and config, `tune --levels` sm_count and portable too). Exit 1 when no stored result\n"
+             "has it (the heuristic choice is printed, its level never shown).",
              env.out))
     return 0;
+  const std::string level = vm.count("level") ? vm["level"].as<std::string>() : "";
+  if (!level.empty()) db::check_level_name(level, "--level");  // exit 2 before anything else
   tuner::Problem p = problem_from(vm);
   const bool allow_nd = vm.count("allow-nondeterministic") > 0;
   const std::string path = vm["db"].as<std::string>();
@@ -474,7 +481,9 @@ int cmd_best(Env& env, const std::vector<std::string>& args) {
     if (store) ids = tuner::device_rows_for(*store, dev);
   }
   tuner::BestAnswer a = tuner::resolve_best(store.get(), ids, dev, p, tuner::Mode::forward_backward, allow_nd, env.reg,
-                                            heuristic(env));
+                                            heuristic(env), level);
+  // A level asked for and no stored result has it: exit 1 (the answer is still printed).
+  const int code = !level.empty() && level != db::kLevelNone && a.source == tuner::ChoiceSource::heuristic ? 1 : 0;
   if (!store) a.notes.insert(a.notes.begin(), "no database at " + path);
   if (vm.count("json")) {
     tuner::Json j = {{"source", tuner::to_string(a.source)},
@@ -487,13 +496,17 @@ int cmd_best(Env& env, const std::vector<std::string>& args) {
       j["median_ms"] = tuner::json_number(a.result->median_ms);
       j["tflops"] = tuner::json_number(a.result->tflops);
       j["level"] = a.result->level;
+      const db::LevelChecks& c = a.result->checks;
+      j["checks"] = {{"run_to_run", c.run_to_run}, {"sm_count", c.sm_count}, {"config", c.config},
+                     {"portable", c.portable}, {"notes", c.notes}};
       j["seed"] = a.result->seed;
       j["recorded_at"] = a.result->recorded_at;
       j["build"] = a.result->build.version + " " + a.result->build.git_commit;
     }
+    if (!level.empty()) j["level_asked"] = level;
     j["notes"] = a.notes;
     env.out << tuner::json_text(j) << "\n";
-    return 0;
+    return code;
   }
   env.out << a.variant << "  (" << tuner::to_string(a.source) << ")\n";
   env.out << "  problem  " << a.problem_key << "\n  gpu      " << a.device << "\n";
@@ -502,11 +515,14 @@ int cmd_best(Env& env, const std::vector<std::string>& args) {
     std::snprintf(b, sizeof b, "  median   %.3f ms, %.1f TFLOP/s, determinism %s", a.result->median_ms, a.result->tflops,
                   a.result->level.c_str());
     env.out << b << "\n";
+    const db::LevelChecks& c = a.result->checks;
+    env.out << "  checks   run_to_run " << c.run_to_run << ", sm_count " << c.sm_count << ", config " << c.config
+            << ", portable " << c.portable << "\n";
     if (a.source == tuner::ChoiceSource::nearest)
       env.out << "  tuned on " << a.tuned_problem_key << " (distance " << a.distance << ")\n";
   }
   for (const auto& n : a.notes) env.out << "  note: " << n << "\n";
-  return 0;
+  return code;
 }
 
 // --------------------------------------------------------------- dispatch

@@ -54,6 +54,7 @@ int cmd_verify(Env& env, const std::vector<std::string>& args) {
       ("dump", po::value<std::string>(), "DIR to write every output as .npy (per variant when several)")
       ("db", po::value<std::string>()->default_value(db::kDefaultPath), "the database holding the stored digests")
       ("allow-nondeterministic", "`best` may resolve to a nondeterministic variant")
+      ("levels", "check the sm_count level (repeat 0 on 16 and 66 SMs) and the portable level (CPU emulation) too")
       ("sms", po::value<int>(), kSmsHelp)
       ("device", po::value<int>()->default_value(0), "CUDA device ordinal");
   po::variables_map vm;
@@ -66,13 +67,21 @@ int cmd_verify(Env& env, const std::vector<std::string>& args) {
              "output (flce: loss, lse, dX, dW; attention: O, lse, dQ, dK, dV), and compares them with the\n"
              "digests stored for this GPU, build, variant, problem and seed: `reproduced` (exit 0) or\n"
              "`mismatch` (exit 1); says so when nothing was stored. --all-variants prints the\n"
-             "config-invariance classes (variants whose outputs are bitwise identical).",
+             "config-invariance classes (variants whose outputs are bitwise identical).\n\n"
+             "Each variant's determinism level is printed with the outcome of every check (shown, failed,\n"
+             "not_checked): run_to_run (the K repeats), config (same bits as the other variants of its\n"
+             "family, dtype, engine and strategy in this call), and with --levels sm_count (repeat 0 on\n"
+             "16 and 66 SMs, rounded to the GPU's granularity, vs the whole GPU) and portable (the CPU\n"
+             "emulation). Nothing is stored; `tune --levels` stores the levels.",
              env.out))
     return 0;
   const bool all = vm.count("all-variants") > 0;
   if (!all && !vm.count("variant")) throw UsageError("give --variant NAME|best or --all-variants");
   if (all && vm.count("variant")) throw UsageError("--all-variants and --variant exclude each other");
+  if (vm.count("levels") && vm.count("sms"))
+    throw UsageError("--levels compares slices with the whole GPU: it cannot be combined with --sms");
   tuner::VerifyOptions o;
+  o.levels = vm.count("levels") > 0;
   o.problem = problem_from(vm, !vm.count("inputs"));
   o.seed = vm["seed"].as<int64_t>();
   o.repeats = vm["repeats"].as<int>();
@@ -134,6 +143,12 @@ int cmd_verify(Env& env, const std::vector<std::string>& args) {
         }
         env.out << "\n";
       }
+    }
+    if (!r.local.digests.empty()) {
+      const db::LevelChecks& c = r.local.checks;
+      env.out << "  level " << r.local.level << " (run_to_run " << c.run_to_run << ", sm_count " << c.sm_count
+              << ", config " << c.config << ", portable " << c.portable << ")\n";
+      if (!c.notes.empty()) env.out << "    " << c.notes << "\n";
     }
     for (const auto& w : r.differences) env.out << "  differs: " << w << "\n";
     if (r.status == tuner::kMismatch || r.status == "error") failed = true;

@@ -90,6 +90,8 @@ int cmd_tune(Env& env, const std::vector<std::string>& args) {
       ("force", "with --resume: measure again the variants this build already measured on this GPU (without it, "
        "a --resume with no unfinished run skips them, so a repeated `make tune` ends at once)")
       ("allow-nondeterministic", "let nondeterministic (atomic) variants win")
+      ("levels", "also check the sm_count level (2 more runs per variant, on 16 and 66 SMs) and the portable "
+       "level (CPU emulation of the fp32 fma variants); config is always checked")
       ("variant", po::value<std::vector<std::string>>()->composing(), "only these variants (repeatable)")
       ("engine", po::value<std::vector<std::string>>()->composing(),
        "only variants of these engines: fma, mma, wgmma, cublaslt (repeatable; with --variant, both must hold)")
@@ -116,7 +118,9 @@ int cmd_tune(Env& env, const std::vector<std::string>& args) {
              "lse, dX, dW; attention: O, lse, dQ, dK, dV), timing of forward+backward (L2 flushed, median of\n"
              ">= 5 repetitions, every sample stored). Results go to --db; the ranked table is printed at\n"
              "the end. Ctrl-C stops cleanly (run marked interrupted, exit 130); --resume continues it.\n"
-             "Progress and ETA go to stderr.",
+             "Progress and ETA go to stderr. Per problem, the fastest variant at each determinism level\n"
+             "(run_to_run, sm_count, config, portable) and its cost against the fastest overall is printed;\n"
+             "sm_count and portable are only checked with --levels.",
              env.out))
     return 0;
   const bool has_shape = vm.count("shape") > 0, has_preset = vm.count("preset") > 0;
@@ -186,6 +190,9 @@ int cmd_tune(Env& env, const std::vector<std::string>& args) {
                                           : std::to_string(vm.count("device") ? vm["device"].as<int>() : 0);
   const int sms = vm.count("sms") ? vm["sms"].as<int>() : 0;
   if (vm.count("sms")) tuner::check_sms_argument(sms);  // K < 1: exit 2 before any GPU work
+  o.levels = vm.count("levels") > 0;
+  if (o.levels && vm.count("sms"))
+    throw UsageError("--levels compares slices with the whole GPU: it cannot be combined with --sms");
 
   // Nothing here touches CUDA: the worker (forked below) queries the device and
   // measures, so a variant that takes its process down is recorded and the
@@ -237,6 +244,9 @@ int cmd_tune(Env& env, const std::vector<std::string>& args) {
       env.out << "best: none qualifies (correct and run_to_run deterministic"
               << (o.allow_nondeterministic ? "" : "; --allow-nondeterministic relaxes the latter") << ")\n";
     }
+    env.out << "determinism levels (the fastest variant that has each; cost against the fastest correct one"
+            << (o.levels ? "" : "; sm_count and portable need --levels") << "):\n"
+            << tuner::format_level_choices(pr.levels);
   }
   env.out << "\nrun " << r.run_uid << ": " << r.status << "; " << r.measured << " measured, " << r.cannot_run
           << " cannot run, " << r.skipped << " already done"

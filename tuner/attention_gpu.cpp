@@ -7,6 +7,8 @@
 
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/host_bf16.h"
+#include "reference/emulate.h"
+#include "tuner/levels.h"
 #include "tuner/npy.h"
 #include "tuner/sm_slice.h"
 
@@ -49,6 +51,8 @@ AttentionGpuCase::AttentionGpuCase(const AttentionProblem& p, Mode mode, const A
   check_size("K", in.K, nk_);
   check_size("V", in.V, nk_);
   if (mode == Mode::forward_backward) check_size("dO", in.dO, nq_);
+  // The portable check (tuner/levels.h) emulates problems up to kPortableMaxFlops: keep their inputs.
+  if (p.flops_forward() + p.flops_backward() <= kPortableMaxFlops) host_ = in;
   const size_t e = dtype_bytes(p.dtype);
   upload(Q_, in.Q, p.dtype);
   upload(K_, in.K, p.dtype);
@@ -206,6 +210,25 @@ void AttentionGpuCase::dump_outputs(const std::filesystem::path& dir) {
     write_npy(dir / "dK.npy", dK(), {p.B, p.Hkv, p.Sk, p.d});
     write_npy(dir / "dV.npy", dV(), {p.B, p.Hkv, p.Sk, p.d});
   }
+}
+
+std::optional<std::vector<std::pair<std::string, std::string>>> AttentionGpuCase::emulated_digests(
+    const Variant& v, double max_flops, std::string* why) {
+  auto no = [&](const std::string& w) {
+    if (why) *why = w;
+    return std::optional<std::vector<std::pair<std::string, std::string>>>();
+  };
+  if (!reference::has_emulation(v.name())) return no("no CPU emulation of this variant");
+  if (mode_ != Mode::forward_backward) return no("the case runs the forward pass only");
+  const double flops = p_.flops_forward() + p_.flops_backward();
+  if (flops > max_flops)
+    return no("the problem is too large to emulate (" + std::to_string(flops) + " FLOPs, limit " +
+              std::to_string(max_flops) + ")");
+  if (!host_) return no("the inputs were not kept");
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& o : reference::emulate_attention(v.name(), p_, *host_))
+    out.emplace_back(o.name, digest_host(o.bytes.data(), o.bytes.size()).hex());
+  return out;
 }
 
 }  // namespace detfuse::tuner

@@ -91,6 +91,10 @@ class AttentionGpuCase : public GpuCase {
   // A case prepared for forward_backward also runs the forward alone (bench's
   // forward-only variants); one prepared for the forward cannot do more.
   bool set_mode(Mode m) override;
+  // The portable check (tuner/levels.h): problems small enough to emulate
+  // (kPortableMaxFlops) keep their host inputs for it (reference::emulate_attention).
+  std::optional<std::vector<std::pair<std::string, std::string>>> emulated_digests(const Variant& v, double max_flops,
+                                                                                   std::string* why) override;
 
  private:
   void launch(const AttentionVariant& v, Mode m, const DeviceBytes& ws);
@@ -105,6 +109,7 @@ class AttentionGpuCase : public GpuCase {
   DeviceBuffer<float> lse_;
   DeviceBytes flush_;
   DeviceDigester digester_;
+  std::optional<AttentionHostInputs> host_;  // the inputs of a problem small enough to emulate
 };
 
 }  // namespace detfuse::tuner

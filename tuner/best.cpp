@@ -67,7 +67,8 @@ std::string fmt_ms(double ms) {
 
 BestAnswer resolve_best(const db::Store* store, const std::vector<db::Id>& device_ids, const DeviceInfo& dev,
                         const Problem& p, Mode mode, bool allow_nondeterministic, const Registry& reg,
-                        const HeuristicFn& heuristic) {
+                        const HeuristicFn& heuristic, const std::string& level) {
+  if (!level.empty()) db::check_level_name(level, "level");
   p.validate();
   BestAnswer a;
   a.problem_key = p.key();
@@ -83,7 +84,7 @@ BestAnswer resolve_best(const db::Store* store, const std::vector<db::Id>& devic
     const auto pid = store->find_problem(pr.key);
     // 1. exact problem
     for (size_t i = 0; pid && i < device_ids.size(); ++i) {
-      auto r = store->best(device_ids[i], *pid, allow_nondeterministic);
+      auto r = store->best(device_ids[i], *pid, allow_nondeterministic, std::nullopt, level);
       if (!r) continue;
       std::string why = usable(reg, r->variant_name, p, mode, dev);
       if (!why.empty()) {
@@ -100,7 +101,7 @@ BestAnswer resolve_best(const db::Store* store, const std::vector<db::Id>& devic
     }
     // 2. nearest tuned shape
     for (size_t i = 0; i < device_ids.size(); ++i) {
-      auto m = store->nearest_tuned(device_ids[i], pr, allow_nondeterministic);
+      auto m = store->nearest_tuned(device_ids[i], pr, allow_nondeterministic, std::nullopt, level);
       if (!m) continue;
       if (m->problem.record.key == pr.key) continue;  // exact, already passed over
       std::string why = usable(reg, m->best.variant_name, p, mode, dev);
@@ -115,12 +116,16 @@ BestAnswer resolve_best(const db::Store* store, const std::vector<db::Id>& devic
       a.notes.push_back("this shape was not tuned; nearest tuned shape " + m->problem.record.key +
                         " (distance " + fmt_g(m->distance) + "), where it ran in " +
                         fmt_ms(m->best.median_ms));
+      if (!level.empty() && level != db::kLevelNone)
+        a.notes.push_back("level " + level + " was shown on that shape, not on this one");
       if (i > 0) a.notes.push_back("tuned on this GPU under another driver");
       build_note(m->best);
       a.result = m->best;
       return a;
     }
-    a.notes.push_back("nothing tuned for this dtype and these options on this GPU");
+    a.notes.push_back(level.empty() ? "nothing tuned for this dtype and these options on this GPU"
+                                    : "no result stored for this dtype and these options on this GPU has level " +
+                                          level);
   } else if (!store) {
     a.notes.push_back("no tuning database");
   } else {
@@ -130,6 +135,8 @@ BestAnswer resolve_best(const db::Store* store, const std::vector<db::Id>& devic
   a.source = ChoiceSource::heuristic;
   a.variant = heuristic ? heuristic(p, mode, dev) : p.heuristic(reg, mode, dev);
   a.notes.push_back("built-in heuristic choice (not measured)");
+  if (!level.empty() && level != db::kLevelNone)
+    a.notes.push_back("its determinism level was never shown (asked for " + level + ")");
   return a;
 }
 

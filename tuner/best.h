@@ -48,9 +48,15 @@ struct BestAnswer {
 
 // store may be null (no database). device_ids: the store's rows for this GPU,
 // best first (exact device, then the same UUID under another driver).
+// `level` (a db level name; "" = the default rule: run_to_run and
+// deterministic by design, or anything with allow_nondeterministic): only a
+// stored result that HAS the level is taken (db::Store::best); a level taken
+// from the nearest tuned shape is noted as such (it was shown there, not on
+// this shape); the heuristic fallback says that its level was never shown.
+// An unknown level name throws invalid_argument.
 BestAnswer resolve_best(const db::Store* store, const std::vector<db::Id>& device_ids, const DeviceInfo& dev,
                         const Problem& p, Mode mode, bool allow_nondeterministic, const Registry& reg,
-                        const HeuristicFn& heuristic = {});
+                        const HeuristicFn& heuristic = {}, const std::string& level = "");
 
 // The store's rows for a GPU: the exact device record first, then others with
 // the same UUID (another driver).

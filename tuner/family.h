@@ -275,6 +275,9 @@ struct MeasureControl {
   double kill_after_s = 0;
   std::function<bool()> stop;       // true when the caller wants to stop (Ctrl-C)
   std::function<void(const std::string&)> note;  // optional sub-step progress
+  // `tune --levels`: after the repeats, the sm_count and portable checks
+  // (tuner/levels.h; 2 more runs of the variant, and a CPU emulation).
+  bool levels = false;
 };
 
 class Measurer {
@@ -332,6 +335,19 @@ class GpuCase {
   // What run_once and repeat_digests run from now on; false when the case
   // cannot (it was prepared for less, or its family's case has one mode).
   virtual bool set_mode(Mode) { return false; }
+  // The portable level check (tuner/levels.h): the XXH3-128 hex digest of
+  // every output of the variant's CPU emulation (reference/emulate.h) on the
+  // case's inputs, as (output, hex) in digest order; nullopt with `why` when
+  // there is none (no emulation of the variant, the case's mode is not
+  // forward+backward, the problem's forward+backward FLOPs exceed max_flops).
+  virtual std::optional<std::vector<std::pair<std::string, std::string>>> emulated_digests(const Variant& v,
+                                                                                           double max_flops,
+                                                                                           std::string* why) {
+    (void)v;
+    (void)max_flops;
+    if (why) *why = "this case has no CPU emulation";
+    return std::nullopt;
+  }
 };
 
 }  // namespace detfuse::tuner

@@ -11,6 +11,8 @@
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/timer.h"
 #include "kernels/flce/flce.h"
+#include "reference/emulate.h"
+#include "tuner/levels.h"
 #include "reference/inputs.h"
 #include "tuner/npy.h"
 #include "tuner/sm_slice.h"
@@ -39,6 +41,8 @@ FlceGpuCase::FlceGpuCase(const FlceProblem& p, FlceMode mode, const FlceHostInpu
   if (mode == FlceMode::backward)
     throw invalid_argument("mode: the tuner measures forward and forward_backward only");
   flce::validate_call(p, mode, case_.args(mode));
+  // The portable check (tuner/levels.h) emulates problems up to kPortableMaxFlops: keep their inputs.
+  if (p.flops_forward_backward() <= kPortableMaxFlops) host_ = in;
   // Twice the L2 size, written between repetitions, evicts the inputs from L2.
   flush_.allocate(size_t(std::max(dev.l2_bytes, 1 << 20)) * 2);
 }
@@ -143,6 +147,25 @@ std::vector<int64_t> sample_rows(int64_t N, int count, int64_t seed) {
   const uint64_t key = reference::stream_key(uint64_t(seed), 0x726f7773ull /* "rows" */);
   for (uint64_t i = 0; int(rows.size()) < count; ++i) rows.insert(int64_t(reference::splitmix64_at(key, i) % uint64_t(N)));
   return {rows.begin(), rows.end()};
+}
+
+std::optional<std::vector<std::pair<std::string, std::string>>> FlceGpuCase::emulated_digests(const Variant& v,
+                                                                                              double max_flops,
+                                                                                              std::string* why) {
+  auto no = [&](const std::string& w) {
+    if (why) *why = w;
+    return std::optional<std::vector<std::pair<std::string, std::string>>>();
+  };
+  if (!reference::has_emulation(v.name())) return no("no CPU emulation of this variant");
+  if (mode_ != FlceMode::forward_backward) return no("the case runs the forward pass only");
+  if (problem().flops_forward_backward() > max_flops)
+    return no("the problem is too large to emulate (" + std::to_string(problem().flops_forward_backward()) +
+              " FLOPs, limit " + std::to_string(max_flops) + ")");
+  if (!host_) return no("the inputs were not kept");
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& o : reference::emulate_flce(v.name(), problem(), *host_))
+    out.emplace_back(o.name, digest_host(o.bytes.data(), o.bytes.size()).hex());
+  return out;
 }
 
 }  // namespace detfuse::tuner

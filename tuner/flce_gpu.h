@@ -100,6 +100,10 @@ class FlceGpuCase : public GpuCase {
                  db::Timing& t, int* uncapped) override;
   // loss.npy, lse.npy, dX.npy, dW.npy (float32; bf16 gradients widened).
   void dump_outputs(const std::filesystem::path& dir) override;
+  // The portable check (tuner/levels.h): problems small enough to emulate
+  // (kPortableMaxFlops) keep their host inputs for it (reference::emulate_flce).
+  std::optional<std::vector<std::pair<std::string, std::string>>> emulated_digests(const Variant& v, double max_flops,
+                                                                                   std::string* why) override;
 
  private:
   void launch(const FlceVariant& v, const DeviceBytes& ws);
@@ -108,6 +112,7 @@ class FlceGpuCase : public GpuCase {
   FlceMode mode_;
   DeviceInfo dev_;
   flce::DeviceCase case_;
+  std::optional<FlceHostInputs> host_;  // the inputs of a problem small enough to emulate
   DeviceBytes flush_;
   DeviceDigester digester_;
 };

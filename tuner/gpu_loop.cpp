@@ -12,6 +12,7 @@
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/timer.h"
 #include "tuner/budget.h"
+#include "tuner/levels.h"
 #include "tuner/spread.h"
 
 namespace detfuse::tuner {
@@ -108,7 +109,10 @@ bool repeat_with_digests(const std::function<void()>& poison_and_run, const std:
     d.distinct[name] = int(s.size());
     all_one = all_one && s.size() == 1;
   }
-  d.level = all_one ? db::kLevelRunToRun : db::kLevelNone;
+  // run_to_run is shown by at least 2 repeats that agree (one repeat shows nothing).
+  d.checks.run_to_run = d.repeats < 2 ? db::kCheckNotChecked : all_one ? db::kCheckShown : db::kCheckFailed;
+  if (d.repeats < 2) d.checks.note("run_to_run", "not checked: a single repeat");
+  d.level = db::derive_level(d.checks);
   return true;
 }
 
@@ -197,6 +201,14 @@ VariantOutcome measure_case(GpuCase& c, const Variant& v, Mode timed, const Meas
       return out;
     }
     if (d.repeats < ctl.repeats) out.cut = "repeats " + std::to_string(d.repeats) + " of " + std::to_string(ctl.repeats);
+    if (ctl.levels) {
+      note("levels: sm_count on 16 and 66 SMs, portable against the CPU emulation");
+      if (!check_sm_count(c, v, d, ctl.stop)) {
+        out.interrupted = true;
+        return out;
+      }
+      check_portable(c, v, d);
+    }
     out.determinism = d;
     note("timing");
     RepetitionPolicy rp = reps;

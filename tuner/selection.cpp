@@ -29,6 +29,7 @@ Candidate candidate_from(const db::ResultRecord& r, const std::string& variant_n
   }
   if (r.determinism) {
     c.level = r.determinism->level;
+    c.checks = r.determinism->checks;
     std::string nd;
     for (const auto& [out, n] : r.determinism->distinct) {
       c.max_distinct = std::max(c.max_distinct, n);
@@ -58,7 +59,8 @@ bool eligible(const Candidate& c, bool allow_nondeterministic, std::string* why)
     return no(std::string("nondeterministic by design (fp32 atomics") +
               (c.level == db::kLevelRunToRun ? "; its repeats happened to agree" : "") +
               "); --allow-nondeterministic lets it win");
-  if (!allow_nondeterministic && c.level != db::kLevelRunToRun) {
+  // Every level above none implies run_to_run (db/records.h).
+  if (!allow_nondeterministic && db::level_rank(c.level) < db::level_rank(db::kLevelRunToRun)) {
     if (c.level.empty()) return no("determinism not checked");
     return no("nondeterministic" +
               (c.nondeterministic_outputs.empty() ? "" : " (distinct digests " + c.nondeterministic_outputs + ")") +
@@ -96,6 +98,58 @@ std::optional<Candidate> choose_best(const std::vector<Candidate>& cands, bool a
   auto rows = rank_candidates(cands, allow_nondeterministic);
   if (!rows.empty() && rows.front().rank == 1) return rows.front().c;
   return std::nullopt;
+}
+
+LevelReport level_choices(const std::vector<Candidate>& cands) {
+  LevelReport rep;
+  for (const auto& c : cands) {
+    if (c.status != db::kResultOk || !c.correct.value_or(false) || !c.median_ms) continue;
+    if (!rep.fastest || *c.median_ms < *rep.fastest->median_ms ||
+        (*c.median_ms == *rep.fastest->median_ms && c.variant < rep.fastest->variant))
+      rep.fastest = c;
+  }
+  const auto& names = db::level_names();
+  for (size_t i = 1; i < names.size(); ++i) {
+    LevelChoice lc;
+    lc.level = names[i];
+    for (const auto& c : cands) {
+      if (!eligible(c, false)) continue;
+      // A candidate without stored checks (level only) has run_to_run by its level.
+      const bool has = lc.level == db::kLevelRunToRun ? db::level_rank(c.level) >= 1 : c.checks.has(lc.level);
+      if (!has) continue;
+      if (!lc.best || *c.median_ms < *lc.best->median_ms ||
+          (*c.median_ms == *lc.best->median_ms && c.variant < lc.best->variant))
+        lc.best = c;
+    }
+    if (lc.best && rep.fastest && *rep.fastest->median_ms > 0) lc.ratio = *lc.best->median_ms / *rep.fastest->median_ms;
+    rep.levels.push_back(lc);
+  }
+  return rep;
+}
+
+std::string format_level_choices(const LevelReport& r) {
+  size_t w = 7;
+  for (const auto& l : r.levels)
+    if (l.best) w = std::max(w, l.best->variant.size());
+  if (r.fastest) w = std::max(w, r.fastest->variant.size());
+  std::ostringstream os;
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "%-10s  %-*s  %10s  %9s\n", "level", int(w), "variant", "median ms", "x fastest");
+  os << buf;
+  if (r.fastest) {
+    std::snprintf(buf, sizeof buf, "%-10s  %-*s  %10.3f  %9.3f\n", "(any)", int(w), r.fastest->variant.c_str(),
+                  *r.fastest->median_ms, 1.0);
+    os << buf;
+  }
+  for (const auto& l : r.levels) {
+    if (l.best)
+      std::snprintf(buf, sizeof buf, "%-10s  %-*s  %10.3f  %9.3f\n", l.level.c_str(), int(w), l.best->variant.c_str(),
+                    *l.best->median_ms, l.ratio);
+    else
+      std::snprintf(buf, sizeof buf, "%-10s  %-*s  %10s  %9s\n", l.level.c_str(), int(w), "(none shown)", "-", "-");
+    os << buf;
+  }
+  return os.str();
 }
 
 std::string format_ranked_table(const std::vector<RankedRow>& rows) {

@@ -21,7 +21,8 @@ struct Candidate {
   std::string reason;                  // why not ok
   std::optional<bool> correct;         // empty: not checked
   std::string correctness_note;        // e.g. "dW 3.1e-02 > 1.0e-02"
-  std::string level;                   // "run_to_run", "none", or empty: not checked
+  std::string level;                   // a db level name ("none" .. "portable"), or empty: not checked
+  db::LevelChecks checks;              // v6: each level check's outcome
   // What the variant's design promises. Digests that agree over K repeats are
   // evidence, not a promise: a variant built on atomics (whose order nothing
   // fixes) never wins by default even when its repeats happened to agree.
@@ -49,6 +50,23 @@ std::vector<RankedRow> rank_candidates(std::vector<Candidate> cands, bool allow_
 
 // The rank-1 row, if any candidate is eligible.
 std::optional<Candidate> choose_best(const std::vector<Candidate>& cands, bool allow_nondeterministic);
+
+// Per determinism level (run_to_run .. portable): the fastest candidate that
+// may win by default (eligible() without --allow-nondeterministic) and has the
+// level, and its cost: its median over the median of the fastest correct,
+// timed candidate of any determinism (`fastest`). No best: no candidate has it.
+struct LevelChoice {
+  std::string level;
+  std::optional<Candidate> best;
+  double ratio = 0;  // best's median / fastest's median
+};
+struct LevelReport {
+  std::optional<Candidate> fastest;
+  std::vector<LevelChoice> levels;
+};
+LevelReport level_choices(const std::vector<Candidate>& cands);
+// "level  variant  median ms  x fastest" lines.
+std::string format_level_choices(const LevelReport& r);
 
 // The ranked table as text (columns: rank, variant, median ms, spread, TFLOP/s,
 // extra memory, determinism, status/notes).

@@ -85,6 +85,9 @@ Json to_json(const VariantOutcome& o) {
                         {"digests", digests},
                         {"distinct", o.determinism->distinct},
                         {"level", o.determinism->level}};
+    const db::LevelChecks& c = o.determinism->checks;
+    j["determinism"]["checks"] = {{"run_to_run", c.run_to_run}, {"sm_count", c.sm_count}, {"config", c.config},
+                                  {"portable", c.portable},     {"notes", c.notes}};
     if (!o.determinism->spread.empty()) {
       Json spread = Json::object();
       for (const auto& [k, v] : o.determinism->spread)
@@ -126,6 +129,14 @@ VariantOutcome variant_outcome_from_json(const Json& j) {
     for (const auto& r : d.at("digests")) x.digests.push_back({r.at(0).get<int>(), r.at(1).get<std::string>(), r.at(2).get<std::string>()});
     x.distinct = d.at("distinct").get<std::map<std::string, int>>();
     x.level = d.at("level").get<std::string>();
+    if (d.contains("checks")) {
+      const Json& c = d["checks"];
+      x.checks.run_to_run = c.at("run_to_run").get<std::string>();
+      x.checks.sm_count = c.at("sm_count").get<std::string>();
+      x.checks.config = c.at("config").get<std::string>();
+      x.checks.portable = c.at("portable").get<std::string>();
+      x.checks.notes = c.at("notes").get<std::string>();
+    }
     if (d.contains("spread"))
       for (const auto& [k, v] : d["spread"].items())
         x.spread[k] = db::Spread{num_or_nan(v.at(0)), num_or_nan(v.at(1)), num_or_nan(v.at(2))};
@@ -244,6 +255,7 @@ Json error_reply(const std::exception& e) {
           MeasureControl ctl;
           ctl.repeats = req->at("repeats").get<int>();
           ctl.time_cap_s = req->at("time_cap_s").get<double>();
+          ctl.levels = req->value("levels", false);
           ctl.stop = interrupt_requested;
           ctl.note = [&](const std::string& s) { write_frame(out_fd, {{"note", s}}); };
           VariantOutcome out = setup.measurer->measure(*v, ctl);
@@ -491,7 +503,11 @@ VariantOutcome SupervisedMeasurer::measure(const Variant& v, const MeasureContro
       return out;
     }
   }
-  send({{"op", "measure"}, {"variant", v.name()}, {"repeats", ctl.repeats}, {"time_cap_s", ctl.time_cap_s}});
+  send({{"op", "measure"},
+        {"variant", v.name()},
+        {"repeats", ctl.repeats},
+        {"time_cap_s", ctl.time_cap_s},
+        {"levels", ctl.levels}});
   Reply r = wait_reply(ctl.kill_after_s, ctl.stop, ctl.note);
   if (r.msg) {
     if (!r.msg->at("ok").get<bool>()) {

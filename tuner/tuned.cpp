@@ -10,8 +10,9 @@
 
 namespace detfuse::tuner {
 
-Selection tuned(const std::filesystem::path& db_path, bool allow_nondeterministic) {
-  return Selection{db_path, allow_nondeterministic};
+Selection tuned(const std::filesystem::path& db_path, bool allow_nondeterministic, const std::string& level) {
+  if (!level.empty()) db::check_level_name(level, "level");
+  return Selection{db_path, allow_nondeterministic, level};
 }
 
 Selection heuristic_only() { return Selection{}; }
@@ -27,7 +28,7 @@ struct Cached {
 };
 
 std::mutex g_mutex;
-std::map<std::tuple<std::string, std::string, std::string, int, bool>, Cached> g_cache;
+std::map<std::tuple<std::string, std::string, std::string, int, bool, std::string>, Cached> g_cache;
 const DeviceInfo& current_device() {
   int ordinal = 0;
   DETFUSE_CUDA_CHECK(cudaGetDevice(&ordinal));
@@ -43,9 +44,11 @@ std::string join(const std::vector<std::string>& v) {
 // The answer for (database, GPU, problem, mode, policy): looked up once, cached.
 Cached choose(const Problem& p, Mode mode, const Selection& sel) {
   p.validate();
+  if (!sel.level.empty()) db::check_level_name(sel.level, "level");  // before the GPU is asked
   std::lock_guard<std::mutex> lock(g_mutex);
   const DeviceInfo dev = current_device();
-  const auto key = std::make_tuple(sel.db_path.string(), dev.uuid, p.key(), int(mode), sel.allow_nondeterministic);
+  const auto key =
+      std::make_tuple(sel.db_path.string(), dev.uuid, p.key(), int(mode), sel.allow_nondeterministic, sel.level);
   auto it = g_cache.find(key);
   if (it == g_cache.end()) {
     const Registry& reg = builtin_registry();
@@ -68,7 +71,7 @@ Cached choose(const Problem& p, Mode mode, const Selection& sel) {
       }
     }
     std::vector<db::Id> ids = store ? device_rows_for(*store, dev) : std::vector<db::Id>{};
-    a = resolve_best(store.get(), ids, dev, p, mode, sel.allow_nondeterministic, reg, default_heuristic(reg));
+    a = resolve_best(store.get(), ids, dev, p, mode, sel.allow_nondeterministic, reg, default_heuristic(reg), sel.level);
     if (!open_note.empty()) a.notes.insert(a.notes.begin(), open_note);
     it = g_cache.emplace(key, Cached{a.variant, a.source, a.tuned_problem_key, a.distance, join(a.notes)}).first;
   }

@@ -29,10 +29,17 @@ namespace detfuse::tuner {
 struct Selection {
   std::filesystem::path db_path;       // empty: heuristic only
   bool allow_nondeterministic = false; // let an atomic (nondeterministic) variant be chosen
+  // The determinism level the stored result must have (db/records.h: none,
+  // run_to_run, sm_count, config, portable); "" = run_to_run and
+  // deterministic by design (or anything with allow_nondeterministic). An
+  // unknown name throws invalid_argument. Without such a result the
+  // heuristic answers and the note says its level was never shown.
+  std::string level;
 };
 
 // Selection from a tuning database (default ./detfuse.db).
-Selection tuned(const std::filesystem::path& db_path = db::kDefaultPath, bool allow_nondeterministic = false);
+Selection tuned(const std::filesystem::path& db_path = db::kDefaultPath, bool allow_nondeterministic = false,
+                const std::string& level = "");
 // The built-in heuristic only.
 Selection heuristic_only();
 

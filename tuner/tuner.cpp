@@ -6,6 +6,7 @@
 
 #include "kernels/common/error.h"
 #include "tuner/interrupt.h"
+#include "tuner/levels.h"
 #include "tuner/records.h"
 #include "tuner/resume.h"
 #include "tuner/text.h"
@@ -31,6 +32,7 @@ ProblemReport report_problem(const db::Store& store, const std::set<db::Id>& run
     }
   std::vector<Candidate> cands;
   for (auto& [name, v] : latest) cands.push_back(std::move(v.second));
+  rep.levels = level_choices(cands);
   rep.ranked = rank_candidates(cands, allow_nondeterministic);
   if (!rep.ranked.empty() && rep.ranked.front().rank == 1) rep.best = rep.ranked.front().c;
   return rep;
@@ -304,6 +306,7 @@ bool Tuner::measure_variant(Run& run, PlannedProblem& pp, PlannedVariant& pv, Bu
     ctl.time_cap_s = budget.cap(o.variant_time_cap_s);
     by_budget = ctl.time_cap_s < o.variant_time_cap_s;
     ctl.kill_after_s = o.kill_after_s;
+    ctl.levels = o.levels;
     ctl.stop = stop_;
     try {
       out = measurer_.measure(pv.v, ctl);
@@ -366,6 +369,37 @@ void Tuner::measure_problems(Run& run) {
   }
 }
 
+// The config level check (tuner/levels.h) of every problem: the latest
+// result of each variant in the run's chain (what its report ranks) compared
+// within its config group; the outcomes are stored on this run's results
+// (results of older runs in the chain are compared with, not changed).
+void Tuner::check_config(Run& run) {
+  for (const auto& pp : run.plan) {
+    std::map<std::string, db::StoredResult> latest;
+    for (db::Id run_id : run.chain)
+      for (auto& r : store_.run_results(run_id)) {
+        if (r.record.problem_id != pp.problem_id || r.record.status != db::kResultOk || !r.record.determinism) continue;
+        auto it = latest.find(r.variant_name);
+        if (it == latest.end() || it->second.id < r.id) latest[r.variant_name] = std::move(r);
+      }
+    std::vector<LevelSubject> subjects;
+    std::vector<const db::StoredResult*> rows;
+    for (const auto& [name, r] : latest) {
+      subjects.push_back({name, config_group(store_.variant(r.record.variant_id)), &*r.record.determinism});
+      rows.push_back(&r);
+    }
+    const std::vector<CheckOutcome> out = config_checks(subjects);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (rows[i]->record.run_id != run.run_id) continue;
+      db::LevelChecks c = rows[i]->record.determinism->checks;
+      if (c.config == out[i].outcome && out[i].note.empty()) continue;
+      c.config = out[i].outcome;
+      if (!out[i].note.empty()) c.note("config", out[i].note);
+      store_.set_level_checks(rows[i]->id, c);
+    }
+  }
+}
+
 void Tuner::say(const std::string& line) {
   if (progress_) *progress_ << line << "\n";
 }
@@ -396,6 +430,7 @@ TuneReport Tuner::run(const TuneOptions& o) {
 
   plan_run(run);
   measure_problems(run);
+  check_config(run);
 
   run.rep.remaining = run.to_measure - run.done;
   store_.finish_run(run.run_id, run.final_status);

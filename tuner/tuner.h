@@ -53,6 +53,10 @@ struct TuneOptions {
   // With resume: variants whose latest row is a crash their owner recorded
   // are measured again (presumed crashes always are; tuner/resume.h).
   bool retry_crashed = false;
+  // `--levels`: after each variant's repeats, the sm_count and portable checks
+  // (tuner/levels.h: 2 more runs on 16 and 66 SMs, and a CPU emulation). The
+  // config check is always done, from the digests every run has.
+  bool levels = false;
   // With resume and no unfinished run to continue, variants whose latest
   // final result for (device, build, problem, seed) exists in any run are
   // skipped (a repeated `make tune` ends at once); force measures them again.
@@ -66,6 +70,7 @@ struct ProblemReport {
   db::Id problem_id = 0;
   std::vector<RankedRow> ranked;  // every result of the run for this problem
   std::optional<Candidate> best;
+  LevelReport levels;  // the fastest variant at each determinism level and its cost
 };
 
 struct TuneReport {
@@ -105,6 +110,7 @@ class Tuner {
   void open_run(Run& run);
   void plan_run(Run& run);
   void measure_problems(Run& run);
+  void check_config(Run& run);
   bool measure_variant(Run& run, PlannedProblem& pp, PlannedVariant& pv, Budget& budget,
                        bool& prepared, std::string& prepare_error);
   void beat(Run& run, bool force);

@@ -8,6 +8,7 @@
 #include "reference/inputs.h"
 #include "tuner/gpu_loop.h"
 #include "tuner/interrupt.h"
+#include "tuner/levels.h"
 #include "tuner/npy.h"
 #include "tuner/records.h"
 #include "tuner/text.h"
@@ -66,6 +67,18 @@ std::vector<InvarianceClass> invariance_classes(const std::vector<VerifyRow>& ro
   return classes;
 }
 
+void apply_config_checks(std::vector<VerifyRow>& rows) {
+  std::vector<LevelSubject> subjects;
+  for (const auto& r : rows) subjects.push_back({r.variant, r.group, &r.local});
+  const std::vector<CheckOutcome> out = config_checks(subjects);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i].local.digests.empty()) continue;
+    rows[i].local.checks.config = out[i].outcome;
+    if (!out[i].note.empty()) rows[i].local.checks.note("config", out[i].note);
+    settle_level(rows[i].local);
+  }
+}
+
 std::vector<VerifyRow> run_verify(const db::Store* store, const Registry& reg, const DeviceInfo& dev,
                                   const VerifyOptions& o, std::ostream* progress) {
   o.problem.validate();
@@ -86,6 +99,7 @@ std::vector<VerifyRow> run_verify(const db::Store* store, const Registry& reg, c
     if (interrupt_requested()) throw Error("interrupted");
     VerifyRow row;
     row.variant = v.name();
+    row.group = config_group(v.desc());
     if (auto why = v.can_run(o.problem, Mode::forward_backward, dev)) {
       row.status = "cannot_run";
       row.reason = *why;
@@ -95,6 +109,7 @@ std::vector<VerifyRow> run_verify(const db::Store* store, const Registry& reg, c
     if (progress) *progress << "running " << v.name() << " " << o.repeats << " times...\n";
     try {
       if (!gc->repeat_digests(v, o.repeats, interrupt_requested, row.local, {})) throw Error("interrupted");
+
     } catch (const std::exception& e) {
       if (interrupt_requested()) throw;
       row.status = "error";
@@ -107,6 +122,20 @@ std::vector<VerifyRow> run_verify(const db::Store* store, const Registry& reg, c
       continue;
     }
     if (o.dump_dir) gc->dump_outputs(variants.size() > 1 ? *o.dump_dir / v.name() : *o.dump_dir);
+    if (o.levels) {  // after the dump: the slices' runs overwrite the outputs
+      if (progress) *progress << "  levels: " << v.name() << " on 16 and 66 SMs, and against the CPU emulation...\n";
+      try {
+        if (!check_sm_count(*gc, v, row.local, interrupt_requested)) throw Error("interrupted");
+        check_portable(*gc, v, row.local);
+      } catch (const std::exception& e) {
+        if (interrupt_requested()) throw;
+        row.differences.push_back(std::string("levels check failed to run: ") + one_line(e.what()));
+        if (cuda_context_lost()) {
+          rows.push_back(row);
+          throw Error("CUDA context lost while checking the levels of " + v.name() + ": " + one_line(e.what()));
+        }
+      }
+    }
     std::optional<db::Id> var_id = store && !user_inputs ? store->find_variant(v.name()) : std::nullopt;
     if (dev_id && build_id && problem_id && var_id)
       row.stored = store->stored_digests(*dev_id, *build_id, *var_id, *problem_id, o.seed);
@@ -131,6 +160,7 @@ std::vector<VerifyRow> run_verify(const db::Store* store, const Registry& reg, c
     }
     rows.push_back(row);
   }
+  apply_config_checks(rows);
   return rows;
 }
 

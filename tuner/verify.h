@@ -29,6 +29,7 @@ bool digests_reproduce(const db::Determinism& local, const std::vector<db::Diges
 
 struct VerifyRow {
   std::string variant;
+  std::string group;  // config group (tuner/levels.h)
   std::string status;  // reproduced, mismatch, not stored, cannot_run, error
   std::string reason;
   db::Determinism local;
@@ -52,7 +53,15 @@ struct VerifyOptions {
   int64_t seed = 0;
   HostInputs inputs;  // --inputs (the family's input type): nothing stored to compare with; empty: seeded
   std::optional<std::filesystem::path> dump_dir;
+  // --levels: the sm_count and portable checks too (tuner/levels.h). The
+  // config check is always made among the variants of the call; each row's
+  // local.checks and local.level hold the outcome (nothing is stored).
+  bool levels = false;
 };
+
+// The config check over the rows (tuner/levels.h config_checks), written
+// into each row's local.checks and local.level. Pure.
+void apply_config_checks(std::vector<VerifyRow>& rows);
 
 // store may be null. Runs on the current device `dev`.
 std::vector<VerifyRow> run_verify(const db::Store* store, const Registry& reg, const DeviceInfo& dev,

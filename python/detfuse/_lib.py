@@ -7,7 +7,7 @@ import pathlib
 from typing import NamedTuple, Optional
 
 # Must equal DETFUSE_C_ABI_VERSION in capi/detfuse_c.h (the structs below mirror it).
-ABI_VERSION = 3
+ABI_VERSION = 4
 
 OK, ERR_INVALID_ARGUMENT, ERR_NO_DEVICE, ERR_RUNTIME, ERR_OUT_OF_MEMORY, ERR_INTERNAL = range(6)
 DTYPE_F32, DTYPE_BF16 = 0, 1
@@ -134,6 +134,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "detfuse_flce_variant_count": (i32, [P(i64)]),
         "detfuse_flce_variant_name": (i32, [i64, ctypes.c_char_p, sz]),
         "detfuse_flce_choose": (i32, [P(FlceProblem), i32, P(Selection), P(CChoice)]),
+        "detfuse_flce_choose_level": (i32, [P(FlceProblem), i32, P(Selection), cp, P(CChoice)]),
         "detfuse_flce_workspace_size": (i32, [P(FlceProblem), i32, P(Selection), P(sz)]),
         "detfuse_flce_run": (i32, [P(FlceProblem), i32, P(FlceArgs), P(Selection), vp, P(CChoice)]),
         "detfuse_attention_problem_init": (i32, [P(AttentionProblem)]),
@@ -141,6 +142,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "detfuse_attention_variant_count": (i32, [P(i64)]),
         "detfuse_attention_variant_name": (i32, [i64, ctypes.c_char_p, sz]),
         "detfuse_attention_choose": (i32, [P(AttentionProblem), i32, P(Selection), P(CChoice)]),
+        "detfuse_attention_choose_level": (i32, [P(AttentionProblem), i32, P(Selection), cp, P(CChoice)]),
         "detfuse_attention_workspace_size": (i32, [P(AttentionProblem), i32, P(Selection), P(sz)]),
         "detfuse_attention_run": (i32, [P(AttentionProblem), i32, P(AttentionArgs), P(Selection), vp, P(CChoice)]),
         "detfuse_digest_device": (i32, [vp, sz, vp, ctypes.c_char_p, sz]),
@@ -269,6 +271,40 @@ def make_selection(variant: str = "tuned", db: Optional[str] = DEFAULT_DB,
         s.kind = SELECT_NAME
         s.name = variant.encode()
     return s
+
+
+# Determinism levels (db/records.h), weakest first. A stored result HAS a level
+# when that level's check and run_to_run were shown on the GPU.
+LEVELS = ("none", "run_to_run", "sm_count", "config", "portable")
+
+
+def check_level(level, variant="tuned"):
+    """None, or a level name for a tuned choice; raises ValueError/TypeError otherwise (no GPU)."""
+    if level is None:
+        return None
+    if not isinstance(level, str):
+        raise TypeError(f"level: must be a str ({', '.join(LEVELS)}) or None, got {type(level).__name__}")
+    if level not in LEVELS:
+        raise ValueError(f"level: unknown determinism level '{level}' (one of {', '.join(LEVELS)})")
+    if variant != "tuned":
+        raise ValueError(f"level: '{level}' needs variant='tuned' (only stored results have a level), got "
+                         f"variant={variant!r}")
+    return level
+
+
+def choose_level(p: FlceProblem, mode: int, sel: Selection, level: Optional[str]) -> Choice:
+    """The choice of a tuned selection among stored results that have `level` (None: the default rule)."""
+    c = CChoice()
+    check(load_library().detfuse_flce_choose_level(ctypes.byref(p), mode, ctypes.byref(sel),
+                                                   level.encode() if level else None, ctypes.byref(c)))
+    return to_choice(c)
+
+
+def attention_choose_level(p: AttentionProblem, mode: int, sel: Selection, level: Optional[str]) -> Choice:
+    c = CChoice()
+    check(load_library().detfuse_attention_choose_level(ctypes.byref(p), mode, ctypes.byref(sel),
+                                                        level.encode() if level else None, ctypes.byref(c)))
+    return to_choice(c)
 
 
 def to_choice(c: CChoice) -> Choice:

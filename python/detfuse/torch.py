@@ -136,18 +136,32 @@ def _check_variant(variant, what):
 
 def linear_cross_entropy(x, weight, target, *, bias=None, ignore_index=-100, reduction="mean", label_smoothing=0.0,
                          z_loss=0.0, softcap=0.0, variant="tuned", db="detfuse.db", return_lse=False,
-                         grad_in_forward=True, allow_nondeterministic=False):
+                         grad_in_forward=True, allow_nondeterministic=False, level=None):
     """cross_entropy(x @ weight.T, target) fused, with bitwise-reproducible
     gradients. variant: "tuned" (the store `db`, then the nearest tuned shape,
     then the heuristic), "heuristic", or a canonical variant name. Returns the
     loss (float32; shape x.shape[:-1] for reduction 'none'), and with
     return_lse=True also the per-row log-sum-exp (shape x.shape[:-1]).
+    level: with variant="tuned", only stored results that have this
+    determinism level ("run_to_run", "sm_count", "config", "portable"; "none":
+    any) are chosen (chosen_variant(..., level=) says which and why); resolved
+    before the op runs, so not inside torch.compile (pass the chosen name as
+    variant= there).
     Runs the custom ops torch.ops.detfuse.flce_* (torch.compile traces them,
     fullgraph=True included)."""
     torch = _torch()
     x2, w, y = _check_inputs(x, weight, target, bias, reduction)
     _check_variant(variant, "variant")
+    _lib.check_level(level, variant)
     dbs = _db_arg(db)
+    if level is not None:
+        if _compiling():
+            raise RuntimeError("level=: the tuned choice at a level is looked up outside torch.compile; call "
+                               "detfuse.torch.chosen_variant(..., level=...) first and pass its name as variant=")
+        variant = chosen_variant(x, weight, target, ignore_index=ignore_index, reduction=reduction,
+                                 label_smoothing=label_smoothing, z_loss=z_loss, softcap=softcap, variant="tuned",
+                                 db=db, grad_in_forward=grad_in_forward,
+                                 allow_nondeterministic=allow_nondeterministic, level=level).name
     if not _compiling():
         _problem(x2, w, reduction, ignore_index, label_smoothing, z_loss, softcap)
         _lib.make_selection(variant, db, allow_nondeterministic)
@@ -167,10 +181,13 @@ def linear_cross_entropy(x, weight, target, *, bias=None, ignore_index=-100, red
 
 
 def chosen_variant(x, weight, target=None, *, ignore_index=-100, reduction="mean", label_smoothing=0.0, z_loss=0.0,
-                   softcap=0.0, variant="tuned", db="detfuse.db", grad_in_forward=True, allow_nondeterministic=False):
+                   softcap=0.0, variant="tuned", db="detfuse.db", grad_in_forward=True, allow_nondeterministic=False,
+                   level=None):
     """What linear_cross_entropy would run for these inputs and options, and why:
-    a detfuse.Choice(name, source, deterministic, note, tuned_problem_key, distance)."""
+    a detfuse.Choice(name, source, deterministic, note, tuned_problem_key, distance).
+    level: as in linear_cross_entropy (source "heuristic" when no stored result has it)."""
     torch = _torch()
+    _lib.check_level(level, variant)
     if target is None:
         target = torch.empty(x.shape[:-1], dtype=torch.int64, device=x.device)
     x2, w, _ = _check_inputs(x, weight, target, None, reduction)
@@ -179,7 +196,7 @@ def chosen_variant(x, weight, target=None, *, ignore_index=-100, reduction="mean
     _check_devices(x, weight, target)
     mode = _lib.MODE_FORWARD_BACKWARD if (grad_in_forward and reduction != "none") else _lib.MODE_FORWARD
     with torch.cuda.device(x.device):
-        return _lib.choose(p, mode, sel)
+        return _lib.choose_level(p, mode, sel, level) if level is not None else _lib.choose(p, mode, sel)
 
 
 # ------------------------------------------------------------------ attention
@@ -290,7 +307,7 @@ def _choose_backward(p, sel_b, device, backward_variant):
 
 
 def attention(q, k, v, *, causal=False, scale=None, softcap=None, window=None, variant="heuristic",
-              backward_variant=None, db="detfuse.db", allow_nondeterministic=False, return_lse=False):
+              backward_variant=None, db="detfuse.db", allow_nondeterministic=False, return_lse=False, level=None):
     """Exact softmax attention, softmax(scale * q k^T [+ causal mask]) v, with
     gradients for q, k and v that are bitwise reproducible run to run
     (deterministic variants: every one but the `atomic` dQ strategy).
@@ -317,7 +334,12 @@ def attention(q, k, v, *, causal=False, scale=None, softcap=None, window=None, v
     backward_variant the same for the backward (None: the same as `variant`;
     a forward-only variant such as the wgmma ones is then refused when
     gradients are needed, with the reason). allow_nondeterministic: let
-    "tuned" pick an atomic (nondeterministic) variant.
+    "tuned" pick an atomic (nondeterministic) variant. level: with
+    variant="tuned" (and backward_variant None or "tuned"), only stored results
+    that have this determinism level ("run_to_run", "sm_count", "config",
+    "portable"; "none": any) are chosen, for both passes; resolved before the
+    ops run, so not inside torch.compile (pass the names
+    chosen_attention_variants(..., level=) gives there).
     Returns O [B, H, Sq, d] in q's dtype; with return_lse=True also the
     per-row log-sum-exp [B, H, Sq] float32 (natural log, -inf for rows that
     see no key; not differentiable). The forward saves q, k, v, O and the LSE
@@ -328,6 +350,16 @@ def attention(q, k, v, *, causal=False, scale=None, softcap=None, window=None, v
     graph runs)."""
     torch = _torch()
     validate = not _compiling()
+    if level is not None:
+        _check_attention_level(level, variant, backward_variant)
+        if not validate:
+            raise RuntimeError("level=: the tuned choice at a level is looked up outside torch.compile; call "
+                               "detfuse.torch.chosen_attention_variants(..., level=...) first and pass its names as "
+                               "variant= and backward_variant=")
+        fwd, bwd = chosen_attention_variants(q, k, v, causal=causal, scale=scale, softcap=softcap, window=window,
+                                             variant="tuned", db=db, allow_nondeterministic=allow_nondeterministic,
+                                             level=level)
+        variant, backward_variant = fwd.name, bwd.name
     p, q2, k2, v2, (sc, cap, win), sel_f, sel_b, bvariant, dbs = _attention_setup(
         q, k, v, causal, scale, softcap, window, variant, backward_variant, db, allow_nondeterministic, validate)
     if (validate and q.device.type == "cuda" and torch.is_grad_enabled()
@@ -338,14 +370,27 @@ def attention(q, k, v, *, causal=False, scale=None, softcap=None, window=None, v
     return (O, lse) if return_lse else O
 
 
+def _check_attention_level(level, variant, backward_variant):
+    _lib.check_level(level, variant)
+    if backward_variant not in (None, "tuned"):
+        raise ValueError(f"level: '{level}' needs backward_variant None or 'tuned', got {backward_variant!r}")
+
+
 def chosen_attention_variants(q, k, v, *, causal=False, scale=None, softcap=None, window=None, variant="heuristic",
-                              backward_variant=None, db="detfuse.db", allow_nondeterministic=False):
+                              backward_variant=None, db="detfuse.db", allow_nondeterministic=False, level=None):
     """What attention() would run for these inputs: (forward Choice, backward
     Choice), each a detfuse.Choice(name, source, deterministic, note,
-    tuned_problem_key, distance); source is named, tuned, nearest or heuristic."""
+    tuned_problem_key, distance); source is named, tuned, nearest or heuristic.
+    level: as in attention() (source "heuristic" when no stored result has it)."""
     torch = _torch()
+    if level is not None:
+        _check_attention_level(level, variant, backward_variant)
     p, _, _, _, _, sel_f, sel_b, _, _ = _attention_setup(q, k, v, causal, scale, softcap, window, variant,
                                                          backward_variant, db, allow_nondeterministic)
+    if level is not None:
+        with torch.cuda.device(q.device):
+            return (_lib.attention_choose_level(p, _lib.ATTENTION_FORWARD, sel_f, level),
+                    _lib.attention_choose_level(p, _lib.ATTENTION_BACKWARD, sel_b, level))
     with torch.cuda.device(q.device):
         fwd = _lib.attention_choose(p, _lib.ATTENTION_FORWARD, sel_f)
     return fwd, _choose_backward(p, sel_b, q.device, backward_variant)

@@ -167,6 +167,36 @@ class LibraryTest(unittest.TestCase):
             a.Q, a.K, a.V = 4096, 8192, 12288
             _lib.attention_run(p, _lib.ATTENTION_BACKWARD, a, sel)
 
+    def test_choose_at_a_determinism_level_checks_the_level_first(self):
+        # ABI 4: *_choose_level. The level is checked before the GPU is asked.
+        p = _lib.make_problem(8, 16, 32)
+        ap = _lib.make_attention_problem(2, 4, 2, 33, 47, 64)
+        tuned = _lib.make_selection("tuned", "/nonexistent.db")
+        with self.assertRaisesRegex(detfuse.InvalidArgument,
+                                    r"detfuse_flce_choose_level: level: unknown determinism level 'gpu_to_gpu'"):
+            _lib.choose_level(p, _lib.MODE_FORWARD_BACKWARD, tuned, "gpu_to_gpu")
+        with self.assertRaisesRegex(detfuse.InvalidArgument,
+                                    r"detfuse_attention_choose_level: level: unknown determinism level 'x'"):
+            _lib.attention_choose_level(ap, _lib.ATTENTION_FORWARD, tuned, "x")
+        with self.assertRaisesRegex(detfuse.InvalidArgument, r"level: 'config' needs a tuned selection"):
+            _lib.choose_level(p, _lib.MODE_FORWARD_BACKWARD, _lib.make_selection("heuristic"), "config")
+        # A named selection with no level is the plain choice (no GPU needed).
+        name = next(n for n in detfuse.variants() if n.startswith("flce.bf16."))
+        c = _lib.choose_level(p, _lib.MODE_FORWARD_BACKWARD, _lib.make_selection(name), None)
+        self.assertEqual((c.name, c.source), (name, "named"))
+        if detfuse.device_count() == 0:
+            with self.assertRaisesRegex(detfuse.NoDevice, "no CUDA device available"):
+                _lib.choose_level(p, _lib.MODE_FORWARD_BACKWARD, tuned, "config")
+        # The Python-side check (torch's linear_cross_entropy / attention use it).
+        self.assertEqual(_lib.check_level("portable"), "portable")
+        self.assertIsNone(_lib.check_level(None))
+        with self.assertRaisesRegex(ValueError, r"level: unknown determinism level 'fast' \(one of none, run_to_run"):
+            _lib.check_level("fast")
+        with self.assertRaisesRegex(TypeError, "level: must be a str"):
+            _lib.check_level(3)
+        with self.assertRaisesRegex(ValueError, r"level: 'config' needs variant='tuned'"):
+            _lib.check_level("config", "heuristic")
+
     @unittest.skipIf(detfuse.device_count() > 0, "a CUDA device is present; this checks the no-device error")
     def test_attention_without_device_says_so(self):
         p = _lib.make_attention_problem(2, 4, 2, 33, 47, 64)

@@ -36,6 +36,21 @@ class ArgumentCheckTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, r"x: is on cpu; detfuse runs on CUDA devices only"):
             dt.linear_cross_entropy(self.x, self.w, self.y)
 
+    def test_level_is_checked_before_the_device(self):
+        with self.assertRaisesRegex(ValueError, r"level: unknown determinism level 'fast' \(one of none, run_to_run"):
+            dt.linear_cross_entropy(self.x, self.w, self.y, level="fast")
+        with self.assertRaisesRegex(ValueError, r"level: 'config' needs variant='tuned'"):
+            dt.linear_cross_entropy(self.x, self.w, self.y, variant="heuristic", level="config")
+        with self.assertRaisesRegex(ValueError, r"level: unknown determinism level 'x'"):
+            dt.chosen_variant(self.x, self.w, self.y, level="x")
+        q = torch.randn(1, 2, 8, 64, dtype=torch.bfloat16)
+        with self.assertRaisesRegex(ValueError, r"level: 'config' needs variant='tuned'"):
+            dt.attention(q, q, q, level="config")  # the default variant is "heuristic"
+        with self.assertRaisesRegex(ValueError, r"level: 'config' needs backward_variant None or 'tuned'"):
+            dt.attention(q, q, q, variant="tuned", backward_variant="heuristic", level="config")
+        with self.assertRaisesRegex(ValueError, r"q: is on cpu"):  # a good level gets as far as the device check
+            dt.chosen_attention_variants(q, q, q, variant="tuned", level="config")
+
     def test_bias_is_refused(self):
         with self.assertRaisesRegex(ValueError, "bias: not supported"):
             dt.linear_cross_entropy(self.x, self.w, self.y, bias=torch.zeros(32))
@@ -146,6 +161,14 @@ class GpuTest(unittest.TestCase):
         ref = torch.logsumexp(x.double() @ w.double().t(), dim=-1)
         self.assertLess(rel_err(lse, ref), 1e-2)
 
+
+    def test_a_level_no_stored_result_has_falls_back_to_the_heuristic(self):
+        x, w, y = self.make()
+        c = dt.chosen_variant(x, w, y, db="/nonexistent.db", level="portable")
+        self.assertEqual(c.source, "heuristic")
+        self.assertIn("its determinism level was never shown (asked for portable)", c.note)
+        loss = dt.linear_cross_entropy(x, w, y, db="/nonexistent.db", level="portable")
+        self.assertEqual(detfuse.digest(loss), detfuse.digest(dt.linear_cross_entropy(x, w, y, variant=c.name)))
 
     def test_heuristic_is_reported_as_what_runs(self):
         # The built-in default (kernels/flce/flce.cpp): on sm_80+ bf16 runs the

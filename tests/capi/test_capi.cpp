@@ -212,6 +212,42 @@ TEST(CApi, SelectionByNameNeedsNoDevice) {
   EXPECT_NE(last().find("selection.name: null pointer"), std::string::npos) << last();
 }
 
+// ABI 4: a tuned choice at a determinism level. The level is checked before
+// anything else that needs the GPU; only a tuned selection takes one.
+TEST(CApi, ChooseAtALevelChecksTheLevelWithoutADevice) {
+  detfuse_flce_problem p = small_problem();
+  detfuse_selection tuned{DETFUSE_SELECT_TUNED, 0, nullptr, "/nonexistent/detfuse.db"};
+  detfuse_choice c;
+  EXPECT_EQ(detfuse_flce_choose_level(&p, DETFUSE_MODE_FORWARD_BACKWARD, &tuned, "gpu_to_gpu", &c),
+            DETFUSE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last().find("detfuse_flce_choose_level: level: unknown determinism level 'gpu_to_gpu' (one of none, "
+                        "run_to_run, sm_count, config, portable)"),
+            std::string::npos)
+      << last();
+  detfuse_selection h = heuristic();
+  EXPECT_EQ(detfuse_flce_choose_level(&p, DETFUSE_MODE_FORWARD_BACKWARD, &h, "config", &c),
+            DETFUSE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last().find("level: 'config' needs a tuned selection"), std::string::npos) << last();
+  const std::string bf16 = first_variant("flce.bf16.");
+  detfuse_selection named{DETFUSE_SELECT_NAME, 0, bf16.c_str(), nullptr};
+  ASSERT_EQ(detfuse_flce_choose_level(&p, DETFUSE_MODE_FORWARD_BACKWARD, &named, nullptr, &c), DETFUSE_OK) << last();
+  EXPECT_EQ(std::string(c.name), bf16);
+  ASSERT_EQ(detfuse_flce_choose_level(&p, DETFUSE_MODE_FORWARD_BACKWARD, &named, "", &c), DETFUSE_OK) << last();
+  EXPECT_EQ(detfuse_flce_choose_level(&p, DETFUSE_MODE_FORWARD_BACKWARD, &tuned, "config", nullptr),
+            DETFUSE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last().find("choice: null pointer"), std::string::npos) << last();
+  if (detfuse_device_count() == 0) {
+    EXPECT_EQ(detfuse_flce_choose_level(&p, DETFUSE_MODE_FORWARD_BACKWARD, &tuned, "config", &c),
+              DETFUSE_ERR_NO_DEVICE);
+  }
+  detfuse_attention_problem ap;
+  ASSERT_EQ(detfuse_attention_problem_init(&ap), DETFUSE_OK);
+  ap.B = 1, ap.H = 2, ap.Hkv = 2, ap.Sq = 16, ap.Sk = 16, ap.d = 64;
+  EXPECT_EQ(detfuse_attention_choose_level(&ap, 0, &tuned, "fast", &c), DETFUSE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last().find("detfuse_attention_choose_level: level: unknown determinism level 'fast'"), std::string::npos)
+      << last();
+}
+
 TEST(CApi, BadSelectionModeAndOutputs) {
   detfuse_flce_problem p = small_problem();
   detfuse_selection s = heuristic();

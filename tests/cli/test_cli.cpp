@@ -191,6 +191,68 @@ TEST_F(Cli, BestFromTheStoreWithoutAGpu) {
                      "no database");
 }
 
+// Determinism levels: best --level over a store where the fastest
+// deterministic variant (partials, alone in its group) has only run_to_run
+// and the two owning variants (same fake digests) have config.
+TEST_F(Cli, BestAtADeterminismLevel) {
+  const std::string db = (tmp / "levels.db").string();
+  {
+    db::Store store(db);
+    testing::FakeMeasurer m;
+    m.median_ms = {{"flce.bf16.mma.owning.bm64", 20}, {"flce.bf16.mma.owning.bm128", 15},
+                   {"flce.bf16.mma.partials.bm64", 5}, {"flce.bf16.mma.atomic.bm64", 2}};
+    tuner::Tuner t(store, reg, testing::fake_device(), m);
+    t.set_stop([] { return false; });
+    tuner::TuneOptions o;
+    o.problems = {testing::problem(4096, 1024, 32000)};
+    t.run(o);
+  }
+  const std::vector<std::string> base = {"best", "--shape", "4096,1024,32000", "--gpu", "NVIDIA H200", "--db", db};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  EXPECT_EQ(run(base), 0) << err.str();
+  EXPECT_EQ(out.str().rfind("flce.bf16.mma.partials.bm64  (tuned)", 0), 0u) << out.str();
+  EXPECT_NE(out.str().find("determinism run_to_run"), std::string::npos) << out.str();
+  EXPECT_EQ(run(with({"--level", "run_to_run"})), 0) << err.str();
+  EXPECT_EQ(out.str().rfind("flce.bf16.mma.partials.bm64  (tuned)", 0), 0u) << out.str();
+  EXPECT_EQ(run(with({"--level", "config"})), 0) << err.str();
+  EXPECT_EQ(out.str().rfind("flce.bf16.mma.owning.bm128  (tuned)", 0), 0u) << out.str();
+  EXPECT_NE(out.str().find("determinism config"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("checks   run_to_run shown, sm_count not_checked, config shown, portable not_checked"),
+            std::string::npos)
+      << out.str();
+  EXPECT_EQ(run(with({"--level", "none"})), 0) << err.str();
+  EXPECT_EQ(out.str().rfind("flce.bf16.mma.atomic.bm64  (tuned)", 0), 0u) << out.str();
+  EXPECT_EQ(run(with({"--level", "config", "--json"})), 0) << err.str();
+  {
+    const nlohmann::json j = nlohmann::json::parse(out.str());
+    EXPECT_EQ(j.at("variant"), "flce.bf16.mma.owning.bm128");
+    EXPECT_EQ(j.at("level"), "config");
+    EXPECT_EQ(j.at("level_asked"), "config");
+    EXPECT_EQ(j.at("checks").at("config"), "shown");
+    EXPECT_EQ(j.at("checks").at("sm_count"), "not_checked");
+  }
+  // No stored result has sm_count (tune without --levels): the heuristic,
+  // said so, and exit 1.
+  EXPECT_EQ(run(with({"--level", "sm_count"})), 1) << err.str();
+  EXPECT_NE(out.str().find("(heuristic)"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("has level sm_count"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("its determinism level was never shown (asked for sm_count)"), std::string::npos) << out.str();
+  // Bad level names: exit 2, one line, before anything else.
+  expect_usage_error(with({"--level", "gpu_to_gpu"}), "--level: unknown determinism level 'gpu_to_gpu'");
+  expect_usage_error({"best", "--shape", "4096,1024,32000", "--level", "fast"}, "unknown determinism level 'fast'");
+  // --levels cannot be combined with --sms (it compares slices with the whole GPU).
+  expect_usage_error({"tune", "--shape", "1024,256,1000", "--levels", "--sms", "16", "--db", (tmp / "x.db").string()},
+                     "--levels");
+  expect_usage_error({"verify", "--shape", "1024,256,1000", "--variant", "flce.bf16.mma.owning.bm64", "--levels",
+                      "--sms", "16"},
+                     "--levels");
+  EXPECT_FALSE(std::filesystem::exists(tmp / "x.db"));
+}
+
 TEST_F(Cli, DbExportAndIdempotentMerge) {
   const std::string db = tuned_db();
   EXPECT_EQ(run({"db", "export", "--csv", (tmp / "csv").string(), "--db", db}), 0) << err.str();

@@ -418,7 +418,7 @@ TEST(StudyRun, AttentionStudyTagsRunsAndStoresTheDqSpread) {
       EXPECT_EQ(r.record.determinism->level, db::kLevelNone);
     } else {
       EXPECT_EQ(sp.at("dQ").diff_norm, 0);
-      EXPECT_EQ(r.record.determinism->level, db::kLevelRunToRun);
+      EXPECT_EQ(r.record.determinism->checks.run_to_run, db::kCheckShown);  // v6: config may be shown too
     }
   }
   EXPECT_EQ(atomic, 5);
@@ -505,7 +505,7 @@ TEST(StudyStore, AVersion4StoreMigratesToRunsWithoutSmCount) {
   }
   db::Store s(file);
   EXPECT_EQ(s.file_schema_version(), 4);
-  EXPECT_EQ(s.schema_version(), 5);
+  EXPECT_EQ(s.schema_version(), db::kSchemaVersion);
   EXPECT_EQ(s.run(run_id).sms, std::nullopt);  // NULL: the whole device, count not recorded
   db::RunRecord r;
   r.sms = 16;

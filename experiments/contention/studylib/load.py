@@ -156,7 +156,8 @@ def load(con, study, device_query, rows=None, device=None):
         r["digest_of"] = {g["output"]: g["digest"] for g in first}
         r["distinct"] = {o["output"]: o["distinct_digests"] for o in con.execute(
             "SELECT output, distinct_digests FROM determinism_outputs WHERE result_id = ?", (r["rid"],))}
-        r["deterministic"] = bool(r["by_design"]) and r["level"] == "run_to_run"
+        # Schema v6: every level above none (sm_count, config, portable) implies run_to_run.
+        r["deterministic"] = bool(r["by_design"]) and r["level"] not in (None, "none")
     return results, device
 
 
