@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 19, determinism levels (branch s6-levels) on the H200, from the
-# repository root, with a Release build in ./build (or dist/ from
-# experiments/make_dist.sh); about 2-3 minutes. Logs under $OUT; the summary
+# repository root, with a Release build in ./build (or dist/build.tar.xz from
+# experiments/device/pack.sh); about 2-3 minutes. Logs under $OUT; the summary
 # table last.
 #   1. the GPU test: tune --levels of owning pairs at two chunk budgets, stored
 #      levels consistent with the digests, verify --levels agrees
@@ -13,31 +13,15 @@
 #   3. tune --levels quick on one small FLCE problem, then best --level
 # What to look for: the `level` column of the summary (and the notes in
 # verify.log): sm_count shown/failed per variant, config shown where a pair
-# agrees (the issue expects cuBLASLt owning across budgets: shown; wgmma
-# owning across budgets: failed today), portable shown/failed for the fp32
+# agrees (cuBLASLt owning across budgets: shown; wgmma and mma owning
+# across budgets: shown since the accumulator-in dW of s6-flceown), portable shown/failed for the fp32
 # fma variants (FLCE and attention: the CPU emulation of s6-portable, merged)
 # and not_checked, "no CPU emulation", for the others; "no green context" in a
 # note means the driver refused the slices.
 set -u
-OUT=${OUT:-out}
-mkdir -p "$OUT"
-if [ -f dist/bin.tar.xz ] && [ ! -d dist/bin ]; then tar -C dist -xJf dist/bin.tar.xz; fi
-if [ -d dist/bin ]; then
-  CLI=dist/bin/detfuse; TGPU=dist/bin/test_tuner_gpu
-else
-  B=${BUILD:-build}; CLI=$B/detfuse; TGPU=$B/tests/tuner_gpu/test_tuner_gpu
-fi
-export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64
-run() {  # run LOG TIMEOUT CMD...: append to $OUT/LOG.log; one status line on stdout
-  local log=$1 t=$2; shift 2
-  local start=$SECONDS
-  echo "=== $*" >> "$OUT/$log.log"
-  timeout -s INT -k 10 "$t" "$@" >> "$OUT/$log.log" 2>&1
-  local rc=$?
-  echo "=== exit $rc after $((SECONDS - start)) s" >> "$OUT/$log.log"
-  echo "=== $log: $(basename "$1") ${*:2:8} -> exit $rc ($((SECONDS - start)) s)"
-}
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv >> "$OUT/verify.log"
+source "$(dirname "$0")/lib.sh"
+B=${BUILD:-build}; CLI=$B/detfuse; TGPU=$B/tests/tuner_gpu/test_tuner_gpu
+gpu_line "$OUT/verify.log"
 
 # 1. The GPU test.
 run gputest 150 "$TGPU" --gtest_filter='LevelsGpu.*'
