@@ -5,7 +5,7 @@
 # as the Debian packages cmake/install-deps.sh names (headers and static
 # libraries only), unpacked into a private prefix, never into /.
 #   here:   bash experiments/device/build_there.sh fetch     # .debs/ (about 12 MB, git-ignored)
-#   device: carry [".debs", ".deps"]; bash experiments/device/build_there.sh build
+#   device: carry [".debs", ".deps"]; DETFUSE_COMMIT=<commit> bash experiments/device/build_there.sh build
 # The build lands in ./build, as the other device scripts expect; on a warm
 # machine it stays there for the next calls.
 set -euo pipefail
