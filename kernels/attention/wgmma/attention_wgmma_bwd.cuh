@@ -131,10 +131,15 @@ struct BwdKv {
   // of dV += P^T dO and dK += dS^T Q; each warpgroup's 64 keys are one
   // contiguous half), and dS (queries x keys) as the MN-major A of dQ = dS K
   // through a transposed view of the dS^T tile.
-  using SmemPt = decltype(tile_to_shape(Atom{}, Shape<Int<BC>, Int<BR>>{}));
-  using SmemPtT = decltype(composition(SmemPt{}, make_layout(Shape<Int<BR>, Int<BC>>{}, Stride<Int<BC>, _1>{})));
+  // The other kv kernels never use these types, but they are formed for every
+  // configuration: kPtBR keeps them well formed where BR is no multiple of the
+  // 64-column swizzle atom (br96).
+  static constexpr int kPtBR = kPds ? BR : 64;
+  using SmemPt = decltype(tile_to_shape(Atom{}, Shape<Int<BC>, Int<kPtBR>>{}));
+  using SmemPtT =
+      decltype(composition(SmemPt{}, make_layout(Shape<Int<kPtBR>, Int<BC>>{}, Stride<Int<BC>, _1>{})));
   using MmaKVss = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<T, T, float, Shape<_64, Int<D>, Int<BR>>, GMMA::Major::K, GMMA::Major::MN>(),
+      GMMA::ss_op_selector<T, T, float, Shape<_64, Int<D>, Int<kPtBR>>, GMMA::Major::K, GMMA::Major::MN>(),
       Layout<Shape<_2, _1, _1>>{}));
   using MmaDQpds = std::conditional_t<
       kDqSplitN,
