@@ -26,7 +26,7 @@ case ${1:-} in
       -DBoost_NO_SYSTEM_PATHS=ON -DBoost_ROOT="$SYS/usr" -DBoost_DIR="$SYS/usr/lib/x86_64-linux-gnu/cmake/Boost-1.74.0" \
       > build-configure.log 2>&1 || { tail -40 build-configure.log; exit 1; }
     start=$SECONDS
-    cmake --build build -j "$(nproc)" > build.log 2>&1 || { grep -E "error|Error" build.log | head -30; tail -20 build.log; exit 1; }
+    cmake --build build -j "$(nproc)" -- -k 0 > build.log 2>&1 || { grep -E "error|Error" build.log | head -30; tail -20 build.log; exit 1; }
     echo "build_there: built in $((SECONDS - start)) s"; ls -la build/detfuse ;;
   *) echo "usage: build_there.sh fetch|build" >&2; exit 2 ;;
 esac
