@@ -21,6 +21,7 @@
 #include <cstring>
 
 #include "kernels/common/error.h"
+#include "kernels/flce/plan_rules.h"
 #include "kernels/flce/rowwise_portable.h"
 #include "reference/emulate.h"
 #include "reference/emulate_detail.h"
@@ -34,14 +35,9 @@ FlceChunking flce_chunking(const FlceProblem& p, const ParsedName& n) {
   const int64_t bm = n.params.at("bm"), bn = n.params.at("bn"), mb = n.params.at("mb");
   FlceChunking c;
   const int64_t Vp = round_up(p.V, 8);
-  const int64_t budget_rows = (mb << 20) / (Vp * 4);
-  const int64_t rows = std::max<int64_t>(bm, budget_rows / bm * bm);
-  c.chunk_rows = std::min<int64_t>(rows, p.N);
-  // driver.cuh: kDxTargetTiles = 1024, kDxMaxSplits = 8, >= 256 of K per split.
-  const int64_t tiles = ceil_div(c.chunk_rows, bm) * ceil_div(p.D, bn);
-  int64_t s = std::clamp<int64_t>(1024 / tiles, 1, 8);
-  s = std::min<int64_t>(s, (p.V + 255) / 256);
-  c.dx_splits = int(std::max<int64_t>(s, 1));
+  // The driver's rules themselves (make_plan): fp32 logits, dX split from the shape.
+  c.chunk_rows = flce::plan_chunk_rows(p.N, Vp, mb, bm, 4);
+  c.dx_splits = flce::plan_dx_splits(p.N, p.D, p.V, Vp, bm, bn);
   return c;
 }
 

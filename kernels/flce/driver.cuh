@@ -51,6 +51,7 @@
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/strategy.h"
 #include "kernels/flce/gemm.cuh"
+#include "kernels/flce/plan_rules.h"
 #include "kernels/flce/rowwise.h"
 #include "kernels/registry.h"
 
@@ -119,19 +120,7 @@ struct Plan {
   bool need_loss_rows = false, need_dw_acc = false, need_partials = false;
 };
 
-// The dX GEMM of a chunk has only ceil(Nc/BM) * ceil(D/BN) output tiles but a
-// K of V: when that is too few tiles to fill the GPU (the Gemma-2 head: 270
-// tiles of K = 256000), K is split and the partials summed in fixed order.
-// The count depends on the shape only, never on the device, so the bits do not;
-// and never on the chunk budget either: the tiles are counted for the rows a
-// fixed reference budget of kDxRefMiB (fp32 logits) would hold, not for the
-// variant's chunk, so every budget of a tile configuration gives the same dX
-// bits (the split count and the K range of each split fix them). Before, the
-// count followed the chunk: at the Llama head 128x256 tiles split 4 ways at
-// mb1024 and 2 ways at mb1920, and the dX bits differed between the budgets.
-constexpr int kDxTargetTiles = 1024;
-constexpr int kDxMaxSplits = 8;
-constexpr int kDxRefMiB = 2048;
+// The dX split and the chunk rows: kernels/flce/plan_rules.h (shared with the CPU emulation).
 
 // Chunk boundaries: every chunk but the last holds a multiple of block_m rows,
 // so each boundary falls on a multiple of block_m. For the owning dW chain to
@@ -156,9 +145,7 @@ inline Plan make_plan(const FlceProblem& p, FlceMode mode, const StrategyParams&
                       bool row_stats = false, bool split_dx = true, int logit_bytes = 4, bool stats_always = false) {
   Plan pl;
   pl.Vp = round_up(p.V, 8);
-  int64_t budget_rows = (int64_t(sp.chunk_mib) << 20) / (pl.Vp * logit_bytes);
-  int64_t rows = std::max<int64_t>(block_m, budget_rows / block_m * block_m);
-  pl.chunk_rows = std::min<int64_t>(rows, p.N);
+  pl.chunk_rows = plan_chunk_rows(p.N, pl.Vp, sp.chunk_mib, block_m, logit_bytes);
   const bool fwd = mode != FlceMode::backward, bwd = mode != FlceMode::forward;
   pl.need_loss_rows = fwd && p.reduction != Reduction::none;
   pl.need_dw_acc = bwd && p.grad_dtype != DType::f32;
@@ -179,13 +166,7 @@ inline Plan make_plan(const FlceProblem& p, FlceMode mode, const StrategyParams&
   pl.slab_rows = pl.need_partials ? partial_slab_rows(sp, pl.dw_splits, p.V) : 0;
   pl.partials = take(pl.need_partials ? size_t(pl.dw_splits) * size_t(pl.slab_rows) * size_t(p.D) * 4 : 0);
   if (bwd && split_dx) {
-    // Rows of the reference budget, not of the chunk: see kDxRefMiB.
-    const int64_t ref_rows =
-        std::min<int64_t>(p.N, std::max<int64_t>(block_m, ((int64_t(kDxRefMiB) << 20) / (pl.Vp * 4)) / block_m * block_m));
-    int64_t tiles = ((ref_rows + block_m - 1) / block_m) * ((p.D + block_n - 1) / block_n);
-    pl.dx_splits = int(std::clamp<int64_t>(kDxTargetTiles / tiles, 1, kDxMaxSplits));
-    pl.dx_splits = int(std::min<int64_t>(pl.dx_splits, (p.V + 255) / 256));  // keep >= 256 of K per split
-    pl.dx_splits = std::max(pl.dx_splits, 1);
+    pl.dx_splits = plan_dx_splits(p.N, p.D, p.V, pl.Vp, block_m, block_n);  // rows of kDxRefMiB, not of the chunk
   }
   pl.dx_partials = take(pl.dx_splits > 1 ? size_t(pl.dx_splits) * size_t(pl.chunk_rows) * size_t(p.D) * 4 : 0);
   pl.total = off;

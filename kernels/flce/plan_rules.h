@@ -1,0 +1,42 @@
+// The FLCE driver's two row rules, in plain C++ so that the CPU emulation
+// (reference/emulate_flce.cpp) follows exactly what the driver
+// (kernels/flce/driver.cuh, make_plan) does: the rows of a chunk, and how many
+// ordered K splits the dX GEMM of a chunk takes.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+namespace detfuse::flce {
+
+// The dX GEMM of a chunk has only ceil(Nc/BM) * ceil(D/BN) output tiles but a
+// K of V: when that is too few tiles to fill the GPU (the Gemma-2 head: 270
+// tiles of K = 256000), K is split and the partials summed in fixed order.
+// The count depends on the shape only, never on the device, so the bits do not;
+// and never on the chunk budget either: the tiles are counted for the rows a
+// fixed reference budget of kDxRefMiB (fp32 logits) would hold, not for the
+// variant's chunk, so every budget of a tile configuration gives the same dX
+// bits (the split count and the K range of each split fix them). Before, the
+// count followed the chunk: at the Llama head 128x256 tiles split 4 ways at
+// mb1024 and 2 ways at mb1920, and the dX bits differed between the budgets.
+inline constexpr int kDxTargetTiles = 1024;
+inline constexpr int kDxMaxSplits = 8;
+inline constexpr int kDxRefMiB = 2048;
+
+// Rows of a chunk: as many multiples of block_m as chunk_mib MiB of logits of
+// logit_bytes each hold (at least block_m), at most N. Vp: V rounded up to 8.
+inline int64_t plan_chunk_rows(int64_t N, int64_t Vp, int64_t chunk_mib, int64_t block_m, int64_t logit_bytes) {
+  const int64_t budget_rows = (chunk_mib << 20) / (Vp * logit_bytes);
+  return std::min<int64_t>(std::max<int64_t>(block_m, budget_rows / block_m * block_m), N);
+}
+
+// Ordered K splits of the dX GEMM (at least 1; at least 256 of K per split).
+inline int plan_dx_splits(int64_t N, int64_t D, int64_t V, int64_t Vp, int64_t block_m, int64_t block_n) {
+  const int64_t ref_rows = plan_chunk_rows(N, Vp, kDxRefMiB, block_m, 4);
+  const int64_t tiles = ((ref_rows + block_m - 1) / block_m) * ((D + block_n - 1) / block_n);
+  int64_t s = std::clamp<int64_t>(kDxTargetTiles / tiles, 1, kDxMaxSplits);
+  s = std::min<int64_t>(s, (V + 255) / 256);
+  return int(std::max<int64_t>(s, 1));
+}
+
+}  // namespace detfuse::flce
