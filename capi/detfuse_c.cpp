@@ -480,6 +480,46 @@ std::string level_of(const detfuse_selection* s, const char* level) {
   return level;
 }
 
+// The registry's variants of one family: their count, and the name at an index.
+template <class List>
+void count_variants(const List& all, int64_t* count) {
+  require_nonnull(count, "count");
+  *count = int64_t(all.size());
+}
+
+template <class List>
+void name_variant(const List& all, int64_t index, char* name, size_t name_cap) {
+  require_nonnull(name, "name");
+  if (index < 0 || index >= int64_t(all.size()))
+    throw invalid_argument("index: must be in [0, " + std::to_string(all.size()) + "), got " + std::to_string(index));
+  copy_text(name, name_cap, all[size_t(index)].desc.name);
+}
+
+// detfuse_*_choose and *_choose_level (level null or empty: any level).
+int32_t choose_flce(const char* fn, const detfuse_flce_problem* problem, int32_t mode,
+                    const detfuse_selection* selection, const char* level, detfuse_choice* choice) {
+  return guard(fn, [&] {
+    const FlceMode m = to_mode(mode);
+    const FlceProblem p = to_problem(problem);
+    check_selection(selection);
+    const std::string l = level_of(selection, level);
+    require_nonnull(choice, "choice");
+    fill_choice(choice, select(selection, p, m, l));
+  });
+}
+
+int32_t choose_attention(const char* fn, const detfuse_attention_problem* problem, int32_t mode,
+                         const detfuse_selection* selection, const char* level, detfuse_choice* choice) {
+  return guard(fn, [&] {
+    const AttentionMode m = to_attention_mode(mode);
+    const AttentionProblem p = to_attention_problem(problem);
+    check_attention_selection(selection);
+    const std::string l = level_of(selection, level);
+    require_nonnull(choice, "choice");
+    fill_attention_choice(choice, select_attention(selection, p, m, l));
+  });
+}
+
 }  // namespace
 
 extern "C" {
@@ -537,43 +577,21 @@ int32_t detfuse_flce_problem_key(const detfuse_flce_problem* problem, char* key,
 }
 
 int32_t detfuse_flce_variant_count(int64_t* count) {
-  return guard("detfuse_flce_variant_count", [&] {
-    require_nonnull(count, "count");
-    *count = int64_t(builtin_registry().flce().size());
-  });
+  return guard("detfuse_flce_variant_count", [&] { count_variants(builtin_registry().flce(), count); });
 }
 
 int32_t detfuse_flce_variant_name(int64_t index, char* name, size_t name_cap) {
-  return guard("detfuse_flce_variant_name", [&] {
-    require_nonnull(name, "name");
-    const auto& all = builtin_registry().flce();
-    if (index < 0 || index >= int64_t(all.size()))
-      throw invalid_argument("index: must be in [0, " + std::to_string(all.size()) + "), got " + std::to_string(index));
-    copy_text(name, name_cap, all[size_t(index)].desc.name);
-  });
+  return guard("detfuse_flce_variant_name", [&] { name_variant(builtin_registry().flce(), index, name, name_cap); });
 }
 
 int32_t detfuse_flce_choose(const detfuse_flce_problem* problem, int32_t mode, const detfuse_selection* selection,
                             detfuse_choice* choice) {
-  return guard("detfuse_flce_choose", [&] {
-    const FlceMode m = to_mode(mode);
-    const FlceProblem p = to_problem(problem);
-    check_selection(selection);
-    require_nonnull(choice, "choice");
-    fill_choice(choice, select(selection, p, m));
-  });
+  return choose_flce("detfuse_flce_choose", problem, mode, selection, nullptr, choice);
 }
 
 int32_t detfuse_flce_choose_level(const detfuse_flce_problem* problem, int32_t mode,
                                   const detfuse_selection* selection, const char* level, detfuse_choice* choice) {
-  return guard("detfuse_flce_choose_level", [&] {
-    const FlceMode m = to_mode(mode);
-    const FlceProblem p = to_problem(problem);
-    check_selection(selection);
-    const std::string l = level_of(selection, level);
-    require_nonnull(choice, "choice");
-    fill_choice(choice, select(selection, p, m, l));
-  });
+  return choose_flce("detfuse_flce_choose_level", problem, mode, selection, level, choice);
 }
 
 int32_t detfuse_flce_workspace_size(const detfuse_flce_problem* problem, int32_t mode,
@@ -635,44 +653,22 @@ int32_t detfuse_attention_problem_key(const detfuse_attention_problem* problem, 
 }
 
 int32_t detfuse_attention_variant_count(int64_t* count) {
-  return guard("detfuse_attention_variant_count", [&] {
-    require_nonnull(count, "count");
-    *count = int64_t(builtin_registry().attention().size());
-  });
+  return guard("detfuse_attention_variant_count", [&] { count_variants(builtin_registry().attention(), count); });
 }
 
 int32_t detfuse_attention_variant_name(int64_t index, char* name, size_t name_cap) {
-  return guard("detfuse_attention_variant_name", [&] {
-    require_nonnull(name, "name");
-    const auto& all = builtin_registry().attention();
-    if (index < 0 || index >= int64_t(all.size()))
-      throw invalid_argument("index: must be in [0, " + std::to_string(all.size()) + "), got " + std::to_string(index));
-    copy_text(name, name_cap, all[size_t(index)].desc.name);
-  });
+  return guard("detfuse_attention_variant_name", [&] { name_variant(builtin_registry().attention(), index, name, name_cap); });
 }
 
 int32_t detfuse_attention_choose(const detfuse_attention_problem* problem, int32_t mode,
                                  const detfuse_selection* selection, detfuse_choice* choice) {
-  return guard("detfuse_attention_choose", [&] {
-    const AttentionMode m = to_attention_mode(mode);
-    const AttentionProblem p = to_attention_problem(problem);
-    check_attention_selection(selection);
-    require_nonnull(choice, "choice");
-    fill_attention_choice(choice, select_attention(selection, p, m));
-  });
+  return choose_attention("detfuse_attention_choose", problem, mode, selection, nullptr, choice);
 }
 
 int32_t detfuse_attention_choose_level(const detfuse_attention_problem* problem, int32_t mode,
                                        const detfuse_selection* selection, const char* level,
                                        detfuse_choice* choice) {
-  return guard("detfuse_attention_choose_level", [&] {
-    const AttentionMode m = to_attention_mode(mode);
-    const AttentionProblem p = to_attention_problem(problem);
-    check_attention_selection(selection);
-    const std::string l = level_of(selection, level);
-    require_nonnull(choice, "choice");
-    fill_attention_choice(choice, select_attention(selection, p, m, l));
-  });
+  return choose_attention("detfuse_attention_choose_level", problem, mode, selection, level, choice);
 }
 
 int32_t detfuse_attention_workspace_size(const detfuse_attention_problem* problem, int32_t mode,

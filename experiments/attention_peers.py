@@ -33,7 +33,6 @@ import argparse
 import hashlib
 import json
 import os
-import statistics
 import sys
 import time
 
@@ -41,6 +40,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "pee
 import peers_site  # noqa: E402  (puts experiments/peers/install.sh's site folder first on sys.path)
 
 PEERS_SITE = peers_site.activate()
+from measure import time_ms  # noqa: E402  (experiments/peers/measure.py)
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
@@ -70,21 +70,6 @@ def parse_row(text):
 def flops_forward(B, H, S, d, causal):
     f = 4.0 * B * H * S * S * d
     return f / 2 if causal else f
-
-
-def time_ms(fn, warmup, reps):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        samples.append(a.elapsed_time(b))
-    return statistics.median(samples), samples
 
 
 def tensor_digest(t):

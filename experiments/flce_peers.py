@@ -38,7 +38,6 @@ import argparse
 import json
 import math
 import os
-import statistics
 import sys
 import time
 import traceback
@@ -47,6 +46,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "pee
 import peers_site  # noqa: E402  (puts experiments/peers/install.sh's site folder first on sys.path)
 
 PEERS_SITE = peers_site.activate()
+from measure import time_ms  # noqa: E402  (experiments/peers/measure.py)
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
@@ -60,21 +60,6 @@ ALL_PEERS = ["3gemm", "detfuse", "liger-cute", "liger-triton", "cce", "compile8"
 
 class Skip(Exception):
     """A peer that cannot run here: printed as its reason, not a failure of the script."""
-
-
-def time_ms(fn, warmup, reps):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        samples.append(a.elapsed_time(b))
-    return statistics.median(samples), samples
 
 
 # ----------------------------------------------------------------- the loss functions

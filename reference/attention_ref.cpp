@@ -24,7 +24,6 @@
 namespace detfuse::reference {
 namespace {
 
-using detail::chunks;
 using detail::gemm_ab_acc;
 using detail::gemm_abt;
 using detail::parallel_for;
