@@ -26,10 +26,10 @@ for stage in "$@"; do
       grep -E "^\[  (PASSED|FAILED) |tests? ran" "$OUT/tests.log" | tail -8
       grep -E "distinct digests" "$OUT/tests.log" | sort | uniq -c ;;
     sanitize)
-      run sanitize 100 compute-sanitizer --tool memcheck --error-exitcode 9 "$D/test_flce_gpu" \
+      sanitize memcheck 100 "$D/test_flce_gpu" \
         --gtest_filter='*MatchesReference*bf16_mma_owning_bm128_bn128*mb512:*MatchesReference*fp32_fma_partials_bm64*:FlceBadInput*'
-      run sanitize 80 compute-sanitizer --tool racecheck --error-exitcode 9 "$D/test_engines" --gtest_filter='GemmBf16*'
-      run sanitize 60 compute-sanitizer --tool synccheck --error-exitcode 9 "$D/test_flce_gpu" \
+      sanitize racecheck 80 "$D/test_engines" --gtest_filter='GemmBf16*'
+      sanitize synccheck 60 "$D/test_flce_gpu" \
         --gtest_filter='*RepeatsBitwise*bf16_mma_partials_bm64*'
       grep -E "ERROR SUMMARY|^=== exit" "$OUT/sanitize.log" ;;
     probe-bf16)
@@ -54,13 +54,13 @@ for stage in "$@"; do
       grep -E "^\[  (PASSED|FAILED) |FAILED  \]|tests? ran" "$OUT/wgmma.log" | tail -20
       grep -E "distinct digests" "$OUT/wgmma.log" | sort | uniq -c ;;
     wgmma-sanitize)
-      run sanitize 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$D/test_engines_wgmma" \
+      sanitize memcheck 120 "$D/test_engines_wgmma" \
         --gtest_filter='GemmWgmma.WgCoop256c2_AK_BMN:GemmWgmma.WgPing128c2_AMN_BMN:GemmWgmma.SplitK:GemmWgmma.LogitsRowStatistics'
-      run sanitize 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$D/test_flce_gpu" \
+      sanitize memcheck 120 "$D/test_flce_gpu" \
         --gtest_filter='*MatchesReference*wgmma_partials_bm128_bn256_bk64_c2*:*MatchesReference*wgmma_owning_bm128_bn128_bk64_c2_st6_pp1_mb512'
-      run sanitize 120 compute-sanitizer --tool racecheck --error-exitcode 9 "$D/test_engines_wgmma" \
+      sanitize racecheck 120 "$D/test_engines_wgmma" \
         --gtest_filter='GemmWgmma.WgCoop256c2_AMN_BMN:GemmWgmma.WgPing128c1_AK_BK'
-      run sanitize 120 compute-sanitizer --tool synccheck --error-exitcode 9 "$D/test_engines_wgmma" \
+      sanitize synccheck 120 "$D/test_engines_wgmma" \
         --gtest_filter='GemmWgmma.WgCoop128c2_AK_BK:GemmWgmma.WgPing128c2_AK_BMN:GemmWgmma.SplitK'
       grep -E "ERROR SUMMARY|^=== exit" "$OUT/sanitize.log" ;;
     wgmma-probe)
@@ -127,13 +127,13 @@ for stage in "$@"; do
       # racecheck (much slower) over one fma variant and the small wgmma backward case.
       F1='*Correct*bf16_fma_owning_br32_bc32_w4_d64*:*Correct*fp32_fma_partials_br32_bc32_w4_d64*:*Correct*bf16_fma_atomic_br32_bc32_w4_d64*:*ChunkedPartials*'
       for t in memcheck synccheck; do
-        run sanitize 150 compute-sanitizer --tool $t --error-exitcode 9 "$D/test_attention_gpu" --gtest_filter="$F1"
-        run sanitize 150 compute-sanitizer --tool $t --error-exitcode 9 "$D/test_attention_wgmma" \
+        sanitize $t 150 "$D/test_attention_gpu" --gtest_filter="$F1"
+        sanitize $t 150 "$D/test_attention_wgmma" \
           --gtest_filter='AttentionWgmmaGpu.*:AttentionWgmmaBwdGpu.SanitizerSized'
       done
-      run sanitize 200 compute-sanitizer --tool racecheck --error-exitcode 9 "$D/test_attention_gpu" \
+      sanitize racecheck 200 "$D/test_attention_gpu" \
         --gtest_filter='*Correct*bf16_fma_owning_br32_bc32_w4_d64*'
-      run sanitize 200 compute-sanitizer --tool racecheck --error-exitcode 9 "$D/test_attention_wgmma" \
+      sanitize racecheck 200 "$D/test_attention_wgmma" \
         --gtest_filter='AttentionWgmmaBwdGpu.SanitizerSized'
       grep -E "ERROR SUMMARY|^=== exit" "$OUT/sanitize.log" ;;
     attention-probe)

@@ -31,11 +31,11 @@ if [ "$mode" != --peers-only ]; then
   run tests 200 "$TFLCE" --gtest_filter='*cublaslt*:*bf16_mma_owning_bm128_bn128*mb1024*:*fp32_fma_partials_bm64*:*wgmma_owning_bm128_bn256*c2*mb1920*:FlceBadInput*'
   run tests 40 "$TENG" --gtest_filter='LtMatmul.*:ThreeGemms.*'
   # Sanitizers on the cuBLASLt row pass (its reductions on cub::BlockReduce).
-  run sanitize 100 compute-sanitizer --tool memcheck --error-exitcode 9 "$TFLCE" \
+  sanitize memcheck 100 "$TFLCE" \
     --gtest_filter='*MatchesReference*cublaslt_owning_mb512'
-  run sanitize 60 compute-sanitizer --tool racecheck --error-exitcode 9 "$TFLCE" \
+  sanitize racecheck 60 "$TFLCE" \
     --gtest_filter='*RepeatsBitwise*cublaslt_owning_mb512'
-  run sanitize 60 compute-sanitizer --tool synccheck --error-exitcode 9 "$TFLCE" \
+  sanitize synccheck 60 "$TFLCE" \
     --gtest_filter='*RepeatsBitwise*cublaslt_owning_mb512'
   # New against old cuBLASLt owning variants at the three shapes (3 GEMMs in the same process).
   for s in $SHAPES3; do

@@ -5,6 +5,7 @@
 #   run LOG TIMEOUT CMD...  runs CMD under `timeout` (SIGINT, then SIGKILL 10 s
 #            later), appends "=== CMD", its output and "=== exit RC after S s"
 #            to $OUT/LOG.log, adds a line to $SUMMARY and prints it; returns RC.
+#   sanitize TOOL TIMEOUT CMD...  run() of compute-sanitizer --tool TOOL into sanitize.log.
 #   gpu_line FILE  appends the GPU's name, driver and clocks to FILE.
 #   PYTHONPATH     the peers' site (experiments/peers/install.sh) and ./python.
 # The binaries: ./build (a Release build, or dist/build.tar.xz from pack.sh,
@@ -28,6 +29,12 @@ run() {
   echo "=== exit $rc after $((SECONDS - start)) s" >> "$OUT/$log.log"
   printf '%-12s exit %-3s %4ss  %s\n' "$log" "$rc" "$((SECONDS - start))" "$(echo "$*" | tr "\n" " " | cut -c1-100)" | tee -a "$SUMMARY"
   return $rc
+}
+
+# sanitize TOOL TIMEOUT CMD...: compute-sanitizer --tool TOOL (exit 9 on any error) in $OUT/sanitize.log.
+sanitize() {
+  local tool=$1 t=$2; shift 2
+  run sanitize "$t" compute-sanitizer --tool "$tool" --error-exitcode 9 "$@"
 }
 
 gpu_line() {
