@@ -192,12 +192,19 @@ std::vector<EmulatedOutput> emulate_attention(const std::string& variant, const 
   // ------------------------------------------------------------- forward
   std::vector<float> O(nq), lse(static_cast<size_t>(p.B * p.H * p.Sq));
   const int64_t n_qb = ceil_div(p.Sq, BR), n_kb = ceil_div(p.Sk, BC);
-  detail::parallel_for(p.B * p.H * n_qb, 0, [&](int64_t task, int) {
+  // The unit of a task over (batch, head, query block), as the forward and dq kernels' grids.
+  struct QueryBlock {
+    int64_t bh, q0, rows;
+    const float *K, *V;  // the kv head's keys and values
+  };
+  auto query_block = [&](int64_t task) {
     const int64_t qb = task % n_qb, bh = task / n_qb;
-    const int64_t b = bh / p.H, h = bh % p.H, hkv = h / g.G;
-    const int64_t q0 = qb * BR, rows = std::min(BR, p.Sq - q0);
-    const float* K = in.K.data() + (b * p.Hkv + hkv) * p.Sk * d;
-    const float* V = in.V.data() + (b * p.Hkv + hkv) * p.Sk * d;
+    const int64_t b = bh / p.H, hkv = (bh % p.H) / g.G;
+    const int64_t q0 = qb * BR, kv = (b * p.Hkv + hkv) * p.Sk * d;
+    return QueryBlock{bh, q0, std::min(BR, p.Sq - q0), in.K.data() + kv, in.V.data() + kv};
+  };
+  detail::parallel_for(p.B * p.H * n_qb, 0, [&](int64_t task, int) {
+    const auto [bh, q0, rows, K, V] = query_block(task);
     const int64_t n_keys = g.visible_keys(q0, rows), kfirst = g.first_key_block(q0);
     std::vector<float> Ks, Vs, Kt(static_cast<size_t>(d * BC)), s(static_cast<size_t>(BC)), acc(static_cast<size_t>(d)),
         lane(static_cast<size_t>(g.GR));
@@ -346,11 +353,7 @@ std::vector<EmulatedOutput> emulate_attention(const std::string& variant, const 
   } else {
     // bwd_dq_kernel: each query block walks its key blocks.
     detail::parallel_for(p.B * p.H * n_qb, 0, [&](int64_t task, int) {
-      const int64_t qb = task % n_qb, bh = task / n_qb;
-      const int64_t b = bh / p.H, h = bh % p.H, hkv = h / g.G;
-      const int64_t q0 = qb * BR, rows = std::min(BR, p.Sq - q0);
-      const float* K = in.K.data() + (b * p.Hkv + hkv) * p.Sk * d;
-      const float* V = in.V.data() + (b * p.Hkv + hkv) * p.Sk * d;
+      const auto [bh, q0, rows, K, V] = query_block(task);
       std::vector<float> Ks, Vs, Qs, dOs, lse_s, D_s, P, dS, v(static_cast<size_t>(d)),
           acc(static_cast<size_t>(BR * d), 0.f);
       query_side(bh, q0, Qs, dOs, lse_s, D_s);
