@@ -53,17 +53,25 @@ void run(const AttentionVariant& v, const AttentionProblem& p, AttentionMode mod
 }
 
 const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMode mode, const DeviceInfo& dev) {
-  // Before any tuning: the deterministic owning strategy, on the Hopper engine
-  // where it can run (bf16, sm_90, built with wgmma), else the exact fma engine
-  // with 64x64 tiles; else the first deterministic variant that can run, else
-  // any. The wgmma choices are the fastest deterministic variants measured on
-  // the H200 at B=4, H=32, Sq=Sk=4096 (experiments/attention_bench_log.md,
-  // run 4): d=128 forward+backward 421.9 TFLOP/s (causal 385.3), d=64 308.5.
+  // Before any tuning: the fastest deterministic variant measured for the head
+  // dim, causal or not, and GQA or not, on the Hopper engine where it can run
+  // (bf16, sm_90, built with wgmma); else the exact fma engine with 64x64
+  // tiles; else the first deterministic variant that can run, else any. Every
+  // wgmma backward variant runs the same forward (the 128 x 128 overlapped
+  // one), so the backward's choice decides both modes. Measured on the H200 at
+  // B=4, H=32, Sq=Sk=4096 (fwd+bwd TFLOP/s, experiments/attention_bench_log.md,
+  // 2026-12-02): d128 `ordered` pds1 440.8 (causal 369.8) against owning 411.2
+  // (364.7); with GQA the ordered dQ chain serialises a kv head's query heads
+  // (4,32,8 causal: 282.1 against owning 352.4), so owning; d64 owning 283.4
+  // (causal 248.9) against ordered 267.8 (224.5).
   const Registry& r = builtin_registry();
   std::vector<std::string> preferred;
-  if (p.dtype == DType::bf16)
+  if (p.dtype == DType::bf16) {
+    const bool gqa = p.Hkv > 0 && p.Hkv != p.H;
+    if (p.d == 128 && !gqa) preferred.push_back("attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds1_d128");
     preferred.push_back(p.d == 128 ? "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst2_d128"
-                                   : "attention.bf16.wgmma.owning.br64_bc128_st2_qbc128_qst2_d64");
+                                   : "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst3_d64");
+  }
   preferred.push_back(VariantDesc::canonical_name(Family::attention, p.dtype, "fma", "owning",
                                                   {{"br", 64}, {"bc", 64}, {"w", 8}, {"d", p.d}}));
   for (const auto& name : preferred)

@@ -330,24 +330,31 @@ TEST(AttentionHeuristic, PicksADeterministicVariantOfTheHeadDimOrExplains) {
   EXPECT_NE(msg.find("64 and 128"), std::string::npos) << msg;
 }
 
-TEST(AttentionHeuristic, PrefersTheHopperOwningVariantWhereItRuns) {
-  // bf16 on an H200: the wgmma owning variant when the build has it (both
-  // modes); fp32 and a pre-Hopper device: the exact fma owning 64x64 variant.
+TEST(AttentionHeuristic, PrefersTheMeasuredHopperVariantWhereItRuns) {
+  // bf16 on an H200, where the build has the wgmma engine (both modes): d128
+  // without GQA the ordered pds1 variant, d128 with GQA and d64 the owning
+  // variants; fp32 and a pre-Hopper device: the exact fma owning 64x64 variant.
   const DeviceInfo dev = h200();
-  for (int d : {64, 128}) {
-    const std::string hopper = d == 128 ? "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst2_d128"
-                                        : "attention.bf16.wgmma.owning.br64_bc128_st2_qbc128_qst2_d64";
-    const std::string fma_bf16 = "attention.bf16.fma.owning.br64_bc64_w8_d" + std::to_string(d);
-    const bool built = builtin_registry().find_attention(hopper) != nullptr;
-    for (AttentionMode m : {AttentionMode::forward, AttentionMode::backward}) {
-      EXPECT_EQ(attention::heuristic_variant(prob(d, DType::bf16), m, dev).desc.name, built ? hopper : fma_bf16);
-      EXPECT_EQ(attention::heuristic_variant(prob(d, DType::f32), m, dev).desc.name,
-                "attention.fp32.fma.owning.br64_bc64_w8_d" + std::to_string(d));
+  for (int d : {64, 128})
+    for (int64_t hkv : {32, 8}) {
+      AttentionProblem bf = prob(d, DType::bf16);
+      bf.H = 32;
+      bf.Hkv = hkv;
+      const std::string owning = d == 128 ? "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst2_d128"
+                                          : "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst3_d64";
+      const std::string hopper =
+          d == 128 && hkv == 32 ? "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds1_d128" : owning;
+      const std::string fma_bf16 = "attention.bf16.fma.owning.br64_bc64_w8_d" + std::to_string(d);
+      const bool built = builtin_registry().find_attention(hopper) != nullptr;
+      for (AttentionMode m : {AttentionMode::forward, AttentionMode::backward}) {
+        EXPECT_EQ(attention::heuristic_variant(bf, m, dev).desc.name, built ? hopper : fma_bf16) << hkv;
+        EXPECT_EQ(attention::heuristic_variant(prob(d, DType::f32), m, dev).desc.name,
+                  "attention.fp32.fma.owning.br64_bc64_w8_d" + std::to_string(d));
+      }
+      DeviceInfo ampere = dev;
+      ampere.cc_major = 8;
+      EXPECT_EQ(attention::heuristic_variant(bf, AttentionMode::backward, ampere).desc.name, fma_bf16);
     }
-    DeviceInfo ampere = dev;
-    ampere.cc_major = 8;
-    EXPECT_EQ(attention::heuristic_variant(prob(d, DType::bf16), AttentionMode::backward, ampere).desc.name, fma_bf16);
-  }
 }
 
 }  // namespace
