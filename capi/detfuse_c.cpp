@@ -102,8 +102,9 @@ FlceProblem to_problem(const detfuse_flce_problem* c) {
       throw invalid_argument("problem.reduction: must be 0 (mean), 1 (sum) or 2 (none), got " +
                              std::to_string(c->reduction));
   }
-  if (c->reserved0 != 0)
-    throw invalid_argument("problem.reserved0: must be 0, got " + std::to_string(c->reserved0));
+  if (c->accumulate_dW != 0 && c->accumulate_dW != 1)
+    throw invalid_argument("problem.accumulate_dW: must be 0 or 1, got " + std::to_string(c->accumulate_dW));
+  p.accumulate_dW = c->accumulate_dW == 1;
   p.label_smoothing = c->label_smoothing;
   p.lse_square_scale = c->z_loss;
   p.softcap = c->softcap;

@@ -39,8 +39,10 @@ extern "C" {
  * 3: detfuse_attention_problem.softcap and .window.
  * 4: detfuse_flce_choose_level and detfuse_attention_choose_level (a tuned
  *    choice at a determinism level); every version-3 function and struct is
- *    unchanged. */
-#define DETFUSE_C_ABI_VERSION 4
+ *    unchanged.
+ * 5: detfuse_flce_problem.accumulate_dW (was reserved0, which had to be 0, so a
+ *    version-4 caller's problem means the same). */
+#define DETFUSE_C_ABI_VERSION 5
 
 typedef enum detfuse_status {
   DETFUSE_OK = 0,
@@ -79,10 +81,11 @@ typedef enum detfuse_choice_source {
 typedef struct detfuse_flce_problem {
   int64_t N, D, V;
   int32_t dtype;          /* detfuse_dtype of X and W */
-  int32_t grad_dtype;     /* detfuse_dtype of dX, dW: fp32 or dtype */
+  int32_t grad_dtype;     /* detfuse_dtype of dX, dW: fp32 or dtype (dX only with accumulate_dW) */
   int64_t ignore_index;   /* negative or >= V */
   int32_t reduction;      /* detfuse_reduction */
-  int32_t reserved0;      /* must be 0 */
+  int32_t accumulate_dW;  /* 1: dW += the gradient, dW fp32 whatever grad_dtype (a caller's main-grad
+                             buffer; grad_dtype then types dX only); 0: dW = the gradient */
   double label_smoothing; /* [0, 1) */
   double z_loss;          /* lse_square_scale, >= 0 */
   double softcap;         /* 0 disables */
@@ -104,6 +107,7 @@ typedef struct detfuse_flce_args {
   void* dW;
   void* workspace; /* may be NULL: the library then allocates and synchronises */
   size_t workspace_size;
+  int32_t accumulate_dW; /* nonzero: dW += the gradient (fp32 dW only, a caller's main-grad buffer), else dW = */
 } detfuse_flce_args;
 
 typedef struct detfuse_selection {

@@ -7,7 +7,10 @@ GEMMs of the problem timed in the same process.
 Peers (every import guarded: a missing one prints "not installed" and the
 script goes on; one that fails prints its exception text):
   detfuse        detfuse.torch.linear_cross_entropy, variant "tuned" (falls back
-                 to the heuristic when --db has no row) and each --variant named
+                 to the heuristic when --db has no row) and each --variant named;
+                 detfuse-mg: each --main-grad-variant with main_grad= (dW summed
+                 into an fp32 [V, D] main grad, Megatron's way: no fp32 dW
+                 accumulator, no bf16 dW; the main grad is its output)
   liger-cute     Liger-Kernel's CuTe DSL sm90 FLCE
                  (liger_kernel.ops.cutedsl.ops.fused_linear_cross_entropy_sm90)
   liger-triton   Liger-Kernel's LigerFusedLinearCrossEntropyLoss with its Triton
@@ -67,7 +70,7 @@ def make_peers(args):
     """name -> factory(x, w, y) returning a loss-producing callable, or raising Skip."""
     peers = {}
 
-    def detfuse_factory(variant):
+    def detfuse_factory(variant, main_grad=False):
         def f(x, w, y):
             try:
                 import detfuse.torch as dt
@@ -81,12 +84,19 @@ def make_peers(args):
                 name = f"{chosen.name} ({chosen.source})"
             except Exception as e:  # noqa: BLE001
                 raise Skip(f"{type(e).__name__}: {e}")
+            if main_grad:
+                # dW summed into an fp32 main grad (allocated here, before the
+                # memory baseline: it is the output, as w.grad is for the others).
+                mg = torch.zeros(w.shape, dtype=torch.float32, device=w.device)
+                return (lambda: dt.linear_cross_entropy(x, w, y, main_grad=mg, **kw)), name + " main_grad", mg
             return (lambda: dt.linear_cross_entropy(x, w, y, **kw)), name
         return f
 
     peers["detfuse"] = detfuse_factory("tuned")
     for v in args.variant:
         peers["detfuse:" + v] = detfuse_factory(v)
+    for v in args.main_grad_variant:
+        peers["detfuse-mg:" + v] = detfuse_factory(v, main_grad=True)
 
     def liger_cute(x, w, y):
         try:
@@ -191,7 +201,11 @@ def rel_norm(a, ref):
 
 def measure_peer(factory, x, w, y, ref, reps):
     x.grad = w.grad = None
-    fn, what = factory(x, w, y)
+    fn, what, *main_grad = factory(x, w, y)
+    mg = main_grad[0] if main_grad else None
+
+    def grad_w():  # fp32 main grad (zeroed before each call that is compared) or w.grad
+        return mg if mg is not None else w.grad
 
     def step():
         x.grad = w.grad = None
@@ -201,24 +215,29 @@ def measure_peer(factory, x, w, y, ref, reps):
     step()
     torch.cuda.synchronize()
     x.grad = w.grad = None
+    if mg is not None:
+        mg.zero_()
     torch.cuda.synchronize()
-    base = torch.cuda.memory_allocated()
+    base = torch.cuda.memory_allocated()  # the main grad, where there is one, is in it
     torch.cuda.reset_peak_memory_stats()
     loss = fn()
     loss.backward()
     torch.cuda.synchronize()
     peak = torch.cuda.max_memory_allocated()
     outputs = loss.numel() * loss.element_size() + x.grad.numel() * x.grad.element_size() + \
-        w.grad.numel() * w.grad.element_size()
+        (w.grad.numel() * w.grad.element_size() if mg is None else 0)
     extra = peak - base - outputs
     l_ref, dX_ref, dW_ref = ref
-    err = {"loss": abs(float(loss) - l_ref) / abs(l_ref), "dX": rel_norm(x.grad, dX_ref), "dW": rel_norm(w.grad, dW_ref)}
+    err = {"loss": abs(float(loss) - l_ref) / abs(l_ref), "dX": rel_norm(x.grad, dX_ref),
+           "dW": rel_norm(grad_w(), dW_ref)}
     del loss
     # Distinct dW bit patterns over 3 calls (exact comparison on the device).
     kept = []
     for _ in range(3):
+        if mg is not None:
+            mg.zero_()
         step()
-        g = w.grad.detach().view(torch.int16)
+        g = grad_w().detach().view(torch.int16 if mg is None else torch.int32)
         if not any(torch.equal(g, k) for k in kept):
             kept.append(g.clone())
     distinct = len(kept)
@@ -245,6 +264,8 @@ def main():
     ap.add_argument("--shapes", nargs="*", default=DEFAULT_SHAPES)
     ap.add_argument("--peers", default=",".join(ALL_PEERS), help="comma-separated subset of " + ",".join(ALL_PEERS))
     ap.add_argument("--variant", nargs="*", default=DEFAULT_VARIANTS, help="detfuse variants measured by name")
+    ap.add_argument("--main-grad-variant", nargs="*", default=[],
+                    help="detfuse variants also measured with main_grad= (fp32 dW output)")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--budget-s", type=float, default=200.0, help="stop starting new measurements after this")
     ap.add_argument("--quack-untuned", action="store_true",
@@ -265,7 +286,8 @@ def main():
     order = []
     for p in wanted:
         if p == "detfuse":
-            order += ["detfuse"] + ["detfuse:" + v for v in args.variant]
+            order += ["detfuse"] + ["detfuse:" + v for v in args.variant] + \
+                ["detfuse-mg:" + v for v in args.main_grad_variant]
         elif p != "3gemm":
             order.append(p)
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -320,7 +342,7 @@ def main():
                 print(f"| {shape} | 3 GEMMs (logits {p['logits']:.2f}, dX {p['dX']:.2f}, dW {p['dW']:.2f}) | "
                       f"{r['ms']:.2f} | 1.00 | | | | | |")
                 continue
-            label = name if name == r["what"] or name.startswith("detfuse:") else f"{name} ({r['what']})"
+            label = name if name == r["what"] or name.startswith(("detfuse:", "detfuse-mg:")) else f"{name} ({r['what']})"
             e = r["err"]
             print(f"| {shape} | {label} | {r['ms']:.2f} | {ratio} | {r['extra_bytes'] / 2**30:.2f} | "
                   f"{r['dW_distinct']} | {e['loss']:.1e} | {e['dX']:.1e} | {e['dW']:.1e} |")

@@ -10,7 +10,12 @@
 namespace detfuse::tuner {
 
 db::ProblemRecord FamilyTraits<FlceProblem>::record(const FlceProblem& p) {
-  return db::make_problem_record(p.key(), {"N", "D", "V"});
+  // Stored and looked up without accumulate_dW: summing onto a caller's dW
+  // changes only the first chunk's dW epilogue (a load where a store was), so
+  // a problem's tuned choice is its accumulating twin's too.
+  FlceProblem q = p;
+  q.accumulate_dW = false;
+  return db::make_problem_record(q.key(), {"N", "D", "V"});
 }
 
 void FamilyTraits<FlceProblem>::check_fits(const FlceProblem& p, const DeviceInfo* dev) { tuner::check_fits(p, dev); }

@@ -120,6 +120,7 @@ std::string FlceProblem::key() const {
      << ",grad=" << to_string(grad_dtype) << ",ii=" << ignore_index << ",red=" << to_string(reduction)
      << ",ls=" << num(label_smoothing) << ",z=" << num(lse_square_scale) << ",cap=" << num(softcap)
      << ",go=" << num(grad_output);
+  if (accumulate_dW) os << ",acc=1";
   return os.str();
 }
 

@@ -84,11 +84,16 @@ struct FlceProblem {
   double lse_square_scale = 0.0;   // z-loss weight, >= 0
   double softcap = 0.0;            // 0 disables; > 0 caps logits as softcap*tanh(z/softcap)
   double grad_output = 1.0;        // upstream gradient of L (mean/sum), scales all gradients
+  // dW += the gradient, in fp32 whatever grad_dtype (which then types dX
+  // only): dW is a caller's fp32 "main grad" buffer (Megatron's gradient-
+  // accumulation fusion), so no V x D fp32 accumulator and no bf16 copy of dW
+  // are made. Keyed only when set (",acc=1"), so stored keys stay valid.
+  bool accumulate_dW = false;
 
   // Throws detfuse::Error (invalid_argument) naming the first bad field.
   void validate() const;
   // Canonical key, every field spelled: "flce:N=..,D=..,V=..,dtype=bf16,grad=fp32,ii=-100,
-  // red=mean,ls=0,z=0,cap=0,go=1". Equal problems have equal keys.
+  // red=mean,ls=0,z=0,cap=0,go=1", then ",acc=1" when accumulate_dW. Equal problems have equal keys.
   std::string key() const;
   // Short shape text "N,D,V".
   std::string shape() const;

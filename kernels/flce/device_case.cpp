@@ -41,6 +41,11 @@ DeviceCase::DeviceCase(const FlceProblem& p, const std::vector<float>& X, const 
                        const std::vector<int64_t>& y, const std::vector<float>& dloss)
     : p_(p) {
   p.validate();
+  // Repeated runs of an accumulating problem would sum onto their own dW, so
+  // the repeats the tuner and the tests compare would differ by design: it is
+  // measured as its plain twin (tuner::FamilyTraits<FlceProblem>::record).
+  if (p.accumulate_dW)
+    throw invalid_argument("accumulate_dW: a device case runs the plain problem (repeats would sum onto their own dW)");
   const size_t N = size_t(p.N), D = size_t(p.D), V = size_t(p.V);
   check_size(X.size(), N * D, "X");
   check_size(W.size(), V * D, "W");

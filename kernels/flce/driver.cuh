@@ -148,7 +148,7 @@ inline Plan make_plan(const FlceProblem& p, FlceMode mode, const StrategyParams&
   pl.chunk_rows = plan_chunk_rows(p.N, pl.Vp, sp.chunk_mib, block_m, logit_bytes);
   const bool fwd = mode != FlceMode::backward, bwd = mode != FlceMode::forward;
   pl.need_loss_rows = fwd && p.reduction != Reduction::none;
-  pl.need_dw_acc = bwd && p.grad_dtype != DType::f32;
+  pl.need_dw_acc = bwd && p.grad_dtype != DType::f32 && !p.accumulate_dW;
   pl.need_partials = bwd && sp.strategy == Strategy::partials;
   size_t off = 0;
   auto take = [&](size_t bytes) {
@@ -231,7 +231,7 @@ struct FlceDriver {
     const int D = int(p.D), V = int(p.V);
 
     launch_count_targets(p, a.y, counts, s);
-    if (bwd && sp.strategy == Strategy::atomic)
+    if (bwd && sp.strategy == Strategy::atomic && !p.accumulate_dW)
       DETFUSE_CUDA_CHECK(cudaMemsetAsync(dw, 0, size_t(p.V) * size_t(p.D) * 4, s));
 
     // G overwrites Z in place: bf16 with twice the element leading dimension
@@ -240,6 +240,7 @@ struct FlceDriver {
     for (int64_t r0 = 0, chunk = 0; r0 < p.N; r0 += pl.chunk_rows, ++chunk) {
       const int nc = int(std::min<int64_t>(pl.chunk_rows, p.N - r0));
       const T* Xc = X + r0 * p.D;
+      const bool fresh = chunk == 0 && !p.accumulate_dW;  // dW written, not summed onto
 
       GemmParams g1;  // Z = Xc W^T : [nc, V], K = D
       g1.M = nc; g1.N = V; g1.K = D;
@@ -327,11 +328,11 @@ struct FlceDriver {
         case Strategy::owning:
           if constexpr (owning_acc_in) {
             if (!sp.owning_rmw) {
-              Engine::template gemm<Cfg, Major::MN, Major::MN>(g4, EpiAccumulateIn{dw, p.D, chunk == 0 ? 1 : 0}, 1, s);
+              Engine::template gemm<Cfg, Major::MN, Major::MN>(g4, EpiAccumulateIn{dw, p.D, fresh ? 1 : 0}, 1, s);
               break;
             }
           }
-          Engine::template gemm<Cfg, Major::MN, Major::MN>(g4, EpiAccumulate{dw, p.D, chunk == 0 ? 1 : 0}, 1, s);
+          Engine::template gemm<Cfg, Major::MN, Major::MN>(g4, EpiAccumulate{dw, p.D, fresh ? 1 : 0}, 1, s);
           break;
         case Strategy::atomic: {
           const int splits = dw_splits(sp, nc, Cfg::BM);
@@ -354,7 +355,7 @@ struct FlceDriver {
             gs.A = Engine::grad_bf16 ? static_cast<const void*>(reinterpret_cast<const unsigned short*>(L) + v0)
                                      : static_cast<const void*>(L + v0);
             Engine::template gemm<Cfg, Major::MN, Major::MN>(gs, EpiPartial{partials, p.D, slab * p.D}, 1, s);
-            launch_sum_partials(dw + v0 * p.D, partials, splits, slab * p.D, rows * p.D, chunk == 0, s);
+            launch_sum_partials(dw + v0 * p.D, partials, splits, slab * p.D, rows * p.D, fresh, s);
           }
           break;
         }

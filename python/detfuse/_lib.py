@@ -7,7 +7,7 @@ import pathlib
 from typing import NamedTuple, Optional
 
 # Must equal DETFUSE_C_ABI_VERSION in capi/detfuse_c.h (the structs below mirror it).
-ABI_VERSION = 4
+ABI_VERSION = 5
 
 OK, ERR_INVALID_ARGUMENT, ERR_NO_DEVICE, ERR_RUNTIME, ERR_OUT_OF_MEMORY, ERR_INTERNAL = range(6)
 DTYPE_F32, DTYPE_BF16 = 0, 1
@@ -49,7 +49,7 @@ class FlceProblem(ctypes.Structure):
         ("grad_dtype", ctypes.c_int32),
         ("ignore_index", ctypes.c_int64),
         ("reduction", ctypes.c_int32),
-        ("reserved0", ctypes.c_int32),
+        ("accumulate_dW", ctypes.c_int32),
         ("label_smoothing", ctypes.c_double),
         ("z_loss", ctypes.c_double),
         ("softcap", ctypes.c_double),
@@ -202,7 +202,7 @@ def device_count() -> int:
 
 
 def make_problem(N, D, V, *, dtype=DTYPE_BF16, grad_dtype=None, ignore_index=-100, reduction="mean",
-                 label_smoothing=0.0, z_loss=0.0, softcap=0.0, grad_output=1.0) -> FlceProblem:
+                 label_smoothing=0.0, z_loss=0.0, softcap=0.0, grad_output=1.0, accumulate_dW=False) -> FlceProblem:
     """A C problem struct; Python-level type errors here, the rest checked by the library."""
     if reduction not in REDUCTIONS:
         raise ValueError(f"reduction: must be 'mean', 'sum' or 'none', got {reduction!r}")
@@ -225,6 +225,9 @@ def make_problem(N, D, V, *, dtype=DTYPE_BF16, grad_dtype=None, ignore_index=-10
     p.reduction = REDUCTIONS[reduction]
     p.label_smoothing, p.z_loss, p.softcap, p.grad_output = (float(label_smoothing), float(z_loss),
                                                              float(softcap), float(grad_output))
+    if not isinstance(accumulate_dW, bool):
+        raise TypeError(f"accumulate_dW: must be a bool, got {type(accumulate_dW).__name__}")
+    p.accumulate_dW = int(accumulate_dW)
     return p
 
 

@@ -52,18 +52,19 @@ def _dtype_code(torch, dt):
     raise TypeError(f"dtype must be torch.bfloat16 or torch.float32, got {dt}")
 
 
-def flce_problem(torch, x, w, ignore_index, reduction, label_smoothing, z_loss, softcap):
+def flce_problem(torch, x, w, ignore_index, reduction, label_smoothing, z_loss, softcap, accumulate_dW=False):
     N, D, V = int(x.shape[0]), int(x.shape[1]), int(w.shape[0])
     code = _dtype_code(torch, x.dtype)
 
     def make():
         p = _lib.make_problem(N, D, V, dtype=code, grad_dtype=code, ignore_index=int(ignore_index), reduction=reduction,
                               label_smoothing=float(label_smoothing), z_loss=float(z_loss), softcap=float(softcap),
-                              grad_output=1.0)
+                              grad_output=1.0, accumulate_dW=bool(accumulate_dW))
         _lib.validate(p)
         return p
 
-    return _cached(_problems, ("flce", N, D, V, code, ignore_index, reduction, label_smoothing, z_loss, softcap), make)
+    return _cached(_problems, ("flce", N, D, V, code, ignore_index, reduction, label_smoothing, z_loss, softcap,
+                               bool(accumulate_dW)), make)
 
 
 def attention_problem(torch, q, k, causal, scale, softcap, window):
@@ -171,6 +172,32 @@ def register() -> bool:
         return (x.new_empty((), dtype=torch.float32), x.new_empty((N,), dtype=torch.float32), x.new_empty(x.shape),
                 w.new_empty(w.shape))
 
+    @torch.library.custom_op("detfuse::flce_forward_backward_main_grad", mutates_args=("main_grad",),
+                             device_types="cuda")
+    def flce_forward_backward_main_grad(x: Tensor, w: Tensor, y: Tensor, main_grad: Tensor, ignore_index: int,
+                                        reduction: str, label_smoothing: float, z_loss: float, softcap: float,
+                                        variant: str, db: str,
+                                        allow_nondeterministic: bool) -> Tuple[Tensor, Tensor, Tensor]:
+        """loss, lse, dX; main_grad (fp32 [V, D]) += dW (the problem's accumulate_dW)."""
+        if reduction == "none":
+            raise ValueError("detfuse::flce_forward_backward_main_grad: reduction 'none' needs the per-row upstream "
+                             "gradient; main_grad needs reduction 'mean' or 'sum'")
+        x, w, y = x.contiguous(), w.contiguous(), y.contiguous()
+        p = flce_problem(torch, x, w, ignore_index, reduction, label_smoothing, z_loss, softcap, accumulate_dW=True)
+        sel = selection(variant, db, allow_nondeterministic)
+        loss = torch.empty((), dtype=torch.float32, device=x.device)
+        lse = torch.empty((x.shape[0],), dtype=torch.float32, device=x.device)
+        dX = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        _flce_launch(torch, p, _lib.MODE_FORWARD_BACKWARD, sel, x.device, X=x, W=w, y=y, loss=loss, lse=lse, dX=dX,
+                     dW=main_grad)
+        return loss, lse, dX
+
+    @flce_forward_backward_main_grad.register_fake
+    def _(x, w, y, main_grad, ignore_index, reduction, label_smoothing, z_loss, softcap, variant, db,
+          allow_nondeterministic):
+        return (x.new_empty((), dtype=torch.float32), x.new_empty((x.shape[0],), dtype=torch.float32),
+                x.new_empty(x.shape))
+
     @torch.library.custom_op("detfuse::flce_backward", mutates_args=(), device_types="cuda")
     def flce_backward(x: Tensor, w: Tensor, y: Tensor, lse: Tensor, dloss: Tensor, ignore_index: int, reduction: str,
                       label_smoothing: float, z_loss: float, softcap: float, variant: str, db: str,
@@ -209,6 +236,23 @@ def register() -> bool:
         return (_scale(g_loss, dX), _scale(g_loss, dW), None) + (None,) * _FLCE_OPTS
 
     torch.library.register_autograd("detfuse::flce_forward_backward", fb_backward, setup_context=fb_setup)
+
+    def mg_setup(ctx, inputs, output):
+        ctx.save_for_backward(output[2])
+        ctx.mark_non_differentiable(output[1], output[2])
+
+    def mg_backward(ctx, g_loss, g_lse, g_dX):
+        # dW went into main_grad in the forward for an upstream gradient of 1;
+        # any other upstream gradient would have needed it scaled (one sync here).
+        if not bool((g_loss == 1).all()):
+            raise RuntimeError(f"linear_cross_entropy(main_grad=...): main_grad already holds dW for an upstream "
+                               f"gradient of 1 (loss.backward() on the returned loss), but the loss's gradient is "
+                               f"{float(g_loss)}; scale after the call (e.g. main_grad /= steps) or use "
+                               f"main_grad=None")
+        (dX,) = ctx.saved_tensors
+        return (dX, None, None, None) + (None,) * _FLCE_OPTS
+
+    torch.library.register_autograd("detfuse::flce_forward_backward_main_grad", mg_backward, setup_context=mg_setup)
 
     def f_setup(ctx, inputs, output):
         x, w, y = inputs[:3]

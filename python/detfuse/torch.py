@@ -83,6 +83,25 @@ def _check_inputs(x, weight, target, bias, reduction):
     return x2, weight.contiguous(), target.reshape(-1).contiguous()
 
 
+def _check_main_grad(main_grad, weight, reduction, grad_in_forward):
+    torch = _torch()
+    if not isinstance(main_grad, torch.Tensor):
+        raise TypeError(f"main_grad: must be a torch.Tensor (fp32 [V, D]) or None, got {type(main_grad).__name__}")
+    if main_grad.dtype != torch.float32:
+        raise TypeError(f"main_grad: dtype must be torch.float32 (dW is summed in fp32), got {main_grad.dtype}")
+    if tuple(main_grad.shape) != tuple(weight.shape):
+        raise ValueError(f"main_grad: shape must be weight's {tuple(weight.shape)}, got {tuple(main_grad.shape)}")
+    if main_grad.device != weight.device:
+        raise ValueError(f"main_grad: must be on weight's device {weight.device}, got {main_grad.device}")
+    if not main_grad.is_contiguous():
+        raise ValueError("main_grad: must be contiguous (it is written in place)")
+    if reduction == "none":
+        raise ValueError("main_grad: needs reduction 'mean' or 'sum' (with 'none' the per-row upstream gradient is "
+                         "known only in the backward)")
+    if not grad_in_forward:
+        raise ValueError("main_grad: dW is summed into it in the forward; grad_in_forward=False is not supported with it")
+
+
 def _check_devices(x, weight, target):
     # "meta" tensors run the ops' fake implementations (shapes only: tracing,
     # tests without a GPU); everything else must be on CUDA.
@@ -136,7 +155,7 @@ def _check_variant(variant, what):
 
 def linear_cross_entropy(x, weight, target, *, bias=None, ignore_index=-100, reduction="mean", label_smoothing=0.0,
                          z_loss=0.0, softcap=0.0, variant="tuned", db="detfuse.db", return_lse=False,
-                         grad_in_forward=True, allow_nondeterministic=False, level=None):
+                         grad_in_forward=True, allow_nondeterministic=False, level=None, main_grad=None):
     """cross_entropy(x @ weight.T, target) fused, with bitwise-reproducible
     gradients. variant: "tuned" (the store `db`, then the nearest tuned shape,
     then the heuristic), "heuristic", or a canonical variant name. Returns the
@@ -147,10 +166,18 @@ def linear_cross_entropy(x, weight, target, *, bias=None, ignore_index=-100, red
     any) are chosen (chosen_variant(..., level=) says which and why); resolved
     before the op runs, so not inside torch.compile (pass the chosen name as
     variant= there).
+    main_grad: an fp32 [V, D] tensor on x's device (Megatron's weight.main_grad):
+    dW is summed into it in the forward (main_grad += dW, fp32, in the fixed
+    order of the variant) and weight gets no .grad; no V x D fp32 accumulator
+    or bf16 dW is made. The returned loss must get an upstream gradient of 1
+    (loss.backward(), or a sum with other terms); the backward raises
+    otherwise. Needs grad_in_forward and reduction 'mean' or 'sum'.
     Runs the custom ops torch.ops.detfuse.flce_* (torch.compile traces them,
     fullgraph=True included)."""
     torch = _torch()
     x2, w, y = _check_inputs(x, weight, target, bias, reduction)
+    if main_grad is not None:
+        _check_main_grad(main_grad, w, reduction, grad_in_forward)
     _check_variant(variant, "variant")
     _lib.check_level(level, variant)
     dbs = _db_arg(db)
@@ -170,7 +197,9 @@ def linear_cross_entropy(x, weight, target, *, bias=None, ignore_index=-100, red
             bool(allow_nondeterministic))
     ops = _ops()
     needs = torch.is_grad_enabled() and (x2.requires_grad or w.requires_grad)
-    if needs and grad_in_forward and reduction != "none":
+    if needs and main_grad is not None:
+        loss, lse, _ = ops.flce_forward_backward_main_grad(x2, w, y, main_grad, *opts)
+    elif needs and grad_in_forward and reduction != "none":
         loss, lse, _, _ = ops.flce_forward_backward(x2, w, y, *opts)
     else:
         loss, lse = ops.flce_forward(x2, w, y, *opts)

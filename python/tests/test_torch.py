@@ -55,6 +55,22 @@ class ArgumentCheckTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "bias: not supported"):
             dt.linear_cross_entropy(self.x, self.w, self.y, bias=torch.zeros(32))
 
+    def test_main_grad_is_checked(self):
+        def call(mg, **kw):
+            dt.linear_cross_entropy(self.x, self.w, self.y, main_grad=mg, **kw)
+        with self.assertRaisesRegex(TypeError, r"main_grad: must be a torch.Tensor \(fp32 \[V, D\]\) or None"):
+            call(1.0)
+        with self.assertRaisesRegex(TypeError, r"main_grad: dtype must be torch.float32"):
+            call(torch.zeros(32, 16, dtype=torch.bfloat16))
+        with self.assertRaisesRegex(ValueError, r"main_grad: shape must be weight's \(32, 16\), got \(16, 32\)"):
+            call(torch.zeros(16, 32))
+        with self.assertRaisesRegex(ValueError, r"main_grad: must be contiguous"):
+            call(torch.zeros(16, 32).t())
+        with self.assertRaisesRegex(ValueError, r"main_grad: needs reduction 'mean' or 'sum'"):
+            call(torch.zeros(32, 16), reduction="none")
+        with self.assertRaisesRegex(ValueError, r"main_grad: dW is summed into it in the forward; grad_in_forward"):
+            call(torch.zeros(32, 16), grad_in_forward=False)
+
     def test_dtypes(self):
         with self.assertRaisesRegex(TypeError, r"x: dtype must be torch.bfloat16 or torch.float32, got torch.float16"):
             dt.linear_cross_entropy(self.x.half(), self.w.half(), self.y)
@@ -150,6 +166,50 @@ class GpuTest(unittest.TestCase):
             dt.linear_cross_entropy(x, w, y, variant="heuristic").backward()
             digests.add((detfuse.digest(x.grad), detfuse.digest(w.grad)))
         self.assertEqual(len(digests), 1, digests)
+
+    def test_main_grad_sums_dW_in_fp32_without_a_weight_grad(self):
+        # main_grad += dW in the forward; the same variant without main_grad
+        # gives dW through its fp32 accumulator rounded to bf16: equal values
+        # (torch.equal: the accumulating chain may give +0 where the other
+        # gives -0). Twice from the same start: identical bits. Onto a nonzero
+        # start: start + dW within the bf16 tolerance of the float64 reference.
+        for variant in ("heuristic", "flce.bf16.cublaslt.owning.mb1024"):
+            with self.subTest(variant=variant):
+                x, w, y = self.make()
+                x.requires_grad_()
+                w.requires_grad_()
+                dt.linear_cross_entropy(x, w, y, variant=variant).backward()
+                plain_dX, plain_dW = x.grad.clone(), w.grad.clone()
+                x.grad = w.grad = None
+                digests = set()
+                for _ in range(2):
+                    mg = torch.zeros(w.shape, dtype=torch.float32, device="cuda")
+                    loss = dt.linear_cross_entropy(x, w, y, variant=variant, main_grad=mg)
+                    loss.backward()
+                    self.assertIsNone(w.grad)
+                    self.assertTrue(torch.equal(x.grad, plain_dX))
+                    self.assertTrue(torch.equal(mg.to(torch.bfloat16), plain_dW))
+                    digests.add(detfuse.digest(mg))
+                    x.grad = None
+                self.assertEqual(len(digests), 1, digests)
+                start = torch.randn(w.shape, dtype=torch.float32, device="cuda") * 1e-3
+                mg = start.clone()
+                dt.linear_cross_entropy(x, w, y, variant=variant, main_grad=mg).backward()
+                ref, xr, wr = self.reference(x, w, y, "mean")
+                ref.backward()
+                self.assertLess(rel_err(mg, start.double() + wr.grad), 2e-2)
+
+    def test_main_grad_refuses_an_upstream_gradient_other_than_one(self):
+        x, w, y = self.make()
+        w.requires_grad_()
+        mg = torch.zeros(w.shape, dtype=torch.float32, device="cuda")
+        loss = dt.linear_cross_entropy(x, w, y, main_grad=mg)
+        with self.assertRaisesRegex(RuntimeError, r"main_grad already holds dW for an upstream gradient of 1"):
+            (loss / 4).backward()
+        with torch.no_grad():  # no gradient wanted: main_grad is left alone
+            mg2 = torch.zeros_like(mg)
+            dt.linear_cross_entropy(x, w, y, main_grad=mg2)
+        self.assertEqual(int(mg2.count_nonzero()), 0)
 
     def test_chosen_variant_and_lse(self):
         x, w, y = self.make()

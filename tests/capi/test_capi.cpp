@@ -109,7 +109,7 @@ TEST(CApi, ProblemInitGivesTheCxxDefaults) {
   EXPECT_EQ(p.grad_dtype, DETFUSE_DTYPE_F32);
   EXPECT_EQ(p.ignore_index, -100);
   EXPECT_EQ(p.reduction, DETFUSE_REDUCTION_MEAN);
-  EXPECT_EQ(p.reserved0, 0);
+  EXPECT_EQ(p.accumulate_dW, 0);
   EXPECT_EQ(p.grad_output, 1.0);
   EXPECT_EQ(p.label_smoothing, 0.0);
   EXPECT_EQ(p.z_loss, 0.0);
@@ -134,6 +134,8 @@ TEST(CApi, ProblemConvertsFieldForField) {
   p.grad_dtype = DETFUSE_DTYPE_BF16;
   p.reduction = DETFUSE_REDUCTION_SUM;
   EXPECT_EQ(key_of(p), "flce:N=8,D=16,V=32,dtype=bf16,grad=bf16,ii=32,red=sum,ls=0.25,z=0.0001,cap=2.5,go=0.5");
+  p.accumulate_dW = 1;
+  EXPECT_EQ(key_of(p), "flce:N=8,D=16,V=32,dtype=bf16,grad=bf16,ii=32,red=sum,ls=0.25,z=0.0001,cap=2.5,go=0.5,acc=1");
   // A short buffer is truncated and terminated.
   char small[8];
   ASSERT_EQ(detfuse_flce_problem_key(&p, small, sizeof small), DETFUSE_OK);
@@ -154,7 +156,7 @@ TEST(CApi, EveryBadProblemFieldIsNamed) {
   p = small_problem(); p.dtype = DETFUSE_DTYPE_F32; p.grad_dtype = DETFUSE_DTYPE_BF16;
   expect_bad_problem(p, "problem.grad_dtype: must be fp32 or the input dtype");
   p = small_problem(); p.reduction = 3; expect_bad_problem(p, "problem.reduction: must be 0 (mean), 1 (sum) or 2 (none), got 3");
-  p = small_problem(); p.reserved0 = 1; expect_bad_problem(p, "problem.reserved0");
+  p = small_problem(); p.accumulate_dW = 2; expect_bad_problem(p, "problem.accumulate_dW");
   p = small_problem(); p.ignore_index = 5; expect_bad_problem(p, "problem.ignore_index");
   p = small_problem(); p.label_smoothing = 1.0; expect_bad_problem(p, "problem.label_smoothing");
   p = small_problem(); p.label_smoothing = std::nan(""); expect_bad_problem(p, "problem.label_smoothing");

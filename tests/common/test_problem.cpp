@@ -65,6 +65,9 @@ TEST(FlceProblem, KeySpellsEveryFieldAndDistinguishesProblems) {
   FlceProblem p = ok_flce();
   EXPECT_EQ(p.key(), "flce:N=8,D=16,V=31,dtype=bf16,grad=fp32,ii=-100,red=mean,ls=0,z=0,cap=0,go=1");
   FlceProblem q = p;
+  q.accumulate_dW = true;  // keyed only when set: keys stored before the field existed stay valid
+  EXPECT_EQ(q.key(), p.key() + ",acc=1");
+  q = p;
   q.label_smoothing = 0.1;
   EXPECT_NE(p.key(), q.key());
   EXPECT_NE(q.key().find("ls=0.1,"), std::string::npos) << q.key();
