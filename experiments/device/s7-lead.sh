@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The lead's changes of session 7 on the H200 (< 3 minutes), from the repo root
+# with ./build: FLCE accumulate_dW (C++: every variant; Python: main_grad=),
+# the C ABI GPU tests (ABI 5), the attention heuristic's new choices (the
+# Python attention tests run it), and the CPU suites the change touched.
+# Look for: PASSED / "OK" lines, no FAILED.
+set -u
+source "$(dirname "$0")/lib.sh"
+gpu_line "$OUT/gpu.txt"
+cp build/capi/libdetfuse_c.so python/detfuse/libdetfuse_c.so 2>/dev/null
+run accumulate 120 build/tests/flce/test_flce_accumulate_gpu
+run capi_gpu 60 build/tests/capi/test_capi_gpu
+run cpu 60 bash -c 'build/tests/capi/test_capi && build/tests/common/test_common --gtest_filter="FlceProblem*" &&
+  build/tests/attention/test_attention_variants --gtest_filter="AttentionHeuristic*"'
+export DETFUSE_LIB=$PWD/build/capi/libdetfuse_c.so CUBLAS_WORKSPACE_CONFIG=:4096:8
+run py_torch 150 python3 -m unittest -v python/tests/test_torch.py python/tests/test_torch_attention.py python/tests/test_library.py
+tail -4 "$OUT/py_torch.log"
