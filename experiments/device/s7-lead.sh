@@ -13,5 +13,5 @@ run capi_gpu 60 build/tests/capi/test_capi_gpu
 run cpu 60 bash -c 'build/tests/capi/test_capi && build/tests/common/test_common --gtest_filter="FlceProblem*" &&
   build/tests/attention/test_attention_variants --gtest_filter="AttentionHeuristic*"'
 export DETFUSE_LIB=$PWD/build/capi/libdetfuse_c.so CUBLAS_WORKSPACE_CONFIG=:4096:8
-run py_torch 150 python3 -m unittest -v python/tests/test_torch.py python/tests/test_torch_attention.py python/tests/test_library.py
+run py_torch 150 bash -c "cd python/tests && python3 -m unittest -v test_torch test_torch_attention test_library"
 tail -4 "$OUT/py_torch.log"
