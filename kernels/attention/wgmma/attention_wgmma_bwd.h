@@ -68,8 +68,8 @@ struct BwdKvConfig {
 // block before it is written again), LSE and D loaded by the consumers.
 // PDS 2: dS^T double-buffered by query-block parity (no barrier after the
 // block), LSE (log2 units) and D staged once per launch into padded arrays
-// (pds_stage_bytes) and brought by the producer with the Q / dO stages (one
-// bulk copy each, released with them); d = 128: one fp32 dQ tile instead of
+// (pds_stage_bytes) and brought by a producer thread (bulk copies) into a
+// ring of the Q / dO depth, released with them; d = 128: one fp32 dQ tile instead of
 // two (K, V 64 KB + Q/dO 64 KB + dS^T 2 x 16 KB + P^T 16 KB + dQ 32 KB
 // = 208 KB; two dQ tiles would be 240 KB, above the 227 KB of a block).
 template <int D_, int BR_, int STAGES_, int DQ_, int PDS_ = 1>

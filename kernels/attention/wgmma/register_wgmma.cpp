@@ -12,7 +12,9 @@
 //                                    convert pass; `tma1`: dQ added by a
 //                                    writer warp with TMA bulk reductions,
 //                                    FlashAttention-3's path; `pds1`: P^T
-//                                    and dS^T through shared memory), owning:
+//                                    and dS^T through shared memory; `pds2`:
+//                                    dS^T double-buffered, LSE / D brought
+//                                    by a producer thread), owning:
 //                                    the dq kernel over query blocks.
 #include <algorithm>
 #include <cstdint>
