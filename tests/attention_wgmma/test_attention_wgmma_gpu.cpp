@@ -57,11 +57,12 @@ int64_t param(const AttentionVariant& v, const std::string& key) {
   return -1;
 }
 
-// The kv kernels with P^T and dS^T through shared memory (param pds = 1).
-std::vector<const AttentionVariant*> pds_variants() {
+// The kv kernels with P^T and dS^T through shared memory (param pds = 1;
+// pds_variants(2): dS^T double-buffered, LSE / D by the producer).
+std::vector<const AttentionVariant*> pds_variants(int pds = 1) {
   std::vector<const AttentionVariant*> out;
   for (const auto* v : wgmma_bwd_variants())
-    if (param(*v, "pds") == 1) out.push_back(v);
+    if (param(*v, "pds") == pds) out.push_back(v);
   return out;
 }
 
@@ -245,9 +246,9 @@ TEST(AttentionWgmmaGpu, LaunchRefusesNullAndMisalignedPointers) {
 
 // ------------------------------------------------------------------ backward
 
-TEST(AttentionWgmmaBwd, TwentySixVariantsRunBothModesWithReasonsAndWorkspace) {
+TEST(AttentionWgmmaBwd, ThirtyVariantsRunBothModesWithReasonsAndWorkspace) {
   const auto vs = wgmma_bwd_variants();
-  ASSERT_EQ(vs.size(), 26u);
+  ASSERT_EQ(vs.size(), 30u);
   DeviceInfo h200;
   h200.cc_major = 9;
   h200.cc_minor = 0;
@@ -289,6 +290,8 @@ TEST(AttentionWgmmaBwd, TwentySixVariantsRunBothModesWithReasonsAndWorkspace) {
       extra = (tma ? attention::wg::dq_tile_acc_bytes(p, br) : attention::dq_acc_bytes(p)) +
               attention::ordered_sem_bytes(p, br);
     if (v->desc.strategy == "atomic" && tma) extra = attention::wg::dq_tile_acc_bytes(p, br);
+    // pds2: LSE and D padded to whole query blocks, fp32, two 256-byte aligned halves.
+    if (param(*v, "pds") == 2) extra += 2 * attention::align256(size_t(p.B * p.H * ((p.Sq + br - 1) / br) * br) * 4);
     if (v->desc.strategy == "partials") {
       const auto pl = attention::plan_partials(p, 128, size_t(param(*v, "mb")) << 20);
       ASSERT_TRUE(pl.has_value());
@@ -297,9 +300,9 @@ TEST(AttentionWgmmaBwd, TwentySixVariantsRunBothModesWithReasonsAndWorkspace) {
     EXPECT_EQ(v->workspace_bytes(p, AttentionMode::backward), attention::d_bytes(p) + extra);
   }
   EXPECT_EQ(owning, 6);
-  EXPECT_EQ(atomic, 9);
+  EXPECT_EQ(atomic, 11);
   EXPECT_EQ(partials, 3);
-  EXPECT_EQ(ordered, 8);
+  EXPECT_EQ(ordered, 10);
   EXPECT_EQ(pds_variants().size(), 6u);
   for (const auto* v : pds_variants()) {
     SCOPED_TRACE(v->desc.name);
@@ -309,6 +312,12 @@ TEST(AttentionWgmmaBwd, TwentySixVariantsRunBothModesWithReasonsAndWorkspace) {
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds1_d128"), nullptr);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.atomic.br64_bc128_st2_tma1_pds1_d128"), nullptr);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.ordered.br64_bc128_st3_tma1_pds1_d64"), nullptr);
+  EXPECT_EQ(pds_variants(2).size(), 4u);
+  for (const char* n : {"attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_d128",
+                        "attention.bf16.wgmma.atomic.br64_bc128_st2_tma1_pds2_d128",
+                        "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_d64",
+                        "attention.bf16.wgmma.atomic.br64_bc128_st2_tma1_pds2_d64"})
+    EXPECT_NE(builtin_registry().find_attention(n), nullptr) << n;
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.owning.br64_bc128_st3_qbc64_qst3_d128"), nullptr);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst3_d64"), nullptr);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.partials.br64_bc128_st4_d128_mb256"), nullptr);
@@ -530,6 +539,43 @@ TEST(AttentionWgmmaBwdGpu, PdsTwentyRepeats) {
       {2, 4, 2, 2304, 2304, true, 0.0, "pds: 20 repeats, 18 key blocks, causal"},
   };
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 6300, /*repeats=*/20), int(vs.size() * std::size(cases)));
+}
+
+// The pds2 variants (dS^T double-buffered by query-block parity, LSE and D
+// brought by the producer; d128 with one dQ tile): the same cases as the pds1
+// tests above (the device script's filter: AttentionWgmmaBwdGpu.Pds2*).
+TEST(AttentionWgmmaBwdGpu, Pds2MatchesFloat64Reference) {
+  REQUIRE_SM90();
+  const auto vs = pds_variants(2);
+  ASSERT_EQ(vs.size(), 4u);
+  EXPECT_EQ(check_backward(vs, kBwdCases, std::size(kBwdCases), 7000), int(vs.size() * std::size(kBwdCases)));
+  const Case many[] = {
+      {2, 8, 4, 640, 2304, false, 0.0, "pds2: 18 key blocks, GQA 2:1"},
+      {2, 8, 4, 2100, 2304, true, 0.0, "pds2: 18 key blocks, causal Sq < Sk, odd Sq"},
+      {1, 4, 2, 2100, 2304, true, 0.0, "pds2: window 700, causal, softcap 20", 20.0, 700},
+      {1, 2, 1, 4100, 1000, true, 0.0, "pds2: 65 query blocks per key block (both dS^T tiles reused), causal Sq > Sk"},
+  };
+  EXPECT_EQ(check_backward(vs, many, std::size(many), 7100), int(vs.size() * std::size(many)));
+}
+
+TEST(AttentionWgmmaBwdGpu, Pds2SanitizerSized) {
+  REQUIRE_SM90();
+  const auto vs = pds_variants(2);
+  const Case cases[] = {
+      {1, 4, 2, 150, 131, true, 0.0, "sanitizer: causal GQA 2:1, Sq > Sk, odd lengths"},
+      {1, 2, 1, 150, 331, false, 0.0, "sanitizer: window 100, softcap 2, non-causal", 2.0, 100},
+  };
+  EXPECT_EQ(check_backward(vs, cases, std::size(cases), 7200, /*repeats=*/2), int(vs.size() * std::size(cases)));
+}
+
+TEST(AttentionWgmmaBwdGpu, Pds2TwentyRepeats) {
+  REQUIRE_SM90();
+  const auto vs = pds_variants(2);
+  const Case cases[] = {
+      {2, 4, 2, 1100, 2304, false, 0.0, "pds2: 20 repeats, 18 key blocks, GQA 2:1"},
+      {2, 4, 2, 2304, 2304, true, 0.0, "pds2: 20 repeats, 18 key blocks, causal"},
+  };
+  EXPECT_EQ(check_backward(vs, cases, std::size(cases), 7300, /*repeats=*/20), int(vs.size() * std::size(cases)));
 }
 
 // The partials variant's chunked launches, on a registry with a 1 MiB slab

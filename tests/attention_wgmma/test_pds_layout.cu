@@ -44,6 +44,82 @@ void check_pt_layout() {
 
 TEST(AttentionWgmmaPds, PtOffsetMatchesCuteLayoutD128) { check_pt_layout<KvD128Br64St2OTS>(); }
 TEST(AttentionWgmmaPds, PtOffsetMatchesCuteLayoutD64) { check_pt_layout<KvD64Br64St3ATS>(); }
+TEST(AttentionWgmmaPds, PtOffsetMatchesCuteLayoutPds2) {
+  check_pt_layout<KvD128Br64St2OTS2>();
+  check_pt_layout<KvD64Br64St2ATS2>();
+}
+
+// The stacked dS^T tiles (SmemPt2, SmemPtT2: the wgmma descriptors of the dK
+// and dQ products, buffer i = query-block parity in pds2) against the stores'
+// addresses: tile i starts BC * BR elements after tile i - 1 and holds
+// pt_offset inside; the transposed view is the transpose tile by tile.
+template <class Cfg>
+void check_stacked_layout() {
+  using K_ = BwdKv<Cfg>;
+  using T = typename K_::T;
+  constexpr int BR = K_::BR, BC = K_::BC;
+  alignas(1024) static T buf[2 * BC * BR];
+  auto s2 = cute::make_tensor(cute::make_smem_ptr(buf), typename K_::SmemPt2{});
+  auto s2t = cute::make_tensor(cute::make_smem_ptr(buf), typename K_::SmemPtT2{});
+  int bad = 0, bad_view = 0;
+  for (int i = 0; i < 2; ++i)
+    for (int r = 0; r < BC; ++r)
+      for (int c = 0; c < BR; ++c) {
+        bad += int(&s2(r, c, i) - buf) != i * BC * BR + K_::pt_offset(r, c);
+        bad_view += &s2t(c, r, i) != &s2(r, c, i);
+      }
+  EXPECT_EQ(bad, 0) << "a stacked dS^T tile differs from pt_offset + i BC BR";
+  EXPECT_EQ(bad_view, 0) << "SmemPtT2 is not the transpose of SmemPt2";
+}
+TEST(AttentionWgmmaPds, StackedDsTilesMatchStores) {
+  check_stacked_layout<KvD128Br64St2OTS2>();
+  check_stacked_layout<KvD64Br64St2OTS2>();
+}
+
+// pds2 shared storage: two dS^T tiles then P^T (16 KB each, 1024-byte
+// aligned), one fp32 dQ tile at d128 (two would not fit: 240 KB) and two at
+// d64, one LSE and one D row per Q / dO stage, 16-byte aligned (bulk copies).
+template <class Cfg>
+void check_pds2_storage(size_t dq_tiles) {
+  using K_ = BwdKv<Cfg>;
+  using S = typename K_::SharedStorage;
+  constexpr int BR = K_::BR, BC = K_::BC, D = K_::D, ST = K_::ST;
+  EXPECT_LE(sizeof(S) + 1024, size_t(227 * 1024));
+  alignas(1024) static unsigned char raw[sizeof(S)];
+  S& s = *reinterpret_cast<S*>(raw);
+  const auto at = [](const void* p) { return size_t(static_cast<const char*>(p) - reinterpret_cast<const char*>(raw)); };
+  EXPECT_EQ(at(s.dst(0)) % 1024, 0u);
+  EXPECT_EQ(at(s.dst(1)) - at(s.dst(0)), size_t(BC * BR * 2));
+  EXPECT_EQ(at(s.pt()) - at(s.dst(1)), size_t(BC * BR * 2)) << "P^T after the two dS^T tiles";
+  EXPECT_EQ(at(s.pt()) % 1024, 0u);
+  EXPECT_GE(at(&s.dqs[0][0]) - at(s.pt()), size_t(BC * BR * 2)) << "P^T (16 KB) before the dQ tiles";
+  EXPECT_EQ(sizeof(s.dqs), dq_tiles * BR * D * sizeof(float));
+  EXPECT_EQ(sizeof(s.lse2), size_t(ST) * BR * sizeof(float));
+  EXPECT_EQ(sizeof(s.dvec), size_t(ST) * BR * sizeof(float));
+  for (int i = 0; i < ST; ++i) {
+    EXPECT_EQ(at(&s.lse2[0][i][0]) % 16, 0u);
+    EXPECT_EQ(at(&s.dvec[0][i][0]) % 16, 0u);
+  }
+  EXPECT_EQ(int(Cfg::kSmemBytes), 2 * (2 * BC * D + 2 * ST * BR * D + 3 * BR * BC) + int(dq_tiles) * BR * D * 4);
+}
+TEST(AttentionWgmmaPds, Pds2SharedStorage) {
+  check_pds2_storage<KvD128Br64St2OTS2>(1);
+  check_pds2_storage<KvD128Br64St2ATS2>(1);
+  check_pds2_storage<KvD64Br64St2OTS2>(2);
+  check_pds2_storage<KvD64Br64St2ATS2>(2);
+  // d128 arithmetic: K, V 64 KB + Q / dO 64 KB + dS^T 2 x 16 KB + P^T 16 KB + one dQ tile 32 KB.
+  EXPECT_EQ(KvD128Br64St2OTS2::kSmemBytes, 208 * 1024);
+}
+
+// pds2 staging workspace: LSE and D padded to whole query blocks, two
+// 256-byte aligned halves.
+TEST(AttentionWgmmaPds, Pds2StageBytes) {
+  detfuse::AttentionProblem p;
+  p.B = 2, p.H = 3, p.Hkv = 3, p.Sq = 65, p.Sk = 70, p.d = 64;
+  EXPECT_EQ(pds_stage_bytes(p, 64), size_t(2 * 3072));  // 2 * 3 * 2 blocks * 64 * 4 = 3072 bytes a half
+  p.B = 1, p.H = 1, p.Sq = 1;
+  EXPECT_EQ(pds_stage_bytes(p, 64), size_t(2 * 256));
+}
 
 // The pds configurations fit the 227 KB of an sm_90 block with the static
 // 1 KB the kernels reserve, and P^T sits right after dS^T, both 1024-byte

@@ -71,6 +71,11 @@ struct BwdKv {
   static constexpr bool kTma = DQ == 4 || DQ == 5;
   static constexpr bool kOrderedDq = DQ == 3 || DQ == 5;
   static constexpr bool kPds = Cfg::PDS != 0;  // P^T, dS^T through shared memory (kv_consume_pds)
+  // pds2: dS^T double-buffered by query-block parity, LSE and D brought by
+  // the producer with the Q / dO stages; d = 128: one fp32 dQ tile (smem).
+  static constexpr bool kPds2 = Cfg::PDS == 2;
+  static constexpr int kDsBufs = kPds2 ? 2 : 1;
+  static constexpr int kDqBufs = kPds2 && D == 128 ? 1 : 2;
   static_assert(!kPds || BR == 64, "pds: P^T and dS^T rows of 64 queries (one 128-byte swizzle row, pt_offset)");
   static constexpr int THREADS = 384, kConsumers = 256;
   static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
@@ -107,6 +112,9 @@ struct BwdKv {
   static constexpr int kDqWriters = kDqSplitN ? 256 : 128;
   static_assert(DQ == 0 || kDqWriters * kDqPerThread == BR * D, "the writers cover the tile");
   static constexpr int kBarFull = 4, kBarEmpty = 6, kBarDqThreads = 256 + 32;
+  // pds2 at d = 64: warpgroup 1 stores its scaled dQ part into the tile and
+  // arrives on 8 + buf; warpgroup 0 waits there and adds its own in place.
+  static constexpr int kBarXch = 8;
   __host__ __device__ static constexpr int dq_tile_offset(int t, int i) {
     return (i / 2) * 2 * kDqWriters + 2 * t + i % 2;
   }
@@ -138,6 +146,12 @@ struct BwdKv {
   using SmemPt = decltype(tile_to_shape(Atom{}, Shape<Int<BC>, Int<kPtBR>>{}));
   using SmemPtT =
       decltype(composition(SmemPt{}, make_layout(Shape<Int<kPtBR>, Int<BC>>{}, Stride<Int<BC>, _1>{})));
+  // The dS^T tiles stacked (pds2: two, by query-block parity; pds1 uses the
+  // first only), and their transposed views: the descriptors of buffer i are
+  // those of buffer 0 plus an offset, like the Q / dO stages.
+  using SmemPt2 = decltype(tile_to_shape(Atom{}, Shape<Int<BC>, Int<kPtBR>, _2>{}));
+  using SmemPtT2 = decltype(composition(
+      SmemPt2{}, make_layout(Shape<Int<kPtBR>, Int<BC>, _2>{}, Stride<Int<BC>, _1, Int<BC * kPtBR>>{})));
   using MmaKVss = decltype(make_tiled_mma(
       GMMA::ss_op_selector<T, T, float, Shape<_64, Int<D>, Int<kPtBR>>, GMMA::Major::K, GMMA::Major::MN>(),
       Layout<Shape<_2, _1, _1>>{}));
@@ -153,6 +167,8 @@ struct BwdKv {
   // block, one copy for both warpgroups), 3 (P^T stored before the dV
   // products read it; one per warpgroup, with its id in a register, was a
   // spilled register).
+  // pds2: barrier 2 (warpgroup 0) and 3 (warpgroup 1) over 128 threads, each
+  // warpgroup's own P^T rows stored before its dV product reads them.
   static constexpr int kBarLse = 2, kBarP = 3;
   // Element offset of (key r, query c) in an SmemPt tile: rows of BR = 64
   // bf16 (128 bytes), atoms of 8 rows stacked along the keys, and the 128-byte
@@ -183,17 +199,21 @@ struct BwdKv {
     cute::array_aligned<T, cosize_v<SmemK>, 1024> v;
     cute::array_aligned<T, cosize_v<SmemQ>, 1024> q;
     cute::array_aligned<T, cosize_v<SmemQ>, 1024> dO;
-    // dS (pds: dS^T, SmemPt, then P^T at pt(): both 1024-byte aligned, 16 KB each).
-    cute::array_aligned<T, (DQ != 0 ? cosize_v<SmemDS> : 8) + (kPds ? cosize_v<SmemPt> : 0), 1024> ds;
-    __device__ T* pt() { return ds.data() + cosize_v<SmemDS>; }
-    alignas(128) float dqs[kTma ? 2 : 1][kTma ? BR * D : 4];  // TMA dQ: double-buffered tile
+    // dS (pds: dS^T, SmemPt, kDsBufs of them, then P^T at pt(): all 1024-byte
+    // aligned, 16 KB each).
+    cute::array_aligned<T, (DQ != 0 ? kDsBufs * cosize_v<SmemDS> : 8) + (kPds ? cosize_v<SmemPt> : 0), 1024> ds;
+    __host__ __device__ T* pt() { return ds.data() + kDsBufs * cosize_v<SmemDS>; }
+    __host__ __device__ T* dst(int i) { return ds.data() + i * cosize_v<SmemDS>; }  // pds dS^T tile i
+    alignas(128) float dqs[kTma ? kDqBufs : 1][kTma ? BR * D : 4];  // TMA dQ: the shared tile(s)
     // Per consumer warpgroup (pds: one copy for both, to fit 227 KB at d128),
     // double-buffered: LSE (log2 units, +inf where P must be 0) and D of the
-    // current query block's BR rows.
-    alignas(16) float lse2[kPds ? 1 : 2][2][BR];
-    alignas(16) float dvec[kPds ? 1 : 2][2][BR];
+    // current query block's BR rows. pds2: one per Q / dO stage, filled by
+    // the producer's bulk copies (16-byte aligned).
+    alignas(16) float lse2[kPds ? 1 : 2][kPds2 ? ST : 2][BR];
+    alignas(16) float dvec[kPds ? 1 : 2][kPds2 ? ST : 2][BR];
     typename Pipeline::SharedStorage pipe_q;
     typename Pipeline::SharedStorage pipe_do;
+    std::conditional_t<kPds2, typename Pipeline::SharedStorage, char> pipe_l;  // pds2: LSE and D
     alignas(8) uint64_t kv_bar;
     int m_stop;  // the end of the producer's and the dQ writer's query-block walks (they run on 24
                  // registers; measured: fewer spills than with it in a register there, while the
@@ -225,6 +245,8 @@ struct BwdKv {
     int kb_begin, kb_count, unit_begin;  // this launch's key blocks and (b, kv head) units
     int window, softcap;                 // Options (attention_wgmma.cuh)
     float cap_k, cap_c, cap_t;           // cap_t = 1 / (softcap log2 e)
+    const float* lse2s;                  // pds2: [B, H, m_blocks, BR] LSE log2 e (+inf: P = 0)
+    const float* dvecs;                  // pds2: [B, H, m_blocks, BR] D (0 past Sq)
   };
 
   // The first key block that walks query block m (ordered dQ: the key blocks
@@ -245,10 +267,10 @@ struct BwdKv {
 // dP^T registers are dead before the dQ accumulator is live. dQ is handed to
 // the writer warp as in the other TMA variants. Registers at the peak: dV, dK
 // (D / 2 each), S^T, dP^T (BR / 2 each) per thread.
-template <class K_, class Acc>
+template <class K_, class PipeL, class Acc>
 __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typename K_::SharedStorage& ss,
                                                typename K_::Pipeline& pipe_q, typename K_::Pipeline& pipe_do,
-                                               int n_block, int hk, int b, int m_begin, Acc& tdVacc, Acc& tdKacc) {
+                                               PipeL& pipe_l, int n_block, int hk, int b, int m_begin, Acc& tdVacc, Acc& tdKacc) {
   using T = typename K_::T;
   using PipelineState = typename K_::PipelineState;
   constexpr int D = K_::D, BR = K_::BR, BC = K_::BC;
@@ -270,10 +292,7 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
   Tensor sdOt = make_tensor(make_smem_ptr(ss.dO.data()), typename K_::SmemQt{});
   Tensor sKt = make_tensor(make_smem_ptr(ss.k.data()), typename K_::SmemKt{});
   Tensor sPt = make_tensor(make_smem_ptr(ss.pt()), typename K_::SmemPt{});    // (BC, BR)
-  Tensor sdSt = make_tensor(make_smem_ptr(ss.ds.data()), typename K_::SmemPt{});  // (BC, BR)
-  Tensor sdS = make_tensor(make_smem_ptr(ss.ds.data()), typename K_::SmemPtT{});  // (BR, BC) view
   __nv_bfloat16* const pt_base = reinterpret_cast<__nv_bfloat16*>(ss.pt());
-  __nv_bfloat16* const ds_base = reinterpret_cast<__nv_bfloat16*>(ss.ds.data());
 
   typename K_::MmaSdP mma_sdp;
   typename K_::MmaKVss mma_kv;
@@ -285,7 +304,9 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
   Tensor tSrQ = thr_sdp.partition_fragment_B(sQ);  // (MMA, 1, D/16, ST)
   Tensor tSrdO = thr_sdp.partition_fragment_B(sdO);
   Tensor tKVrP = thr_kv.partition_fragment_A(sPt);  // (MMA, 1, BR/16)
-  Tensor tKVrdS = thr_kv.partition_fragment_A(sdSt);
+  Tensor sdSt = make_tensor(make_smem_ptr(ss.ds.data()), typename K_::SmemPt2{});  // (BC, BR, 2)
+  Tensor sdS = make_tensor(make_smem_ptr(ss.ds.data()), typename K_::SmemPtT2{});  // (BR, BC, 2) view
+  Tensor tKVrdS = thr_kv.partition_fragment_A(sdSt);                               // (MMA, 1, BR/16, 2)
   Tensor tKVrdO = thr_kv.partition_fragment_B(sdOt);  // (MMA, 1, BR/16, ST)
   Tensor tKVrQ = thr_kv.partition_fragment_B(sQt);
 
@@ -298,9 +319,10 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
       const int q0 = m * BR, buf = it % 2;
       // LSE (log2 units, +inf where P must be 0) and D of the BR rows: loaded
       // by warpgroup 0, one copy for both (double-buffered: the other buffer
-      // may still be read by the previous block's slower warps).
+      // may still be read by the previous block's slower warps). pds2: in
+      // the LSE / D ring already (thread 64's bulk copies).
       float ld_lse = INFINITY, ld_d = 0.f;
-      if (wg == 0 && t < BR && q0 + t < p.Sq) {
+      if (!K_::kPds2 && wg == 0 && t < BR && q0 + t < p.Sq) {
         const float x = __ldg(p.lse + bh * p.Sq + q0 + t);
         ld_lse = x == -INFINITY ? INFINITY : x * 1.4426950408889634f;
         ld_d = __ldg(p.Dvec + bh * p.Sq + q0 + t);
@@ -312,13 +334,21 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
       detail::wg_gemm<true, false>(mma_sdp, tSrK, tSrQ(_, _, _, st.index()), tSrS);
       pipe_do.consumer_wait(st);
       detail::wg_gemm<true, false>(mma_sdp, tSrV, tSrdO(_, _, _, st.index()), tSrdP);
-      if (wg == 0 && t < BR) {
-        ss.lse2[0][buf][t] = ld_lse;
-        ss.dvec[0][buf][t] = ld_d;
+      if constexpr (!K_::kPds2) {
+        if (wg == 0 && t < BR) {
+          ss.lse2[0][buf][t] = ld_lse;
+          ss.dvec[0][buf][t] = ld_d;
+        }
+        detail::named_sync(K_::kBarLse, 256);
       }
-      detail::named_sync(K_::kBarLse, 256);
-      const float* lse2 = ss.lse2[0][buf];
-      const float* dd = ss.dvec[0][buf];
+      if constexpr (K_::kPds2) pipe_l.consumer_wait(st);  // this block's LSE and D
+      const int sb = K_::kPds2 ? st.index() : buf;
+      const float* lse2 = ss.lse2[0][sb];
+      const float* dd = ss.dvec[0][sb];
+      // pds2: dS^T tile of this block's parity (the other may still be read
+      // by the other warpgroup's dQ product of the previous block).
+      const int dsb = K_::kPds2 ? buf : 0;
+      __nv_bfloat16* const ds_base = reinterpret_cast<__nv_bfloat16*>(ss.ds.data()) + dsb * (BC * BR);
       warpgroup_wait<1>();  // S^T done
       if (p.softcap) {
         CUTLASS_PRAGMA_UNROLL
@@ -352,7 +382,15 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
         *reinterpret_cast<__nv_bfloat162*>(pt_base + K_::pt_offset(kl0, 8 * (v / 4) + col_lane) +
                                            8 * BR * ((v / 2) % 2)) = __floats2bfloat162_rn(tSrS(v), tSrS(v + 1));
       cutlass::arch::fence_view_async_shared();  // generic-proxy stores before the wgmma reads
-      detail::named_sync(K_::kBarP, 256);
+      if constexpr (K_::kPds2) {
+        // Each warpgroup's dV product reads its own 64 rows of P^T only.
+        if (wg == 0)
+          detail::named_sync(K_::kBarLse, 128);
+        else
+          detail::named_sync(K_::kBarP, 128);
+      } else {
+        detail::named_sync(K_::kBarP, 256);
+      }
       detail::wg_gemm<false, false>(mma_kv, tKVrP, tKVrdO(_, _, _, st.index()), tdVacc);
       if (p.softcap) {
         // P^T times 1 - t^2, t recovered from P^T and the LSE (as the other kv kernels).
@@ -370,18 +408,20 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
       }
       cutlass::arch::fence_view_async_shared();
       detail::named_sync(1, 256);  // both warpgroups' dS^T: dQ reads every key
-      detail::wg_gemm<false, false>(mma_kv, tKVrdS, tKVrQ(_, _, _, st.index()), tdKacc);
+      Tensor tKVrdSb = tKVrdS(_, _, _, dsb);
+      detail::wg_gemm<false, false>(mma_kv, tKVrdSb, tKVrQ(_, _, _, st.index()), tdKacc);
       Tensor tdQacc = partition_fragment_C(mma_dq, Shape<Int<BR>, Int<D>>{});
       static_assert(decltype(size(tdQacc))::value == K_::kDqPerThread, "dQ part per thread");
       if constexpr (K_::kDqSplitN) {
         auto thr_dq = mma_dq.get_thread_slice(ctid);
-        Tensor tQrdS = thr_dq.partition_fragment_A(sdS);
+        Tensor tQrdS = thr_dq.partition_fragment_A(sdS);  // (MMA, 1, BC/16, 2)
         Tensor tQrK = thr_dq.partition_fragment_B(sKt);
-        detail::wg_gemm<true, false>(mma_dq, tQrdS, tQrK, tdQacc);
+        Tensor tQrdSb = tQrdS(_, _, _, dsb);
+        detail::wg_gemm<true, false>(mma_dq, tQrdSb, tQrK, tdQacc);
       } else {
         // d = 64: each warpgroup its own 64 keys (K split), summed below.
         auto thr_dq = mma_dq.get_thread_slice(t);
-        Tensor sdS_half = local_tile(sdS, Shape<Int<BR>, _64>{}, make_coord(0, wg));
+        Tensor sdS_half = local_tile(sdS(_, _, dsb), Shape<Int<BR>, _64>{}, make_coord(0, wg));
         Tensor sKt_half = local_tile(sKt, Shape<Int<D>, _64>{}, make_coord(0, wg));
         Tensor tQrdS = thr_dq.partition_fragment_A(sdS_half);
         Tensor tQrK = thr_dq.partition_fragment_B(sKt_half);
@@ -390,38 +430,72 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
       warpgroup_wait<0>();  // dV, dK, dQ part done: the Q and dO stages, P^T and dS^T are free
       pipe_q.consumer_release(st);
       pipe_do.consumer_release(st);
-      detail::named_sync(1, 256);  // both have read dS^T before the next block writes it
-      if constexpr (!K_::kDqSplitN) {
-        // d = 64: warpgroup 1's part added to warpgroup 0's through the dS^T
-        // tile (64 x 64 fp32 = its 16 KB; both have read it).
-        float* xch = reinterpret_cast<float*>(ss.ds.data());
-        if (wg == 1) {
+      if constexpr (K_::kPds2) pipe_l.consumer_release(st);
+      const int qb = K_::kPds2 ? it % K_::kDqBufs : buf;  // the dQ tile
+      if constexpr (K_::kPds2) {
+        // No barrier here: the next block writes the other dS^T tile, and
+        // this one again only after both warpgroups have passed the next
+        // block's dS^T barrier (so both have finished this block's dQ product).
+        // The writer warp has read tile qb (iteration it - kDqBufs).
+        if (it >= K_::kDqBufs) detail::named_sync(K_::kBarEmpty + qb, K_::kBarDqThreads);
+        float* tile = ss.dqs[qb];
+        if constexpr (K_::kDqSplitN) {
           CUTLASS_PRAGMA_UNROLL
           for (int i = 0; i < size(tdQacc); i += 2)
-            *reinterpret_cast<float2*>(xch + K_::dq_tile_offset(t, i)) = make_float2(tdQacc(i), tdQacc(i + 1));
-        }
-        detail::named_sync(1, 256);
-        if (wg == 0) {
+            *reinterpret_cast<float2*>(tile + K_::dq_tile_offset(ctid, i)) =
+                make_float2(tdQacc(i) * p.scale, tdQacc(i + 1) * p.scale);
+        } else if (wg == 1) {
+          // d = 64: warpgroup 1's scaled part first, then warpgroup 0 adds
+          // its own in place (thread t of each at the same offsets): a fixed
+          // order, scale wg1 + scale wg0 rounded once (fmaf).
+          CUTLASS_PRAGMA_UNROLL
+          for (int i = 0; i < size(tdQacc); i += 2)
+            *reinterpret_cast<float2*>(tile + K_::dq_tile_offset(t, i)) =
+                make_float2(tdQacc(i) * p.scale, tdQacc(i + 1) * p.scale);
+          detail::named_arrive(K_::kBarXch + qb, 256);
+        } else {
+          detail::named_sync(K_::kBarXch + qb, 256);
           CUTLASS_PRAGMA_UNROLL
           for (int i = 0; i < size(tdQacc); i += 2) {
-            const float2 o = *reinterpret_cast<const float2*>(xch + K_::dq_tile_offset(t, i));
-            tdQacc(i) += o.x;
-            tdQacc(i + 1) += o.y;
+            float2* at = reinterpret_cast<float2*>(tile + K_::dq_tile_offset(t, i));
+            const float2 o = *at;
+            *at = make_float2(fmaf(tdQacc(i), p.scale, o.x), fmaf(tdQacc(i + 1), p.scale, o.y));
           }
         }
-        detail::named_sync(1, 256);  // read before the next query block writes dS^T there
-      }
-      // The writer warp has read buffer buf (iteration it - 2) before it is written again.
-      if (it >= 2) detail::named_sync(K_::kBarEmpty + buf, K_::kBarDqThreads);
-      if (K_::kDqSplitN || wg == 0) {
-        float* tile = ss.dqs[buf];
-        CUTLASS_PRAGMA_UNROLL
-        for (int i = 0; i < size(tdQacc); i += 2)
-          *reinterpret_cast<float2*>(tile + K_::dq_tile_offset(ctid, i)) =
-              make_float2(tdQacc(i) * p.scale, tdQacc(i + 1) * p.scale);
+      } else {
+        detail::named_sync(1, 256);  // both have read dS^T before the next block writes it
+        if constexpr (!K_::kDqSplitN) {
+          // d = 64: warpgroup 1's part added to warpgroup 0's through the dS^T
+          // tile (64 x 64 fp32 = its 16 KB; both have read it).
+          float* xch = reinterpret_cast<float*>(ss.ds.data());
+          if (wg == 1) {
+            CUTLASS_PRAGMA_UNROLL
+            for (int i = 0; i < size(tdQacc); i += 2)
+              *reinterpret_cast<float2*>(xch + K_::dq_tile_offset(t, i)) = make_float2(tdQacc(i), tdQacc(i + 1));
+          }
+          detail::named_sync(1, 256);
+          if (wg == 0) {
+            CUTLASS_PRAGMA_UNROLL
+            for (int i = 0; i < size(tdQacc); i += 2) {
+              const float2 o = *reinterpret_cast<const float2*>(xch + K_::dq_tile_offset(t, i));
+              tdQacc(i) += o.x;
+              tdQacc(i + 1) += o.y;
+            }
+          }
+          detail::named_sync(1, 256);  // read before the next query block writes dS^T there
+        }
+        // The writer warp has read buffer buf (iteration it - 2) before it is written again.
+        if (it >= 2) detail::named_sync(K_::kBarEmpty + buf, K_::kBarDqThreads);
+        if (K_::kDqSplitN || wg == 0) {
+          float* tile = ss.dqs[buf];
+          CUTLASS_PRAGMA_UNROLL
+          for (int i = 0; i < size(tdQacc); i += 2)
+            *reinterpret_cast<float2*>(tile + K_::dq_tile_offset(ctid, i)) =
+                make_float2(tdQacc(i) * p.scale, tdQacc(i + 1) * p.scale);
+        }
       }
       cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);  // visible to the bulk copy
-      detail::named_arrive(K_::kBarFull + buf, K_::kBarDqThreads);
+      detail::named_arrive(K_::kBarFull + qb, K_::kBarDqThreads);
       ++st;
     }
   }
@@ -480,6 +554,26 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
   pp.transaction_bytes = K_::kTileBytes;
   Pipeline pipe_q(ss.pipe_q, pp, Shape<_1, _1, _1>{});
   Pipeline pipe_do(ss.pipe_do, pp, Shape<_1, _1, _1>{});
+  // pds2: a third ring of the same depth for the LSE and D values of each
+  // query block, filled by thread 64 (warp 2 of the producer warpgroup) with
+  // two bulk copies per stage and released with the Q / dO stage (its own
+  // thread: in thread 0's loop the copies' addresses spilled at d128, where
+  // the Q and dO tiles are two TMA boxes each).
+  auto make_pipe_l = [&]() {
+    if constexpr (K_::kPds2) {
+      typename Pipeline::Params pl;
+      pl.role = warp_group == 0 ? (tid == 64 ? Pipeline::ThreadCategory::Producer
+                                             : Pipeline::ThreadCategory::NonParticipant)
+                                : Pipeline::ThreadCategory::Consumer;
+      pl.is_leader = tid == 64;
+      pl.num_consumers = K_::kConsumers;
+      pl.transaction_bytes = 2u * BR * sizeof(float);
+      return Pipeline(ss.pipe_l, pl, Shape<_1, _1, _1>{});
+    } else {
+      return 0;
+    }
+  };
+  auto pipe_l = make_pipe_l();
   cutlass::arch::fence_barrier_init();
   __syncthreads();
 
@@ -500,7 +594,7 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
         for (int g = 0; g < p.group; ++g) {
           const int64_t bh = int64_t(b) * p.H + hk * p.group + g;
           for (int m = K_::m_first(m_begin, ss.m_stop); m != K_::m_end(m_begin, ss.m_stop); m += K_::kMStep, ++it) {
-            const int buf = it % 2;
+            const int buf = it % K_::kDqBufs;
             detail::named_sync(K_::kBarFull + buf, K_::kBarDqThreads);
             if (lane == 0) {
               int* flag = p.sem + bh * p.m_blocks + m;
@@ -516,7 +610,12 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
                                               p.dq + (bh * p.m_blocks + m) * (BR * D), &ss.dqs[buf][0],
                                               uint32_t(BR * D * sizeof(float)));
               cuda::ptx::cp_async_bulk_commit_group();
-              if constexpr (K_::kOrderedDq) {
+              if constexpr (K_::kPds2) {
+                // The tile read: the consumers may write it again (released
+                // below, before the semaphore: with one tile at d = 128 they
+                // would otherwise wait for the whole add to land in L2).
+                cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<0>{});
+              } else if constexpr (K_::kOrderedDq) {
                 // Done writing (not only reading): then the next key block may add.
                 cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<0>{});
                 cuda::ptx::fence_proxy_async(cuda::ptx::space_global);
@@ -526,11 +625,39 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
               }
             }
             __syncwarp();
-            // The consumers wait for buffer buf again at iteration it + 2.
-            if (it + 2 < iters) detail::named_arrive(K_::kBarEmpty + buf, K_::kBarDqThreads);
+            // The consumers wait for buffer buf again at iteration it + kDqBufs.
+            if (it + K_::kDqBufs < iters) detail::named_arrive(K_::kBarEmpty + buf, K_::kBarDqThreads);
+            if constexpr (K_::kPds2 && K_::kOrderedDq) {
+              if (lane == 0) {
+                // Done writing (not only reading): then the next key block may add.
+                int* flag = p.sem + bh * p.m_blocks + m;  // (recomputed: the writer runs on 24 registers)
+                cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<0>{});
+                cuda::ptx::fence_proxy_async(cuda::ptx::space_global);
+                asm volatile("fence.acq_rel.gpu;\n\tred.relaxed.gpu.global.add.s32 [%0], 1;" ::"l"(flag) : "memory");
+              }
+            }
           }
         }
         if (lane == 0) cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<0>{});  // before the CTA exits
+      }
+    }
+    if constexpr (K_::kPds2) {
+      if (tid == 64 && iters > 0) {
+        // LSE and D of each (query head, query block), in the Q / dO order.
+        PipelineState sl = cutlass::make_producer_start_state<Pipeline>();
+        for (int g = 0; g < p.group; ++g) {
+          const int64_t bhm = (int64_t(b) * p.H + hk * p.group + g) * p.m_blocks;
+#pragma unroll 1
+          for (int m = K_::m_first(m_begin, ss.m_stop); m != K_::m_end(m_begin, ss.m_stop); m += K_::kMStep) {
+            pipe_l.producer_acquire(sl);
+            uint64_t* bar = pipe_l.producer_get_barrier(sl);
+            SM90_BULK_COPY_G2S::copy(p.lse2s + (bhm + m) * BR, bar, &ss.lse2[0][sl.index()][0],
+                                     int32_t(BR * sizeof(float)));
+            SM90_BULK_COPY_G2S::copy(p.dvecs + (bhm + m) * BR, bar, &ss.dvec[0][sl.index()][0],
+                                     int32_t(BR * sizeof(float)));
+            ++sl;
+          }
+        }
       }
     }
     if (tid == 0 && iters > 0) {
@@ -606,7 +733,7 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
     if constexpr (K_::kPds) {
       if (iters > 0) {
         Barrier::wait(&ss.kv_bar, 0);
-        kv_consume_pds<K_>(p, ss, pipe_q, pipe_do, n_block, hk, b, m_begin, tdVacc, tdKacc);
+        kv_consume_pds<K_>(p, ss, pipe_q, pipe_do, pipe_l, n_block, hk, b, m_begin, tdVacc, tdKacc);
       }
     } else if (iters > 0) {
       Barrier::wait(&ss.kv_bar, 0);
@@ -1148,6 +1275,28 @@ __global__ void attention_bwd_dq_tma_convert_kernel(const float* __restrict__ ac
   }
 }
 
+// pds2: LSE in log2 units (+inf where P must be 0: LSE = -inf, rows >= Sq)
+// and D, padded to whole query blocks of BR ([B H][m_blocks][BR] each), so the
+// kv kernel's producer brings one block's values with one aligned bulk copy.
+template <int BR>
+__global__ void attention_bwd_pds_stage_kernel(const float* __restrict__ lse, const float* __restrict__ Dvec,
+                                               float* __restrict__ lse2, float* __restrict__ dvec, int64_t rows,
+                                               int Sq, int m_blocks) {
+  const int64_t padded = int64_t(m_blocks) * BR, n = rows * padded;
+  for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < n; idx += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t bh = idx / padded;
+    const int q = int(idx % padded);
+    float l = INFINITY, d = 0.f;
+    if (q < Sq) {
+      const float x = lse[bh * Sq + q];
+      l = x == -INFINITY ? INFINITY : x * 1.4426950408889634f;
+      d = Dvec[bh * Sq + q];
+    }
+    lse2[idx] = l;
+    dvec[idx] = d;
+  }
+}
+
 // -------------------------------------------------------------------- host
 namespace detail {
 inline void check_ptr(const void* ptr, const char* name) {
@@ -1174,7 +1323,7 @@ size_t bwd_dq_smem_bytes() {
 template <class Cfg>
 void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const float* Dvec, float* dq,
                    cudaStream_t stream, int64_t kb_begin, int64_t kb_count, int64_t unit_begin, int64_t units,
-                   int* sem) {
+                   int* sem, float* stage) {
   using K_ = BwdKv<Cfg>;
   using T = typename K_::T;
   detail::check_ptr(a.Q, "Q");
@@ -1189,6 +1338,7 @@ void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const flo
   if ((Cfg::DQ == 3 || Cfg::DQ == 5) && sem == nullptr)
     throw Error("attention wgmma backward: ordered dQ needs its semaphores");
   if (K_::kTma && a.dQ == nullptr) throw Error("attention wgmma backward: dQ is null");
+  if (K_::kPds2 && stage == nullptr) throw Error("attention wgmma backward: pds2 needs its LSE / D staging workspace");
   const int B = int(pr.B), H = int(pr.H), Hkv = int(pr.Hkv), Sq = int(pr.Sq), Sk = int(pr.Sk);
   constexpr int D = Cfg::D;
   auto gq = detail::gtensor<T>(a.Q, Sq, D, H, B);
@@ -1213,7 +1363,8 @@ void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const flo
       dq,
       sem,
       0, 0, 0,
-      opt.window, opt.softcap, opt.cap_k, opt.cap_c, opt.cap_t};
+      opt.window, opt.softcap, opt.cap_k, opt.cap_c, opt.cap_t,
+      nullptr, nullptr};
   const int64_t n_kb = (pr.Sk + Cfg::BC - 1) / Cfg::BC;
   if (kb_count < 0) kb_count = n_kb - kb_begin;
   if (units < 0) units = pr.B * pr.Hkv - unit_begin;
@@ -1226,6 +1377,21 @@ void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const flo
   P.kb_begin = int(kb_begin);
   P.kb_count = int(kb_count);
   P.unit_begin = int(unit_begin);
+  int dev = 0, sms = 0;
+  DETFUSE_CUDA_CHECK(cudaGetDevice(&dev));
+  DETFUSE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  if constexpr (K_::kPds2) {
+    // The padded LSE and D (pds_stage_bytes: two halves, 256-byte aligned).
+    const int64_t rows = pr.B * pr.H, n = rows * int64_t(P.m_blocks) * Cfg::BR;
+    float* lse2 = stage;
+    float* dvec = stage + pds_stage_bytes(pr, Cfg::BR) / 2 / sizeof(float);
+    const unsigned blocks = unsigned(std::min<int64_t>((n + 255) / 256, int64_t(std::max(sms, 1)) * 32));
+    attention_bwd_pds_stage_kernel<Cfg::BR><<<blocks, 256, 0, stream>>>(a.lse_in, Dvec, lse2, dvec, rows, Sq,
+                                                                         P.m_blocks);
+    DETFUSE_CUDA_CHECK(cudaGetLastError());
+    P.lse2s = lse2;
+    P.dvecs = dvec;
+  }
   auto kernel = attention_bwd_kv_wgmma_kernel<Cfg>;
   const size_t smem = bwd_kv_smem_bytes<Cfg>();
   DETFUSE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
@@ -1237,9 +1403,6 @@ void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const flo
     const int64_t n = tiles * Cfg::BR * D;
     // A grid-stride loop: 32 blocks of 256 threads per SM of this device
     // (elementwise, so the bound changes no bit).
-    int dev = 0, sms = 0;
-    DETFUSE_CUDA_CHECK(cudaGetDevice(&dev));
-    DETFUSE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     const unsigned blocks = unsigned(std::min<int64_t>((n + 255) / 256, int64_t(std::max(sms, 1)) * 32));
     attention_bwd_dq_tma_convert_kernel<Cfg><<<blocks, 256, 0, stream>>>(
         dq, static_cast<__nv_bfloat16*>(a.dQ), tiles, Sq, P.m_blocks);

@@ -64,17 +64,35 @@ struct BwdKvConfig {
 // issued (the kernels without it hold S^T, dP^T, P^T, dS^T, dK, dV and the dQ
 // part together and spill at d = 128). A type of its own (not a fifth
 // parameter of BwdKvConfig) so the existing instantiations keep their names.
-template <int D_, int BR_, int STAGES_, int DQ_>
+// PDS 1: one dS^T tile (both warpgroups meet at a barrier after each query
+// block before it is written again), LSE and D loaded by the consumers.
+// PDS 2: dS^T double-buffered by query-block parity (no barrier after the
+// block), LSE (log2 units) and D staged once per launch into padded arrays
+// (pds_stage_bytes) and brought by a producer thread (bulk copies) into a
+// ring of the Q / dO depth, released with them; d = 128: one fp32 dQ tile instead of
+// two (K, V 64 KB + Q/dO 64 KB + dS^T 2 x 16 KB + P^T 16 KB + dQ 32 KB
+// = 208 KB; two dQ tiles would be 240 KB, above the 227 KB of a block).
+template <int D_, int BR_, int STAGES_, int DQ_, int PDS_ = 1>
 struct BwdKvPdsConfig : BwdKvConfig<D_, BR_, STAGES_, DQ_> {
   using Base = BwdKvConfig<D_, BR_, STAGES_, DQ_>;
-  static constexpr int PDS = 1;
+  static constexpr int PDS = PDS_;
+  static_assert(PDS == 1 || PDS == 2, "pds 1 or 2");
   static_assert(Base::DQ_TMA, "pds: P^T and dS^T in shared memory, TMA dQ only");
   static_assert(Base::BR == 64, "pds: P^T and dS^T rows of 64 queries (one 128-byte swizzle row)");
-  // + P^T (BC x BR, bf16).
-  static constexpr int kSmemTiles = Base::kSmemTiles + 2 * Base::BR * Base::BC;
-  static constexpr int kSmemBytes = kSmemTiles + 2 * Base::BR * Base::D * 4;
+  // fp32 dQ tiles: two, except pds2 at d = 128 (one).
+  static constexpr int kDqBufs = PDS == 2 && D_ == 128 ? 1 : 2;
+  // + P^T (BC x BR, bf16), + a second dS^T for pds2.
+  static constexpr int kSmemTiles = Base::kSmemTiles + (PDS == 2 ? 2 : 1) * 2 * Base::BR * Base::BC;
+  static constexpr int kSmemBytes = kSmemTiles + kDqBufs * Base::BR * Base::D * 4;
   static_assert(kSmemBytes + 1024 <= 227 * 1024, "shared memory above the 227 KB of an sm_90 block");
 };
+
+// pds2: LSE (log2 units, +inf where P must be 0) and D, padded to whole query
+// blocks, [B, H, ceil(Sq / br), br] each, so the producer brings a block's
+// values with one aligned bulk copy.
+inline size_t pds_stage_bytes(const AttentionProblem& p, int br) {
+  return 2 * ((size_t(p.B * p.H * ((p.Sq + br - 1) / br)) * size_t(br) * sizeof(float) + 255) / 256 * 256);
+}
 
 // The tile-blocked fp32 dQ accumulator of the TMA variants: [B, H, ceil(Sq / br), br * d].
 inline size_t dq_tile_acc_bytes(const AttentionProblem& p, int br) {
@@ -119,6 +137,11 @@ using KvD64Br64St2ATS = BwdKvPdsConfig<64, 64, 2, 4>;
 using KvD64Br64St2OTS = BwdKvPdsConfig<64, 64, 2, 5>;
 using KvD64Br64St3ATS = BwdKvPdsConfig<64, 64, 3, 4>;
 using KvD64Br64St3OTS = BwdKvPdsConfig<64, 64, 3, 5>;
+// pds2: dS^T double-buffered, LSE and D by the producer (d128: one dQ tile).
+using KvD128Br64St2ATS2 = BwdKvPdsConfig<128, 64, 2, 4, 2>;
+using KvD128Br64St2OTS2 = BwdKvPdsConfig<128, 64, 2, 5, 2>;
+using KvD64Br64St2ATS2 = BwdKvPdsConfig<64, 64, 2, 4, 2>;
+using KvD64Br64St2OTS2 = BwdKvPdsConfig<64, 64, 2, 5, 2>;
 using DqD128Bc64St2 = BwdDqConfig<128, 64, 2>;
 using DqD64Bc128St2 = BwdDqConfig<64, 128, 2>;
 using DqD128Bc64St3 = BwdDqConfig<128, 64, 3>;  // owning: a third block shape per head dim
@@ -140,11 +163,12 @@ size_t bwd_dq_smem_bytes();
 // in sem (int [B, H, ceil(Sq / BR)], zeroed by the caller), every key block in
 // one launch; DQ 4 / 5: adds into dq, the tile-blocked accumulator
 // (dq_tile_acc_bytes, zeroed by the caller; 5: in key-block order counted in
-// sem), then writes args.dQ (bf16) from it.
+// sem), then writes args.dQ (bf16) from it. pds2 (Cfg::PDS == 2): stage,
+// pds_stage_bytes of workspace, receives the padded LSE and D first.
 template <class Cfg>
 void launch_bwd_kv(const AttentionProblem& p, const AttentionArgs& args, const float* Dvec, float* dq,
                    cudaStream_t stream, int64_t kb_begin = 0, int64_t kb_count = -1, int64_t unit_begin = 0,
-                   int64_t units = -1, int* sem = nullptr);
+                   int64_t units = -1, int* sem = nullptr, float* stage = nullptr);
 // Enqueues the dq kernel: writes args.dQ (bf16).
 template <class Cfg>
 void launch_bwd_dq(const AttentionProblem& p, const AttentionArgs& args, const float* Dvec, cudaStream_t stream);
@@ -152,7 +176,7 @@ void launch_bwd_dq(const AttentionProblem& p, const AttentionArgs& args, const f
 #define DETFUSE_ATTN_WGMMA_KV_INSTANCES(PREFIX, CFG)                                                      \
   PREFIX template size_t bwd_kv_smem_bytes<CFG>();                                                        \
   PREFIX template void launch_bwd_kv<CFG>(const AttentionProblem&, const AttentionArgs&, const float*, float*, \
-                                          cudaStream_t, int64_t, int64_t, int64_t, int64_t, int*);
+                                          cudaStream_t, int64_t, int64_t, int64_t, int64_t, int*, float*);
 #define DETFUSE_ATTN_WGMMA_DQ_INSTANCES(PREFIX, CFG) \
   PREFIX template size_t bwd_dq_smem_bytes<CFG>();   \
   PREFIX template void launch_bwd_dq<CFG>(const AttentionProblem&, const AttentionArgs&, const float*, cudaStream_t);
@@ -181,6 +205,10 @@ DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br64St2ATS)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br64St2OTS)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br64St3ATS)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br64St3OTS)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2ATS2)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br64St2ATS2)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br64St2OTS2)
 DETFUSE_ATTN_WGMMA_DQ_INSTANCES(extern, DqD128Bc64St2)
 DETFUSE_ATTN_WGMMA_DQ_INSTANCES(extern, DqD64Bc128St2)
 DETFUSE_ATTN_WGMMA_DQ_INSTANCES(extern, DqD128Bc64St3)

@@ -12,7 +12,9 @@
 //                                    convert pass; `tma1`: dQ added by a
 //                                    writer warp with TMA bulk reductions,
 //                                    FlashAttention-3's path; `pds1`: P^T
-//                                    and dS^T through shared memory), owning:
+//                                    and dS^T through shared memory; `pds2`:
+//                                    dS^T double-buffered, LSE / D brought
+//                                    by a producer thread), owning:
 //                                    the dq kernel over query blocks.
 #include <algorithm>
 #include <cstdint>
@@ -124,7 +126,7 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
   v.desc.strategy = to_string(kStrategy);
   v.desc.params = {{"br", Kv::BR}, {"bc", Kv::BC}, {"st", Kv::STAGES}};
   if constexpr (Kv::DQ_TMA) v.desc.params.push_back({"tma", 1});
-  if constexpr (Kv::PDS != 0) v.desc.params.push_back({"pds", 1});
+  if constexpr (Kv::PDS != 0) v.desc.params.push_back({"pds", Kv::PDS});
   if constexpr (kDq == 0) {
     static_assert(Dq::D == Kv::D, "one head dim");
     v.desc.params.push_back({"qbc", Dq::BC});
@@ -154,7 +156,8 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
                                  "order behind a semaphore per query block + convert pass"
                                : ", dQ by a query-block kernel (128 rows, " + std::to_string(qbc_of<Dq>()) +
                                      "-key tiles) walking the key blocks in order") +
-                   (Kv::PDS != 0 ? "; P^T and dS^T through shared memory (dV, dK, dQ by wgmma SS)" : "");
+                   (Kv::PDS != 0 ? "; P^T and dS^T through shared memory (dV, dK, dQ by wgmma SS)" : "") +
+                   (Kv::PDS == 2 ? ", dS^T double-buffered, LSE and D brought by the producer with Q and dO" : "");
   v.can_run = [kMiB](const AttentionProblem& p, AttentionMode mode,
                      const DeviceInfo& dev) -> std::optional<std::string> {
     size_t smem = fwd_smem_bytes<Fwd>();
@@ -179,6 +182,7 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
     if (kDq == 3) n += dq_acc_bytes(p) + ordered_sem_bytes(p, Kv::BR);
     if (kDq == 4) n += dq_tile_acc_bytes(p, Kv::BR);
     if (kDq == 5) n += dq_tile_acc_bytes(p, Kv::BR) + ordered_sem_bytes(p, Kv::BR);
+    if (Kv::PDS == 2) n += pds_stage_bytes(p, Kv::BR);
     if (kDq == 2) {
       if (auto pl = plan_partials(p, Kv::BC, size_t(kMiB) << 20)) n += pl->slab_bytes + pl->acc_bytes;
     }
@@ -215,9 +219,11 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
       // launch_bwd_kv also writes dQ from it.
       float* acc = reinterpret_cast<float*>(rest);
       int* sem = kDq == 5 ? reinterpret_cast<int*>(rest + dq_tile_acc_bytes(p, Kv::BR)) : nullptr;
-      DETFUSE_CUDA_CHECK(cudaMemsetAsync(
-          acc, 0, dq_tile_acc_bytes(p, Kv::BR) + (kDq == 5 ? ordered_sem_bytes(p, Kv::BR) : 0), s));
-      launch_bwd_kv<Kv>(p, a, Dvec, acc, s, 0, -1, 0, -1, sem);
+      const size_t zeroed = dq_tile_acc_bytes(p, Kv::BR) + (kDq == 5 ? ordered_sem_bytes(p, Kv::BR) : 0);
+      DETFUSE_CUDA_CHECK(cudaMemsetAsync(acc, 0, zeroed, s));
+      // pds2: the padded LSE / D after them (written by launch_bwd_kv).
+      float* stage = Kv::PDS == 2 ? reinterpret_cast<float*>(rest + zeroed) : nullptr;
+      launch_bwd_kv<Kv>(p, a, Dvec, acc, s, 0, -1, 0, -1, sem, stage);
     } else if constexpr (kDq == 2) {
       const auto plan = plan_partials(p, Kv::BC, size_t(kMiB) << 20);
       if (!plan) throw Error("attention wgmma backward: the partials slab bound is too small for this problem");
@@ -296,6 +302,12 @@ void register_attention_wgmma(Registry& r) {
   add_bwd<FwdD64Bc128St3Ov, KvD64Br64St3OTS, void>(r);
   add_bwd<FwdD64Bc128St3Ov, KvD64Br64St2ATS, void>(r);
   add_bwd<FwdD64Bc128St3Ov, KvD64Br64St3ATS, void>(r);
+  // pds2 (dS^T double-buffered, LSE / D by the producer; d128: one dQ tile):
+  // beside pds1, last until measured (experiments/device/s7-attnbwd.sh).
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2, void>(r);
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2ATS2, void>(r);
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br64St2OTS2, void>(r);
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br64St2ATS2, void>(r);
 }
 
 void register_attention_wgmma_partials(Registry& r, int partials_mib) {
