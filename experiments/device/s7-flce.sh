@@ -25,14 +25,15 @@ run tests 10 "$TVAR"
 # The float64 reference with every option (ignore_index, mean/sum/none, label
 # smoothing, z-loss, softcap, grad_output, fp32/bf16 gradients, odd N/V,
 # NaN-poisoned outputs), every mode, 5 repeats: the four hybrid variants.
-run tests 50 "$TFLCE" --gtest_filter="*wgmmalt*"
+run tests 30 "$TFLCE" --gtest_filter="*wgmmalt*"
 # One sanitizer pass on a small case of a hybrid variant (two engines in one call).
-sanitize memcheck 30 "$TFLCE" --gtest_filter="*RepeatsBitwise*wgmmalt_owning_${P2}_ex16_mb1024"
+sanitize memcheck 25 "$TFLCE" --gtest_filter="*RepeatsBitwise*wgmmalt_owning_${P2}_ex16_mb1024"
 # 20 repeats, one digest, at a two-chunk shape (the beta = 1 path).
-run repeats 20 "$CLI" verify --kernel flce --shape 8192,4096,128256 --dtype bf16 --variant $LT.${P2}_ex16_mb1024 --repeats 20 --seed 0
+run repeats 15 "$CLI" verify --kernel flce --shape 8192,4096,128256 --dtype bf16 --variant $LT.${P2}_ex16_mb1024 --repeats 20 --seed 0
 # The issue's shapes and 32768: hybrid beside cuBLASLt mb2000 and ex16 ping mb1024.
-for s in 4096,4096,128256 16384,4096,128256 8192,2304,256000 32768,4096,128256; do
-  run bench 20 "$CLI" bench flce --shape "$s" --dtype bf16 --repeats 3 \
+for st in 4096,4096,128256:25 16384,4096,128256:30 8192,2304,256000:25 32768,4096,128256:35; do
+  s=${st%:*}
+  run bench ${st#*:} "$CLI" bench flce --shape "$s" --dtype bf16 --repeats 3 \
     --variant $LT.${P2}_ex16_mb1024 --variant $LT.${C2}_ex16_mb1024 --variant $LT.${P2}_ex16_mb1920 \
     --variant flce.bf16.cublaslt.owning.mb2000 --variant $WG.${P2}_ex16_mb1024
 done
@@ -43,9 +44,13 @@ run dwcost 15 "$TOWN" --gtest_also_run_disabled_tests --gtest_filter='*DISABLED_
 # 6 launches each of store, accumulators in, read-modify-write): time, DRAM
 # bytes, L2 hit rate (the test launches the ping-pong kernel first: its 18
 # launches of group 1, then 18 of group 4).
-run ncu 30 ncu --clock-control none --print-summary none --csv -k 'regex:gemm_wgmma' -c 36 \
+run ncu 25 ncu --clock-control none --print-summary none --csv -k 'regex:gemm_wgmma' -c 36 \
   --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct \
   "$TOWN" --gtest_also_run_disabled_tests --gtest_filter='*DISABLED_DwAloneCost*'
+# Item 3, hypothesis 4 (the accumulator loads serialised): the SASS of the
+# ping-pong dW kernel (operands M/N-major), loads and wgmma in program order.
+SASSFN=_ZN7detfuse4flce2wg17gemm_wgmma_kernelINS0_8WgConfigILi128ELi128ELi64ELi2ELi6ELb1EEELNS_5MajorE1ELS5_1EEEvNS1_6KernelIT_XT0_EXT1_EE6ParamsE
+run sass 5 cuobjdump -sass -fun "$SASSFN" $B/kernels/flce/CMakeFiles/detfuse_flce_wgmma.dir/flce_wgmma_ping128c2.cu.o
 
 echo
 echo "## summary"
@@ -64,3 +69,5 @@ echo "-- item 3, dW alone (ms):"
 grep -E "dw-alone" "$OUT/dwcost.log"
 echo "-- item 3, ncu (ID, metric, value; IDs 0-5 store, 6-11 accumulators in, 12-17 read-modify-write at group 1; 18-35 the same at group 4):"
 grep -E '^"[0-9]+"' "$OUT/ncu.log" | awk -F'","' '{gsub(/"/,"",$1); gsub(/"/,"",$NF); print $1, $(NF-2), $NF}' | awk '$1 % 6 == 1' | head -40
+echo "-- item 3, SASS of the ping-pong dW kernel: global loads, wgmma, barrier waits (full listing in sass.log):"
+grep -nE "LDG|HGMMA|SYNCS|WARPSYNC|BAR\.|DEPBAR" "$OUT/sass.log" | awk '{$1=$1; print}' | cut -c1-90 | head -40

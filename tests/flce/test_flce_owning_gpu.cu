@@ -281,10 +281,12 @@ TEST(OwningBudgets, WgmmaVariantsOfOneTileAreOneClass) {
 }
 
 // Reported, not asserted here: engines whose owning dW this change leaves as
-// it was (cuBLASLt: beta = 1 per chunk; the fp32 fma engine's own tests).
+// it was (cuBLASLt: beta = 1 per chunk; the fp32 fma engine's own tests), and
+// the hybrid wgmmalt (ex16 logits on wgmma, cuBLASLt's beta = 1 for dW).
 TEST(OwningBudgets, OtherEnginesReported) {
   DETFUSE_REQUIRE_GPU();
   check_budget_classes("cublaslt", false);
+  check_budget_classes("wgmmalt", false);
 }
 
 // ------------------------------------------- the driver at tiny budgets
