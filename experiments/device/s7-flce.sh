@@ -31,7 +31,7 @@ sanitize memcheck 25 "$TFLCE" --gtest_filter="*RepeatsBitwise*wgmmalt_owning_${P
 # 20 repeats, one digest, at a two-chunk shape (the beta = 1 path).
 run repeats 15 "$CLI" verify --kernel flce --shape 8192,4096,128256 --dtype bf16 --variant $LT.${P2}_ex16_mb1024 --repeats 20 --seed 0
 # The issue's shapes and 32768: hybrid beside cuBLASLt mb2000 and ex16 ping mb1024.
-for st in 4096,4096,128256:25 16384,4096,128256:30 8192,2304,256000:25 32768,4096,128256:35; do
+for st in 4096,4096,128256:25 16384,4096,128256:30 8192,2304,256000:25 32768,4096,128256:30; do
   s=${st%:*}
   run bench ${st#*:} "$CLI" bench flce --shape "$s" --dtype bf16 --repeats 3 \
     --variant $LT.${P2}_ex16_mb1024 --variant $LT.${C2}_ex16_mb1024 --variant $LT.${P2}_ex16_mb1920 \
@@ -44,7 +44,7 @@ run dwcost 15 "$TOWN" --gtest_also_run_disabled_tests --gtest_filter='*DISABLED_
 # 6 launches each of store, accumulators in, read-modify-write): time, DRAM
 # bytes, L2 hit rate (the test launches the ping-pong kernel first: its 18
 # launches of group 1, then 18 of group 4).
-run ncu 25 ncu --clock-control none --print-summary none --csv -k 'regex:gemm_wgmma' -c 36 \
+run ncu 30 ncu --clock-control none --print-summary none --csv -k 'regex:gemm_wgmma' -c 36 \
   --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct \
   "$TOWN" --gtest_also_run_disabled_tests --gtest_filter='*DISABLED_DwAloneCost*'
 # Item 3, hypothesis 4 (the accumulator loads serialised): the SASS of the
