@@ -14,11 +14,12 @@ export PATH := $(PATH):$(CUDA_HOME)/bin
 CMAKE_ARGS ?=
 TUNE_BUDGET ?= 7m
 TUNE_PRESET ?= llm-heads
-# Engines tuned by `make tune`: on Hopper (H100/H200) the wgmma engine and the
+# Engines tuned by `make tune`: on Hopper (H100/H200) the wgmma engine, its hybrid
+# with cuBLASLt (wgmmalt: wgmma logits, cuBLASLt dX and dW) and the
 # cuBLASLt reference (the mma.sync engine is slower there on every measured
 # shape, and tuning it too would take a third call for the preset); on other
 # GPUs use TUNE_ENGINES="mma cublaslt".
-TUNE_ENGINES ?= wgmma cublaslt
+TUNE_ENGINES ?= wgmma wgmmalt cublaslt
 # `make python`: builds libdetfuse_c.so, copies it into the package and
 # installs python/ for PYTHON through python/install.py, offline: with pip
 # --no-build-isolation where setuptools can build wheels, else by a plain copy

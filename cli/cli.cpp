@@ -285,7 +285,7 @@ int cmd_list(Env& env, const std::vector<std::string>& args) {
   po::options_description d("list options");
   d.add_options()("kernel", po::value<std::string>()->default_value("all"), "flce, attention or all")(
       "dtype", po::value<std::string>(), "only this dtype (bf16 or fp32)")(
-      "engine", po::value<std::string>(), "only this engine (fma, mma, wgmma or cublaslt)");
+      "engine", po::value<std::string>(), "only this engine (fma, mma, wgmma, wgmmalt or cublaslt)");
   po::variables_map vm;
   if (!parse(args, d, nullptr, vm,
              "usage: detfuse list [--kernel flce|attention|all] [--dtype bf16|fp32] [--engine E]\n\n"

@@ -94,7 +94,7 @@ int cmd_tune(Env& env, const std::vector<std::string>& args) {
        "level (CPU emulation of the fp32 fma variants); config is always checked")
       ("variant", po::value<std::vector<std::string>>()->composing(), "only these variants (repeatable)")
       ("engine", po::value<std::vector<std::string>>()->composing(),
-       "only variants of these engines: fma, mma, wgmma, cublaslt (repeatable; with --variant, both must hold)")
+       "only variants of these engines: fma, mma, wgmma, wgmmalt, cublaslt (repeatable; with --variant, both must hold)")
       ("time-cap", po::value<std::string>()->default_value("20s"),
        "soft cap per variant: its K repeats and timing repetitions stop when it is spent (past 2 repeats and 5 "
        "repetitions); the budget lowers it")

@@ -16,7 +16,7 @@ Family parse_family(const std::string& s) {
 }
 
 const std::vector<std::string>& known_engines() {
-  static const std::vector<std::string> e = {"fma", "mma", "wgmma", "cublaslt"};
+  static const std::vector<std::string> e = {"fma", "mma", "wgmma", "wgmmalt", "cublaslt"};
   return e;
 }
 

@@ -147,6 +147,27 @@ void CublasLtEngine::gemm_impl(const GemmParams& p, const EpiPartial& e, cudaStr
   }
 }
 
+// Explicit instances for the hybrid engine (WgmmaExpLtEngine, engine_wgmmalt.cuh),
+// whose sm_90a translation units call these products with LtConfig: the three
+// operand layouts of the FLCE products (logits (K, K), dX (K, MN), dW (MN, MN))
+// with every epilogue the driver may name for them.
+#define DETFUSE_LT_INSTANCES(AM, BM)                                                                           \
+  template void CublasLtEngine::gemm_impl<LtConfig, AM, BM>(const GemmParams&, const EpiStoreLogits&,          \
+                                                            cudaStream_t);                                     \
+  template void CublasLtEngine::gemm_impl<LtConfig, AM, BM>(const GemmParams&, const EpiStoreLogits16&,        \
+                                                            cudaStream_t);                                     \
+  template void CublasLtEngine::gemm_impl<LtConfig, AM, BM>(const GemmParams&, const EpiStore<float>&,         \
+                                                            cudaStream_t);                                     \
+  template void CublasLtEngine::gemm_impl<LtConfig, AM, BM>(const GemmParams&, const EpiStore<__nv_bfloat16>&, \
+                                                            cudaStream_t);                                     \
+  template void CublasLtEngine::gemm_impl<LtConfig, AM, BM>(const GemmParams&, const EpiAccumulate&,           \
+                                                            cudaStream_t);                                     \
+  template void CublasLtEngine::gemm_impl<LtConfig, AM, BM>(const GemmParams&, const EpiPartial&, cudaStream_t);
+DETFUSE_LT_INSTANCES(Major::K, Major::K)
+DETFUSE_LT_INSTANCES(Major::K, Major::MN)
+DETFUSE_LT_INSTANCES(Major::MN, Major::MN)
+#undef DETFUSE_LT_INSTANCES
+
 void register_flce_cublaslt(Registry& r) {
   register_tile_config<CublasLtEngine, LtConfig>(r, kLtOwningChunkMiB, kChunkMiB, kSplits, kSlabRows,
                                                  /*with_atomic=*/false);

@@ -20,6 +20,13 @@ inline const std::vector<int> kOwningChunkMiB = {512, 1024, 1920};
 // their statistics and dX partials would take a 2000 MiB chunk past 2 GiB.
 //   Gemma-2 head, run 4: cublaslt owning mb1920 56.97 ms (1.33x cuBLAS).
 inline const std::vector<int> kLtOwningChunkMiB = {512, 1024, 2000};
+// The hybrid engine's owning budgets (`wgmmalt`: ex16 logits on wgmma, dX and
+// dW on cuBLASLt). The chunk is bf16, 2 bytes a logit: 1024 MiB holds 4096 rows
+// of a 128256 vocabulary, so the Llama head (16384 rows) runs as four equal
+// chunks (within issue 17's 1.2 GiB with the row statistics: about 1.04 GiB),
+// and 2048 rows of a 256k one (Gemma-2 head: four chunks); 1920 MiB holds
+// 7808 / 3840 rows (three chunks at either head, about 1.95 GiB).
+inline const std::vector<int> kHybridChunkMiB = {1024, 1920};
 // Chunk budget, row splits and partial slab rows of the atomic and partials variants.
 constexpr int kChunkMiB = 1024;
 constexpr int kSplits = 4;
@@ -34,6 +41,8 @@ void register_flce_wgmma_coop256c1(Registry& r);
 void register_flce_wgmma_coop128c2(Registry& r);
 void register_flce_wgmma_ping128c2(Registry& r);
 void register_flce_wgmma_ping128c1(Registry& r);
+void register_flce_wgmmalt_ping128c2(Registry& r);
+void register_flce_wgmmalt_coop256c2(Registry& r);
 #endif
 void register_flce_cublaslt(Registry& r);
 void register_flce_f32_bm128_bn128(Registry& r);

@@ -32,7 +32,7 @@ TEST(Registry, CanonicalNameSpellsEveryParameter) {
 }
 
 TEST(Registry, EveryBuiltinEngineTokenIsKnown) {
-  EXPECT_EQ(known_engines_text(), "fma, mma, wgmma or cublaslt");
+  EXPECT_EQ(known_engines_text(), "fma, mma, wgmma, wgmmalt or cublaslt");
   const auto& known = known_engines();
   for (const VariantDesc* d : builtin_registry().descriptors())
     EXPECT_NE(std::find(known.begin(), known.end(), d->engine), known.end()) << d->name;

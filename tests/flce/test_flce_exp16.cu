@@ -11,7 +11,8 @@
 #include "kernels/registry.h"
 
 #if defined(DETFUSE_HAVE_WGMMA)
-#include "kernels/flce/engine_wgmma.cuh"
+#include "kernels/flce/engine_wgmmalt.cuh"
+#include "kernels/flce/variants.h"
 #include "kernels/flce/wgmma_configs.h"
 #endif
 
@@ -65,7 +66,7 @@ TEST(FlceExp16, DriverPlanAndWorkspaceWithinTheIssueBound) {
 TEST(FlceExp16, RegisteredOwningAtEveryBudgetOfTwoTiles) {
   int n = 0;
   for (const auto& v : builtin_registry().flce()) {
-    if (v.desc.name.find("_ex16_") == std::string::npos) continue;
+    if (v.desc.name.find("_ex16_") == std::string::npos || v.desc.engine == "wgmmalt") continue;
     ++n;
     EXPECT_EQ(v.desc.engine, "wgmma") << v.desc.name;
     EXPECT_EQ(v.desc.strategy, "owning") << v.desc.name;
@@ -75,6 +76,48 @@ TEST(FlceExp16, RegisteredOwningAtEveryBudgetOfTwoTiles) {
   EXPECT_EQ(n, 6);  // coop 128x256 c2 and ping-pong 128x128 c2, at 512 / 1024 / 1920 MiB
   EXPECT_NE(builtin_registry().find_flce("flce.bf16.wgmma.owning.bm128_bn256_bk64_c2_st4_pp0_ex16_mb1024"), nullptr);
   EXPECT_NE(builtin_registry().find_flce("flce.bf16.wgmma.owning.bm128_bn128_bk64_c2_st6_pp1_ex16_mb512"), nullptr);
+}
+
+// The hybrid engine (`wgmmalt`): ex16 logits on wgmma, dX and dW on cuBLASLt.
+static_assert(engine_logits_exp16<WgmmaExpLtEngine>::value, "wgmmalt keeps the ex16 chunk");
+static_assert(!engine_owning_acc_in<WgmmaExpLtEngine>::value && !WgmmaExpLtEngine::split_dx,
+              "wgmmalt: dW by cuBLASLt beta = 1 per chunk, dX never split (cuBLASLt tiles it)");
+
+TEST(FlceExp16, HybridPlanAtTheIssueShapes) {
+  const StrategyParams sp{Strategy::owning, 1024, 1, 0};
+  struct Want {
+    FlceProblem p;
+    int64_t rows;
+  };
+  // mb1024: the Llama head as four equal chunks of 4096 rows, the Gemma-2 head
+  // as four of 2048, the small head in one; all within issue 17's 1.2 GiB.
+  for (const Want& w : {Want{shape(16384, 4096, 128256), 4096}, Want{shape(8192, 2304, 256000), 2048},
+                        Want{shape(4096, 4096, 128256), 4096}, Want{shape(32768, 4096, 128256), 4096}}) {
+    for (const Plan& pl : {FlceDriver<WgmmaExpLtEngine, WgPing128c2>::plan(w.p, FlceMode::forward_backward, sp),
+                           FlceDriver<WgmmaExpLtEngine, WgCoop256c2>::plan(w.p, FlceMode::forward_backward, sp)}) {
+      EXPECT_EQ(pl.chunk_rows, w.rows) << w.p.shape();
+      EXPECT_EQ(w.p.N % pl.chunk_rows, 0) << w.p.shape();
+      EXPECT_EQ(pl.dx_splits, 1) << w.p.shape();
+      EXPECT_EQ(pl.total, pl.dx_partials) << "no dX partials region: the last one, empty";
+      EXPECT_LE(pl.total, size_t(1.2 * 1024 * 1024 * 1024)) << w.p.shape();
+      EXPECT_GT(pl.stats_cols, 0) << w.p.shape();
+    }
+  }
+}
+
+TEST(FlceExp16, HybridRegisteredOwningAtItsBudgets) {
+  int n = 0;
+  for (const auto& v : builtin_registry().flce()) {
+    if (v.desc.engine != "wgmmalt") continue;
+    ++n;
+    EXPECT_NE(v.desc.name.find("_ex16_"), std::string::npos) << v.desc.name;
+    EXPECT_EQ(v.desc.strategy, "owning") << v.desc.name;
+    EXPECT_TRUE(v.desc.deterministic) << v.desc.name;
+    EXPECT_FALSE(v.desc.study_only) << v.desc.name;  // tuned by default
+  }
+  EXPECT_EQ(n, int(2 * kHybridChunkMiB.size()));  // ping-pong 128x128 c2 and coop 128x256 c2
+  EXPECT_NE(builtin_registry().find_flce("flce.bf16.wgmmalt.owning.bm128_bn128_bk64_c2_st6_pp1_ex16_mb1024"), nullptr);
+  EXPECT_NE(builtin_registry().find_flce("flce.bf16.wgmmalt.owning.bm128_bn256_bk64_c2_st4_pp0_ex16_mb1920"), nullptr);
 }
 #endif
 

@@ -281,10 +281,12 @@ TEST(OwningBudgets, WgmmaVariantsOfOneTileAreOneClass) {
 }
 
 // Reported, not asserted here: engines whose owning dW this change leaves as
-// it was (cuBLASLt: beta = 1 per chunk; the fp32 fma engine's own tests).
+// it was (cuBLASLt: beta = 1 per chunk; the fp32 fma engine's own tests), and
+// the hybrid wgmmalt (ex16 logits on wgmma, cuBLASLt's beta = 1 for dW).
 TEST(OwningBudgets, OtherEnginesReported) {
   DETFUSE_REQUIRE_GPU();
   check_budget_classes("cublaslt", false);
+  check_budget_classes("wgmmalt", false);
 }
 
 // ------------------------------------------- the driver at tiny budgets
@@ -395,6 +397,57 @@ void time_owning(const char* what, int64_t N, int64_t D, int64_t V, int mb) {
   }
   std::printf("  cost %-18s %s mb%d: accumulators %.2f ms, read-modify-write %.2f ms (%+.1f%%)\n", what,
               p.shape().c_str(), mb, med[0], med[1], 100.0 * (med[0] / med[1] - 1.0));
+}
+
+// The dW GEMM alone at the Llama head's chunk (M = V = 128256, N = D = 4096,
+// K = 4096 rows; issue 17 item 3): where the accumulator-in cost comes from.
+// Per epilogue (store: the first chunk; accumulators in: a later chunk; the
+// read-modify-write after the k-loop) and per raster group along M (the driver
+// launches dW with group 1: one M tile row of dW at a time walks every N tile,
+// so the whole X chunk, 32 MiB, is re-read by every M tile and must stay in
+// L2 while 2 (store) or 4 GiB (accumulate) of dW stream through it; a group of
+// g cluster tiles keeps g M tiles of G^T and cycles through X once per group).
+// The times say which hypothesis holds: a cost that falls with the group is
+// the L2 raster; one that stays is the accumulator load itself.
+template <class Cfg>
+void time_dw_alone(const char* what) {
+  const int M = 128256, N = 4096, K = 4096;
+  DeviceBuffer<__nv_bfloat16> A(size_t(K) * M), B(size_t(K) * N);
+  fill_bf16<<<1024, 256>>>(A.data(), int64_t(K) * M, 5u, 0.01f);
+  fill_bf16<<<1024, 256>>>(B.data(), int64_t(K) * N, 6u, 2.f);
+  DeviceBuffer<float> C(size_t(M) * N);
+  C.fill_bytes(0);
+  GemmParams g;
+  g.M = M, g.N = N, g.K = K;
+  g.A = A.data(), g.lda = M;
+  g.B = B.data(), g.ldb = N;
+  auto time = [&](const WgEpilogue& e, int group) {
+    launch_gemm_wgmma<Cfg, Major::MN, Major::MN>(g, e, group, nullptr);  // warm-up
+    DETFUSE_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<float> ms;
+    EventTimer t;
+    for (int r = 0; r < 5; ++r) {
+      t.start();
+      launch_gemm_wgmma<Cfg, Major::MN, Major::MN>(g, e, group, nullptr);
+      ms.push_back(t.stop_ms());
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+  };
+  for (int group : {1, 4, 8, 16}) {
+    const float store = time(to_wg_epilogue(EpiAccumulateIn{C.data(), N, 1}), group);
+    const float in = time(to_wg_epilogue(EpiAccumulateIn{C.data(), N, 0}), group);
+    const float rmw = time(to_wg_epilogue(EpiAccumulate{C.data(), N, 0}), group);
+    std::printf("  dw-alone %-16s group %2d: store %.2f ms, accumulators in %.2f ms (%+.1f%%), "
+                "read-modify-write %.2f ms (%+.1f%%)\n",
+                what, group, store, in, 100.0 * (in / store - 1.0), rmw, 100.0 * (rmw / store - 1.0));
+  }
+}
+
+TEST(OwningBudgets, DISABLED_DwAloneCost) {
+  DETFUSE_REQUIRE_SM90();
+  time_dw_alone<WgPing128c2>("ping 128x128 c2");
+  time_dw_alone<WgCoop256c2>("coop 128x256 c2");
 }
 
 TEST(OwningBudgets, DISABLED_OwningCost) {

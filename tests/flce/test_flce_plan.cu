@@ -27,9 +27,15 @@ TEST(FlcePlan, ChunkRowsFollowTheBudget) {
   FlceProblem p = shape(16384, 4096, 128256);
   Plan pl = make_plan(p, FlceMode::forward_backward, {Strategy::owning, 1920, 1, 0}, 128, 128);
   EXPECT_EQ(pl.Vp, 128256);
-  EXPECT_EQ(pl.chunk_rows % 128, 0);
-  EXPECT_LE(pl.chunk_rows * pl.Vp * 4, int64_t(1920) << 20);
-  EXPECT_GT((pl.chunk_rows + 128) * pl.Vp * 4, int64_t(1920) << 20);  // the largest multiple of BM that fits
+  // The budget's max rows: the largest multiple of BM that fits (3840 here) ...
+  const int64_t max_rows = plan_max_chunk_rows(p.N, pl.Vp, 1920, 128, 4);
+  EXPECT_EQ(max_rows % 128, 0);
+  EXPECT_LE(max_rows * pl.Vp * 4, int64_t(1920) << 20);
+  EXPECT_GT((max_rows + 128) * pl.Vp * 4, int64_t(1920) << 20);
+  // ... and the chunks even: ceil(16384 / 3840) = 5 chunks of 3328 rows (the
+  // last 3072), not four of 3840 and a 1024-row tail.
+  EXPECT_EQ(max_rows, 3840);
+  EXPECT_EQ(pl.chunk_rows, 3328);
   // Never fewer than one block of rows, never more than N.
   Plan tiny = make_plan(p, FlceMode::forward_backward, {Strategy::owning, 1, 1, 0}, 128, 128);
   EXPECT_EQ(tiny.chunk_rows, 128);
@@ -37,6 +43,43 @@ TEST(FlcePlan, ChunkRowsFollowTheBudget) {
   EXPECT_EQ(few.chunk_rows, 5);
   EXPECT_EQ(few.Vp, 1000);
   EXPECT_EQ(make_plan(shape(5, 64, 1009), FlceMode::forward, {}, 128, 128).Vp, 1016);  // padded to 8
+}
+
+// Even chunks (plan_chunk_rows): the fewest chunks the budget allows, of
+// equal rows rounded up to BM, so no short tail chunk; the budget holds.
+TEST(FlcePlan, ChunksAreEvenAndAsFewAsTheBudgetAllows) {
+  int checked = 0;
+  for (int64_t N : {1, 5, 127, 128, 129, 1000, 4095, 4096, 4097, 8192, 16384, 20000, 32768, 40000})
+    for (int64_t V : {1009, 32000, 128256, 256000})
+      for (int64_t mb : {1, 16, 512, 1024, 1920, 2000})
+        for (int64_t bm : {64, 128})
+          for (int64_t bytes : {2, 4}) {
+            const int64_t Vp = (V + 7) / 8 * 8;
+            const int64_t max_rows = plan_max_chunk_rows(N, Vp, mb, bm, bytes);
+            const int64_t rows = plan_chunk_rows(N, Vp, mb, bm, bytes);
+            SCOPED_TRACE("N " + std::to_string(N) + " V " + std::to_string(V) + " mb" + std::to_string(mb) + " bm" +
+                         std::to_string(bm) + " x" + std::to_string(bytes));
+            ASSERT_GT(rows, 0);
+            EXPECT_LE(rows, max_rows);  // within the budget (or one block of rows, the minimum)
+            const int64_t chunks = (N + rows - 1) / rows;
+            EXPECT_EQ(chunks, (N + max_rows - 1) / max_rows);  // as few chunks as before: as many dW sweeps
+            if (chunks > 1) {
+              EXPECT_EQ(rows % bm, 0);  // boundaries on the BM grid (the owning chains need it)
+              const int64_t last = N - (chunks - 1) * rows;
+              EXPECT_GT(last, 0);
+              EXPECT_LE(rows - last, chunks * bm);  // no tail: the last chunk within chunks x BM rows of the others
+            } else {
+              EXPECT_EQ(rows, N);
+            }
+            ++checked;
+          }
+  EXPECT_GT(checked, 1000);
+  // The cases that motivated it: cuBLASLt mb2000 (fp32 chunk) at the Llama
+  // head, 4 x 3968 + 512 rows before, 5 x 3328 (the last 3072) now; at
+  // 4096 rows, 3968 + 128 before, 2 x 2048 now.
+  EXPECT_EQ(plan_chunk_rows(16384, 128256, 2000, 128, 4), 3328);
+  EXPECT_EQ(plan_chunk_rows(4096, 128256, 2000, 128, 4), 2048);
+  EXPECT_EQ(plan_max_chunk_rows(16384, 128256, 2000, 128, 4), 3968);
 }
 
 // The CPU emulation (reference/emulate_flce.cpp) replays the plan's chunking

@@ -125,10 +125,13 @@ TEST(FlceVariants, WorkspaceIsBoundedByTheChunkBudget) {
                    8 * chunk_rows * size_t(p.D) * 4 +  // dX split partials, at most 8 splits
                    chunk_rows * size_t((p.V + 63) / 64) * 16;  // row statistics of 64-column tiles or wider
     EXPECT_LE(bytes, bound) << v.desc.name;
-    // The chunk buffer grows with the budget, not with N.
+    // The chunk buffer grows with the budget, not with N: at 4N the same bound
+    // holds (plus the loss rows of the extra rows). Not "the same bytes as at
+    // N": chunks are even (plan_chunk_rows), so at N the chunk may hold fewer
+    // rows than the budget allows (16384 rows at mb2000: 3328, not 3968).
     FlceProblem big = p;
     big.N = 4 * p.N;
-    EXPECT_LE(v.workspace_bytes(big, FlceMode::forward_backward), bytes + size_t(3 * p.N) * 4 + 4096) << v.desc.name;
+    EXPECT_LE(v.workspace_bytes(big, FlceMode::forward_backward), bound + size_t(3 * p.N) * 4) << v.desc.name;
     // bf16 gradients need the fp32 dW accumulator on top.
     if (v.desc.dtype == DType::bf16) {
       FlceProblem g = p;
