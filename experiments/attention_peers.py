@@ -81,10 +81,13 @@ def tensor_digest(t):
 # raises ImportError / RuntimeError with the reason it cannot run.
 
 def make_detfuse(variant):
+    """variant: a name (its forward and backward), or FWD+BWD: a forward-only
+    variant's forward with another variant's backward."""
     import detfuse.torch as dt
+    fwd_name, _, bwd_name = variant.partition("+")
 
     def fwd(q, k, v, causal):
-        return dt.attention(q, k, v, causal=causal, variant=variant)
+        return dt.attention(q, k, v, causal=causal, variant=fwd_name, backward_variant=bwd_name or None)
     return fwd
 
 
@@ -195,7 +198,8 @@ def main():
     ap.add_argument("--rows", nargs="+", default=["issue"],
                     help="'issue' (the seven rows), or B,H,Hkv,S,d,causal ...")
     ap.add_argument("--variant", action="append", default=[],
-                    help="detfuse variant name to measure besides the heuristic (repeatable)")
+                    help="detfuse variant name to measure besides the heuristic (repeatable); FWD+BWD: a "
+                         "forward-only variant's forward with BWD's backward")
     ap.add_argument("--impl", action="append", default=[],
                     help="only these implementations (detfuse, fa4-det, fa4, cudnn, fa2; repeatable)")
     ap.add_argument("--json", default=None, help="append one JSON line per measurement here")

@@ -19,17 +19,23 @@ gpu_line "$OUT/gpu.txt"
 W=attention.bf16.wgmma
 build/detfuse list > "$OUT/list.txt" 2>&1
 pick() { awk '{print $1}' "$OUT/list.txt" | grep -E "$1" | head -n "${2:-8}" | tr '\n' ' '; }
-AV="$(pick "^$W\.ordered\..*pds2.*_d(128|64)$" 4) $W.ordered.br64_bc128_st2_tma1_pds1_d128 $W.owning.br64_bc128_st2_qbc64_qst2_d128"
+# pds2 ordered backward (d128, d64), alone (the overlapped forward) and behind
+# the persistent forward (ps1, two Q buffers): FWD+BWD names (attention_peers.py).
+P128=$(pick "^$W\.ordered\..*pds2_d128$" 1); P64=$(pick "^$W\.ordered\..*pds2_d64$" 1)
+F128=$(pick "^$W\.fwd\..*_ov1_pp0_ps1_qs2_d128$" 1); F64=$(pick "^$W\.fwd\..*_ps1_qs2_d64$" 1)
+AV="$P128 $P64"
+[ -n "$F128" ] && [ -n "$P128" ] && AV="$AV $F128+$P128"
+[ -n "$F64" ] && [ -n "$P64" ] && AV="$AV $F64+$P64"
 FV="$(pick '^flce\.bf16\.wgmmalt\.owning\.' 3) flce.bf16.wgmma.owning.bm128_bn128_bk64_c2_st6_pp1_ex16_mb1024 flce.bf16.cublaslt.owning.mb2000"
 MG="$(pick '^flce\.bf16\.wgmmalt\.owning\.' 1) flce.bf16.cublaslt.owning.mb1024"
 echo "attention variants: $AV"; echo "flce variants: $FV"; echo "main_grad variants: $MG"
 want() { [ -z "${ONLY:-}" ] || [ "$ONLY" = "$1" ]; }  # ONLY=attention or ONLY=flce: one half per call
 want attention && run attention_peers 300 python3 experiments/attention_peers.py --json "$OUT/attention_peers.jsonl" \
   --rows 4,32,32,4096,128,0 4,32,32,4096,128,1 4,32,8,4096,128,1 4,32,32,4096,64,1 1,16,16,8192,128,1 \
-  $(for v in $AV; do echo --variant $v; done) --reps 10 --warmup 3 --digest-runs 3
+  $(for v in $AV; do echo --variant $v; done) --reps 8 --warmup 3 --digest-runs 3
 # Liger CuTe right after the GEMMs (the bar); Cut CE left out (not deterministic, 4x slower: last session's log).
 want flce && run flce_peers 420 python3 experiments/flce_peers.py --json "$OUT/flce_peers.json" --budget-s 380 --reps 5 \
-  --peers 3gemm,liger-cute,detfuse,quack,compile8,liger-triton --shapes 16384,4096,128256 8192,2304,256000 4096,4096,128256 --quack-untuned --variant $FV --main-grad-variant $MG
+  --peers 3gemm,liger-cute,detfuse,quack,compile8 --shapes 16384,4096,128256 8192,2304,256000 4096,4096,128256 --quack-untuned --variant $FV --main-grad-variant $MG
 want attention && echo "--- attention (TFLOP/s)" && sed -n '/^| B,H,Hkv/,$p' "$OUT/attention_peers.log" | head -70
 want flce && echo "--- flce (ms)" && sed -n '/^| N,D,V/,/^JSON/p' "$OUT/flce_peers.log" | head -70
 cat "$SUMMARY"
