@@ -18,7 +18,7 @@ cp build/capi/libdetfuse_c.so python/detfuse/libdetfuse_c.so
 gpu_line "$OUT/gpu.txt"
 W=attention.bf16.wgmma
 build/detfuse list > "$OUT/list.txt" 2>&1
-pick() { awk '{print $1}' "$OUT/list.txt" | grep -E "$1" | head -n "${2:-8}" | tr '\n' ' '; }
+pick() { awk '{print $1}' "$OUT/list.txt" | grep -E "$1" | head -n "${2:-8}" | paste -sd' ' -; }
 # pds2 ordered backward (d128, d64), alone (the overlapped forward) and behind
 # the persistent forward (ps1, two Q buffers): FWD+BWD names (attention_peers.py).
 P128=$(pick "^$W\.ordered\..*pds2_d128$" 1); P64=$(pick "^$W\.ordered\..*pds2_d64$" 1)
