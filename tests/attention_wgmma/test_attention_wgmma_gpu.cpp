@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <initializer_list>
 #include <set>
 #include <string>
 #include <vector>
@@ -74,18 +75,27 @@ std::vector<const AttentionVariant*> pds_variants() {
                    << dev_.name << " (cc " << dev_.cc_string() << ")";                        \
   } while (0)
 
-TEST(AttentionWgmma, NineVariantsRegisteredWithCanonicalNames) {
+TEST(AttentionWgmma, ThirteenVariantsRegisteredWithCanonicalNames) {
   const auto vs = wgmma_variants();
-  ASSERT_EQ(vs.size(), 9u);
+  ASSERT_EQ(vs.size(), 13u);
   int d64 = 0, d128 = 0;
   for (const auto* v : vs) {
     EXPECT_EQ(v->desc.name, VariantDesc::canonical_name(Family::attention, DType::bf16, "wgmma", "fwd", v->desc.params));
     EXPECT_TRUE(v->desc.deterministic);
     (param(*v, "d") == 64 ? d64 : d128) += 1;
   }
-  EXPECT_EQ(d64, 4);
-  EXPECT_EQ(d128, 5);
+  EXPECT_EQ(d64, 5);
+  EXPECT_EQ(d128, 8);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.fwd.br128_bc128_st2_ov0_pp0_d128"), nullptr);
+  // The persistent ones (ps1); the older names carry no ps token.
+  for (const char* n : {"attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp0_ps1_d128",
+                        "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp1_ps1_d128",
+                        "attention.bf16.wgmma.fwd.br128_bc176_st2_ov0_pp0_ps1_d128",
+                        "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_d64"})
+    EXPECT_NE(builtin_registry().find_attention(n), nullptr) << n;
+  int ps = 0;
+  for (const auto* v : vs) ps += param(*v, "ps") == 1;
+  EXPECT_EQ(ps, 4);
 }
 
 TEST(AttentionWgmma, CanRunRefusesWithReasons) {
@@ -218,7 +228,110 @@ TEST(AttentionWgmmaGpu, MatchesFloat64ReferenceAndIsDeterministic) {
       }
     }
   }
-  EXPECT_EQ(checked, 9 * int(std::size(kCases)));
+  EXPECT_EQ(checked, 13 * int(std::size(kCases)));
+}
+
+// ------------------------------------------------- persistent forward (ps1)
+
+// The persistent configurations, launched with a capped grid (0: one CTA per
+// SM, as the registry launches them).
+struct PsEntry {
+  const char* name;
+  int64_t d;
+  void (*launch)(const AttentionProblem&, const AttentionArgs&, cudaStream_t, int);
+};
+const PsEntry kPs[] = {
+    {"d128 bc128 st2 ov1 ps1", 128, &attention::wg::launch_fwd_ctas<attention::wg::FwdD128Bc128St2OvPs>},
+    {"d128 bc128 st2 ov1 pp1 ps1", 128, &attention::wg::launch_fwd_ctas<attention::wg::FwdD128Bc128St2OvPpPs>},
+    {"d128 bc176 st2 ps1", 128, &attention::wg::launch_fwd_ctas<attention::wg::FwdD128Bc176St2Ps>},
+    {"d64 bc128 st3 ov1 ps1", 64, &attention::wg::launch_fwd_ctas<attention::wg::FwdD64Bc128St3OvPs>},
+};
+
+// One problem through every persistent configuration of its head dim, with
+// each grid cap of `ctas`: float64 reference, rows without keys, `repeats`
+// identical digests (O and LSE prefilled with NaN bytes).
+void check_persistent(const Case& c, int64_t d, std::initializer_list<int> ctas, int repeats, uint64_t seed) {
+  AttentionProblem p;
+  p.B = c.B, p.H = c.H, p.Hkv = c.Hkv, p.Sq = c.Sq, p.Sk = c.Sk, p.d = d;
+  p.causal = c.causal;
+  p.scale = c.scale;
+  p.dtype = DType::bf16;
+  p.softcap = c.softcap;
+  p.window = c.window;
+  p.validate();
+  const reference::AttentionInputs in = reference::make_attention_inputs(p, seed);
+  const reference::AttentionResult ref = reference::attention_reference(p, in, /*backward=*/false);
+  const size_t nq = in.Q.size(), nk = in.K.size(), nl = size_t(p.B * p.H * p.Sq);
+  DeviceBuffer<uint16_t> dQ(nq), dK(nk), dV(nk), dOut(nq);
+  DeviceBuffer<float> dL(nl);
+  dQ.upload(bf16_bits(in.Q));
+  dK.upload(bf16_bits(in.K));
+  dV.upload(bf16_bits(in.V));
+  AttentionArgs a;
+  a.Q = dQ.data(), a.K = dK.data(), a.V = dV.data(), a.O = dOut.data(), a.lse = dL.data();
+  int ran = 0;
+  for (const PsEntry& e : kPs) {
+    if (e.d != d) continue;
+    for (int n : ctas) {
+      SCOPED_TRACE(std::string(e.name) + " ctas " + std::to_string(n) + " on " + p.key() + " (" + c.what + ")");
+      ASSERT_EQ(cudaMemset(dOut.data(), 0xff, dOut.bytes()), cudaSuccess);
+      ASSERT_EQ(cudaMemset(dL.data(), 0xff, dL.bytes()), cudaSuccess);
+      Digest first;
+      for (int rep = 0; rep < repeats; ++rep) {
+        e.launch(p, a, nullptr, n);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "repeat " << rep;
+        Digester dg;
+        dg.add_device(dOut.data(), dOut.bytes());
+        dg.add_device(dL.data(), dL.bytes());
+        const Digest got = dg.finish();
+        if (rep == 0)
+          first = got;
+        else
+          EXPECT_EQ(got, first) << "repeat " << rep << " differs";
+      }
+      const std::vector<float> O = from_bf16_bits(dOut.download());
+      const std::vector<float> L = dL.download();
+      EXPECT_LE(reference::rel_norm_error(O, ref.O), 2e-2) << "O relative norm error";
+      EXPECT_LE(reference::rel_norm_error(L, ref.lse), 1e-4) << "LSE relative norm error";
+      for (size_t i = 0; i < nl; ++i) {
+        if (std::isinf(ref.lse[i])) {
+          ASSERT_TRUE(std::isinf(L[i]) && L[i] < 0) << "row " << i << " LSE " << L[i];
+          for (int64_t k = 0; k < d; ++k) ASSERT_EQ(O[i * d + k], 0.f) << "row " << i;
+        } else {
+          ASSERT_TRUE(std::isfinite(L[i])) << "row " << i;
+        }
+      }
+      ++ran;
+    }
+  }
+  EXPECT_GT(ran, 0);
+}
+
+// Every CTA walks many tiles: more tiles than SMs with the full grid (216 and
+// 288 tiles), and grids of 1, 3 and 7 CTAs (Q phases over dozens of tiles,
+// tiles without keys in between, the K/V ring carried over tile boundaries
+// with any remainder of the stage count).
+const Case kPsCases[] = {
+    {2, 12, 4, 1100, 900, true, 0.0, "causal Sq > Sk, GQA 3:1, 216 tiles"},
+    {3, 12, 12, 1000, 1000, false, 0.0, "non-causal, 288 tiles"},
+    {2, 6, 3, 600, 200, true, 0.0, "causal Sq > Sk: whole query blocks see no key, between tiles that do"},
+    {1, 8, 2, 700, 1300, true, 1.0, "softcap 4 and window 300, causal Sq < Sk, large scores", 4.0, 300},
+    {2, 4, 4, 333, 257, false, 0.0, "window 64, Sq > Sk, non-causal: blocks skipped on both sides", 0.0, 64},
+    {1, 3, 1, 1, 513, true, 0.0, "one query row per head"},
+};
+
+TEST(AttentionWgmmaGpu, PersistentManyTilesPerCta) {
+  REQUIRE_SM90();
+  for (int64_t d : {64, 128})
+    for (const Case& c : kPsCases) check_persistent(c, d, {0, 1, 3, 7}, 3, 7000 + uint64_t(d) + uint64_t(&c - kPsCases));
+}
+
+// Small enough for compute-sanitizer (memcheck, racecheck, synccheck): 2 CTAs
+// over 12 tiles (causal, Sq > Sk: tiles without keys), and the full grid.
+TEST(AttentionWgmmaGpu, PersistentSanitizerSized) {
+  REQUIRE_SM90();
+  const Case c{2, 2, 1, 300, 200, true, 0.0, "sanitizer-sized causal Sq > Sk", 0.0, 0};
+  for (int64_t d : {64, 128}) check_persistent(c, d, {2, 0}, 2, 9000 + uint64_t(d));
 }
 
 TEST(AttentionWgmmaGpu, LaunchRefusesNullAndMisalignedPointers) {
