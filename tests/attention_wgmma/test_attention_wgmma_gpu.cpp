@@ -75,27 +75,30 @@ std::vector<const AttentionVariant*> pds_variants() {
                    << dev_.name << " (cc " << dev_.cc_string() << ")";                        \
   } while (0)
 
-TEST(AttentionWgmma, ThirteenVariantsRegisteredWithCanonicalNames) {
+TEST(AttentionWgmma, SixteenVariantsRegisteredWithCanonicalNames) {
   const auto vs = wgmma_variants();
-  ASSERT_EQ(vs.size(), 13u);
+  ASSERT_EQ(vs.size(), 16u);
   int d64 = 0, d128 = 0;
   for (const auto* v : vs) {
     EXPECT_EQ(v->desc.name, VariantDesc::canonical_name(Family::attention, DType::bf16, "wgmma", "fwd", v->desc.params));
     EXPECT_TRUE(v->desc.deterministic);
     (param(*v, "d") == 64 ? d64 : d128) += 1;
   }
-  EXPECT_EQ(d64, 5);
-  EXPECT_EQ(d128, 8);
+  EXPECT_EQ(d64, 6);
+  EXPECT_EQ(d128, 10);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.fwd.br128_bc128_st2_ov0_pp0_d128"), nullptr);
   // The persistent ones (ps1); the older names carry no ps token.
   for (const char* n : {"attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp0_ps1_d128",
                         "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp1_ps1_d128",
                         "attention.bf16.wgmma.fwd.br128_bc176_st2_ov0_pp0_ps1_d128",
-                        "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_d64"})
+                        "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_d64",
+                        "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp0_ps1_qs2_d128",
+                        "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp1_ps1_qs2_d128",
+                        "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_qs2_d64"})
     EXPECT_NE(builtin_registry().find_attention(n), nullptr) << n;
   int ps = 0;
   for (const auto* v : vs) ps += param(*v, "ps") == 1;
-  EXPECT_EQ(ps, 4);
+  EXPECT_EQ(ps, 7);
 }
 
 TEST(AttentionWgmma, CanRunRefusesWithReasons) {
@@ -228,7 +231,7 @@ TEST(AttentionWgmmaGpu, MatchesFloat64ReferenceAndIsDeterministic) {
       }
     }
   }
-  EXPECT_EQ(checked, 13 * int(std::size(kCases)));
+  EXPECT_EQ(checked, 16 * int(std::size(kCases)));
 }
 
 // ------------------------------------------------- persistent forward (ps1)
@@ -238,19 +241,24 @@ TEST(AttentionWgmmaGpu, MatchesFloat64ReferenceAndIsDeterministic) {
 struct PsEntry {
   const char* name;
   int64_t d;
-  void (*launch)(const AttentionProblem&, const AttentionArgs&, cudaStream_t, int);
+  void (*launch)(const AttentionProblem&, const AttentionArgs&, cudaStream_t, int, int);
 };
 const PsEntry kPs[] = {
     {"d128 bc128 st2 ov1 ps1", 128, &attention::wg::launch_fwd_ctas<attention::wg::FwdD128Bc128St2OvPs>},
     {"d128 bc128 st2 ov1 pp1 ps1", 128, &attention::wg::launch_fwd_ctas<attention::wg::FwdD128Bc128St2OvPpPs>},
     {"d128 bc176 st2 ps1", 128, &attention::wg::launch_fwd_ctas<attention::wg::FwdD128Bc176St2Ps>},
     {"d64 bc128 st3 ov1 ps1", 64, &attention::wg::launch_fwd_ctas<attention::wg::FwdD64Bc128St3OvPs>},
+    {"d128 bc128 st2 ov1 ps1 qs2", 128, &attention::wg::launch_fwd_ctas<attention::wg::FwdD128Bc128St2OvPsQ2>},
+    {"d128 bc128 st2 ov1 pp1 ps1 qs2", 128, &attention::wg::launch_fwd_ctas<attention::wg::FwdD128Bc128St2OvPpPsQ2>},
+    {"d64 bc128 st3 ov1 ps1 qs2", 64, &attention::wg::launch_fwd_ctas<attention::wg::FwdD64Bc128St3OvPsQ2>},
 };
 
 // One problem through every persistent configuration of its head dim, with
-// each grid cap of `ctas`: float64 reference, rows without keys, `repeats`
-// identical digests (O and LSE prefilled with NaN bytes).
-void check_persistent(const Case& c, int64_t d, std::initializer_list<int> ctas, int repeats, uint64_t seed) {
+// each grid cap of `ctas` and each causal head group of `groups` (0: the L2
+// rule): float64 reference, rows without keys, `repeats` identical digests
+// (O and LSE prefilled with NaN bytes).
+void check_persistent(const Case& c, int64_t d, std::initializer_list<int> ctas, std::initializer_list<int> groups,
+                      int repeats, uint64_t seed) {
   AttentionProblem p;
   p.B = c.B, p.H = c.H, p.Hkv = c.Hkv, p.Sq = c.Sq, p.Sk = c.Sk, p.d = d;
   p.causal = c.causal;
@@ -272,13 +280,16 @@ void check_persistent(const Case& c, int64_t d, std::initializer_list<int> ctas,
   int ran = 0;
   for (const PsEntry& e : kPs) {
     if (e.d != d) continue;
-    for (int n : ctas) {
-      SCOPED_TRACE(std::string(e.name) + " ctas " + std::to_string(n) + " on " + p.key() + " (" + c.what + ")");
+    for (int n : ctas)
+    for (int g : groups) {
+      if (!c.causal && g != *groups.begin()) continue;  // the group orders causal tiles only
+      SCOPED_TRACE(std::string(e.name) + " ctas " + std::to_string(n) + " group " + std::to_string(g) + " on " +
+                   p.key() + " (" + c.what + ")");
       ASSERT_EQ(cudaMemset(dOut.data(), 0xff, dOut.bytes()), cudaSuccess);
       ASSERT_EQ(cudaMemset(dL.data(), 0xff, dL.bytes()), cudaSuccess);
       Digest first;
       for (int rep = 0; rep < repeats; ++rep) {
-        e.launch(p, a, nullptr, n);
+        e.launch(p, a, nullptr, n, g);
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "repeat " << rep;
         Digester dg;
         dg.add_device(dOut.data(), dOut.bytes());
@@ -309,7 +320,9 @@ void check_persistent(const Case& c, int64_t d, std::initializer_list<int> ctas,
 
 // Every CTA walks many tiles: more tiles than SMs with the full grid (216 and
 // 288 tiles), and grids of 1, 3 and 7 CTAs (Q phases over dozens of tiles,
-// tiles without keys in between, the K/V ring carried over tile boundaries
+// with one and two Q buffers; causal head groups of 1 and 5 put tiles
+// without keys between tiles with keys, so the Q buffer index and the tile
+// index differ; the K/V ring carried over tile boundaries
 // with any remainder of the stage count).
 const Case kPsCases[] = {
     {2, 12, 4, 1100, 900, true, 0.0, "causal Sq > Sk, GQA 3:1, 216 tiles"},
@@ -323,15 +336,17 @@ const Case kPsCases[] = {
 TEST(AttentionWgmmaGpu, PersistentManyTilesPerCta) {
   REQUIRE_SM90();
   for (int64_t d : {64, 128})
-    for (const Case& c : kPsCases) check_persistent(c, d, {0, 1, 3, 7}, 3, 7000 + uint64_t(d) + uint64_t(&c - kPsCases));
+    for (const Case& c : kPsCases)
+      check_persistent(c, d, {0, 1, 3, 7}, {0, 1, 5}, 3, 7000 + uint64_t(d) + uint64_t(&c - kPsCases));
 }
 
 // Small enough for compute-sanitizer (memcheck, racecheck, synccheck): 2 CTAs
-// over 12 tiles (causal, Sq > Sk: tiles without keys), and the full grid.
+// over 12 tiles (causal, Sq > Sk: tiles without keys), and the full grid;
+// every persistent configuration (one and two Q buffers).
 TEST(AttentionWgmmaGpu, PersistentSanitizerSized) {
   REQUIRE_SM90();
   const Case c{2, 2, 1, 300, 200, true, 0.0, "sanitizer-sized causal Sq > Sk", 0.0, 0};
-  for (int64_t d : {64, 128}) check_persistent(c, d, {2, 0}, 2, 9000 + uint64_t(d));
+  for (int64_t d : {64, 128}) check_persistent(c, d, {2, 0}, {1, 0}, 2, 9000 + uint64_t(d));
 }
 
 TEST(AttentionWgmmaGpu, LaunchRefusesNullAndMisalignedPointers) {

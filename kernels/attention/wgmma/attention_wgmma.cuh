@@ -21,6 +21,12 @@
 //                 written bf16 straight from the accumulators, LSE = scale * max +
 //                 ln(sum) in fp32 (-inf for a row that saw no key).
 //
+// Persistent (Cfg::PERSISTENT, ps1): grid = min(tiles, SMs); each CTA walks the
+// tiles blockIdx.x + k gridDim.x in the order of fwd_tile_scheduler.h, the
+// producer carrying its K/V ring position from tile to tile and reloading Q
+// once the consumers signal (q_empty) that their last Q K^T of a tile is done;
+// with QSTAGES = 2 Q is double-buffered and loaded a whole K/V tail earlier.
+//
 // Softcap and sliding window (problem.h) are run-time options, no template
 // flags: the softcap is one uniform branch per key block around a loop that
 // replaces each raw score s by (c / scale) tanh(scale s / c) (so everything
@@ -47,6 +53,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -67,12 +74,13 @@ using namespace cute;
 template <class Cfg>
 struct Fwd {
   using T = cutlass::bfloat16_t;
-  static constexpr int D = Cfg::D, BR = Cfg::BR, BC = Cfg::BC, ST = Cfg::STAGES;
+  static constexpr int D = Cfg::D, BR = Cfg::BR, BC = Cfg::BC, ST = Cfg::STAGES, QS = Cfg::QSTAGES;
   static constexpr int THREADS = 384;
   static constexpr int kConsumers = 256;
   static constexpr int kProducerRegs = 24, kConsumerRegs = 240;  // 128 * (24 + 2 * 240) <= 64K registers
   static constexpr uint32_t kTileBytes = uint32_t(BC) * D * sizeof(T);
   static constexpr uint32_t kQBytes = uint32_t(BR) * D * sizeof(T);
+  static constexpr int kQElems = BR * D;  // one Q buffer (a multiple of 1024 bytes)
 
   // S = Q K^T: M 64 per warpgroup, N = BC keys, K = D; both operands K-major.
   using MmaQK = decltype(make_tiled_mma(GMMA::ss_op_selector<T, T, float, Shape<_64, Int<BC>, Int<D>>>(),
@@ -96,13 +104,13 @@ struct Fwd {
   using PipelineState = typename Pipeline::PipelineState;
 
   struct SharedStorage {
-    cute::array_aligned<T, cosize_v<SmemQ>, 1024> q;
+    cute::array_aligned<T, QS * cosize_v<SmemQ>, 1024> q;  // QS buffers of kQElems
     cute::array_aligned<T, cosize_v<SmemK>, 1024> k;
     cute::array_aligned<T, cosize_v<SmemV>, 1024> v;
     typename Pipeline::SharedStorage pipe_k;
     typename Pipeline::SharedStorage pipe_v;
-    alignas(8) uint64_t q_bar;
-    alignas(8) uint64_t q_empty;  // persistent: the consumers are done with Q
+    alignas(8) uint64_t q_bar[QS];
+    alignas(8) uint64_t q_empty[QS];  // persistent: the consumers are done with that Q buffer
   };
 
   // Global tensors (S, d, heads, B) with d contiguous.
@@ -234,6 +242,7 @@ __global__ void __launch_bounds__(384, 1) attention_fwd_wgmma_kernel(const __gri
   using Barrier = cutlass::arch::ClusterTransactionBarrier;
   constexpr int D = K_::D, BR = K_::BR, BC = K_::BC;
   constexpr bool kPersistent = Cfg::PERSISTENT;
+  constexpr int QS = K_::QS;
 
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   auto& ss = *reinterpret_cast<typename K_::SharedStorage*>(smem_raw);
@@ -271,9 +280,11 @@ __global__ void __launch_bounds__(384, 1) attention_fwd_wgmma_kernel(const __gri
     cute::prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
     cute::prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
     cute::prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
-    Barrier::init(&ss.q_bar, 1);
-    // Q empty: every consumer thread arrives once its last Q K^T of a tile is done.
-    if constexpr (kPersistent) cutlass::arch::ClusterBarrier::init(&ss.q_empty, K_::kConsumers);
+    for (int j = 0; j < QS; ++j) {
+      Barrier::init(&ss.q_bar[j], 1);
+      // Q empty: every consumer thread arrives once its last Q K^T of a tile is done.
+      if constexpr (kPersistent) cutlass::arch::ClusterBarrier::init(&ss.q_empty[j], K_::kConsumers);
+    }
   }
   typename Pipeline::Params pp;
   pp.role = warp_group == 0 ? (tid == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::NonParticipant)
@@ -286,7 +297,6 @@ __global__ void __launch_bounds__(384, 1) attention_fwd_wgmma_kernel(const __gri
   cutlass::arch::fence_barrier_init();
   __syncthreads();
 
-  Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename K_::SmemQ{});
   Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename K_::SmemK{});
   Tensor sV = make_tensor(make_smem_ptr(ss.v.data()), typename K_::SmemV{});
 
@@ -298,13 +308,15 @@ __global__ void __launch_bounds__(384, 1) attention_fwd_wgmma_kernel(const __gri
       Tensor mK = p.tma_k.get_tma_tensor(make_shape(p.Sk, D, p.Hkv, p.B));
       Tensor mV = p.tma_v.get_tma_tensor(make_shape(p.Sk, D, p.Hkv, p.B));
       PipelineState st = cutlass::make_producer_start_state<Pipeline>();
-      int q_iter = 0;  // tiles with keys so far (the Q barriers' phases)
+      int q_iter = 0;  // tiles with keys so far (Q buffer q_iter % QS, phase (q_iter / QS) % 2)
       for (int t = t_first; t < t_end; t += t_step) {
         const FwdTile tile = tile_of(t);
         int n_min, n_max;
         key_blocks(tile.m_block, n_min, n_max);
         if (n_max <= n_min) continue;  // nothing to load: the consumers write O = 0, LSE = -inf
         const int hk = tile.h / p.group;
+        const int qb = q_iter % QS;
+        Tensor sQ = make_tensor(make_smem_ptr(ss.q.data() + qb * K_::kQElems), typename K_::SmemQ{});
         Tensor gQ = local_tile(mQ(_, _, tile.h, tile.b), Shape<Int<BR>, Int<D>>{}, make_coord(tile.m_block, 0));
         Tensor gK = local_tile(mK(_, _, hk, tile.b), Shape<Int<BC>, Int<D>>{}, make_coord(_, 0));  // (BC, D, n)
         Tensor gV = local_tile(mV(_, _, hk, tile.b), Shape<Int<BC>, Int<D>>{}, make_coord(_, 0));
@@ -312,20 +324,25 @@ __global__ void __launch_bounds__(384, 1) attention_fwd_wgmma_kernel(const __gri
         auto [tKg, tKs] = tma_partition(p.tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
         auto [tVg, tVs] = tma_partition(p.tma_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
 
-        // Persistent: the first K tile goes out before Q (its stage frees
-        // before the previous tile's consumers are done with Q), then Q once
-        // they are.
+        // One Q buffer, persistent: the first K tile goes out before Q (its
+        // stage frees before the previous tile's consumers are done with Q),
+        // then Q once they are. Two Q buffers, or one tile per CTA: Q first
+        // (with two buffers the one of the tile before last, long free).
         const int n0 = n_max - 1;
-        if constexpr (!kPersistent) {
-          Barrier::arrive_and_expect_tx(&ss.q_bar, K_::kQBytes);
-          copy(p.tma_q.with(ss.q_bar), tQg, tQs);
+        constexpr bool kQFirst = !kPersistent || QS > 1;
+        if constexpr (kQFirst) {
+          if constexpr (kPersistent) {
+            if (q_iter >= QS) cutlass::arch::ClusterBarrier::wait(&ss.q_empty[qb], ((q_iter / QS) - 1) & 1);
+          }
+          Barrier::arrive_and_expect_tx(&ss.q_bar[qb], K_::kQBytes);
+          copy(p.tma_q.with(ss.q_bar[qb]), tQg, tQs);
         }
         pipe_k.producer_acquire(st);
         copy(p.tma_k.with(*pipe_k.producer_get_barrier(st)), tKg(_, n0), tKs(_, st.index()));
-        if constexpr (kPersistent) {
-          if (q_iter > 0) cutlass::arch::ClusterBarrier::wait(&ss.q_empty, (q_iter - 1) & 1);
-          Barrier::arrive_and_expect_tx(&ss.q_bar, K_::kQBytes);
-          copy(p.tma_q.with(ss.q_bar), tQg, tQs);
+        if constexpr (!kQFirst) {
+          if (q_iter >= QS) cutlass::arch::ClusterBarrier::wait(&ss.q_empty[qb], ((q_iter / QS) - 1) & 1);
+          Barrier::arrive_and_expect_tx(&ss.q_bar[qb], K_::kQBytes);
+          copy(p.tma_q.with(ss.q_bar[qb]), tQg, tQs);
         }
         pipe_v.producer_acquire(st);
         copy(p.tma_v.with(*pipe_v.producer_get_barrier(st)), tVg(_, n0), tVs(_, st.index()));
@@ -353,7 +370,6 @@ __global__ void __launch_bounds__(384, 1) attention_fwd_wgmma_kernel(const __gri
     auto thr_qk = mma_qk.get_thread_slice(ctid);
     auto thr_pv = mma_pv.get_thread_slice(ctid);
     Tensor sVt = make_tensor(make_smem_ptr(ss.v.data()), typename K_::SmemVt{});
-    Tensor tSrQ = thr_qk.partition_fragment_A(sQ);   // (MMA, 1, D/16) descriptors
     Tensor tSrK = thr_qk.partition_fragment_B(sK);   // (MMA, 1, D/16, ST)
     Tensor tOrV = thr_pv.partition_fragment_B(sVt);  // (MMA, 1, BC/16, ST)
     Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<BR>, Int<D>>{});
@@ -365,10 +381,10 @@ __global__ void __launch_bounds__(384, 1) attention_fwd_wgmma_kernel(const __gri
     static_assert(decltype(size(tSrS))::value == BC / 2, "64 x BC scores per warpgroup");
 
     PipelineState st;  // the K/V ring position, carried from tile to tile
-    int q_iter = 0;    // tiles with keys so far (the Q barriers' phases)
-    // The last Q K^T of the tile is done: the producer may load the next Q.
+    int q_iter = 0;    // tiles with keys so far (Q buffer q_iter % QS, phase (q_iter / QS) % 2)
+    // The last Q K^T of the tile is done: the producer may load Q into this buffer again.
     auto release_q = [&]() {
-      if constexpr (kPersistent) cutlass::arch::ClusterBarrier::arrive(&ss.q_empty);
+      if constexpr (kPersistent) cutlass::arch::ClusterBarrier::arrive(&ss.q_empty[q_iter % QS]);
     };
 
     for (int t = t_first; t < t_end; t += t_step) {
@@ -377,6 +393,9 @@ __global__ void __launch_bounds__(384, 1) attention_fwd_wgmma_kernel(const __gri
       int n_min, n_max;
       key_blocks(m_block, n_min, n_max);
       const int row0 = m_block * BR + (ctid / 128) * 64 + wq * 16 + lane / 4;  // rows row0, row0 + 8
+      // This tile's Q buffer (its wgmma descriptors; one buffer: always the same).
+      Tensor sQ = make_tensor(make_smem_ptr(ss.q.data() + (q_iter % QS) * K_::kQElems), typename K_::SmemQ{});
+      Tensor tSrQ = thr_qk.partition_fragment_A(sQ);  // (MMA, 1, D/16) descriptors
 
       clear(tOrO);
       float row_max[2] = {-INFINITY, -INFINITY};
@@ -445,7 +464,7 @@ __global__ void __launch_bounds__(384, 1) attention_fwd_wgmma_kernel(const __gri
       };
 
       if (n_max > n_min) {
-        Barrier::wait(&ss.q_bar, q_iter & 1);
+        Barrier::wait(&ss.q_bar[q_iter % QS], (q_iter / QS) & 1);
         if constexpr (!Cfg::OVERLAP) {
           // One block at a time: S, softmax, P V; the other warpgroup's wgmma
           // runs under this one's softmax.
@@ -557,7 +576,7 @@ size_t fwd_smem_bytes() {
 }
 
 template <class Cfg>
-void launch_fwd_impl(const AttentionProblem& pr, const AttentionArgs& a, cudaStream_t stream, int ctas) {
+void launch_fwd_impl(const AttentionProblem& pr, const AttentionArgs& a, cudaStream_t stream, int ctas, int group) {
   using K_ = Fwd<Cfg>;
   using T = typename K_::T;
   for (auto [ptr, name] : {std::pair<const void*, const char*>{a.Q, "Q"}, {a.K, "K"}, {a.V, "V"}, {a.O, "O"}}) {
@@ -588,7 +607,8 @@ void launch_fwd_impl(const AttentionProblem& pr, const AttentionArgs& a, cudaStr
     DETFUSE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     int l2 = 0;
     DETFUSE_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
-    order.group = fwd_l2_head_group(l2, int64_t(2) * Sk * D * int64_t(sizeof(T)), H / Hkv, int64_t(H) * B);
+    order.group = group > 0 ? std::min(group, H * B)
+                            : fwd_l2_head_group(l2, int64_t(2) * Sk * D * int64_t(sizeof(T)), H / Hkv, int64_t(H) * B);
   }
   typename K_::Params P{
       make_tma_copy(SM90_TMA_LOAD{}, gq, typename K_::SmemQ{}, Shape<Int<Cfg::BR>, Int<D>>{}, _1{}),
@@ -624,13 +644,13 @@ void launch_fwd_impl(const AttentionProblem& pr, const AttentionArgs& a, cudaStr
 
 template <class Cfg>
 void launch_fwd(const AttentionProblem& pr, const AttentionArgs& a, cudaStream_t stream) {
-  launch_fwd_impl<Cfg>(pr, a, stream, 0);
+  launch_fwd_impl<Cfg>(pr, a, stream, 0, 0);
 }
 
 template <class Cfg>
-void launch_fwd_ctas(const AttentionProblem& pr, const AttentionArgs& a, cudaStream_t stream, int ctas) {
+void launch_fwd_ctas(const AttentionProblem& pr, const AttentionArgs& a, cudaStream_t stream, int ctas, int group) {
   static_assert(Cfg::PERSISTENT, "a grid cap means something for the persistent forward only");
-  launch_fwd_impl<Cfg>(pr, a, stream, ctas);
+  launch_fwd_impl<Cfg>(pr, a, stream, ctas, group);
 }
 
 }  // namespace detfuse::attention::wg

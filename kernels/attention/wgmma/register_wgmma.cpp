@@ -96,6 +96,7 @@ void add(Registry& r) {
   v.desc.params = {{"br", Cfg::BR}, {"bc", Cfg::BC}, {"st", Cfg::STAGES}, {"ov", Cfg::OVERLAP ? 1 : 0},
                     {"pp", Cfg::PINGPONG ? 1 : 0}};
   if constexpr (Cfg::PERSISTENT) v.desc.params.push_back({"ps", 1});  // the older names stay as they were
+  if constexpr (Cfg::QSTAGES > 1) v.desc.params.push_back({"qs", Cfg::QSTAGES});
   v.desc.params.push_back({"d", Cfg::D});
   v.desc.name = VariantDesc::canonical_name(v.desc.family, v.desc.dtype, v.desc.engine, v.desc.strategy, v.desc.params);
   // Every output element is written once by one thread after a fixed sequence
@@ -107,6 +108,7 @@ void add(Registry& r) {
                    (Cfg::OVERLAP ? ", softmax overlapped with P V in each warpgroup" : "") +
                    (Cfg::PINGPONG ? ", warpgroups take turns on the tensor cores" : "") +
                    (Cfg::PERSISTENT ? ", persistent (one CTA per SM, longest tiles first when causal)" : "") +
+                   (Cfg::QSTAGES > 1 ? ", two Q buffers" : "") +
                    "; forward only";
   v.can_run = can_run<Cfg>;
   v.workspace_bytes = [](const AttentionProblem&, AttentionMode) -> size_t { return 0; };
@@ -278,6 +280,9 @@ void register_attention_wgmma_forward_only(Registry& r) {
   add<FwdD128Bc128St2OvPpPs>(r);
   add<FwdD128Bc176St2Ps>(r);
   add<FwdD64Bc128St3OvPs>(r);
+  add<FwdD128Bc128St2OvPsQ2>(r);
+  add<FwdD128Bc128St2OvPpPsQ2>(r);
+  add<FwdD64Bc128St3OvPsQ2>(r);
 }
 
 // Forward-only, then forward + backward (deterministic owning dQ first).
