@@ -7,7 +7,8 @@
 #   1. the tile-order test (CPU) and the wgmma forward tests: every forward
 #      variant (the four ps1 ones too) against the float64 reference with 5
 #      repeats, and the ps1 ones with grids of 1, 3, 7 CTAs and the full grid
-#      on problems of more tiles than SMs (AttentionWgmmaGpu.Persistent*);
+#      on problems of more tiles than SMs (AttentionWgmmaGpu.Persistent*),
+#      and the family's cases (tests/attention) for the ps1 variants;
 #   2. compute-sanitizer memcheck, racecheck, synccheck on the sanitizer-sized
 #      persistent case (all four ps1 configurations, 2 CTAs over 12 tiles);
 #   3. `detfuse bench attention` (forward TFLOP/s), each ps1 variant beside the
@@ -29,6 +30,8 @@ DF=$B/detfuse
 run order_cpu 5 "$B/tests/attention_wgmma/test_fwd_tile_order"
 run tests_ps 40 "$TW" --gtest_filter='AttentionWgmmaGpu.Persistent*'
 run tests_fwd 45 "$TW" --gtest_filter='AttentionWgmma.*:AttentionWgmmaGpu.*-AttentionWgmmaGpu.Persistent*'
+# the family's cases (tests/attention: every registered variant) for the ps1 ones
+run tests_family 40 "$B/tests/attention/test_attention_gpu" --gtest_filter='*ps1*'
 
 # 2. sanitizers
 F='AttentionWgmmaGpu.PersistentSanitizerSized'
@@ -51,11 +54,11 @@ run bench_8k_causal 15 "$DF" bench attention --shape 1,16,16,8192,8192,128 --cau
 {
   echo
   echo "--- tests"
-  for f in order_cpu tests_ps tests_fwd; do
+  for f in order_cpu tests_ps tests_fwd tests_family; do
     echo "# $f"
     grep -hE "^\[  (PASSED|FAILED|SKIPPED) \]|^\[       OK \] .*Persistent|^\[  FAILED  \] " "$OUT/$f.log" | head -30
   done
-  grep -hE "Failure|error:" "$OUT"/tests_ps.log "$OUT"/tests_fwd.log | head -10
+  grep -hE "Failure|error:" "$OUT"/tests_ps.log "$OUT"/tests_fwd.log "$OUT"/tests_family.log | head -10
   echo "--- sanitizers"
   grep -hE "ERROR SUMMARY|PASSED|FAILED" "$OUT"/memcheck_ps.log "$OUT"/racecheck_ps.log "$OUT"/synccheck_ps.log
   echo "--- bench (forward TFLOP/s; 3 repeats)"

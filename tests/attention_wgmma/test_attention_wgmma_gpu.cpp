@@ -340,35 +340,16 @@ TEST(AttentionWgmmaGpu, PersistentManyTilesPerCta) {
       check_persistent(c, d, {0, 1, 3, 7}, {0, 1, 5}, 3, 7000 + uint64_t(d) + uint64_t(&c - kPsCases));
 }
 
-// Small enough for compute-sanitizer (memcheck, racecheck, synccheck): 2 CTAs
-// over 12 tiles (causal, Sq > Sk: tiles without keys), and the full grid;
-// every persistent configuration (one and two Q buffers).
+// Small enough for compute-sanitizer (memcheck, racecheck, synccheck), every
+// persistent configuration (one and two Q buffers): causal Sq > Sk over 16
+// tiles (query block 0 sees no key, block 1 one key block, blocks 2 and 3 two,
+// so the overlapped loop and the ping-pong take a turn), heads one group at a
+// time, on 2 CTAs (one of them alternates tiles with and without keys) and on
+// the full grid (one tile per CTA).
 TEST(AttentionWgmmaGpu, PersistentSanitizerSized) {
   REQUIRE_SM90();
-  const Case c{2, 2, 1, 300, 200, true, 0.0, "sanitizer-sized causal Sq > Sk", 0.0, 0};
-  for (int64_t d : {64, 128}) check_persistent(c, d, {2, 0}, {1, 0}, 2, 9000 + uint64_t(d));
-}
-
-TEST(AttentionWgmmaGpu, LaunchRefusesNullAndMisalignedPointers) {
-  REQUIRE_SM90();
-  const AttentionVariant* v = builtin_registry().find_attention("attention.bf16.wgmma.fwd.br128_bc128_st2_ov0_pp0_d128");
-  ASSERT_NE(v, nullptr);
-  AttentionProblem p;
-  p.B = 1, p.H = 1, p.Hkv = 1, p.Sq = 64, p.Sk = 64, p.d = 128;
-  DeviceBuffer<uint16_t> buf(4 * 64 * 128 + 8);
-  DeviceBuffer<float> lse(64);
-  uint16_t* base = buf.data();
-  AttentionArgs a;
-  a.Q = base, a.K = base + 64 * 128, a.V = base + 2 * 64 * 128, a.O = base + 3 * 64 * 128, a.lse = lse.data();
-  AttentionArgs bad = a;
-  bad.K = nullptr;
-  EXPECT_THROW(v->launch(p, AttentionMode::forward, bad, nullptr), Error);
-  bad = a;
-  bad.V = base + 2 * 64 * 128 + 1;  // 2-byte offset
-  EXPECT_THROW(v->launch(p, AttentionMode::forward, bad, nullptr), Error);
-  EXPECT_THROW(v->launch(p, AttentionMode::backward, a, nullptr), Error);
-  v->launch(p, AttentionMode::forward, a, nullptr);
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const Case c{2, 2, 1, 400, 200, true, 0.0, "sanitizer-sized causal Sq > Sk", 0.0, 0};
+  for (int64_t d : {64, 128}) check_persistent(c, d, {2, 0}, {1}, 1, 9000 + uint64_t(d));
 }
 
 // ------------------------------------------------------------------ backward
