@@ -6,13 +6,13 @@
 # add up to under 3). Stages:
 #   1. the tile-order test (CPU) and the wgmma forward tests: every forward
 #      variant (the four ps1 ones too) against the float64 reference with 5
-#      repeats, and the ps1 ones with grids of 1, 3, 7 CTAs and the full grid
+#      repeats, and the ps1 ones with grids of 1 and 7 CTAs and the full grid
 #      on problems of more tiles than SMs (AttentionWgmmaGpu.Persistent*),
 #      and the family's cases (tests/attention) for the ps1 variants;
 #   2. compute-sanitizer memcheck, racecheck, synccheck on the sanitizer-sized
 #      persistent case (all four ps1 configurations, 2 CTAs over 12 tiles);
-#   3. `detfuse bench attention` (forward TFLOP/s), each ps1 variant beside the
-#      one it was made from, at B=4, H=32, S=4096, d=128 and d=64, causal and
+#   3. `detfuse bench attention` (forward TFLOP/s), each ps1 variant (and its
+#      qs2 form: two Q buffers) beside the one it was made from, at B=4, H=32, S=4096, d=128 and d=64, causal and
 #      not, and B=1, H=16, S=8192, d=128 causal (3 repeats).
 # Look for: PASSED lines (no FAILED), "ERROR SUMMARY: 0 errors" three times,
 # and in the bench rows the fwd TFLOP/s of each `ps1` row against its pair
@@ -28,7 +28,7 @@ DF=$B/detfuse
 
 # 1. tests (forward only: the backward's are s7-attnbwd's)
 run order_cpu 5 "$B/tests/attention_wgmma/test_fwd_tile_order"
-run tests_ps 40 "$TW" --gtest_filter='AttentionWgmmaGpu.Persistent*'
+run tests_ps 45 "$TW" --gtest_filter='AttentionWgmmaGpu.Persistent*'
 run tests_fwd 45 "$TW" --gtest_filter='AttentionWgmma.*:AttentionWgmmaGpu.*-AttentionWgmmaGpu.Persistent*'
 # the family's cases (tests/attention: every registered variant) for the ps1 ones
 run tests_family 40 "$B/tests/attention/test_attention_gpu" --gtest_filter='*ps1*'
@@ -42,9 +42,12 @@ run synccheck_ps 15 compute-sanitizer --tool synccheck --error-exitcode 9 "$TW" 
 # 3. bench, ps1 beside the variant it was made from
 W=attention.bf16.wgmma.fwd
 V128="--variant $W.br128_bc128_st2_ov1_pp0_d128 --variant $W.br128_bc128_st2_ov1_pp0_ps1_d128
+      --variant $W.br128_bc128_st2_ov1_pp0_ps1_qs2_d128
       --variant $W.br128_bc128_st2_ov1_pp1_d128 --variant $W.br128_bc128_st2_ov1_pp1_ps1_d128
+      --variant $W.br128_bc128_st2_ov1_pp1_ps1_qs2_d128
       --variant $W.br128_bc176_st2_ov0_pp0_d128 --variant $W.br128_bc176_st2_ov0_pp0_ps1_d128"
-V64="--variant $W.br128_bc128_st3_ov1_pp0_d64 --variant $W.br128_bc128_st3_ov1_pp0_ps1_d64"
+V64="--variant $W.br128_bc128_st3_ov1_pp0_d64 --variant $W.br128_bc128_st3_ov1_pp0_ps1_d64
+     --variant $W.br128_bc128_st3_ov1_pp0_ps1_qs2_d64"
 run bench_d128 15 "$DF" bench attention --shape 4,32,32,4096,4096,128 $V128 --repeats 3
 run bench_d128_causal 15 "$DF" bench attention --shape 4,32,32,4096,4096,128 --causal $V128 --repeats 3
 run bench_d64 12 "$DF" bench attention --shape 4,32,32,4096,4096,64 $V64 --repeats 3
