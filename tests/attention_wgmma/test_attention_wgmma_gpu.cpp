@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <initializer_list>
 #include <set>
 #include <string>
 #include <vector>
@@ -75,18 +76,30 @@ std::vector<const AttentionVariant*> pds_variants(int pds = 1) {
                    << dev_.name << " (cc " << dev_.cc_string() << ")";                        \
   } while (0)
 
-TEST(AttentionWgmma, NineVariantsRegisteredWithCanonicalNames) {
+TEST(AttentionWgmma, SixteenVariantsRegisteredWithCanonicalNames) {
   const auto vs = wgmma_variants();
-  ASSERT_EQ(vs.size(), 9u);
+  ASSERT_EQ(vs.size(), 16u);
   int d64 = 0, d128 = 0;
   for (const auto* v : vs) {
     EXPECT_EQ(v->desc.name, VariantDesc::canonical_name(Family::attention, DType::bf16, "wgmma", "fwd", v->desc.params));
     EXPECT_TRUE(v->desc.deterministic);
     (param(*v, "d") == 64 ? d64 : d128) += 1;
   }
-  EXPECT_EQ(d64, 4);
-  EXPECT_EQ(d128, 5);
+  EXPECT_EQ(d64, 6);
+  EXPECT_EQ(d128, 10);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.fwd.br128_bc128_st2_ov0_pp0_d128"), nullptr);
+  // The persistent ones (ps1); the older names carry no ps token.
+  for (const char* n : {"attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp0_ps1_d128",
+                        "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp1_ps1_d128",
+                        "attention.bf16.wgmma.fwd.br128_bc176_st2_ov0_pp0_ps1_d128",
+                        "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_d64",
+                        "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp0_ps1_qs2_d128",
+                        "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp1_ps1_qs2_d128",
+                        "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_qs2_d64"})
+    EXPECT_NE(builtin_registry().find_attention(n), nullptr) << n;
+  int ps = 0;
+  for (const auto* v : vs) ps += param(*v, "ps") == 1;
+  EXPECT_EQ(ps, 7);
 }
 
 TEST(AttentionWgmma, CanRunRefusesWithReasons) {
@@ -219,29 +232,125 @@ TEST(AttentionWgmmaGpu, MatchesFloat64ReferenceAndIsDeterministic) {
       }
     }
   }
-  EXPECT_EQ(checked, 9 * int(std::size(kCases)));
+  EXPECT_EQ(checked, 16 * int(std::size(kCases)));
 }
 
-TEST(AttentionWgmmaGpu, LaunchRefusesNullAndMisalignedPointers) {
-  REQUIRE_SM90();
-  const AttentionVariant* v = builtin_registry().find_attention("attention.bf16.wgmma.fwd.br128_bc128_st2_ov0_pp0_d128");
-  ASSERT_NE(v, nullptr);
+// ------------------------------------------------- persistent forward (ps1)
+
+// The persistent configurations, launched with a capped grid (0: one CTA per
+// SM, as the registry launches them).
+struct PsEntry {
+  const char* name;
+  int64_t d;
+  void (*launch)(const AttentionProblem&, const AttentionArgs&, cudaStream_t, int, int);
+};
+const PsEntry kPs[] = {
+    {"d128 bc128 st2 ov1 ps1", 128, &attention::wg::launch_fwd_ctas<attention::wg::FwdD128Bc128St2OvPs>},
+    {"d128 bc128 st2 ov1 pp1 ps1", 128, &attention::wg::launch_fwd_ctas<attention::wg::FwdD128Bc128St2OvPpPs>},
+    {"d128 bc176 st2 ps1", 128, &attention::wg::launch_fwd_ctas<attention::wg::FwdD128Bc176St2Ps>},
+    {"d64 bc128 st3 ov1 ps1", 64, &attention::wg::launch_fwd_ctas<attention::wg::FwdD64Bc128St3OvPs>},
+    {"d128 bc128 st2 ov1 ps1 qs2", 128, &attention::wg::launch_fwd_ctas<attention::wg::FwdD128Bc128St2OvPsQ2>},
+    {"d128 bc128 st2 ov1 pp1 ps1 qs2", 128, &attention::wg::launch_fwd_ctas<attention::wg::FwdD128Bc128St2OvPpPsQ2>},
+    {"d64 bc128 st3 ov1 ps1 qs2", 64, &attention::wg::launch_fwd_ctas<attention::wg::FwdD64Bc128St3OvPsQ2>},
+};
+
+// One problem through every persistent configuration of its head dim, with
+// each grid cap of `ctas` and each causal head group of `groups` (0: the L2
+// rule): float64 reference, rows without keys, `repeats` identical digests
+// (O and LSE prefilled with NaN bytes).
+void check_persistent(const Case& c, int64_t d, std::initializer_list<int> ctas, std::initializer_list<int> groups,
+                      int repeats, uint64_t seed) {
   AttentionProblem p;
-  p.B = 1, p.H = 1, p.Hkv = 1, p.Sq = 64, p.Sk = 64, p.d = 128;
-  DeviceBuffer<uint16_t> buf(4 * 64 * 128 + 8);
-  DeviceBuffer<float> lse(64);
-  uint16_t* base = buf.data();
+  p.B = c.B, p.H = c.H, p.Hkv = c.Hkv, p.Sq = c.Sq, p.Sk = c.Sk, p.d = d;
+  p.causal = c.causal;
+  p.scale = c.scale;
+  p.dtype = DType::bf16;
+  p.softcap = c.softcap;
+  p.window = c.window;
+  p.validate();
+  const reference::AttentionInputs in = reference::make_attention_inputs(p, seed);
+  const reference::AttentionResult ref = reference::attention_reference(p, in, /*backward=*/false);
+  const size_t nq = in.Q.size(), nk = in.K.size(), nl = size_t(p.B * p.H * p.Sq);
+  DeviceBuffer<uint16_t> dQ(nq), dK(nk), dV(nk), dOut(nq);
+  DeviceBuffer<float> dL(nl);
+  dQ.upload(bf16_bits(in.Q));
+  dK.upload(bf16_bits(in.K));
+  dV.upload(bf16_bits(in.V));
   AttentionArgs a;
-  a.Q = base, a.K = base + 64 * 128, a.V = base + 2 * 64 * 128, a.O = base + 3 * 64 * 128, a.lse = lse.data();
-  AttentionArgs bad = a;
-  bad.K = nullptr;
-  EXPECT_THROW(v->launch(p, AttentionMode::forward, bad, nullptr), Error);
-  bad = a;
-  bad.V = base + 2 * 64 * 128 + 1;  // 2-byte offset
-  EXPECT_THROW(v->launch(p, AttentionMode::forward, bad, nullptr), Error);
-  EXPECT_THROW(v->launch(p, AttentionMode::backward, a, nullptr), Error);
-  v->launch(p, AttentionMode::forward, a, nullptr);
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  a.Q = dQ.data(), a.K = dK.data(), a.V = dV.data(), a.O = dOut.data(), a.lse = dL.data();
+  int ran = 0;
+  for (const PsEntry& e : kPs) {
+    if (e.d != d) continue;
+    for (int n : ctas)
+    for (int g : groups) {
+      if (!c.causal && g != *groups.begin()) continue;  // the group orders causal tiles only
+      SCOPED_TRACE(std::string(e.name) + " ctas " + std::to_string(n) + " group " + std::to_string(g) + " on " +
+                   p.key() + " (" + c.what + ")");
+      ASSERT_EQ(cudaMemset(dOut.data(), 0xff, dOut.bytes()), cudaSuccess);
+      ASSERT_EQ(cudaMemset(dL.data(), 0xff, dL.bytes()), cudaSuccess);
+      Digest first;
+      for (int rep = 0; rep < repeats; ++rep) {
+        e.launch(p, a, nullptr, n, g);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "repeat " << rep;
+        Digester dg;
+        dg.add_device(dOut.data(), dOut.bytes());
+        dg.add_device(dL.data(), dL.bytes());
+        const Digest got = dg.finish();
+        if (rep == 0)
+          first = got;
+        else
+          EXPECT_EQ(got, first) << "repeat " << rep << " differs";
+      }
+      const std::vector<float> O = from_bf16_bits(dOut.download());
+      const std::vector<float> L = dL.download();
+      EXPECT_LE(reference::rel_norm_error(O, ref.O), 2e-2) << "O relative norm error";
+      EXPECT_LE(reference::rel_norm_error(L, ref.lse), 1e-4) << "LSE relative norm error";
+      for (size_t i = 0; i < nl; ++i) {
+        if (std::isinf(ref.lse[i])) {
+          ASSERT_TRUE(std::isinf(L[i]) && L[i] < 0) << "row " << i << " LSE " << L[i];
+          for (int64_t k = 0; k < d; ++k) ASSERT_EQ(O[i * d + k], 0.f) << "row " << i;
+        } else {
+          ASSERT_TRUE(std::isfinite(L[i])) << "row " << i;
+        }
+      }
+      ++ran;
+    }
+  }
+  EXPECT_GT(ran, 0);
+}
+
+// Every CTA walks many tiles: more tiles than SMs with the full grid (216 and
+// 288 tiles), and grids of 1 and 7 CTAs (Q phases over dozens of tiles,
+// with one and two Q buffers; causal head groups of 1 and 5 put tiles
+// without keys between tiles with keys, so the Q buffer index and the tile
+// index differ; the K/V ring carried over tile boundaries
+// with any remainder of the stage count).
+const Case kPsCases[] = {
+    {2, 12, 4, 1100, 900, true, 0.0, "causal Sq > Sk, GQA 3:1, 216 tiles"},
+    {3, 12, 12, 1000, 1000, false, 0.0, "non-causal, 288 tiles"},
+    {2, 6, 3, 600, 200, true, 0.0, "causal Sq > Sk: whole query blocks see no key, between tiles that do"},
+    {1, 8, 2, 700, 1300, true, 1.0, "softcap 4 and window 300, causal Sq < Sk, large scores", 4.0, 300},
+    {2, 4, 4, 333, 257, false, 0.0, "window 64, Sq > Sk, non-causal: blocks skipped on both sides", 0.0, 64},
+    {1, 3, 1, 1, 513, true, 0.0, "one query row per head"},
+};
+
+TEST(AttentionWgmmaGpu, PersistentManyTilesPerCta) {
+  REQUIRE_SM90();
+  for (int64_t d : {64, 128})
+    for (const Case& c : kPsCases)
+      check_persistent(c, d, {0, 1, 7}, {0, 1, 5}, 2, 7000 + uint64_t(d) + uint64_t(&c - kPsCases));
+}
+
+// Small enough for compute-sanitizer (memcheck, racecheck, synccheck), every
+// persistent configuration (one and two Q buffers): causal Sq > Sk over 16
+// tiles (query block 0 sees no key, block 1 one key block, blocks 2 and 3 two,
+// so the overlapped loop and the ping-pong take a turn), heads one group at a
+// time, on 2 CTAs (one of them alternates tiles with and without keys) and on
+// the full grid (one tile per CTA).
+TEST(AttentionWgmmaGpu, PersistentSanitizerSized) {
+  REQUIRE_SM90();
+  const Case c{2, 2, 1, 400, 200, true, 0.0, "sanitizer-sized causal Sq > Sk", 0.0, 0};
+  for (int64_t d : {64, 128}) check_persistent(c, d, {2, 0}, {1}, 1, 9000 + uint64_t(d));
 }
 
 // ------------------------------------------------------------------ backward

@@ -21,6 +21,12 @@
 //                 written bf16 straight from the accumulators, LSE = scale * max +
 //                 ln(sum) in fp32 (-inf for a row that saw no key).
 //
+// Persistent (Cfg::PERSISTENT, ps1): grid = min(tiles, SMs); each CTA walks the
+// tiles blockIdx.x + k gridDim.x in the order of fwd_tile_scheduler.h, the
+// producer carrying its K/V ring position from tile to tile and reloading Q
+// once the consumers signal (q_empty) that their last Q K^T of a tile is done;
+// with QSTAGES = 2 Q is double-buffered and loaded a whole K/V tail earlier.
+//
 // Softcap and sliding window (problem.h) are run-time options, no template
 // flags: the softcap is one uniform branch per key block around a loop that
 // replaces each raw score s by (c / scale) tanh(scale s / c) (so everything
@@ -47,10 +53,12 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
 #include "kernels/attention/wgmma/attention_wgmma.h"
+#include "kernels/attention/wgmma/fwd_tile_scheduler.h"
 #include "kernels/common/cuda_check.h"
 
 #include <cute/tensor.hpp>
@@ -66,12 +74,13 @@ using namespace cute;
 template <class Cfg>
 struct Fwd {
   using T = cutlass::bfloat16_t;
-  static constexpr int D = Cfg::D, BR = Cfg::BR, BC = Cfg::BC, ST = Cfg::STAGES;
+  static constexpr int D = Cfg::D, BR = Cfg::BR, BC = Cfg::BC, ST = Cfg::STAGES, QS = Cfg::QSTAGES;
   static constexpr int THREADS = 384;
   static constexpr int kConsumers = 256;
   static constexpr int kProducerRegs = 24, kConsumerRegs = 240;  // 128 * (24 + 2 * 240) <= 64K registers
   static constexpr uint32_t kTileBytes = uint32_t(BC) * D * sizeof(T);
   static constexpr uint32_t kQBytes = uint32_t(BR) * D * sizeof(T);
+  static constexpr int kQElems = BR * D;  // one Q buffer (a multiple of 1024 bytes)
 
   // S = Q K^T: M 64 per warpgroup, N = BC keys, K = D; both operands K-major.
   using MmaQK = decltype(make_tiled_mma(GMMA::ss_op_selector<T, T, float, Shape<_64, Int<BC>, Int<D>>>(),
@@ -95,12 +104,13 @@ struct Fwd {
   using PipelineState = typename Pipeline::PipelineState;
 
   struct SharedStorage {
-    cute::array_aligned<T, cosize_v<SmemQ>, 1024> q;
+    cute::array_aligned<T, QS * cosize_v<SmemQ>, 1024> q;  // QS buffers of kQElems
     cute::array_aligned<T, cosize_v<SmemK>, 1024> k;
     cute::array_aligned<T, cosize_v<SmemV>, 1024> v;
     typename Pipeline::SharedStorage pipe_k;
     typename Pipeline::SharedStorage pipe_v;
-    alignas(8) uint64_t q_bar;
+    alignas(8) uint64_t q_bar[QS];
+    alignas(8) uint64_t q_empty[QS];  // persistent: the consumers are done with that Q buffer
   };
 
   // Global tensors (S, d, heads, B) with d contiguous.
@@ -125,6 +135,7 @@ struct Fwd {
     int window;        // 0: off (also when >= Sk: it hides nothing then)
     int softcap;       // 0: off; else cap_* below (detail::softcap_raw)
     float cap_k, cap_c;
+    FwdTileOrder order;  // persistent: the tile order (fwd_tile_scheduler.h)
   };
 };
 
@@ -230,31 +241,50 @@ __global__ void __launch_bounds__(384, 1) attention_fwd_wgmma_kernel(const __gri
   using PipelineState = typename K_::PipelineState;
   using Barrier = cutlass::arch::ClusterTransactionBarrier;
   constexpr int D = K_::D, BR = K_::BR, BC = K_::BC;
+  constexpr bool kPersistent = Cfg::PERSISTENT;
+  constexpr int QS = K_::QS;
 
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   auto& ss = *reinterpret_cast<typename K_::SharedStorage*>(smem_raw);
 
   const int tid = threadIdx.x;
   const int warp_group = tid / 128;
-  // Causal: the longest query blocks (the last) start first.
-  const int m_block = p.causal ? p.m_blocks - 1 - int(blockIdx.x) : int(blockIdx.x);
-  const int h = blockIdx.y, b = blockIdx.z, hk = h / p.group;
 
-  // Key blocks [0, n_max) hold every key some row of this block may see.
-  int n_max = (p.Sk + BC - 1) / BC;
-  if (p.causal) {
-    const int last_row = min((m_block + 1) * BR, p.Sq) - 1;
-    const int last_key = last_row + (p.Sk - p.Sq);  // |.| < 2^31: Sq, Sk <= 2^30
-    n_max = last_key < 0 ? 0 : min(n_max, last_key / BC + 1);
-  }
-  // Window: key blocks [n_min, n_max); below n_min no row of the block sees a key.
-  const int n_min = p.window > 0 ? window_first_block(m_block * BR + (p.Sk - p.Sq) - p.window + 1, BC, n_max) : 0;
+  // The tiles of this CTA: persistent, t = blockIdx.x + k gridDim.x in the
+  // order of fwd_tile_scheduler.h; else the one tile of (blockIdx.x, y, z),
+  // causal: the longest query blocks (the last) start first.
+  const int t_first = kPersistent ? int(blockIdx.x) : 0;
+  const int t_end = kPersistent ? p.order.tiles() : 1;
+  const int t_step = kPersistent ? int(gridDim.x) : 1;
+  auto tile_of = [&](int t) -> FwdTile {
+    if constexpr (kPersistent) {
+      return p.order(t);
+    } else {
+      return FwdTile{p.causal ? p.m_blocks - 1 - int(blockIdx.x) : int(blockIdx.x), int(blockIdx.y), int(blockIdx.z)};
+    }
+  };
+  // Key blocks [n_min, n_max) of query block m_block: every key some row of the
+  // block may see (causal: up to the last row's diagonal; window: from the
+  // first row's window start; below n_min no row of the block sees a key).
+  auto key_blocks = [&](int m_block, int& n_min, int& n_max) {
+    n_max = (p.Sk + BC - 1) / BC;
+    if (p.causal) {
+      const int last_row = min((m_block + 1) * BR, p.Sq) - 1;
+      const int last_key = last_row + (p.Sk - p.Sq);  // |.| < 2^31: Sq, Sk <= 2^30
+      n_max = last_key < 0 ? 0 : min(n_max, last_key / BC + 1);
+    }
+    n_min = p.window > 0 ? window_first_block(m_block * BR + (p.Sk - p.Sq) - p.window + 1, BC, n_max) : 0;
+  };
 
   if (tid == 0) {
     cute::prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
     cute::prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
     cute::prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
-    Barrier::init(&ss.q_bar, 1);
+    for (int j = 0; j < QS; ++j) {
+      Barrier::init(&ss.q_bar[j], 1);
+      // Q empty: every consumer thread arrives once its last Q K^T of a tile is done.
+      if constexpr (kPersistent) cutlass::arch::ClusterBarrier::init(&ss.q_empty[j], K_::kConsumers);
+    }
   }
   typename Pipeline::Params pp;
   pp.role = warp_group == 0 ? (tid == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::NonParticipant)
@@ -267,33 +297,64 @@ __global__ void __launch_bounds__(384, 1) attention_fwd_wgmma_kernel(const __gri
   cutlass::arch::fence_barrier_init();
   __syncthreads();
 
-  Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename K_::SmemQ{});
   Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename K_::SmemK{});
   Tensor sV = make_tensor(make_smem_ptr(ss.v.data()), typename K_::SmemV{});
 
   if (warp_group == 0) {
     // ------------------------------------------------------------ producer
     cutlass::arch::warpgroup_reg_dealloc<K_::kProducerRegs>();
-    if (tid == 0 && n_max > n_min) {
+    if (tid == 0) {
       Tensor mQ = p.tma_q.get_tma_tensor(make_shape(p.Sq, D, p.H, p.B));
       Tensor mK = p.tma_k.get_tma_tensor(make_shape(p.Sk, D, p.Hkv, p.B));
       Tensor mV = p.tma_v.get_tma_tensor(make_shape(p.Sk, D, p.Hkv, p.B));
-      Tensor gQ = local_tile(mQ(_, _, h, b), Shape<Int<BR>, Int<D>>{}, make_coord(m_block, 0));  // (BR, D)
-      Tensor gK = local_tile(mK(_, _, hk, b), Shape<Int<BC>, Int<D>>{}, make_coord(_, 0));       // (BC, D, n)
-      Tensor gV = local_tile(mV(_, _, hk, b), Shape<Int<BC>, Int<D>>{}, make_coord(_, 0));
-      auto [tQg, tQs] = tma_partition(p.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
-      auto [tKg, tKs] = tma_partition(p.tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
-      auto [tVg, tVs] = tma_partition(p.tma_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
-
-      Barrier::arrive_and_expect_tx(&ss.q_bar, K_::kQBytes);
-      copy(p.tma_q.with(ss.q_bar), tQg, tQs);
       PipelineState st = cutlass::make_producer_start_state<Pipeline>();
-      for (int n = n_max - 1; n >= n_min; --n) {
+      int q_iter = 0;  // tiles with keys so far (Q buffer q_iter % QS, phase (q_iter / QS) % 2)
+      for (int t = t_first; t < t_end; t += t_step) {
+        const FwdTile tile = tile_of(t);
+        int n_min, n_max;
+        key_blocks(tile.m_block, n_min, n_max);
+        if (n_max <= n_min) continue;  // nothing to load: the consumers write O = 0, LSE = -inf
+        const int hk = tile.h / p.group;
+        const int qb = q_iter % QS;
+        Tensor sQ = make_tensor(make_smem_ptr(ss.q.data() + qb * K_::kQElems), typename K_::SmemQ{});
+        Tensor gQ = local_tile(mQ(_, _, tile.h, tile.b), Shape<Int<BR>, Int<D>>{}, make_coord(tile.m_block, 0));
+        Tensor gK = local_tile(mK(_, _, hk, tile.b), Shape<Int<BC>, Int<D>>{}, make_coord(_, 0));  // (BC, D, n)
+        Tensor gV = local_tile(mV(_, _, hk, tile.b), Shape<Int<BC>, Int<D>>{}, make_coord(_, 0));
+        auto [tQg, tQs] = tma_partition(p.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
+        auto [tKg, tKs] = tma_partition(p.tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
+        auto [tVg, tVs] = tma_partition(p.tma_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
+
+        // One Q buffer, persistent: the first K tile goes out before Q (its
+        // stage frees before the previous tile's consumers are done with Q),
+        // then Q once they are. Two Q buffers, or one tile per CTA: Q first
+        // (with two buffers the one of the tile before last, long free).
+        const int n0 = n_max - 1;
+        constexpr bool kQFirst = !kPersistent || QS > 1;
+        if constexpr (kQFirst) {
+          if constexpr (kPersistent) {
+            if (q_iter >= QS) cutlass::arch::ClusterBarrier::wait(&ss.q_empty[qb], ((q_iter / QS) - 1) & 1);
+          }
+          Barrier::arrive_and_expect_tx(&ss.q_bar[qb], K_::kQBytes);
+          copy(p.tma_q.with(ss.q_bar[qb]), tQg, tQs);
+        }
         pipe_k.producer_acquire(st);
-        copy(p.tma_k.with(*pipe_k.producer_get_barrier(st)), tKg(_, n), tKs(_, st.index()));
+        copy(p.tma_k.with(*pipe_k.producer_get_barrier(st)), tKg(_, n0), tKs(_, st.index()));
+        if constexpr (!kQFirst) {
+          if (q_iter >= QS) cutlass::arch::ClusterBarrier::wait(&ss.q_empty[qb], ((q_iter / QS) - 1) & 1);
+          Barrier::arrive_and_expect_tx(&ss.q_bar[qb], K_::kQBytes);
+          copy(p.tma_q.with(ss.q_bar[qb]), tQg, tQs);
+        }
         pipe_v.producer_acquire(st);
-        copy(p.tma_v.with(*pipe_v.producer_get_barrier(st)), tVg(_, n), tVs(_, st.index()));
+        copy(p.tma_v.with(*pipe_v.producer_get_barrier(st)), tVg(_, n0), tVs(_, st.index()));
         ++st;
+        for (int n = n0 - 1; n >= n_min; --n) {
+          pipe_k.producer_acquire(st);
+          copy(p.tma_k.with(*pipe_k.producer_get_barrier(st)), tKg(_, n), tKs(_, st.index()));
+          pipe_v.producer_acquire(st);
+          copy(p.tma_v.with(*pipe_v.producer_get_barrier(st)), tVg(_, n), tVs(_, st.index()));
+          ++st;
+        }
+        ++q_iter;
       }
     }
   } else {
@@ -302,7 +363,6 @@ __global__ void __launch_bounds__(384, 1) attention_fwd_wgmma_kernel(const __gri
     const int ctid = tid - 128;          // 0..255 in the two-warpgroup MMA
     const int lane = tid % 32;
     const int wq = (ctid % 128) / 32;    // warp within the warpgroup
-    const int row0 = m_block * BR + (ctid / 128) * 64 + wq * 16 + lane / 4;  // rows row0, row0 + 8
     const int col_lane = 2 * (lane % 4);
 
     typename K_::MmaQK mma_qk;
@@ -310,176 +370,200 @@ __global__ void __launch_bounds__(384, 1) attention_fwd_wgmma_kernel(const __gri
     auto thr_qk = mma_qk.get_thread_slice(ctid);
     auto thr_pv = mma_pv.get_thread_slice(ctid);
     Tensor sVt = make_tensor(make_smem_ptr(ss.v.data()), typename K_::SmemVt{});
-    Tensor tSrQ = thr_qk.partition_fragment_A(sQ);   // (MMA, 1, D/16) descriptors
     Tensor tSrK = thr_qk.partition_fragment_B(sK);   // (MMA, 1, D/16, ST)
     Tensor tOrV = thr_pv.partition_fragment_B(sVt);  // (MMA, 1, BC/16, ST)
     Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<BR>, Int<D>>{});
     static_assert(decltype(size(tOrO))::value == D / 2, "64 x D accumulator per warpgroup");
-    clear(tOrO);
-
-    float row_max[2] = {-INFINITY, -INFINITY};
-    float row_sum[2] = {0.f, 0.f};  // this thread's partial sums (its 2 columns of each 8)
-
-    const int diag = m_block * BR + (p.Sk - p.Sq);  // the block's first row's last visible key
-    // Softcap (uniform branch), then keys >= Sk, (causal) keys after a row's
-    // last visible key and (window) keys at or before its diagonal - window to
-    // -inf, on the blocks that hold any (uniform branch).
-    auto mask = [&](auto& tSrS, int n) {
-      if (p.softcap) {
-        CUTLASS_PRAGMA_UNROLL
-        for (int v = 0; v < BC / 2; ++v) tSrS(v) = detail::softcap_raw(tSrS(v), p.cap_k, p.cap_c);
-      }
-      const int key0 = n * BC;
-      if (key0 + BC > p.Sk || (p.causal && key0 + BC - 1 > diag) ||
-          (p.window > 0 && key0 <= diag + BR - 1 - p.window)) {
-        CUTLASS_PRAGMA_UNROLL
-        for (int v = 0; v < BC / 2; ++v) {
-          const int col = key0 + 8 * (v / 4) + col_lane + (v % 2);
-          const int row = row0 + 8 * ((v / 2) % 2);
-          if (col >= p.Sk || (p.causal && col > row + (p.Sk - p.Sq)) ||
-              (p.window > 0 && col <= row + (p.Sk - p.Sq) - p.window))
-            tSrS(v) = -INFINITY;
-        }
-      }
-    };
-    // Online softmax over one block: new running max, the correction of the
-    // previous blocks' O and sum (returned in corr, the sum already scaled),
-    // and S replaced by exp2((S - max) * scale * log2 e).
-    auto softmax = [&](auto& tSrS, float (&corr)[2]) {
-      float mx[2] = {row_max[0], row_max[1]};
-      CUTLASS_PRAGMA_UNROLL
-      for (int v = 0; v < BC / 2; ++v) mx[(v / 2) % 2] = fmaxf(mx[(v / 2) % 2], tSrS(v));
-      float mscaled[2];
-      CUTLASS_PRAGMA_UNROLL
-      for (int r = 0; r < 2; ++r) {
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-        // A row with no visible key so far keeps max -inf: subtract 0 (every
-        // exponent is then exp2(-inf) = 0) and leave O and the sum alone.
-        mscaled[r] = mx[r] == -INFINITY ? 0.f : mx[r] * p.scale_log2;
-        corr[r] = mx[r] == -INFINITY ? 1.f : detail::ex2(row_max[r] * p.scale_log2 - mscaled[r]);
-        row_max[r] = mx[r];
-        row_sum[r] *= corr[r];
-      }
-      CUTLASS_PRAGMA_UNROLL
-      for (int v = 0; v < BC / 2; ++v) {
-        const int r = (v / 2) % 2;
-        const float e = detail::ex2(fmaf(tSrS(v), p.scale_log2, -mscaled[r]));
-        tSrS(v) = e;
-        row_sum[r] += e;
-      }
-    };
-    auto rescale_o = [&](const float (&corr)[2]) {
-      CUTLASS_PRAGMA_UNROLL
-      for (int v = 0; v < D / 2; ++v) tOrO(v) *= corr[(v / 2) % 2];
-    };
     // P in bf16 as the register A operand of P V (same value order).
     Tensor tOrP = make_tensor<T>(partition_shape_A(mma_pv, Shape<Int<BR>, Int<BC>>{}));
     static_assert(decltype(size(tOrP))::value == BC / 2, "P fragment matches the score fragment");
-    auto to_p = [&](const auto& tSrS) {
-      CUTLASS_PRAGMA_UNROLL
-      for (int v = 0; v < BC / 2; v += 2) {
-        const __nv_bfloat162 two = __floats2bfloat162_rn(tSrS(v), tSrS(v + 1));
-        tOrP(v) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[0]);
-        tOrP(v + 1) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[1]);
-      }
-    };
     Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<BR>, Int<BC>>{});
     static_assert(decltype(size(tSrS))::value == BC / 2, "64 x BC scores per warpgroup");
 
-    if (n_max > n_min) {
-      Barrier::wait(&ss.q_bar, 0);
-      PipelineState st;
-      if constexpr (!Cfg::OVERLAP) {
-        // One block at a time: S, softmax, P V; the other warpgroup's wgmma
-        // runs under this one's softmax.
-        for (int n = n_max - 1; n >= n_min; --n) {
-          pipe_k.consumer_wait(st);
-          detail::wg_gemm<true, false>(mma_qk, tSrQ, tSrK(_, _, _, st.index()), tSrS);
-          warpgroup_wait<0>();
-          pipe_k.consumer_release(st);
-          mask(tSrS, n);
-          float corr[2];
-          softmax(tSrS, corr);
-          rescale_o(corr);
-          to_p(tSrS);
+    PipelineState st;  // the K/V ring position, carried from tile to tile
+    int q_iter = 0;    // tiles with keys so far (Q buffer q_iter % QS, phase (q_iter / QS) % 2)
+    // The last Q K^T of the tile is done: the producer may load Q into this buffer again.
+    auto release_q = [&]() {
+      if constexpr (kPersistent) cutlass::arch::ClusterBarrier::arrive(&ss.q_empty[q_iter % QS]);
+    };
+
+    for (int t = t_first; t < t_end; t += t_step) {
+      const FwdTile tile = tile_of(t);
+      const int m_block = tile.m_block, h = tile.h, b = tile.b;
+      int n_min, n_max;
+      key_blocks(m_block, n_min, n_max);
+      const int row0 = m_block * BR + (ctid / 128) * 64 + wq * 16 + lane / 4;  // rows row0, row0 + 8
+      // This tile's Q buffer (its wgmma descriptors; one buffer: always the same).
+      Tensor sQ = make_tensor(make_smem_ptr(ss.q.data() + (q_iter % QS) * K_::kQElems), typename K_::SmemQ{});
+      Tensor tSrQ = thr_qk.partition_fragment_A(sQ);  // (MMA, 1, D/16) descriptors
+
+      clear(tOrO);
+      float row_max[2] = {-INFINITY, -INFINITY};
+      float row_sum[2] = {0.f, 0.f};  // this thread's partial sums (its 2 columns of each 8)
+
+      const int diag = m_block * BR + (p.Sk - p.Sq);  // the block's first row's last visible key
+      // Softcap (uniform branch), then keys >= Sk, (causal) keys after a row's
+      // last visible key and (window) keys at or before its diagonal - window to
+      // -inf, on the blocks that hold any (uniform branch).
+      auto mask = [&](auto& tSrS, int n) {
+        if (p.softcap) {
+          CUTLASS_PRAGMA_UNROLL
+          for (int v = 0; v < BC / 2; ++v) tSrS(v) = detail::softcap_raw(tSrS(v), p.cap_k, p.cap_c);
+        }
+        const int key0 = n * BC;
+        if (key0 + BC > p.Sk || (p.causal && key0 + BC - 1 > diag) ||
+            (p.window > 0 && key0 <= diag + BR - 1 - p.window)) {
+          CUTLASS_PRAGMA_UNROLL
+          for (int v = 0; v < BC / 2; ++v) {
+            const int col = key0 + 8 * (v / 4) + col_lane + (v % 2);
+            const int row = row0 + 8 * ((v / 2) % 2);
+            if (col >= p.Sk || (p.causal && col > row + (p.Sk - p.Sq)) ||
+                (p.window > 0 && col <= row + (p.Sk - p.Sq) - p.window))
+              tSrS(v) = -INFINITY;
+          }
+        }
+      };
+      // Online softmax over one block: new running max, the correction of the
+      // previous blocks' O and sum (returned in corr, the sum already scaled),
+      // and S replaced by exp2((S - max) * scale * log2 e).
+      auto softmax = [&](auto& tSrS, float (&corr)[2]) {
+        float mx[2] = {row_max[0], row_max[1]};
+        CUTLASS_PRAGMA_UNROLL
+        for (int v = 0; v < BC / 2; ++v) mx[(v / 2) % 2] = fmaxf(mx[(v / 2) % 2], tSrS(v));
+        float mscaled[2];
+        CUTLASS_PRAGMA_UNROLL
+        for (int r = 0; r < 2; ++r) {
+          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+          // A row with no visible key so far keeps max -inf: subtract 0 (every
+          // exponent is then exp2(-inf) = 0) and leave O and the sum alone.
+          mscaled[r] = mx[r] == -INFINITY ? 0.f : mx[r] * p.scale_log2;
+          corr[r] = mx[r] == -INFINITY ? 1.f : detail::ex2(row_max[r] * p.scale_log2 - mscaled[r]);
+          row_max[r] = mx[r];
+          row_sum[r] *= corr[r];
+        }
+        CUTLASS_PRAGMA_UNROLL
+        for (int v = 0; v < BC / 2; ++v) {
+          const int r = (v / 2) % 2;
+          const float e = detail::ex2(fmaf(tSrS(v), p.scale_log2, -mscaled[r]));
+          tSrS(v) = e;
+          row_sum[r] += e;
+        }
+      };
+      auto rescale_o = [&](const float (&corr)[2]) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int v = 0; v < D / 2; ++v) tOrO(v) *= corr[(v / 2) % 2];
+      };
+      auto to_p = [&](const auto& tSrS) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int v = 0; v < BC / 2; v += 2) {
+          const __nv_bfloat162 two = __floats2bfloat162_rn(tSrS(v), tSrS(v + 1));
+          tOrP(v) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[0]);
+          tOrP(v + 1) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[1]);
+        }
+      };
+
+      if (n_max > n_min) {
+        Barrier::wait(&ss.q_bar[q_iter % QS], (q_iter / QS) & 1);
+        if constexpr (!Cfg::OVERLAP) {
+          // One block at a time: S, softmax, P V; the other warpgroup's wgmma
+          // runs under this one's softmax.
+          for (int n = n_max - 1; n >= n_min; --n) {
+            pipe_k.consumer_wait(st);
+            detail::wg_gemm<true, false>(mma_qk, tSrQ, tSrK(_, _, _, st.index()), tSrS);
+            warpgroup_wait<0>();
+            pipe_k.consumer_release(st);
+            if (n == n_min) release_q();
+            mask(tSrS, n);
+            float corr[2];
+            softmax(tSrS, corr);
+            rescale_o(corr);
+            to_p(tSrS);
+            pipe_v.consumer_wait(st);
+            detail::wg_gemm<false, true>(mma_pv, tOrP, tOrV(_, _, _, st.index()), tOrO);
+            warpgroup_wait<0>();
+            pipe_v.consumer_release(st);
+            ++st;
+          }
+        } else {
+          // Software-pipelined within the warpgroup: S of block n and O += P V of
+          // block n + 1 are issued together, and the softmax of block n runs
+          // while P V is still on the tensor cores.
+          {
+            const int n = n_max - 1;
+            pipe_k.consumer_wait(st);
+            detail::wg_gemm<true, false>(mma_qk, tSrQ, tSrK(_, _, _, st.index()), tSrS);
+            warpgroup_wait<0>();
+            pipe_k.consumer_release(st);
+            if (n == n_min) release_q();
+            mask(tSrS, n);
+            float corr[2];
+            softmax(tSrS, corr);  // O is zero: nothing to rescale
+            to_p(tSrS);
+          }
+          // Ping-pong: warpgroup c waits on named barrier 1 + c before issuing
+          // and then lets the other one go (arrive on 2 - c). Both run the same
+          // n_max - n_min - 1 turns; the second primes the first's barrier once
+          // and skips its last arrive, so every barrier phase completes (in the
+          // persistent kernel too: the second warpgroup primes the next tile
+          // only after its last turn here, which waited for the first's last).
+          const int cwg = ctid / 128;
+          if constexpr (Cfg::PINGPONG) {
+            if (cwg == 1 && n_max - n_min >= 2) detail::named_arrive(1, 256);
+          }
+          for (int n = n_max - 2; n >= n_min; --n) {
+            PipelineState prev = st;
+            ++st;
+            pipe_k.consumer_wait(st);
+            pipe_v.consumer_wait(prev);
+            if constexpr (Cfg::PINGPONG) detail::named_sync(1 + cwg, 256);
+            detail::wg_gemm<true, false>(mma_qk, tSrQ, tSrK(_, _, _, st.index()), tSrS);
+            detail::wg_gemm<false, true>(mma_pv, tOrP, tOrV(_, _, _, prev.index()), tOrO);
+            if constexpr (Cfg::PINGPONG) {
+              if (!(cwg == 1 && n == n_min)) detail::named_arrive(2 - cwg, 256);
+            }
+            warpgroup_wait<1>();  // S done, P V may still run
+            pipe_k.consumer_release(st);
+            if (n == n_min) release_q();
+            mask(tSrS, n);
+            float corr[2];
+            softmax(tSrS, corr);
+            warpgroup_wait<0>();  // P V done: O and the P registers are free
+            pipe_v.consumer_release(prev);
+            warpgroup_fence_operand(tOrP);
+            rescale_o(corr);
+            to_p(tSrS);
+          }
           pipe_v.consumer_wait(st);
           detail::wg_gemm<false, true>(mma_pv, tOrP, tOrV(_, _, _, st.index()), tOrO);
           warpgroup_wait<0>();
           pipe_v.consumer_release(st);
           ++st;
         }
-      } else {
-        // Software-pipelined within the warpgroup: S of block n and O += P V of
-        // block n + 1 are issued together, and the softmax of block n runs
-        // while P V is still on the tensor cores.
-        {
-          const int n = n_max - 1;
-          pipe_k.consumer_wait(st);
-          detail::wg_gemm<true, false>(mma_qk, tSrQ, tSrK(_, _, _, st.index()), tSrS);
-          warpgroup_wait<0>();
-          pipe_k.consumer_release(st);
-          mask(tSrS, n);
-          float corr[2];
-          softmax(tSrS, corr);  // O is zero: nothing to rescale
-          to_p(tSrS);
-        }
-        // Ping-pong: warpgroup c waits on named barrier 1 + c before issuing
-        // and then lets the other one go (arrive on 2 - c). Both run the same
-        // n_max - n_min - 1 turns; the second primes the first's barrier once
-        // and skips its last arrive, so every barrier phase completes.
-        const int cwg = ctid / 128;
-        if constexpr (Cfg::PINGPONG) {
-          if (cwg == 1 && n_max - n_min >= 2) detail::named_arrive(1, 256);
-        }
-        for (int n = n_max - 2; n >= n_min; --n) {
-          PipelineState prev = st;
-          ++st;
-          pipe_k.consumer_wait(st);
-          pipe_v.consumer_wait(prev);
-          if constexpr (Cfg::PINGPONG) detail::named_sync(1 + cwg, 256);
-          detail::wg_gemm<true, false>(mma_qk, tSrQ, tSrK(_, _, _, st.index()), tSrS);
-          detail::wg_gemm<false, true>(mma_pv, tOrP, tOrV(_, _, _, prev.index()), tOrO);
-          if constexpr (Cfg::PINGPONG) {
-            if (!(cwg == 1 && n == n_min)) detail::named_arrive(2 - cwg, 256);
-          }
-          warpgroup_wait<1>();  // S done, P V may still run
-          pipe_k.consumer_release(st);
-          mask(tSrS, n);
-          float corr[2];
-          softmax(tSrS, corr);
-          warpgroup_wait<0>();  // P V done: O and the P registers are free
-          pipe_v.consumer_release(prev);
-          warpgroup_fence_operand(tOrP);
-          rescale_o(corr);
-          to_p(tSrS);
-        }
-        pipe_v.consumer_wait(st);
-        detail::wg_gemm<false, true>(mma_pv, tOrP, tOrV(_, _, _, st.index()), tOrO);
-        warpgroup_wait<0>();
-        pipe_v.consumer_release(st);
+        ++q_iter;
       }
-    }
 
-    // Epilogue: full row sums, normalise, write O (bf16) and LSE.
-    const int64_t bh = int64_t(b) * p.H + h;
-    CUTLASS_PRAGMA_UNROLL
-    for (int r = 0; r < 2; ++r) {
-      float s = row_sum[r];
-      s += __shfl_xor_sync(0xffffffffu, s, 1);
-      s += __shfl_xor_sync(0xffffffffu, s, 2);
-      const bool seen = s > 0.f;
-      const float inv = seen ? 1.f / s : 0.f;
-      const int row = row0 + 8 * r;
-      if (row < p.Sq) {
-        __nv_bfloat16* orow = reinterpret_cast<__nv_bfloat16*>(p.O) + (bh * p.Sq + row) * D;
-        CUTLASS_PRAGMA_UNROLL
-        for (int j = 0; j < D / 8; ++j) {
-          const int v = 4 * j + 2 * r;
-          *reinterpret_cast<__nv_bfloat162*>(orow + 8 * j + col_lane) =
-              __floats2bfloat162_rn(tOrO(v) * inv, tOrO(v + 1) * inv);
+      // Epilogue: full row sums, normalise, write O (bf16) and LSE straight
+      // from the registers (persistent: under the next tile's loads).
+      const int64_t bh = int64_t(b) * p.H + h;
+      CUTLASS_PRAGMA_UNROLL
+      for (int r = 0; r < 2; ++r) {
+        float s = row_sum[r];
+        s += __shfl_xor_sync(0xffffffffu, s, 1);
+        s += __shfl_xor_sync(0xffffffffu, s, 2);
+        const bool seen = s > 0.f;
+        const float inv = seen ? 1.f / s : 0.f;
+        const int row = row0 + 8 * r;
+        if (row < p.Sq) {
+          __nv_bfloat16* orow = reinterpret_cast<__nv_bfloat16*>(p.O) + (bh * p.Sq + row) * D;
+          CUTLASS_PRAGMA_UNROLL
+          for (int j = 0; j < D / 8; ++j) {
+            const int v = 4 * j + 2 * r;
+            *reinterpret_cast<__nv_bfloat162*>(orow + 8 * j + col_lane) =
+                __floats2bfloat162_rn(tOrO(v) * inv, tOrO(v + 1) * inv);
+          }
+          if (lane % 4 == 0) p.lse[bh * p.Sq + row] = seen ? row_max[r] * p.scale + logf(s) : -INFINITY;
         }
-        if (lane % 4 == 0) p.lse[bh * p.Sq + row] = seen ? row_max[r] * p.scale + logf(s) : -INFINITY;
       }
     }
   }
@@ -492,7 +576,7 @@ size_t fwd_smem_bytes() {
 }
 
 template <class Cfg>
-void launch_fwd(const AttentionProblem& pr, const AttentionArgs& a, cudaStream_t stream) {
+void launch_fwd_impl(const AttentionProblem& pr, const AttentionArgs& a, cudaStream_t stream, int ctas, int group) {
   using K_ = Fwd<Cfg>;
   using T = typename K_::T;
   for (auto [ptr, name] : {std::pair<const void*, const char*>{a.Q, "Q"}, {a.K, "K"}, {a.V, "V"}, {a.O, "O"}}) {
@@ -512,12 +596,26 @@ void launch_fwd(const AttentionProblem& pr, const AttentionArgs& a, cudaStream_t
                         make_stride(int64_t(D), _1{}, int64_t(Sk) * D, int64_t(Hkv) * Sk * D));
 
   const Options opt(pr);
+  const int m_blocks = (Sq + Cfg::BR - 1) / Cfg::BR;
+  FwdTileOrder order;
+  order.m_blocks = m_blocks, order.H = H, order.B = B, order.causal = pr.causal ? 1 : 0, order.group = 1;
+  int device = 0, sms = 0;
+  if constexpr (Cfg::PERSISTENT) {
+    if (int64_t(m_blocks) * H * B > int64_t(INT32_MAX))
+      throw Error("attention wgmma persistent forward: more than 2^31 - 1 tiles (can_run refuses this)");
+    DETFUSE_CUDA_CHECK(cudaGetDevice(&device));
+    DETFUSE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    int l2 = 0;
+    DETFUSE_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+    order.group = group > 0 ? std::min(group, H * B)
+                            : fwd_l2_head_group(l2, int64_t(2) * Sk * D * int64_t(sizeof(T)), H / Hkv, int64_t(H) * B);
+  }
   typename K_::Params P{
       make_tma_copy(SM90_TMA_LOAD{}, gq, typename K_::SmemQ{}, Shape<Int<Cfg::BR>, Int<D>>{}, _1{}),
       make_tma_copy(SM90_TMA_LOAD{}, gk, take<0, 2>(typename K_::SmemK{}), Shape<Int<Cfg::BC>, Int<D>>{}, _1{}),
       make_tma_copy(SM90_TMA_LOAD{}, gv, take<0, 2>(typename K_::SmemK{}), Shape<Int<Cfg::BC>, Int<D>>{}, _1{}),
       B, H, Hkv, Sq, Sk, H / Hkv,
-      (Sq + Cfg::BR - 1) / Cfg::BR,
+      m_blocks,
       pr.causal ? 1 : 0,
       float(pr.softmax_scale()),
       float(pr.softmax_scale() * 1.4426950408889634),
@@ -526,15 +624,33 @@ void launch_fwd(const AttentionProblem& pr, const AttentionArgs& a, cudaStream_t
       opt.window,
       opt.softcap,
       opt.cap_k,
-      opt.cap_c};
+      opt.cap_c,
+      order};
 
   auto kernel = attention_fwd_wgmma_kernel<Cfg>;
   const size_t smem = fwd_smem_bytes<Cfg>();
   // Per launch: the attribute belongs to the function on the current device.
   DETFUSE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   dim3 grid(unsigned(P.m_blocks), unsigned(H), unsigned(B));
+  if constexpr (Cfg::PERSISTENT) {
+    // One CTA per SM (the shared memory allows no second), never more CTAs than tiles.
+    int n = ctas > 0 && ctas < sms ? ctas : sms;
+    if (n > order.tiles()) n = order.tiles();
+    grid = dim3(unsigned(n < 1 ? 1 : n), 1u, 1u);
+  }
   kernel<<<grid, K_::THREADS, smem, stream>>>(P);
   DETFUSE_CUDA_CHECK(cudaGetLastError());
+}
+
+template <class Cfg>
+void launch_fwd(const AttentionProblem& pr, const AttentionArgs& a, cudaStream_t stream) {
+  launch_fwd_impl<Cfg>(pr, a, stream, 0, 0);
+}
+
+template <class Cfg>
+void launch_fwd_ctas(const AttentionProblem& pr, const AttentionArgs& a, cudaStream_t stream, int ctas, int group) {
+  static_assert(Cfg::PERSISTENT, "a grid cap means something for the persistent forward only");
+  launch_fwd_impl<Cfg>(pr, a, stream, ctas, group);
 }
 
 }  // namespace detfuse::attention::wg

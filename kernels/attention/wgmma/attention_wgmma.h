@@ -18,18 +18,27 @@ namespace detfuse::attention::wg {
 // of n under P V), else one block at a time (the two warpgroups still overlap
 // each other). PINGPONG (with OVERLAP): the two consumer warpgroups take turns
 // issuing their wgmma (two named barriers), so one's softmax runs while the
-// other's products own the tensor cores.
-template <int D_, int BR_, int BC_, int STAGES_, bool OVERLAP_ = false, bool PINGPONG_ = false>
+// other's products own the tensor cores. PERSISTENT (param ps1): grid =
+// min(tiles, SMs), each CTA walks (query block, head, batch) tiles in the order
+// of fwd_tile_scheduler.h; the producer loads the next tile's Q as soon as the
+// consumers' last Q K^T of the current tile is done, and its K/V into the ring
+// as stages free up, so the next tile's loads run under this tile's last P V
+// and epilogue. QSTAGES = 2 (persistent only, param qs2): two Q buffers, so
+// the next tile's Q is loaded before this tile's K/V tail, not after this
+// tile's last Q K^T.
+template <int D_, int BR_, int BC_, int STAGES_, bool OVERLAP_ = false, bool PINGPONG_ = false,
+          bool PERSISTENT_ = false, int QSTAGES_ = 1>
 struct FwdConfig {
-  static constexpr int D = D_, BR = BR_, BC = BC_, STAGES = STAGES_;
-  static constexpr bool OVERLAP = OVERLAP_, PINGPONG = PINGPONG_;
+  static constexpr int D = D_, BR = BR_, BC = BC_, STAGES = STAGES_, QSTAGES = QSTAGES_;
+  static constexpr bool OVERLAP = OVERLAP_, PINGPONG = PINGPONG_, PERSISTENT = PERSISTENT_;
+  static_assert(QSTAGES == 1 || (QSTAGES == 2 && PERSISTENT), "two Q buffers serve the persistent kernel only");
   static_assert(OVERLAP || !PINGPONG, "the ping-pong schedule is built on the overlapped loop");
   static_assert(D == 64 || D == 128, "head dim 64 or 128");
   static_assert(BR == 128, "two consumer warpgroups of 64 query rows each");
   static_assert(BC % 16 == 0 && BC >= 16 && BC <= 256, "BC: the wgmma N of Q K^T (<= 256) and K of P V (16s)");
   static_assert(STAGES >= 2, "at least a double-buffered K/V ring");
-  // Shared memory: Q (BR x D), STAGES K and V tiles (BC x D), bf16, plus barriers.
-  static constexpr int kSmemTiles = 2 * (BR * D + 2 * STAGES * BC * D);
+  // Shared memory: QSTAGES Q (BR x D), STAGES K and V tiles (BC x D), bf16, plus barriers.
+  static constexpr int kSmemTiles = 2 * (QSTAGES * BR * D + 2 * STAGES * BC * D);
   static_assert(kSmemTiles + 1024 <= 227 * 1024, "shared memory above the 227 KB of an sm_90 block");
 };
 
@@ -43,6 +52,15 @@ using FwdD64Bc64St4 = FwdConfig<64, 128, 64, 4>;
 using FwdD128Bc128St2Ov = FwdConfig<128, 128, 128, 2, true>;
 using FwdD64Bc128St3Ov = FwdConfig<64, 128, 128, 3, true>;
 using FwdD128Bc128St2OvPp = FwdConfig<128, 128, 128, 2, true, true>;
+// Persistent (ps1) versions of the best of the above.
+using FwdD128Bc128St2OvPs = FwdConfig<128, 128, 128, 2, true, false, true>;
+using FwdD128Bc128St2OvPpPs = FwdConfig<128, 128, 128, 2, true, true, true>;
+using FwdD128Bc176St2Ps = FwdConfig<128, 128, 176, 2, false, false, true>;
+using FwdD64Bc128St3OvPs = FwdConfig<64, 128, 128, 3, true, false, true>;
+// Persistent with two Q buffers (qs2), where the shared memory holds them.
+using FwdD128Bc128St2OvPsQ2 = FwdConfig<128, 128, 128, 2, true, false, true, 2>;
+using FwdD128Bc128St2OvPpPsQ2 = FwdConfig<128, 128, 128, 2, true, true, true, 2>;
+using FwdD64Bc128St3OvPsQ2 = FwdConfig<64, 128, 128, 3, true, false, true, 2>;
 
 // Dynamic shared memory bytes of one CTA of Cfg (the kernel's SharedStorage).
 template <class Cfg>
@@ -54,9 +72,20 @@ size_t fwd_smem_bytes();
 template <class Cfg>
 void launch_fwd(const AttentionProblem& p, const AttentionArgs& args, cudaStream_t stream);
 
+// Persistent configurations: launch_fwd with the grid capped at `ctas` CTAs
+// (0: the device's SM count, what launch_fwd uses) and, when group > 0, that
+// causal head group instead of the L2 rule (fwd_tile_scheduler.h), so tests
+// can make every CTA walk many tiles, with tiles that see no key between
+// tiles that do.
+template <class Cfg>
+void launch_fwd_ctas(const AttentionProblem& p, const AttentionArgs& args, cudaStream_t stream, int ctas, int group);
+
 #define DETFUSE_ATTN_WGMMA_INSTANCES(PREFIX, CFG)                                                       \
   PREFIX template size_t fwd_smem_bytes<CFG>();                                                         \
   PREFIX template void launch_fwd<CFG>(const AttentionProblem&, const AttentionArgs&, cudaStream_t);
+#define DETFUSE_ATTN_WGMMA_PS_INSTANCES(PREFIX, CFG)                                                    \
+  DETFUSE_ATTN_WGMMA_INSTANCES(PREFIX, CFG)                                                             \
+  PREFIX template void launch_fwd_ctas<CFG>(const AttentionProblem&, const AttentionArgs&, cudaStream_t, int, int);
 
 DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD128Bc128St2)
 DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD128Bc176St2)
@@ -67,6 +96,13 @@ DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD64Bc64St4)
 DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD128Bc128St2Ov)
 DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD64Bc128St3Ov)
 DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD128Bc128St2OvPp)
+DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD128Bc128St2OvPs)
+DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD128Bc128St2OvPpPs)
+DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD128Bc176St2Ps)
+DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD64Bc128St3OvPs)
+DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD128Bc128St2OvPsQ2)
+DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD128Bc128St2OvPpPsQ2)
+DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD64Bc128St3OvPsQ2)
 
 }  // namespace detfuse::attention::wg
 

@@ -1,6 +1,7 @@
 // Registration of the Hopper attention variants:
 //   attention.bf16.wgmma.fwd.*       forward only (attention_wgmma.h); can_run
-//                                    refuses the backward mode;
+//                                    refuses the backward mode; `ps1`: the
+//                                    persistent forward (fwd_tile_scheduler.h);
 //   attention.bf16.wgmma.owning.*    forward (the overlapped forward of the head
 //   attention.bf16.wgmma.atomic.*    dim) and backward (attention_wgmma_bwd.h):
 //   attention.bf16.wgmma.partials.*
@@ -17,6 +18,7 @@
 //                                    by a producer thread), owning:
 //                                    the dq kernel over query blocks.
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -76,6 +78,13 @@ constexpr int qbc_of() {
 template <class Cfg>
 std::optional<std::string> can_run(const AttentionProblem& p, AttentionMode mode, const DeviceInfo& dev) {
   if (mode == AttentionMode::backward) return std::string(kForwardOnly);
+  if constexpr (Cfg::PERSISTENT) {
+    // The tile index of the persistent scheduler is an int.
+    const int64_t tiles = (p.Sq + Cfg::BR - 1) / Cfg::BR * p.H * p.B;
+    if (p.Sq > 0 && p.H > 0 && p.B > 0 && tiles > int64_t(INT32_MAX))
+      return "persistent forward: " + std::to_string(tiles) + " tiles of " + std::to_string(Cfg::BR) +
+             " query rows, at most 2^31 - 1";
+  }
   return common_reason(p, dev, Cfg::D, fwd_smem_bytes<Cfg>());
 }
 
@@ -87,7 +96,10 @@ void add(Registry& r) {
   v.desc.engine = "wgmma";
   v.desc.strategy = to_string(Strategy::forward_only);
   v.desc.params = {{"br", Cfg::BR}, {"bc", Cfg::BC}, {"st", Cfg::STAGES}, {"ov", Cfg::OVERLAP ? 1 : 0},
-                    {"pp", Cfg::PINGPONG ? 1 : 0}, {"d", Cfg::D}};
+                    {"pp", Cfg::PINGPONG ? 1 : 0}};
+  if constexpr (Cfg::PERSISTENT) v.desc.params.push_back({"ps", 1});  // the older names stay as they were
+  if constexpr (Cfg::QSTAGES > 1) v.desc.params.push_back({"qs", Cfg::QSTAGES});
+  v.desc.params.push_back({"d", Cfg::D});
   v.desc.name = VariantDesc::canonical_name(v.desc.family, v.desc.dtype, v.desc.engine, v.desc.strategy, v.desc.params);
   // Every output element is written once by one thread after a fixed sequence
   // of key blocks: no atomics, nothing depends on timing.
@@ -96,7 +108,10 @@ void add(Registry& r) {
                    std::to_string(Cfg::BR) + "x" + std::to_string(Cfg::BC) + " tiles, " +
                    std::to_string(Cfg::STAGES) + "-stage K/V ring" +
                    (Cfg::OVERLAP ? ", softmax overlapped with P V in each warpgroup" : "") +
-                   (Cfg::PINGPONG ? ", warpgroups take turns on the tensor cores" : "") + "; forward only";
+                   (Cfg::PINGPONG ? ", warpgroups take turns on the tensor cores" : "") +
+                   (Cfg::PERSISTENT ? ", persistent (one CTA per SM, longest tiles first when causal)" : "") +
+                   (Cfg::QSTAGES > 1 ? ", two Q buffers" : "") +
+                   "; forward only";
   v.can_run = can_run<Cfg>;
   v.workspace_bytes = [](const AttentionProblem&, AttentionMode) -> size_t { return 0; };
   v.launch = [](const AttentionProblem& p, AttentionMode mode, const AttentionArgs& a, cudaStream_t s) {
@@ -266,6 +281,14 @@ void register_attention_wgmma_forward_only(Registry& r) {
   add<FwdD128Bc128St2Ov>(r);
   add<FwdD64Bc128St3Ov>(r);
   add<FwdD128Bc128St2OvPp>(r);
+  // Persistent (ps1): grid = SMs, static tile scheduler (fwd_tile_scheduler.h).
+  add<FwdD128Bc128St2OvPs>(r);
+  add<FwdD128Bc128St2OvPpPs>(r);
+  add<FwdD128Bc176St2Ps>(r);
+  add<FwdD64Bc128St3OvPs>(r);
+  add<FwdD128Bc128St2OvPsQ2>(r);
+  add<FwdD128Bc128St2OvPpPsQ2>(r);
+  add<FwdD64Bc128St3OvPsQ2>(r);
 }
 
 // Forward-only, then forward + backward (deterministic owning dQ first).

@@ -1,0 +1,79 @@
+// The static tile scheduler of the persistent Hopper attention forward
+// (FwdConfig PERSISTENT, param ps1; FlashAttention-3's tile_scheduler role,
+// read to learn, not copied). The grid is min(tiles, SMs) CTAs; CTA c runs
+// tiles t = c, c + gridDim.x, c + 2 gridDim.x, ... and this header's pure
+// function maps t to the (query block, head, batch) it computes. Plain C++ on
+// the host (tests/attention_wgmma/test_fwd_tile_order.cpp checks it on the
+// CPU) and inlined in the kernel.
+//
+//   non-causal: head-major, query block fastest (t = bh * m_blocks + m): the
+//               CTAs of one wave work on a few heads at a time, so those heads'
+//               K and V are read from DRAM about once and from L2 after that;
+//   causal:     longest tiles first. The (batch, head) pairs are cut into
+//               groups of `group` consecutive pairs (the last group may be
+//               smaller); groups run one after the other, and inside a group
+//               the query blocks go from the last (the most key blocks) to the
+//               first, all the group's heads at each query block. With group =
+//               H * B this is "m_block descending over every head"; a smaller
+//               group keeps the K/V of the heads in flight inside L2
+//               (fwd_l2_head_group below) while each group still starts with
+//               its longest tiles, so no CTA ends on a tail of long blocks.
+//               Within a group, tiles are non-increasing in length.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define DETFUSE_FWD_HD __host__ __device__ __forceinline__
+#else
+#define DETFUSE_FWD_HD inline
+#endif
+
+namespace detfuse::attention::wg {
+
+struct FwdTile {
+  int m_block, h, b;
+};
+
+struct FwdTileOrder {
+  int m_blocks = 0, H = 0, B = 0;
+  int causal = 0;  // 1: longest first (by groups of `group` (batch, head) pairs)
+  int group = 1;   // causal only: (batch, head) pairs per group, 1 <= group <= H * B
+
+  DETFUSE_FWD_HD int tiles() const { return m_blocks * H * B; }
+
+  // Tile t in [0, tiles()).
+  DETFUSE_FWD_HD FwdTile operator()(int t) const {
+    int m, bh;
+    if (!causal) {
+      bh = t / m_blocks;
+      m = t - bh * m_blocks;
+    } else {
+      const int per_group = group * m_blocks;
+      const int g = t / per_group;
+      const int r = t - g * per_group;
+      const int g0 = g * group;
+      const int left = H * B - g0;
+      const int gn = left < group ? left : group;  // heads in this group
+      const int idx = r / gn;
+      m = m_blocks - 1 - idx;
+      bh = g0 + (r - idx * gn);
+    }
+    const int b = bh / H;
+    return FwdTile{m, bh - b * H, b};
+  }
+};
+
+// The causal group size: as many (batch, head) pairs as keep their K and V
+// (kv_bytes_per_kv_head = 2 * Sk * d * 2 bytes) within half of the L2 cache
+// (l2_bytes, the device attribute), times the query heads that share one K/V
+// head (GQA, `ratio` = H / Hkv), at least 1, at most H * B.
+inline int fwd_l2_head_group(int64_t l2_bytes, int64_t kv_bytes_per_kv_head, int ratio, int64_t bh_total) {
+  int64_t g = kv_bytes_per_kv_head > 0 ? (l2_bytes / 2) / kv_bytes_per_kv_head : bh_total;
+  if (g < 1) g = 1;
+  g *= ratio > 0 ? ratio : 1;
+  if (g > bh_total) g = bh_total;
+  return int(g < 1 ? 1 : g);
+}
+
+}  // namespace detfuse::attention::wg

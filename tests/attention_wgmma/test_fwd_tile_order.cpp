@@ -1,0 +1,106 @@
+// The persistent forward's tile order (kernels/attention/wgmma/fwd_tile_scheduler.h)
+// on the CPU: every (query block, head, batch) tile exactly once; non-causal
+// head-major with the query block fastest; causal longest first (the number of
+// key blocks a tile walks never grows along the order inside a group, and with
+// one group over all heads never at all), the groups' heads consecutive; and
+// the L2 group size rule.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/attention/wgmma/fwd_tile_scheduler.h"
+
+namespace {
+
+using detfuse::attention::wg::fwd_l2_head_group;
+using detfuse::attention::wg::FwdTile;
+using detfuse::attention::wg::FwdTileOrder;
+
+// Key blocks of 128 a causal query block of 128 rows walks (Sq = Sk): m + 1.
+int causal_len(const FwdTile& t) { return t.m_block + 1; }
+
+void expect_every_tile_once(const FwdTileOrder& o) {
+  std::vector<int> seen(size_t(o.tiles()), 0);
+  for (int t = 0; t < o.tiles(); ++t) {
+    const FwdTile x = o(t);
+    ASSERT_GE(x.m_block, 0);
+    ASSERT_LT(x.m_block, o.m_blocks);
+    ASSERT_GE(x.h, 0);
+    ASSERT_LT(x.h, o.H);
+    ASSERT_GE(x.b, 0);
+    ASSERT_LT(x.b, o.B);
+    seen[size_t((int64_t(x.b) * o.H + x.h) * o.m_blocks + x.m_block)] += 1;
+  }
+  for (size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], 1) << "tile " << i;
+}
+
+TEST(FwdTileOrder, NonCausalHeadMajorQueryBlockFastest) {
+  for (int mb : {1, 3, 32}) {
+    for (int H : {1, 5, 32}) {
+      for (int B : {1, 4}) {
+        FwdTileOrder o;
+        o.m_blocks = mb, o.H = H, o.B = B, o.causal = 0, o.group = 7;  // group: causal only
+        SCOPED_TRACE(testing::Message() << "m_blocks " << mb << " H " << H << " B " << B);
+        expect_every_tile_once(o);
+        for (int t = 0; t < o.tiles(); ++t) {
+          const FwdTile x = o(t);
+          EXPECT_EQ(x.m_block, t % mb);
+          EXPECT_EQ(x.b * H + x.h, t / mb);
+        }
+      }
+    }
+  }
+}
+
+TEST(FwdTileOrder, CausalLongestFirstOverAllHeads) {
+  FwdTileOrder o;
+  o.m_blocks = 32, o.H = 32, o.B = 4, o.causal = 1, o.group = 32 * 4;
+  expect_every_tile_once(o);
+  for (int t = 1; t < o.tiles(); ++t) ASSERT_GE(causal_len(o(t - 1)), causal_len(o(t))) << "tile " << t;
+  // The first wave of 132 CTAs: every head's last query block, then four of
+  // the next.
+  for (int t = 0; t < 128; ++t) EXPECT_EQ(o(t).m_block, 31);
+  for (int t = 128; t < 132; ++t) EXPECT_EQ(o(t).m_block, 30);
+}
+
+TEST(FwdTileOrder, CausalGroupsLongestFirstInsideEachGroup) {
+  for (int group : {1, 5, 12, 13, 64}) {
+    for (int mb : {1, 2, 7}) {
+      FwdTileOrder o;
+      o.m_blocks = mb, o.H = 13, o.B = 3, o.causal = 1, o.group = group;
+      SCOPED_TRACE(testing::Message() << "group " << group << " m_blocks " << mb);
+      expect_every_tile_once(o);
+      const int bh_total = o.H * o.B;
+      int t = 0;
+      for (int g0 = 0; g0 < bh_total; g0 += group) {
+        const int gn = bh_total - g0 < group ? bh_total - g0 : group;
+        // The group's tiles: its gn heads, each query block from the last.
+        for (int k = 0; k < gn * mb; ++k, ++t) {
+          const FwdTile x = o(t);
+          const int bh = x.b * o.H + x.h;
+          EXPECT_GE(bh, g0);
+          EXPECT_LT(bh, g0 + gn);
+          if (k > 0) EXPECT_GE(causal_len(o(t - 1)), causal_len(x)) << "tile " << t;
+          EXPECT_EQ(x.m_block, mb - 1 - k / gn);
+        }
+      }
+      EXPECT_EQ(t, o.tiles());
+    }
+  }
+}
+
+TEST(FwdTileOrder, L2GroupKeepsKvOfTheGroupInHalfTheCache) {
+  const int64_t l2 = 50 << 20;
+  // B=4, H=32, S=4096, d=128: 2 MiB of K and V per head, 12 heads in 25 MiB.
+  EXPECT_EQ(fwd_l2_head_group(l2, int64_t(2) * 4096 * 128 * 2, 1, 128), 12);
+  // GQA 4:1: four query heads per K/V head.
+  EXPECT_EQ(fwd_l2_head_group(l2, int64_t(2) * 4096 * 128 * 2, 4, 128), 48);
+  // K/V larger than half the cache: one head at a time.
+  EXPECT_EQ(fwd_l2_head_group(l2, int64_t(2) * (1 << 20) * 128 * 2, 1, 128), 1);
+  // Small problems: every head in one group (global longest first).
+  EXPECT_EQ(fwd_l2_head_group(l2, int64_t(2) * 128 * 64 * 2, 1, 16), 16);
+  EXPECT_EQ(fwd_l2_head_group(0, 1, 1, 16), 1);
+}
+
+}  // namespace
