@@ -107,7 +107,6 @@ typedef struct detfuse_flce_args {
   void* dW;
   void* workspace; /* may be NULL: the library then allocates and synchronises */
   size_t workspace_size;
-  int32_t accumulate_dW; /* nonzero: dW += the gradient (fp32 dW only, a caller's main-grad buffer), else dW = */
 } detfuse_flce_args;
 
 typedef struct detfuse_selection {

@@ -15,3 +15,10 @@ run cpu 60 bash -c 'build/tests/capi/test_capi && build/tests/common/test_common
 export DETFUSE_LIB=$PWD/build/capi/libdetfuse_c.so CUBLAS_WORKSPACE_CONFIG=:4096:8
 run py_torch 150 bash -c "cd python/tests && python3 -m unittest -v test_torch test_torch_attention test_library"
 tail -4 "$OUT/py_torch.log"
+# 20 repeats, one dW digest: the hybrid FLCE variants at a two-chunk shape
+# (8192 rows: two chunks at mb1024; the beta = 1 path), without the float64
+# reference (verify's took longer than its limit).
+run digest20_flce 60 build/detfuse bench flce --shape 8192,4096,128256 --repeats 20 --no-baseline \
+  --variant flce.bf16.wgmmalt.owning.bm128_bn128_bk64_c2_st6_pp1_ex16_mb1024 \
+  --variant flce.bf16.wgmmalt.owning.bm128_bn256_bk64_c2_st4_pp0_ex16_mb1024
+tail -3 "$OUT/digest20_flce.log"

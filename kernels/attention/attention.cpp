@@ -56,19 +56,24 @@ const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMo
   // Before any tuning: the fastest deterministic variant measured for the head
   // dim, causal or not, and GQA or not, on the Hopper engine where it can run
   // (bf16, sm_90, built with wgmma); else the exact fma engine with 64x64
-  // tiles; else the first deterministic variant that can run, else any. Every
-  // wgmma backward variant runs the same forward (the 128 x 128 overlapped
-  // one), so the backward's choice decides both modes. Measured on the H200 at
-  // B=4, H=32, Sq=Sk=4096 (fwd+bwd TFLOP/s, experiments/attention_bench_log.md,
-  // 2026-12-02): d128 `ordered` pds1 440.8 (causal 369.8) against owning 411.2
-  // (364.7); with GQA the ordered dQ chain serialises a kv head's query heads
-  // (4,32,8 causal: 282.1 against owning 352.4), so owning; d64 owning 283.4
-  // (causal 248.9) against ordered 267.8 (224.5).
+  // tiles; else the first deterministic variant that can run, else any.
+  // Measured on the H200 at B=4, H=32, Sq=Sk=4096 (experiments/
+  // attention_bench_log.md, 2026-12-02, session 7): forward: the persistent
+  // forward (`ps1`) 573.2 TFLOP/s at d128 (causal 489.0) against 549.7 (481.1),
+  // d64 430.5 against 414.4; backward (fwd+bwd TFLOP/s): `ordered` pds2 443.4
+  // at d128 (causal 371.3) against owning 411.2 (364.7), d64 304.7 (causal
+  // 249.5) against owning 283.4 (248.9); with GQA the ordered dQ chain
+  // serialises a kv head's query heads (4,32,8 causal, pds1: 282.1 against
+  // owning 352.4), so owning there.
   const Registry& r = builtin_registry();
   std::vector<std::string> preferred;
   if (p.dtype == DType::bf16) {
     const bool gqa = p.Hkv > 0 && p.Hkv != p.H;
-    if (p.d == 128 && !gqa) preferred.push_back("attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds1_d128");
+    const std::string d = std::to_string(p.d);
+    if (mode == AttentionMode::forward)
+      preferred.push_back(p.d == 128 ? "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp0_ps1_d128"
+                                     : "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_d64");
+    if (!gqa) preferred.push_back("attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_d" + d);
     preferred.push_back(p.d == 128 ? "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst2_d128"
                                    : "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst3_d64");
   }

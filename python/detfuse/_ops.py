@@ -111,6 +111,9 @@ def _attention_launch(torch, p, mode, sel, device, **ptrs):
         return _lib.attention_run(p, mode, a, sel, stream)
 
 
+flce_main_grad = None  # MainGrad.apply once register() ran: (x, w, y, main_grad, *opts) -> (loss, lse)
+
+
 def register() -> bool:
     """Registers the ops (once; needs torch >= 2.4 for torch.library.custom_op).
     Returns True when they are registered."""
@@ -237,22 +240,31 @@ def register() -> bool:
 
     torch.library.register_autograd("detfuse::flce_forward_backward", fb_backward, setup_context=fb_setup)
 
-    def mg_setup(ctx, inputs, output):
-        ctx.save_for_backward(output[2])
-        ctx.mark_non_differentiable(output[1], output[2])
+    # The main-grad op mutates main_grad, so PyTorch takes no autograd formula
+    # for it (register_autograd wants a functional op): an autograd.Function
+    # around it gives x its gradient and weight none.
+    class MainGrad(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w, y, main_grad, *opts):
+            loss, lse, dX = torch.ops.detfuse.flce_forward_backward_main_grad(x, w, y, main_grad, *opts)
+            ctx.save_for_backward(dX)
+            ctx.mark_non_differentiable(lse)
+            return loss, lse
 
-    def mg_backward(ctx, g_loss, g_lse, g_dX):
-        # dW went into main_grad in the forward for an upstream gradient of 1;
-        # any other upstream gradient would have needed it scaled (one sync here).
-        if not bool((g_loss == 1).all()):
-            raise RuntimeError(f"linear_cross_entropy(main_grad=...): main_grad already holds dW for an upstream "
-                               f"gradient of 1 (loss.backward() on the returned loss), but the loss's gradient is "
-                               f"{float(g_loss)}; scale after the call (e.g. main_grad /= steps) or use "
-                               f"main_grad=None")
-        (dX,) = ctx.saved_tensors
-        return (dX, None, None, None) + (None,) * _FLCE_OPTS
+        @staticmethod
+        def backward(ctx, g_loss, g_lse):
+            # dW went into main_grad in the forward for an upstream gradient of
+            # 1; any other would have needed it scaled (one sync here).
+            if not bool((g_loss == 1).all()):
+                raise RuntimeError(f"linear_cross_entropy(main_grad=...): main_grad already holds dW for an upstream "
+                                   f"gradient of 1 (loss.backward() on the returned loss), but the loss's gradient "
+                                   f"is {float(g_loss)}; scale after the call (e.g. main_grad /= steps) or use "
+                                   f"main_grad=None")
+            (dX,) = ctx.saved_tensors
+            return (dX, None, None, None) + (None,) * _FLCE_OPTS
 
-    torch.library.register_autograd("detfuse::flce_forward_backward_main_grad", mg_backward, setup_context=mg_setup)
+    global flce_main_grad
+    flce_main_grad = MainGrad.apply
 
     def f_setup(ctx, inputs, output):
         x, w, y = inputs[:3]

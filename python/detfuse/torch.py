@@ -198,7 +198,7 @@ def linear_cross_entropy(x, weight, target, *, bias=None, ignore_index=-100, red
     ops = _ops()
     needs = torch.is_grad_enabled() and (x2.requires_grad or w.requires_grad)
     if needs and main_grad is not None:
-        loss, lse, _ = ops.flce_forward_backward_main_grad(x2, w, y, main_grad, *opts)
+        loss, lse = _ops_mod.flce_main_grad(x2, w, y, main_grad, *opts)
     elif needs and grad_in_forward and reduction != "none":
         loss, lse, _, _ = ops.flce_forward_backward(x2, w, y, *opts)
     else:

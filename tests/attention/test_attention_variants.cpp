@@ -331,9 +331,10 @@ TEST(AttentionHeuristic, PicksADeterministicVariantOfTheHeadDimOrExplains) {
 }
 
 TEST(AttentionHeuristic, PrefersTheMeasuredHopperVariantWhereItRuns) {
-  // bf16 on an H200, where the build has the wgmma engine (both modes): d128
-  // without GQA the ordered pds1 variant, d128 with GQA and d64 the owning
-  // variants; fp32 and a pre-Hopper device: the exact fma owning 64x64 variant.
+  // bf16 on an H200, where the build has the wgmma engine: forward the
+  // persistent forward; backward without GQA the ordered pds2 variant, with GQA
+  // the owning one; fp32 and a pre-Hopper device: the exact fma owning 64x64
+  // variant.
   const DeviceInfo dev = h200();
   for (int d : {64, 128})
     for (int64_t hkv : {32, 8}) {
@@ -342,11 +343,14 @@ TEST(AttentionHeuristic, PrefersTheMeasuredHopperVariantWhereItRuns) {
       bf.Hkv = hkv;
       const std::string owning = d == 128 ? "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst2_d128"
                                           : "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst3_d64";
-      const std::string hopper =
-          d == 128 && hkv == 32 ? "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds1_d128" : owning;
+      const std::string bwd =
+          hkv == 32 ? "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_d" + std::to_string(d) : owning;
+      const std::string fwd = d == 128 ? "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp0_ps1_d128"
+                                       : "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_d64";
       const std::string fma_bf16 = "attention.bf16.fma.owning.br64_bc64_w8_d" + std::to_string(d);
-      const bool built = builtin_registry().find_attention(hopper) != nullptr;
+      const bool built = builtin_registry().find_attention(bwd) != nullptr;
       for (AttentionMode m : {AttentionMode::forward, AttentionMode::backward}) {
+        const std::string hopper = m == AttentionMode::forward ? fwd : bwd;
         EXPECT_EQ(attention::heuristic_variant(bf, m, dev).desc.name, built ? hopper : fma_bf16) << hkv;
         EXPECT_EQ(attention::heuristic_variant(prob(d, DType::f32), m, dev).desc.name,
                   "attention.fp32.fma.owning.br64_bc64_w8_d" + std::to_string(d));
