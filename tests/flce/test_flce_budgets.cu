@@ -15,17 +15,10 @@
 #include "kernels/flce/engine_wgmma.cuh"
 #include "kernels/flce/variants.h"
 #include "kernels/flce/wgmma_configs.h"
+#include "tests/flce_shape.h"
 
 namespace detfuse::flce {
 namespace {
-
-FlceProblem shape(int64_t N, int64_t D, int64_t V) {
-  FlceProblem p;
-  p.N = N;
-  p.D = D;
-  p.V = V;
-  return p;
-}
 
 struct Tile {
   int bm, bn, bk;
@@ -35,9 +28,9 @@ struct Tile {
 const std::vector<Tile> kTiles = {{128, 256, 64}, {128, 128, 64}, {128, 128, 32}, {128, 256, 32}, {64, 128, 32}};
 
 std::vector<FlceProblem> shapes() {
-  return {shape(16384, 4096, 128256), shape(8192, 2304, 256000), shape(4096, 4096, 128256), shape(20000, 256, 50000),
-          shape(2600, 64, 200003),    shape(3000, 128, 250007),  shape(2000, 136, 4099),    shape(301, 200, 4099),
-          shape(1, 64, 1009)};
+  return {flce_shape(16384, 4096, 128256), flce_shape(8192, 2304, 256000), flce_shape(4096, 4096, 128256),
+          flce_shape(20000, 256, 50000),   flce_shape(2600, 64, 200003),   flce_shape(3000, 128, 250007),
+          flce_shape(2000, 136, 4099),     flce_shape(301, 200, 4099),     flce_shape(1, 64, 1009)};
 }
 
 std::vector<int> budgets() {
@@ -76,11 +69,11 @@ TEST(FlceBudgets, DxSplitIsTheSameAtEveryBudget) {
   // The count still follows the shape: the Gemma-2 head needs the split, the
   // Llama head with 128x128 tiles does not, a tiny problem is capped by K.
   const StrategyParams sp{Strategy::owning, 512, 1, 0};
-  EXPECT_EQ(make_plan(shape(8192, 2304, 256000), FlceMode::forward_backward, sp, 128, 128).dx_splits, 3);
-  EXPECT_EQ(make_plan(shape(8192, 2304, 256000), FlceMode::forward_backward, sp, 128, 256).dx_splits, 7);
-  EXPECT_EQ(make_plan(shape(16384, 4096, 128256), FlceMode::forward_backward, sp, 128, 128).dx_splits, 1);
-  EXPECT_EQ(make_plan(shape(16384, 4096, 128256), FlceMode::forward_backward, sp, 128, 256).dx_splits, 2);
-  EXPECT_EQ(make_plan(shape(10, 64, 700), FlceMode::forward_backward, sp, 128, 128).dx_splits, 3);
+  EXPECT_EQ(make_plan(flce_shape(8192, 2304, 256000), FlceMode::forward_backward, sp, 128, 128).dx_splits, 3);
+  EXPECT_EQ(make_plan(flce_shape(8192, 2304, 256000), FlceMode::forward_backward, sp, 128, 256).dx_splits, 7);
+  EXPECT_EQ(make_plan(flce_shape(16384, 4096, 128256), FlceMode::forward_backward, sp, 128, 128).dx_splits, 1);
+  EXPECT_EQ(make_plan(flce_shape(16384, 4096, 128256), FlceMode::forward_backward, sp, 128, 256).dx_splits, 2);
+  EXPECT_EQ(make_plan(flce_shape(10, 64, 700), FlceMode::forward_backward, sp, 128, 128).dx_splits, 3);
 }
 
 TEST(FlceBudgets, DxPartialsFitTheSplitOfEveryChunk) {
@@ -97,7 +90,7 @@ TEST(FlceBudgets, TheTestShapesCutRowsDifferentlyAtTheRegisteredBudgets) {
   // The GPU test's premise: at its shapes the registered owning budgets give
   // chunks of different row counts, several chunks each, so a dW that
   // depended on the chunk boundaries would show different digests.
-  for (const FlceProblem& p : {shape(2600, 64, 200003), shape(3000, 128, 250007)})
+  for (const FlceProblem& p : {flce_shape(2600, 64, 200003), flce_shape(3000, 128, 250007)})
     for (int bm : {64, 128}) {
       std::set<int64_t> rows;
       for (int mb : kOwningChunkMiB) {

@@ -14,23 +14,15 @@
 #include "kernels/flce/engine_wgmmalt.cuh"
 #include "kernels/flce/variants.h"
 #include "kernels/flce/wgmma_configs.h"
+#include "tests/flce_shape.h"
 #endif
 
 namespace detfuse::flce {
 namespace {
 
-FlceProblem shape(int64_t N, int64_t D, int64_t V) {
-  FlceProblem p;
-  p.N = N;
-  p.D = D;
-  p.V = V;
-  p.dtype = DType::bf16;
-  return p;
-}
-
 TEST(FlceExp16, PlanHoldsTwiceTheRowsAndStatisticsInEveryMode) {
   const StrategyParams sp{Strategy::owning, 1024, 1, 0};
-  const FlceProblem llama = shape(16384, 4096, 128256);
+  const FlceProblem llama = flce_shape(16384, 4096, 128256);
   const Plan f32 = make_plan(llama, FlceMode::forward_backward, sp, 128, 256, true);
   const Plan e16 = make_plan(llama, FlceMode::forward_backward, sp, 128, 256, true, true, 2, true);
   EXPECT_EQ(f32.chunk_rows, 2048);
@@ -50,7 +42,8 @@ static_assert(engine_owning_acc_in<WgmmaExpEngine>::value, "ex16 keeps the budge
 TEST(FlceExp16, DriverPlanAndWorkspaceWithinTheIssueBound) {
   // Issue 17: at most 1.2 GiB of extra memory at the Llama heads (inputs and
   // outputs excluded; with fp32 gradients the dW accumulator is dW itself).
-  for (const FlceProblem& p : {shape(16384, 4096, 128256), shape(4096, 4096, 128256), shape(8192, 2304, 256000)}) {
+  for (const FlceProblem& p :
+       {flce_shape(16384, 4096, 128256), flce_shape(4096, 4096, 128256), flce_shape(8192, 2304, 256000)}) {
     const StrategyParams sp{Strategy::owning, 1024, 1, 0};
     const size_t c2 = FlceDriver<WgmmaExpEngine, WgCoop256c2>::workspace_bytes(p, FlceMode::forward_backward, sp);
     const size_t p2 = FlceDriver<WgmmaExpEngine, WgPing128c2>::workspace_bytes(p, FlceMode::forward_backward, sp);
@@ -91,8 +84,8 @@ TEST(FlceExp16, HybridPlanAtTheIssueShapes) {
   };
   // mb1024: the Llama head as four equal chunks of 4096 rows, the Gemma-2 head
   // as four of 2048, the small head in one; all within issue 17's 1.2 GiB.
-  for (const Want& w : {Want{shape(16384, 4096, 128256), 4096}, Want{shape(8192, 2304, 256000), 2048},
-                        Want{shape(4096, 4096, 128256), 4096}, Want{shape(32768, 4096, 128256), 4096}}) {
+  for (const Want& w : {Want{flce_shape(16384, 4096, 128256), 4096}, Want{flce_shape(8192, 2304, 256000), 2048},
+                        Want{flce_shape(4096, 4096, 128256), 4096}, Want{flce_shape(32768, 4096, 128256), 4096}}) {
     for (const Plan& pl : {FlceDriver<WgmmaExpLtEngine, WgPing128c2>::plan(w.p, FlceMode::forward_backward, sp),
                            FlceDriver<WgmmaExpLtEngine, WgCoop256c2>::plan(w.p, FlceMode::forward_backward, sp)}) {
       EXPECT_EQ(pl.chunk_rows, w.rows) << w.p.shape();

@@ -22,6 +22,7 @@
 #include "reference/compare.h"
 #include "reference/flce_ref.h"
 #include "reference/inputs.h"
+#include "tests/flce_shape.h"
 #include "tests/gpu_test.h"
 
 namespace detfuse {
@@ -38,24 +39,16 @@ struct Case {
   uint64_t seed = 1;
 };
 
-FlceProblem shape(int64_t N, int64_t D, int64_t V) {
-  FlceProblem p;
-  p.N = N;
-  p.D = D;
-  p.V = V;
-  return p;
-}
-
 // The cases every variant runs (dtype set per variant).
 std::vector<Case> cases() {
   std::vector<Case> cs;
   {
-    Case c{"single_row_prime_V", shape(1, 64, 1009), {}, 11};
+    Case c{"single_row_prime_V", flce_shape(1, 64, 1009), {}, 11};
     c.opts.ignore_fraction = 0.0;
     cs.push_back(c);
   }
   {
-    Case c{"all_options_mean", shape(301, 200, 4099), {}, 12};  // D=200: no tile multiple
+    Case c{"all_options_mean", flce_shape(301, 200, 4099), {}, 12};  // D=200: no tile multiple
     c.p.label_smoothing = 0.1;
     c.p.lse_square_scale = 1e-3;
     c.p.softcap = 15.0;
@@ -64,31 +57,31 @@ std::vector<Case> cases() {
     cs.push_back(c);
   }
   {
-    Case c{"reduction_none", shape(130, 136, 2053), {}, 13};
+    Case c{"reduction_none", flce_shape(130, 136, 2053), {}, 13};
     c.p.reduction = Reduction::none;
     c.p.ignore_index = -1;
     cs.push_back(c);
   }
   {
-    Case c{"reduction_sum_all_ignored", shape(77, 64, 1031), {}, 14};
+    Case c{"reduction_sum_all_ignored", flce_shape(77, 64, 1031), {}, 14};
     c.p.reduction = Reduction::sum;
     c.opts.ignore_fraction = 1.0;
     cs.push_back(c);
   }
   {
-    Case c{"mean_all_ignored", shape(64, 64, 512), {}, 15};
+    Case c{"mean_all_ignored", flce_shape(64, 64, 512), {}, 15};
     c.opts.ignore_fraction = 1.0;
     cs.push_back(c);
   }
   {
     // Logits spread over about +-1e3: large magnitudes, well conditioned.
-    Case c{"wide_logits", shape(96, 128, 3001), {}, 18};
+    Case c{"wide_logits", flce_shape(96, 128, 3001), {}, 18};
     c.opts.logit_std = 300.0;
     cs.push_back(c);
   }
   {
     // Logits near +-1e4 through a common offset (x_i0 = +-1, w_j0 = 1e4).
-    Case c{"large_logits", shape(96, 128, 3001), {}, 16};
+    Case c{"large_logits", flce_shape(96, 128, 3001), {}, 16};
     c.opts.logit_offset = 1e4;
     cs.push_back(c);
   }
@@ -96,7 +89,7 @@ std::vector<Case> cases() {
     // V*4 bytes per row = 800 KB: every chunk budget (512..1920 MiB) gives
     // several chunks over 2600 rows, so chunk order and the last partial
     // chunk are exercised.
-    Case c{"several_chunks", shape(2600, 64, 200003), {}, 17};
+    Case c{"several_chunks", flce_shape(2600, 64, 200003), {}, 17};
     c.p.label_smoothing = 0.05;
     cs.push_back(c);
   }
@@ -241,7 +234,7 @@ TEST_P(FlceVariantTest, MatchesReferenceInEveryMode) {
 TEST_P(FlceVariantTest, RepeatsBitwise) {
   DETFUSE_REQUIRE_GPU();
   const FlceVariant& v = variant();
-  Case c{"determinism", shape(1500, 256, 32003), {}, 21};
+  Case c{"determinism", flce_shape(1500, 256, 32003), {}, 21};
   c.p.dtype = v.desc.dtype;
   ASSERT_FALSE(v.can_run(c.p, FlceMode::forward_backward, device()).has_value());
   auto in = reference::make_flce_inputs(c.p, c.seed, c.opts);
@@ -288,7 +281,7 @@ class FlceBadInput : public ::testing::Test {
   void SetUp() override {
     std::string why;
     if (cuda_device_count(&why) == 0) GTEST_SKIP() << "no CUDA device available (" << why << ")";
-    p = shape(40, 64, 97);
+    p = flce_shape(40, 64, 97);
     in = reference::make_flce_inputs(p, 5);
   }
   FlceProblem p;

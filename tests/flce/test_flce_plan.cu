@@ -11,20 +11,13 @@
 #include "kernels/flce/driver.cuh"
 #include "kernels/flce/engine_cublaslt.h"
 #include "reference/emulate_detail.h"
+#include "tests/flce_shape.h"
 
 namespace detfuse::flce {
 namespace {
 
-FlceProblem shape(int64_t N, int64_t D, int64_t V) {
-  FlceProblem p;
-  p.N = N;
-  p.D = D;
-  p.V = V;
-  return p;
-}
-
 TEST(FlcePlan, ChunkRowsFollowTheBudget) {
-  FlceProblem p = shape(16384, 4096, 128256);
+  FlceProblem p = flce_shape(16384, 4096, 128256);
   Plan pl = make_plan(p, FlceMode::forward_backward, {Strategy::owning, 1920, 1, 0}, 128, 128);
   EXPECT_EQ(pl.Vp, 128256);
   // The budget's max rows: the largest multiple of BM that fits (3840 here) ...
@@ -39,10 +32,10 @@ TEST(FlcePlan, ChunkRowsFollowTheBudget) {
   // Never fewer than one block of rows, never more than N.
   Plan tiny = make_plan(p, FlceMode::forward_backward, {Strategy::owning, 1, 1, 0}, 128, 128);
   EXPECT_EQ(tiny.chunk_rows, 128);
-  Plan few = make_plan(shape(5, 64, 1000), FlceMode::forward_backward, {Strategy::owning, 512, 1, 0}, 128, 128);
+  Plan few = make_plan(flce_shape(5, 64, 1000), FlceMode::forward_backward, {Strategy::owning, 512, 1, 0}, 128, 128);
   EXPECT_EQ(few.chunk_rows, 5);
   EXPECT_EQ(few.Vp, 1000);
-  EXPECT_EQ(make_plan(shape(5, 64, 1009), FlceMode::forward, {}, 128, 128).Vp, 1016);  // padded to 8
+  EXPECT_EQ(make_plan(flce_shape(5, 64, 1009), FlceMode::forward, {}, 128, 128).Vp, 1016);  // padded to 8
 }
 
 // Even chunks (plan_chunk_rows): the fewest chunks the budget allows, of
@@ -94,7 +87,7 @@ TEST(FlcePlan, EmulationChunkingAgreesWithThePlan) {
     ASSERT_TRUE(n.has_value()) << name;
     for (auto [N, D, V] : std::vector<std::array<int64_t, 3>>{
              {1, 64, 1009}, {301, 203, 4099}, {4700, 21, 60013}, {16384, 4096, 128256}, {130, 37, 2053}, {8191, 7, 3}}) {
-      const FlceProblem p = shape(N, D, V);
+      const FlceProblem p = flce_shape(N, D, V);
       const int bm = int(n->params.at("bm")), bn = int(n->params.at("bn"));
       const StrategyParams sp{n->strategy, int(n->params.at("mb")), 1, 0};
       const Plan pl = make_plan(p, FlceMode::forward_backward, sp, bm, bn, false, true, 4);
@@ -107,7 +100,7 @@ TEST(FlcePlan, EmulationChunkingAgreesWithThePlan) {
 
 TEST(FlcePlan, RowSplitLevelsKeepThePartialsWorkspace) {
   // The contention study's levels: partials at sk x vs = 4 x 8192 rows in all.
-  const FlceProblem p = shape(8192, 4096, 32768);
+  const FlceProblem p = flce_shape(8192, 4096, 32768);
   const size_t budget = size_t(4 * 8192) * 4096 * 4;
   for (int sk : {1, 2, 4, 16, 64}) {
     const Plan pl = make_plan(p, FlceMode::forward_backward, {Strategy::partials, 1024, sk, 32768 / sk}, 128, 128);
@@ -123,7 +116,8 @@ TEST(FlcePlan, RowSplitLevelsKeepThePartialsWorkspace) {
   EXPECT_EQ(pl.slab_rows, 512);
   EXPECT_GE(pl.total, pl.partials + budget);  // the partials region holds 64 x 512 rows of D
   // Smaller chunks, fewer row blocks, wider slabs (a multiple of 8).
-  pl = make_plan(shape(600, 256, 4000), FlceMode::forward_backward, {Strategy::partials, 1024, 0, 0, 32768}, 64, 64);
+  pl = make_plan(flce_shape(600, 256, 4000), FlceMode::forward_backward, {Strategy::partials, 1024, 0, 0, 32768}, 64,
+                 64);
   EXPECT_EQ(pl.dw_splits, 10);  // ceil(600 / 64)
   EXPECT_EQ(pl.slab_rows, 3272);  // 32768 / 10 = 3276, down to a multiple of 8
   EXPECT_EQ(dw_splits({Strategy::atomic, 1024, 0, 0}, 600, 64), 10);
@@ -134,22 +128,26 @@ TEST(FlcePlan, RowSplitLevelsKeepThePartialsWorkspace) {
 
 TEST(FlcePlan, DxSplitDependsOnTheShapeOnly) {
   // Llama head at mb1920: 31 x 32 = 992 dX tiles per chunk -> 1 split.
-  Plan llama = make_plan(shape(16384, 4096, 128256), FlceMode::forward_backward, {Strategy::owning, 1920, 1, 0}, 128, 128);
+  Plan llama =
+      make_plan(flce_shape(16384, 4096, 128256), FlceMode::forward_backward, {Strategy::owning, 1920, 1, 0}, 128, 128);
   EXPECT_EQ(llama.dx_splits, 1);
   // Gemma-2 head at mb1920: 15 x 18 = 270 tiles -> 3 ordered splits.
-  Plan gemma = make_plan(shape(8192, 2304, 256000), FlceMode::forward_backward, {Strategy::owning, 1920, 1, 0}, 128, 128);
+  Plan gemma =
+      make_plan(flce_shape(8192, 2304, 256000), FlceMode::forward_backward, {Strategy::owning, 1920, 1, 0}, 128, 128);
   EXPECT_EQ(gemma.dx_splits, 3);
   // Small problems: at most 8 splits and at least 256 of K per split.
-  Plan small = make_plan(shape(10, 64, 700), FlceMode::forward_backward, {Strategy::owning, 512, 1, 0}, 128, 128);
+  Plan small = make_plan(flce_shape(10, 64, 700), FlceMode::forward_backward, {Strategy::owning, 512, 1, 0}, 128, 128);
   EXPECT_EQ(small.dx_splits, 3);
-  Plan one = make_plan(shape(1, 64, 100), FlceMode::forward_backward, {Strategy::owning, 512, 1, 0}, 128, 128);
+  Plan one = make_plan(flce_shape(1, 64, 100), FlceMode::forward_backward, {Strategy::owning, 512, 1, 0}, 128, 128);
   EXPECT_EQ(one.dx_splits, 1);
   // Forward needs no dX at all.
-  EXPECT_EQ(make_plan(shape(8192, 2304, 256000), FlceMode::forward, {Strategy::owning, 1920, 1, 0}, 128, 128).dx_splits, 1);
+  EXPECT_EQ(
+      make_plan(flce_shape(8192, 2304, 256000), FlceMode::forward, {Strategy::owning, 1920, 1, 0}, 128, 128).dx_splits,
+      1);
 }
 
 TEST(FlcePlan, RegionsAreAlignedAndDisjoint) {
-  FlceProblem p = shape(3000, 200, 4099);
+  FlceProblem p = flce_shape(3000, 200, 4099);
   p.grad_dtype = DType::bf16;
   Plan pl = make_plan(p, FlceMode::forward_backward, {Strategy::partials, 512, 4, 1024}, 64, 128);
   struct Region {
@@ -170,7 +168,7 @@ TEST(FlcePlan, RegionsAreAlignedAndDisjoint) {
 }
 
 TEST(FlcePlan, RowStatisticsRegionAndEnginesWithoutDxSplit) {
-  FlceProblem p = shape(8192, 2304, 256000);
+  FlceProblem p = flce_shape(8192, 2304, 256000);
   const StrategyParams sp{Strategy::owning, 1920, 1, 0};
   Plan plain = make_plan(p, FlceMode::forward_backward, sp, 128, 256);
   Plan stats = make_plan(p, FlceMode::forward_backward, sp, 128, 256, /*row_stats=*/true);
@@ -195,7 +193,7 @@ TEST(FlcePlan, Bf16LogitsHoldTwiceTheRows) {
   static_assert(engine_logits_bf16<CublasLtLg16Engine>::value && !engine_logits_bf16<CublasLtEngine>::value,
                 "only the lg16 engine keeps bf16 logits");
   const StrategyParams sp{Strategy::owning, 1024, 1, 0};
-  FlceProblem llama = shape(16384, 4096, 128256);
+  FlceProblem llama = flce_shape(16384, 4096, 128256);
   Plan f32 = make_plan(llama, FlceMode::forward_backward, sp, 128, 128, false, false);
   Plan b16 = make_plan(llama, FlceMode::forward_backward, sp, 128, 128, false, false, /*logit_bytes=*/2);
   EXPECT_EQ(f32.chunk_rows, 2048);
@@ -207,8 +205,8 @@ TEST(FlcePlan, Bf16LogitsHoldTwiceTheRows) {
   EXPECT_LT(b16.stats, b16.logits + size_t(b16.chunk_rows * b16.Vp) * 2 + 256);
   EXPECT_EQ(b16.total, f32.total);  // same budget, same bytes (both fill it exactly here)
   // The Gemma-2 head at the 2000 MiB budget: 4096 rows, two chunks at N = 8192.
-  EXPECT_EQ(make_plan(shape(8192, 2304, 256000), FlceMode::forward_backward, {Strategy::owning, 2000, 1, 0}, 128, 128,
-                      false, false, 2)
+  EXPECT_EQ(make_plan(flce_shape(8192, 2304, 256000), FlceMode::forward_backward, {Strategy::owning, 2000, 1, 0}, 128,
+                      128, false, false, 2)
                 .chunk_rows,
             4096);
 }

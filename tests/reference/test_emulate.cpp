@@ -21,6 +21,7 @@
 #include "reference/emulate_detail.h"
 #include "reference/flce_ref.h"
 #include "reference/inputs.h"
+#include "tests/flce_shape.h"
 
 namespace detfuse {
 namespace {
@@ -150,15 +151,6 @@ std::vector<float> as_bf16(const EmulatedOutput& o) {
   return from_bf16_bits(b);
 }
 
-FlceProblem flce_shape(int64_t N, int64_t D, int64_t V) {
-  FlceProblem p;
-  p.N = N;
-  p.D = D;
-  p.V = V;
-  p.dtype = DType::f32;
-  return p;
-}
-
 struct FlceCase {
   std::string name;
   FlceProblem p;
@@ -169,7 +161,7 @@ struct FlceCase {
 std::vector<FlceCase> flce_cases() {
   std::vector<FlceCase> cs;
   {
-    FlceCase c{"all_options_mean", flce_shape(197, 61, 1031), {}, 12};  // mb1: chunks of 192 + 5
+    FlceCase c{"all_options_mean", flce_shape(197, 61, 1031, DType::f32), {}, 12};  // mb1: chunks of 192 + 5
     c.p.label_smoothing = 0.1;
     c.p.lse_square_scale = 1e-3;
     c.p.softcap = 15.0;
@@ -178,19 +170,19 @@ std::vector<FlceCase> flce_cases() {
     cs.push_back(c);
   }
   {
-    FlceCase c{"reduction_none", flce_shape(130, 37, 2053), {}, 13};
+    FlceCase c{"reduction_none", flce_shape(130, 37, 2053, DType::f32), {}, 13};
     c.p.reduction = Reduction::none;
     c.p.ignore_index = -1;
     cs.push_back(c);
   }
   {
-    FlceCase c{"reduction_sum_all_ignored", flce_shape(45, 19, 509), {}, 14};
+    FlceCase c{"reduction_sum_all_ignored", flce_shape(45, 19, 509, DType::f32), {}, 14};
     c.p.reduction = Reduction::sum;
     c.opts.ignore_fraction = 1.0;
     cs.push_back(c);
   }
   {
-    FlceCase c{"wide_logits_sum", flce_shape(50, 44, 3001), {}, 18};
+    FlceCase c{"wide_logits_sum", flce_shape(50, 44, 3001, DType::f32), {}, 18};
     c.p.reduction = Reduction::sum;
     c.opts.logit_std = 300.0;
     cs.push_back(c);
@@ -254,7 +246,7 @@ TEST(EmulateFlce, MatchesFloat64ReferenceAtOddShapesAndEveryOption) {
 TEST(EmulateFlce, SmallBudgetRunsSeveralChunks) {
   const auto n = reference::emu::emulated("flce.fp32.fma.owning.bm64_bn64_bk8_tm4_tn8_mb1");
   ASSERT_TRUE(n.has_value());
-  FlceProblem p = flce_shape(130, 37, 2053);  // Vp 2056: 127 rows fit, 64 per chunk
+  FlceProblem p = flce_shape(130, 37, 2053, DType::f32);  // Vp 2056: 127 rows fit, 64 per chunk
   const auto ch = reference::emu::flce_chunking(p, *n);
   EXPECT_EQ(ch.chunk_rows, 64);
   EXPECT_GT(ch.dx_splits, 1);
@@ -278,7 +270,7 @@ TEST(EmulateFlce, LossAndLseBitsDoNotDependOnChunkingOrStrategy) {
 // k in [0, 200), [200, 400), [400, 600)) and owning dW: the emulation's
 // vectorised loops must give its bits exactly.
 TEST(EmulateFlce, EqualsANaiveTranscriptionBitForBit) {
-  FlceProblem p = flce_shape(7, 13, 600);
+  FlceProblem p = flce_shape(7, 13, 600, DType::f32);
   p.label_smoothing = 0.1;
   p.softcap = 20.0;
   reference::FlceInputOptions opts;
@@ -345,7 +337,7 @@ TEST(EmulateFlce, EqualsANaiveTranscriptionBitForBit) {
 }
 
 TEST(EmulateFlce, RefusesWhatTheVariantRefuses) {
-  FlceProblem p = flce_shape(20, 16, 100);
+  FlceProblem p = flce_shape(20, 16, 100, DType::f32);
   const auto in = reference::make_flce_inputs(p, 3);
   auto kind_of = [](const std::function<void()>& f) -> std::string {
     try {

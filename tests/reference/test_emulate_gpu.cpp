@@ -12,10 +12,10 @@
 #include <algorithm>
 #include <cctype>
 #include <climits>
-#include <cstdint>
-#include <cstdlib>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -29,6 +29,7 @@
 #include "kernels/registry.h"
 #include "reference/emulate.h"
 #include "reference/inputs.h"
+#include "tests/flce_shape.h"
 #include "tests/gpu_test.h"
 
 namespace detfuse {
@@ -95,19 +96,10 @@ struct FlceCase {
   uint64_t seed;
 };
 
-FlceProblem flce_shape(int64_t N, int64_t D, int64_t V) {
-  FlceProblem p;
-  p.N = N;
-  p.D = D;
-  p.V = V;
-  p.dtype = DType::f32;
-  return p;
-}
-
 std::vector<FlceCase> flce_cases() {
   std::vector<FlceCase> cs;
   {
-    FlceCase c{"all_options_mean", flce_shape(301, 203, 4099), {}, 12};
+    FlceCase c{"all_options_mean", flce_shape(301, 203, 4099, DType::f32), {}, 12};
     c.p.label_smoothing = 0.1;
     c.p.lse_square_scale = 1e-3;
     c.p.softcap = 15.0;
@@ -116,20 +108,20 @@ std::vector<FlceCase> flce_cases() {
     cs.push_back(c);
   }
   {
-    FlceCase c{"reduction_none_ii", flce_shape(130, 77, 2053), {}, 13};
+    FlceCase c{"reduction_none_ii", flce_shape(130, 77, 2053, DType::f32), {}, 13};
     c.p.reduction = Reduction::none;
     c.p.ignore_index = -1;
     cs.push_back(c);
   }
   {
-    FlceCase c{"wide_logits_sum", flce_shape(97, 131, 3001), {}, 18};
+    FlceCase c{"wide_logits_sum", flce_shape(97, 131, 3001, DType::f32), {}, 18};
     c.p.reduction = Reduction::sum;
     c.opts.logit_std = 300.0;
     cs.push_back(c);
   }
   {
     // 240 KB a row: mb512 runs 3 chunks (2176, 2176, 348 rows), mb1024 2, mb1920 1.
-    FlceCase c{"several_chunks", flce_shape(4700, 21, 60013), {}, 17};
+    FlceCase c{"several_chunks", flce_shape(4700, 21, 60013, DType::f32), {}, 17};
     c.p.label_smoothing = 0.05;
     cs.push_back(c);
   }

@@ -7,6 +7,7 @@
 
 #include "kernels/common/host_bf16.h"
 #include "reference/inputs.h"
+#include "tests/flce_shape.h"
 
 namespace detfuse::reference {
 namespace {
@@ -20,17 +21,8 @@ uint64_t fnv1a(const std::vector<T>& v, uint64_t h = 1469598103934665603ull) {
 
 uint64_t digest(const FlceInputs& in) { return fnv1a(in.dloss, fnv1a(in.y, fnv1a(in.W, fnv1a(in.X)))); }
 
-FlceProblem flce(int64_t N, int64_t D, int64_t V, DType dt = DType::bf16) {
-  FlceProblem p;
-  p.N = N;
-  p.D = D;
-  p.V = V;
-  p.dtype = dt;
-  return p;
-}
-
 TEST(Inputs, SameSeedSameBytes) {
-  const FlceProblem p = flce(300, 40, 70);
+  const FlceProblem p = flce_shape(300, 40, 70);
   const FlceInputs a = make_flce_inputs(p, 7), b = make_flce_inputs(p, 7);
   ASSERT_EQ(a.X.size(), size_t(300 * 40));
   EXPECT_EQ(0, std::memcmp(a.X.data(), b.X.data(), a.X.size() * 4));
@@ -50,7 +42,7 @@ TEST(Inputs, SameSeedSameBytes) {
 }
 
 TEST(Inputs, DifferentSeedsDiffer) {
-  const FlceProblem p = flce(200, 32, 50, DType::f32);
+  const FlceProblem p = flce_shape(200, 32, 50, DType::f32);
   const FlceInputs a = make_flce_inputs(p, 1), b = make_flce_inputs(p, 2);
   size_t same = 0;
   for (size_t i = 0; i < a.X.size(); ++i) same += a.X[i] == b.X[i];
@@ -63,13 +55,13 @@ TEST(Inputs, DifferentSeedsDiffer) {
 }
 
 TEST(Inputs, TensorsDoNotDependOnOtherShapes) {  // W is the same whatever N is
-  const FlceInputs a = make_flce_inputs(flce(10, 16, 30), 5), b = make_flce_inputs(flce(20, 16, 30), 5);
+  const FlceInputs a = make_flce_inputs(flce_shape(10, 16, 30), 5), b = make_flce_inputs(flce_shape(20, 16, 30), 5);
   EXPECT_EQ(a.W, b.W);
   EXPECT_EQ(std::vector<float>(b.X.begin(), b.X.begin() + 160), a.X);
 }
 
 TEST(Inputs, Bf16ValuesAreExactlyRepresentable) {
-  const FlceInputs a = make_flce_inputs(flce(64, 48, 100), 11);
+  const FlceInputs a = make_flce_inputs(flce_shape(64, 48, 100), 11);
   for (float v : a.X) ASSERT_EQ(v, round_to_bf16(v));
   for (float v : a.W) ASSERT_EQ(v, round_to_bf16(v));
   AttentionProblem q;
@@ -78,14 +70,14 @@ TEST(Inputs, Bf16ValuesAreExactlyRepresentable) {
   for (const auto* t : {&c.Q, &c.K, &c.V, &c.dO})
     for (float v : *t) ASSERT_EQ(v, round_to_bf16(v));
   // fp32 problems keep the full float values.
-  const FlceInputs f = make_flce_inputs(flce(64, 48, 100, DType::f32), 11);
+  const FlceInputs f = make_flce_inputs(flce_shape(64, 48, 100, DType::f32), 11);
   size_t exact = 0;
   for (float v : f.X) exact += v == round_to_bf16(v);
   EXPECT_LT(exact, f.X.size() / 50);
 }
 
 TEST(Inputs, TargetsIgnoreFractionAndDloss) {
-  FlceProblem p = flce(4000, 8, 37);
+  FlceProblem p = flce_shape(4000, 8, 37);
   p.ignore_index = -100;
   FlceInputOptions o;
   o.ignore_fraction = 0.1;
@@ -114,7 +106,7 @@ TEST(Inputs, TargetsIgnoreFractionAndDloss) {
 
 TEST(Inputs, LogitStandardDeviation) {
   for (double want : {0.5, 2.0, 6.0}) {
-    const FlceProblem p = flce(128, 256, 128);
+    const FlceProblem p = flce_shape(128, 256, 128);
     FlceInputOptions o;
     o.logit_std = want;
     const FlceInputs a = make_flce_inputs(p, 21, o);
@@ -131,7 +123,7 @@ TEST(Inputs, LogitStandardDeviation) {
 }
 
 TEST(Inputs, LogitOffsetGivesLargeLogits) {
-  const FlceProblem p = flce(16, 32, 20);
+  const FlceProblem p = flce_shape(16, 32, 20);
   FlceInputOptions o;
   o.logit_offset = 1e4;
   const FlceInputs a = make_flce_inputs(p, 4, o);
@@ -168,8 +160,8 @@ TEST(Inputs, NormalGeneratorMatchesLibmBoxMuller) {
 TEST(Inputs, GoldenBytes) {
   // Pinned on x86-64 / glibc / GCC; the generator uses only correctly rounded
   // operations, so every machine must produce these bytes.
-  const FlceInputs a = make_flce_inputs(flce(5, 6, 7), 42);
-  const FlceInputs b = make_flce_inputs(flce(5, 6, 7, DType::f32), 42);
+  const FlceInputs a = make_flce_inputs(flce_shape(5, 6, 7), 42);
+  const FlceInputs b = make_flce_inputs(flce_shape(5, 6, 7, DType::f32), 42);
   EXPECT_EQ(digest(a), 0x18c4932d498682eaull) << std::hex << digest(a);
   EXPECT_EQ(digest(b), 0x83183b18711c9ec5ull) << std::hex << digest(b);
 }
