@@ -17,6 +17,7 @@
 #include "db/store.h"
 #include "kernels/common/error.h"
 #include "kernels/registry.h"
+#include "tests/flce_shape.h"
 #include "tuner/budget.h"
 #include "tuner/gpu_measurer.h"
 #include "tuner/tuner.h"
@@ -207,14 +208,7 @@ struct TempDir {
   std::filesystem::path operator/(const std::string& name) const { return dir / name; }
 };
 
-inline FlceProblem problem(int64_t N, int64_t D, int64_t V, DType t = DType::bf16) {
-  FlceProblem p;
-  p.N = N;
-  p.D = D;
-  p.V = V;
-  p.dtype = t;
-  return p;
-}
+inline FlceProblem problem(int64_t N, int64_t D, int64_t V, DType t = DType::bf16) { return flce_shape(N, D, V, t); }
 
 // ------------------------------------------------------------- attention fakes
 

@@ -9,6 +9,7 @@
 
 #include "kernels/common/error.h"
 #include "tests/tuner/fakes.h"
+#include "tests/tuner/tuner_fixture.h"
 #include "tuner/best.h"
 #include "tuner/levels.h"
 #include "tuner/records.h"
@@ -260,22 +261,14 @@ TEST(TunerLevels, VerifyRowsGetTheConfigCheck) {
 
 // A tune stores the config level: the fake measurer's two bf16 owning
 // variants give the same digests; the scripted third one differs.
-struct Tune : ::testing::Test {
-  testing::TempDir tmp;
-  Registry reg = testing::fake_registry();
-  DeviceInfo dev = testing::fake_device();
-  FakeClock clock;
-  FakeMeasurer meas;
-  std::ostringstream progress;
-  void SetUp() override { meas.clock = &clock; }
+struct Tune : testing::TunerFixture {
+  using TunerFixture::tune;
   TuneReport tune(db::Store& store, const FlceProblem& p, std::vector<std::string> variants = {}) {
-    Tuner t(store, reg, dev, meas, &progress, clock.fn());
-    t.set_stop([] { return false; });
     TuneOptions o;
     o.problems = {p};
     o.variants = std::move(variants);
     o.command_line = "detfuse tune (test)";
-    return t.run(o);
+    return tune(store, o);
   }
   std::map<std::string, db::Determinism> stored(const db::Store& s, db::Id run) {
     std::map<std::string, db::Determinism> m;

@@ -6,6 +6,7 @@
 
 #include "kernels/common/error.h"
 #include "tests/tuner/fakes.h"
+#include "tests/tuner/tuner_fixture.h"
 #include "tuner/best.h"
 #include "tuner/records.h"
 #include "tuner/resume.h"
@@ -17,22 +18,7 @@ namespace {
 using testing::FakeClock;
 using testing::FakeMeasurer;
 
-struct Fixture : ::testing::Test {
-  testing::TempDir tmp;
-  Registry reg = testing::fake_registry();
-  DeviceInfo dev = testing::fake_device();
-  FakeClock clock;
-  FakeMeasurer meas;
-  std::ostringstream progress;
-
-  void SetUp() override { meas.clock = &clock; }
-
-  TuneReport tune(db::Store& store, TuneOptions o, std::function<bool()> stop = [] { return false; }) {
-    Tuner t(store, reg, dev, meas, &progress, clock.fn());
-    t.set_stop(std::move(stop));
-    return t.run(o);
-  }
-
+struct Fixture : testing::TunerFixture {
   TuneOptions opts(std::vector<FlceProblem> ps) {
     TuneOptions o;
     o.problems.assign(ps.begin(), ps.end());
