@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <initializer_list>
 #include <set>
 #include <string>
@@ -145,6 +146,56 @@ struct Case {
   int64_t window = 0;
 };
 
+// One forward into O and LSE prefilled with NaN bytes (any element the kernel
+// does not write fails), `repeats` times with one digest of both, against the
+// float64 reference; rows that see no key: O exactly 0 and LSE exactly -inf
+// (never NaN). Fatal failures return from here: callers wrap it in
+// ASSERT_NO_FATAL_FAILURE.
+void expect_forward(const std::function<void()>& launch, const DeviceBuffer<uint16_t>& dOut,
+                    const DeviceBuffer<float>& dL, const reference::AttentionResult& ref, int64_t d, int repeats) {
+  ASSERT_EQ(cudaMemset(dOut.data(), 0xff, dOut.bytes()), cudaSuccess);
+  ASSERT_EQ(cudaMemset(dL.data(), 0xff, dL.bytes()), cudaSuccess);
+  Digest first;
+  for (int rep = 0; rep < repeats; ++rep) {
+    launch();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "repeat " << rep;
+    Digester dg;
+    dg.add_device(dOut.data(), dOut.bytes());
+    dg.add_device(dL.data(), dL.bytes());
+    const Digest got = dg.finish();
+    if (rep == 0) {
+      first = got;
+    } else {
+      EXPECT_EQ(got, first) << "repeat " << rep << " differs: " << got.hex() << " vs " << first.hex();
+    }
+  }
+  const std::vector<float> O = from_bf16_bits(dOut.download());
+  const std::vector<float> L = dL.download();
+  EXPECT_LE(reference::rel_norm_error(O, ref.O), 2e-2) << "O relative norm error";
+  EXPECT_LE(reference::rel_norm_error(L, ref.lse), 1e-4) << "LSE relative norm error";
+  for (size_t i = 0; i < L.size(); ++i) {
+    if (std::isinf(ref.lse[i])) {
+      ASSERT_TRUE(std::isinf(L[i]) && L[i] < 0) << "row " << i << " LSE " << L[i];
+      for (int64_t k = 0; k < d; ++k) ASSERT_EQ(O[i * d + k], 0.f) << "row " << i;
+    } else {
+      ASSERT_TRUE(std::isfinite(L[i])) << "row " << i;
+    }
+  }
+}
+
+// The bf16 problem of a case at head dim d, validated.
+AttentionProblem problem_of(const Case& c, int64_t d) {
+  AttentionProblem p;
+  p.B = c.B, p.H = c.H, p.Hkv = c.Hkv, p.Sq = c.Sq, p.Sk = c.Sk, p.d = d;
+  p.causal = c.causal;
+  p.scale = c.scale;
+  p.dtype = DType::bf16;
+  p.softcap = c.softcap;
+  p.window = c.window;
+  p.validate();
+  return p;
+}
+
 const Case kCases[] = {
     {1, 2, 2, 128, 128, false, 0.0, "one block each way"},
     {2, 4, 2, 200, 333, false, 0.0, "GQA 2:1, Sq != Sk, odd lengths"},
@@ -171,14 +222,7 @@ TEST(AttentionWgmmaGpu, MatchesFloat64ReferenceAndIsDeterministic) {
   int checked = 0;
   for (int64_t d : {64, 128}) {
     for (const Case& c : kCases) {
-      AttentionProblem p;
-      p.B = c.B, p.H = c.H, p.Hkv = c.Hkv, p.Sq = c.Sq, p.Sk = c.Sk, p.d = d;
-      p.causal = c.causal;
-      p.scale = c.scale;
-      p.dtype = DType::bf16;
-      p.softcap = c.softcap;
-      p.window = c.window;
-      p.validate();
+      const AttentionProblem p = problem_of(c, d);
       const uint64_t seed = 1000 + uint64_t(d) + uint64_t(&c - kCases);
       const reference::AttentionInputs in = reference::make_attention_inputs(p, seed);  // bf16-rounded
       const reference::AttentionResult ref = reference::attention_reference(p, in, /*backward=*/false);
@@ -194,40 +238,10 @@ TEST(AttentionWgmmaGpu, MatchesFloat64ReferenceAndIsDeterministic) {
         if (param(*v, "d") != d) continue;
         SCOPED_TRACE(v->desc.name + " on " + p.key() + " (" + c.what + ")");
         ASSERT_FALSE(v->can_run(p, AttentionMode::forward, dev).has_value());
-        // NaN bytes: any element the kernel does not write fails the comparison.
-        ASSERT_EQ(cudaMemset(dOut.data(), 0xff, dOut.bytes()), cudaSuccess);
-        ASSERT_EQ(cudaMemset(dL.data(), 0xff, dL.bytes()), cudaSuccess);
         AttentionArgs a;
         a.Q = dQ.data(), a.K = dK.data(), a.V = dV.data(), a.O = dOut.data(), a.lse = dL.data();
-        Digest first;
-        for (int rep = 0; rep < 5; ++rep) {
-          v->launch(p, AttentionMode::forward, a, nullptr);
-          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "repeat " << rep;
-          Digester dg;
-          dg.add_device(dOut.data(), dOut.bytes());
-          dg.add_device(dL.data(), dL.bytes());
-          const Digest got = dg.finish();
-          if (rep == 0) {
-            first = got;
-          } else {
-            EXPECT_EQ(got, first) << "repeat " << rep << " differs: " << got.hex() << " vs " << first.hex();
-          }
-        }
-        const std::vector<float> O = from_bf16_bits(dOut.download());
-        const std::vector<float> L = dL.download();
-        const double eo = reference::rel_norm_error(O, ref.O);
-        const double el = reference::rel_norm_error(L, ref.lse);
-        EXPECT_LE(eo, 2e-2) << "O relative norm error";
-        EXPECT_LE(el, 1e-4) << "LSE relative norm error";
-        // Rows that see no key: O exactly 0 and LSE exactly -inf (never NaN).
-        for (size_t i = 0; i < nl; ++i) {
-          if (std::isinf(ref.lse[i])) {
-            ASSERT_TRUE(std::isinf(L[i]) && L[i] < 0) << "row " << i << " LSE " << L[i];
-            for (int64_t k = 0; k < d; ++k) ASSERT_EQ(O[i * d + k], 0.f) << "row " << i;
-          } else {
-            ASSERT_TRUE(std::isfinite(L[i])) << "row " << i;
-          }
-        }
+        ASSERT_NO_FATAL_FAILURE(
+            expect_forward([&] { v->launch(p, AttentionMode::forward, a, nullptr); }, dOut, dL, ref, d, 5));
         ++checked;
       }
     }
@@ -260,14 +274,7 @@ const PsEntry kPs[] = {
 // (O and LSE prefilled with NaN bytes).
 void check_persistent(const Case& c, int64_t d, std::initializer_list<int> ctas, std::initializer_list<int> groups,
                       int repeats, uint64_t seed) {
-  AttentionProblem p;
-  p.B = c.B, p.H = c.H, p.Hkv = c.Hkv, p.Sq = c.Sq, p.Sk = c.Sk, p.d = d;
-  p.causal = c.causal;
-  p.scale = c.scale;
-  p.dtype = DType::bf16;
-  p.softcap = c.softcap;
-  p.window = c.window;
-  p.validate();
+  const AttentionProblem p = problem_of(c, d);
   const reference::AttentionInputs in = reference::make_attention_inputs(p, seed);
   const reference::AttentionResult ref = reference::attention_reference(p, in, /*backward=*/false);
   const size_t nq = in.Q.size(), nk = in.K.size(), nl = size_t(p.B * p.H * p.Sq);
@@ -286,33 +293,7 @@ void check_persistent(const Case& c, int64_t d, std::initializer_list<int> ctas,
       if (!c.causal && g != *groups.begin()) continue;  // the group orders causal tiles only
       SCOPED_TRACE(std::string(e.name) + " ctas " + std::to_string(n) + " group " + std::to_string(g) + " on " +
                    p.key() + " (" + c.what + ")");
-      ASSERT_EQ(cudaMemset(dOut.data(), 0xff, dOut.bytes()), cudaSuccess);
-      ASSERT_EQ(cudaMemset(dL.data(), 0xff, dL.bytes()), cudaSuccess);
-      Digest first;
-      for (int rep = 0; rep < repeats; ++rep) {
-        e.launch(p, a, nullptr, n, g);
-        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "repeat " << rep;
-        Digester dg;
-        dg.add_device(dOut.data(), dOut.bytes());
-        dg.add_device(dL.data(), dL.bytes());
-        const Digest got = dg.finish();
-        if (rep == 0)
-          first = got;
-        else
-          EXPECT_EQ(got, first) << "repeat " << rep << " differs";
-      }
-      const std::vector<float> O = from_bf16_bits(dOut.download());
-      const std::vector<float> L = dL.download();
-      EXPECT_LE(reference::rel_norm_error(O, ref.O), 2e-2) << "O relative norm error";
-      EXPECT_LE(reference::rel_norm_error(L, ref.lse), 1e-4) << "LSE relative norm error";
-      for (size_t i = 0; i < nl; ++i) {
-        if (std::isinf(ref.lse[i])) {
-          ASSERT_TRUE(std::isinf(L[i]) && L[i] < 0) << "row " << i << " LSE " << L[i];
-          for (int64_t k = 0; k < d; ++k) ASSERT_EQ(O[i * d + k], 0.f) << "row " << i;
-        } else {
-          ASSERT_TRUE(std::isfinite(L[i])) << "row " << i;
-        }
-      }
+      ASSERT_NO_FATAL_FAILURE(expect_forward([&] { e.launch(p, a, nullptr, n, g); }, dOut, dL, ref, d, repeats));
       ++ran;
     }
   }
@@ -468,14 +449,7 @@ int check_backward(const std::vector<const AttentionVariant*>& variants, const C
   for (int64_t d : {64, 128}) {
     for (size_t ci = 0; ci < n_cases; ++ci) {
       const Case& c = cases[ci];
-      AttentionProblem p;
-      p.B = c.B, p.H = c.H, p.Hkv = c.Hkv, p.Sq = c.Sq, p.Sk = c.Sk, p.d = d;
-      p.causal = c.causal;
-      p.scale = c.scale;
-      p.dtype = DType::bf16;
-      p.softcap = c.softcap;
-      p.window = c.window;
-      p.validate();
+      const AttentionProblem p = problem_of(c, d);
       bool any = false;
       for (const auto* v : variants) any = any || param(*v, "d") == d;
       if (!any) continue;
@@ -626,28 +600,37 @@ TEST(AttentionWgmmaBwdGpu, PdsMatchesFloat64Reference) {
 }
 
 // Sanitizer-sized (compute-sanitizer memcheck / racecheck / synccheck over the
-// pds variants): the causal GQA case with rows that see no key, and softcap +
-// window (query blocks that start at key block 1).
-TEST(AttentionWgmmaBwdGpu, PdsSanitizerSized) {
-  REQUIRE_SM90();
-  const auto vs = pds_variants();
+// pds variants of one generation): the causal GQA case with rows that see no
+// key, and softcap + window (query blocks that start at key block 1).
+void check_pds_sanitizer_sized(int pds, uint64_t seed0) {
+  const auto vs = pds_variants(pds);
   const Case cases[] = {
       {1, 4, 2, 150, 131, true, 0.0, "sanitizer: causal GQA 2:1, Sq > Sk, odd lengths"},
       {1, 2, 1, 150, 331, false, 0.0, "sanitizer: window 100, softcap 2, non-causal", 2.0, 100},
   };
-  EXPECT_EQ(check_backward(vs, cases, std::size(cases), 6200, /*repeats=*/2), int(vs.size() * std::size(cases)));
+  EXPECT_EQ(check_backward(vs, cases, std::size(cases), seed0, /*repeats=*/2), int(vs.size() * std::size(cases)));
 }
 
-// 20 repeats, one digest for dQ, dK, dV of every deterministic pds variant
-// (atomic: dK, dV), at 18 key blocks per (batch, kv head), causal and not.
+// 20 repeats, one digest for dQ, dK, dV of every deterministic pds variant of
+// one generation (atomic: dK, dV), at 18 key blocks per (batch, kv head),
+// causal and not.
+void check_pds_twenty_repeats(int pds, uint64_t seed0) {
+  const auto vs = pds_variants(pds);
+  const Case cases[] = {
+      {2, 4, 2, 1100, 2304, false, 0.0, "20 repeats, 18 key blocks, GQA 2:1"},
+      {2, 4, 2, 2304, 2304, true, 0.0, "20 repeats, 18 key blocks, causal"},
+  };
+  EXPECT_EQ(check_backward(vs, cases, std::size(cases), seed0, /*repeats=*/20), int(vs.size() * std::size(cases)));
+}
+
+TEST(AttentionWgmmaBwdGpu, PdsSanitizerSized) {
+  REQUIRE_SM90();
+  check_pds_sanitizer_sized(1, 6200);
+}
+
 TEST(AttentionWgmmaBwdGpu, PdsTwentyRepeats) {
   REQUIRE_SM90();
-  const auto vs = pds_variants();
-  const Case cases[] = {
-      {2, 4, 2, 1100, 2304, false, 0.0, "pds: 20 repeats, 18 key blocks, GQA 2:1"},
-      {2, 4, 2, 2304, 2304, true, 0.0, "pds: 20 repeats, 18 key blocks, causal"},
-  };
-  EXPECT_EQ(check_backward(vs, cases, std::size(cases), 6300, /*repeats=*/20), int(vs.size() * std::size(cases)));
+  check_pds_twenty_repeats(1, 6300);
 }
 
 // The pds2 variants (dS^T double-buffered by query-block parity, LSE and D
@@ -669,22 +652,12 @@ TEST(AttentionWgmmaBwdGpu, Pds2MatchesFloat64Reference) {
 
 TEST(AttentionWgmmaBwdGpu, Pds2SanitizerSized) {
   REQUIRE_SM90();
-  const auto vs = pds_variants(2);
-  const Case cases[] = {
-      {1, 4, 2, 150, 131, true, 0.0, "sanitizer: causal GQA 2:1, Sq > Sk, odd lengths"},
-      {1, 2, 1, 150, 331, false, 0.0, "sanitizer: window 100, softcap 2, non-causal", 2.0, 100},
-  };
-  EXPECT_EQ(check_backward(vs, cases, std::size(cases), 7200, /*repeats=*/2), int(vs.size() * std::size(cases)));
+  check_pds_sanitizer_sized(2, 7200);
 }
 
 TEST(AttentionWgmmaBwdGpu, Pds2TwentyRepeats) {
   REQUIRE_SM90();
-  const auto vs = pds_variants(2);
-  const Case cases[] = {
-      {2, 4, 2, 1100, 2304, false, 0.0, "pds2: 20 repeats, 18 key blocks, GQA 2:1"},
-      {2, 4, 2, 2304, 2304, true, 0.0, "pds2: 20 repeats, 18 key blocks, causal"},
-  };
-  EXPECT_EQ(check_backward(vs, cases, std::size(cases), 7300, /*repeats=*/20), int(vs.size() * std::size(cases)));
+  check_pds_twenty_repeats(2, 7300);
 }
 
 // The partials variant's chunked launches, on a registry with a 1 MiB slab
