@@ -108,6 +108,19 @@ struct engine_owning_acc_in : std::false_type {};
 template <class E>
 struct engine_owning_acc_in<E, std::void_t<decltype(E::owning_acc_in)>> : std::bool_constant<E::owning_acc_in> {};
 
+// Engine::dw_bf16_direct when the engine declares it, else false: with bf16
+// gradients and ONE chunk, the owning dW product stores bf16 dW straight into
+// the caller's buffer (EpiStore<T>) instead of an fp32 V x D accumulator that
+// a conversion pass then reads (the accumulator is 2 GiB at V=128256, D=4096;
+// the pass reads it and writes the bf16 copy). Declared by the engines whose
+// dW product is cuBLASLt's (its bf16 D is the fp32 accumulator rounded to
+// nearest); the chunk boundaries, and so the bits of multi-chunk calls, are
+// unchanged.
+template <class E, class = void>
+struct engine_dw_bf16_direct : std::false_type {};
+template <class E>
+struct engine_dw_bf16_direct<E, std::void_t<decltype(E::dw_bf16_direct)>> : std::bool_constant<E::dw_bf16_direct> {};
+
 // Byte layout of one call's workspace.
 struct Plan {
   int64_t Vp = 0;          // V rounded up to 8: leading dimension of the chunk buffer
@@ -118,6 +131,7 @@ struct Plan {
   int64_t stats_cols = 0;  // column tiles of the logits GEMM when its epilogue writes row statistics
   size_t counts = 0, loss_rows = 0, logits = 0, stats = 0, dw_acc = 0, partials = 0, dx_partials = 0, total = 0;
   bool need_loss_rows = false, need_dw_acc = false, need_partials = false;
+  bool dw_direct = false;  // bf16 dW stored straight by the one chunk's owning product (engine_dw_bf16_direct)
 };
 
 // The dX split and the chunk rows: kernels/flce/plan_rules.h (shared with the CPU emulation).
@@ -140,15 +154,19 @@ struct Plan {
 // row_stats: the engine's logits epilogue writes per-tile row statistics;
 // split_dx: the dX GEMM may be split along K when it has too few output tiles;
 // logit_bytes: 4 (fp32 logits chunk) or 2 (bf16: the lg16 and ex16 variants);
-// stats_always: the statistics are written in backward mode too (ex16).
+// stats_always: the statistics are written in backward mode too (ex16);
+// dw_bf16_direct: the engine may store a one-chunk owning dW as bf16 (above).
 inline Plan make_plan(const FlceProblem& p, FlceMode mode, const StrategyParams& sp, int block_m, int block_n,
-                      bool row_stats = false, bool split_dx = true, int logit_bytes = 4, bool stats_always = false) {
+                      bool row_stats = false, bool split_dx = true, int logit_bytes = 4, bool stats_always = false,
+                      bool dw_bf16_direct = false) {
   Plan pl;
   pl.Vp = round_up(p.V, 8);
   pl.chunk_rows = plan_chunk_rows(p.N, pl.Vp, sp.chunk_mib, block_m, logit_bytes);
   const bool fwd = mode != FlceMode::backward, bwd = mode != FlceMode::forward;
   pl.need_loss_rows = fwd && p.reduction != Reduction::none;
-  pl.need_dw_acc = bwd && p.grad_dtype != DType::f32 && !p.accumulate_dW;
+  const bool bf16_dw = bwd && p.grad_dtype != DType::f32 && !p.accumulate_dW;
+  pl.dw_direct = bf16_dw && dw_bf16_direct && sp.strategy == Strategy::owning && pl.chunk_rows >= p.N;
+  pl.need_dw_acc = bf16_dw && !pl.dw_direct;
   pl.need_partials = bwd && sp.strategy == Strategy::partials;
   size_t off = 0;
   auto take = [&](size_t bytes) {
@@ -206,7 +224,7 @@ struct FlceDriver {
 
   static Plan plan(const FlceProblem& p, FlceMode mode, const StrategyParams& sp) {
     return make_plan(p, mode, sp, Cfg::BM, Cfg::BN, Engine::fused_row_stats, Engine::split_dx,
-                     logits_bf16 || exp16 ? 2 : 4, exp16);
+                     logits_bf16 || exp16 ? 2 : 4, exp16, engine_dw_bf16_direct<Engine>::value);
   }
 
   static size_t workspace_bytes(const FlceProblem& p, FlceMode mode, const StrategyParams& sp) {
@@ -326,6 +344,12 @@ struct FlceDriver {
       g4.B = Xc; g4.ldb = p.D;
       switch (sp.strategy) {
         case Strategy::owning:
+          if constexpr (engine_dw_bf16_direct<Engine>::value) {
+            if (pl.dw_direct) {  // the one chunk: bf16 dW, no fp32 accumulator
+              Engine::template gemm<Cfg, Major::MN, Major::MN>(g4, EpiStore<T>{static_cast<T*>(a.dW), p.D}, 1, s);
+              break;
+            }
+          }
           if constexpr (owning_acc_in) {
             if (!sp.owning_rmw) {
               Engine::template gemm<Cfg, Major::MN, Major::MN>(g4, EpiAccumulateIn{dw, p.D, fresh ? 1 : 0}, 1, s);

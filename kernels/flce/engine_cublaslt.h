@@ -29,6 +29,7 @@ struct CublasLtEngine {
   static constexpr bool fused_row_stats = false;
   static constexpr bool split_dx = false;  // cuBLASLt tiles the dX product itself
   static constexpr const char* engine = "cublaslt";
+  static constexpr bool dw_bf16_direct = true;  // one chunk, bf16 gradients: cuBLASLt stores bf16 dW (driver.cuh)
   static constexpr const char* summary =
       "cuBLASLt (bf16 in, fp32 accumulation, no workspace: no split-K reduction), the vendor reference";
 

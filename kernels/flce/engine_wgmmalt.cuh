@@ -25,6 +25,7 @@ namespace detfuse::flce {
 struct WgmmaExpLtEngine : WgmmaExpEngine {
   static constexpr bool split_dx = false;       // cuBLASLt tiles the dX product itself
   static constexpr bool owning_acc_in = false;  // owning dW by beta = 1 per chunk
+  static constexpr bool dw_bf16_direct = true;  // one chunk, bf16 gradients: cuBLASLt stores bf16 dW (driver.cuh)
   static constexpr const char* engine = "wgmmalt";
   static constexpr const char* summary =
       "logits by bf16 wgmma fed by TMA (sm_90a, CUTLASS 4.2 mainloop), the chunk kept as bf16 exp(z - tile max) "

@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -16,12 +17,43 @@ namespace {
 void require_ptr(const void* p, const char* name, FlceMode mode) {
   if (!p) throw invalid_argument(std::string(name) + ": null pointer (required for " + to_string(mode) + ")");
 }
+
+// The target check's scratch: 3 counters on the device and their pinned host
+// copy, made once per thread and device and kept (a cudaMalloc/cudaFree pair
+// per call cost ~0.3 ms of host time on the H200, and cudaFree synchronises
+// the device). Per thread, so calls from several threads never share them;
+// within a thread a call has read its counters before it returns.
+struct TargetScratch {
+  int64_t* dev = nullptr;
+  int64_t* host = nullptr;
+};
+
+std::array<int64_t, 3> target_counts(const FlceProblem& p, const int64_t* y, cudaStream_t stream) {
+  struct Cache {
+    TargetScratch by_device[64];
+    ~Cache() {  // at thread exit; errors ignored (the context may be gone at process exit)
+      for (auto& s : by_device) {
+        if (s.dev) (void)cudaFree(s.dev);
+        if (s.host) (void)cudaFreeHost(s.host);
+      }
+    }
+  };
+  thread_local Cache cache;
+  int dev = 0;
+  DETFUSE_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev < 0 || dev >= 64) throw Error("target check: device ordinal " + std::to_string(dev) + " out of range");
+  TargetScratch& s = cache.by_device[dev];
+  if (!s.dev) DETFUSE_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&s.dev), 3 * sizeof(int64_t)));
+  if (!s.host) DETFUSE_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&s.host), 3 * sizeof(int64_t)));
+  launch_count_targets(p, y, s.dev, stream);
+  DETFUSE_CUDA_CHECK(cudaMemcpyAsync(s.host, s.dev, 3 * sizeof(int64_t), cudaMemcpyDeviceToHost, stream));
+  DETFUSE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return {s.host[0], s.host[1], s.host[2]};
+}
 }  // namespace
 
 int64_t count_bad_targets(const FlceProblem& p, const int64_t* y, cudaStream_t stream) {
-  DeviceBuffer<int64_t> counts(3);
-  launch_count_targets(p, y, counts.data(), stream);
-  return counts.download(stream)[1];
+  return target_counts(p, y, stream)[1];
 }
 
 void validate_call(const FlceProblem& p, FlceMode mode, const FlceArgs& a, cudaStream_t stream) {
@@ -40,9 +72,7 @@ void validate_call(const FlceProblem& p, FlceMode mode, const FlceArgs& a, cudaS
     require_ptr(a.dX, "dX", mode);
     require_ptr(a.dW, "dW", mode);
   }
-  DeviceBuffer<int64_t> counts(3);
-  launch_count_targets(p, a.y, counts.data(), stream);
-  std::vector<int64_t> c = counts.download(stream);
+  const std::array<int64_t, 3> c = target_counts(p, a.y, stream);
   if (c[1] > 0) {
     int64_t row = c[2];
     int64_t value = 0;
@@ -62,31 +92,29 @@ const FlceVariant& heuristic_variant(const FlceProblem& p, FlceMode mode, const 
   // Built-in default before any tuning: a deterministic owning variant of the
   // fastest engine measured, at the 1024 MiB chunk budget.
   //
-  // bf16: the cuBLASLt engine (any sm_80+ GPU), owning, mb1024. Measured on
-  // an H200 (forward_backward, fp32 gradients; experiments/flce_bench_log.md,
-  // experiments/results/h200-2026-12-01/run{2,4,6}_*.log), chunk workspace in
-  // brackets:
-  //                         Llama 16384,4096,128256   Gemma-2 8192,2304,256000
-  //   cublaslt owning mb1024   88.2 / 90.0 ms (0.98 GiB)   56.5 / 61.6 ms (0.98 GiB)
-  //   cublaslt owning mb2000   86.3 ms (1.90 GiB)          51.3 ms (1.96 GiB)
-  //   wgmma ping128c2 mb1024   96.3 ms (1.07 GiB)          67.0 ms (1.07 GiB)
-  //   wgmma ping128c2 mb1920   89.7 ms (1.89 GiB)          63.6 ms (1.94 GiB)
-  //   wgmma coop256c2 mb1024   98.3 ms (1.12 GiB)          66.6 ms (1.06 GiB)
-  //   mma 128x128 mb1024      201.6 ms (0.98 GiB)         141.8 ms (0.98 GiB)
-  //   three cuBLAS GEMMs       75-76 ms                    42-43 ms
-  // cuBLASLt is the fastest engine at every budget measured, so the wgmma
-  // engine, even where built and on sm_90, is not the default. The budget is
-  // the trade-off: mb2000 saves 2-4% at Llama and 10-17% at Gemma but holds
-  // twice the workspace (about 1.9 GiB the caller did not ask for); mb1024
-  // holds under 1 GiB (plus, with bf16 gradients, the V x D fp32 dW
-  // accumulator every variant needs). Tuning (detfuse tune) picks the larger
-  // budgets where they pay. On GPUs other than the H200 the order was not
-  // measured; the mma engine is the fallback where cuBLASLt cannot run.
+  // bf16 on compute capability 9.0 (sm_90a built): the hybrid engine
+  // `wgmmalt` (ex16 logits and row statistics on wgmma, dX and dW on
+  // cuBLASLt), ping-pong 128x128 in 2x1 clusters, owning, mb1024. Measured on
+  // an H200 (forward_backward, fp32 dW; experiments/flce_bench_log.md,
+  // sessions 7 and 8), ms at 4096,4096,128256 / 16384,4096,128256 /
+  // 8192,2304,256000:
+  //   wgmmalt ping mb1024   20.76-20.89 / 85.97-87.02 / 51.81-52.53 (1.04 GiB)
+  //   cublaslt owning mb2000    21.71 / 85.99 / 53.07 (1.9 GiB)
+  //   and through Python with main_grad= (one process, session 7): wgmmalt
+  //   22.23 / 87.93 / 55.89 against cublaslt mb1024 23.71 / 91.54 / 62.03.
+  // Elsewhere (sm_80+ other than 9.0, or D % 8 != 0): the cuBLASLt engine,
+  // owning, mb1024 (88.2 / 56.5 ms at the Llama / Gemma-2 heads, fp32 dW;
+  // the hand-written wgmma engine alone took 96-98 / 67 ms). The budget is the
+  // trade-off: mb2000/mb1920 save 1-4% at Llama and 2-10% at Gemma but hold
+  // about 1.9 GiB the caller did not ask for; mb1024 holds about 1 GiB (plus,
+  // with bf16 gradients, the V x D fp32 dW accumulator every variant needs).
+  // Tuning (detfuse tune) picks the larger budgets where they pay. The mma
+  // engine is the fallback where cuBLASLt cannot run.
   // fp32: the exact FMA engine (cuBLASLt and mma are bf16 only), owning,
   // 128x128 tiles, mb1024 (1206.7 ms at Llama, 1.22x three cuBLAS SGEMMs).
   const Registry& r = builtin_registry();
   const std::vector<std::string> preferred =
-      p.dtype == DType::bf16 ? std::vector<std::string>{"flce.bf16.cublaslt.owning.mb1024",
+      p.dtype == DType::bf16 ? std::vector<std::string>{kHybridDefault, "flce.bf16.cublaslt.owning.mb1024",
                                                         "flce.bf16.mma.owning.bm128_bn128_bk32_wm2_wn4_st4_mb1024"}
                              : std::vector<std::string>{"flce.fp32.fma.owning.bm128_bn128_bk8_tm8_tn8_mb1024"};
   for (const std::string& name : preferred)

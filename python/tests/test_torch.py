@@ -169,9 +169,10 @@ class GpuTest(unittest.TestCase):
 
     def test_main_grad_sums_dW_in_fp32_without_a_weight_grad(self):
         # main_grad += dW in the forward; the same variant without main_grad
-        # gives dW through its fp32 accumulator rounded to bf16: equal values
-        # (torch.equal: the accumulating chain may give +0 where the other
-        # gives -0). Twice from the same start: identical bits. Onto a nonzero
+        # gives the bf16 rounding of the same fp32 sums (through its fp32
+        # accumulator, or for one chunk stored as bf16 by the dW product
+        # itself): equal values (torch.equal: the accumulating chain may give
+        # +0 where the other gives -0). Twice from the same start: identical bits. Onto a nonzero
         # start: start + dW within the bf16 tolerance of the float64 reference.
         for variant in ("heuristic", "flce.bf16.cublaslt.owning.mb1024"):
             with self.subTest(variant=variant):
@@ -231,11 +232,15 @@ class GpuTest(unittest.TestCase):
         self.assertEqual(detfuse.digest(loss), detfuse.digest(dt.linear_cross_entropy(x, w, y, variant=c.name)))
 
     def test_heuristic_is_reported_as_what_runs(self):
-        # The built-in default (kernels/flce/flce.cpp): on sm_80+ bf16 runs the
-        # cuBLASLt engine's owning variant at 1024 MiB, fp32 the FMA owning one.
+        # The built-in default (kernels/flce/flce.cpp): bf16 runs the hybrid
+        # wgmmalt owning variant at 1024 MiB on compute capability 9.0 when the
+        # library has it (built with the wgmma engine), else the cuBLASLt
+        # engine's owning variant at 1024 MiB; fp32 the FMA owning one.
         # chosen_variant must say so, and running "heuristic" must give the
         # bits of running that variant by name.
-        want = {torch.bfloat16: "flce.bf16.cublaslt.owning.mb1024",
+        hybrid = "flce.bf16.wgmmalt.owning.bm128_bn128_bk64_c2_st6_pp1_ex16_mb1024"
+        on_hopper = torch.cuda.get_device_capability() == (9, 0) and hybrid in detfuse.variants()
+        want = {torch.bfloat16: hybrid if on_hopper else "flce.bf16.cublaslt.owning.mb1024",
                 torch.float32: "flce.fp32.fma.owning.bm128_bn128_bk8_tm8_tn8_mb1024"}
         for dtype, name in want.items():
             for grad_in_forward in (True, False):

@@ -167,6 +167,41 @@ TEST(FlcePlan, RegionsAreAlignedAndDisjoint) {
   EXPECT_TRUE(pl.need_dw_acc && pl.need_partials && pl.need_loss_rows);
 }
 
+// engine_dw_bf16_direct (cuBLASLt and wgmmalt): with bf16 gradients a call of
+// ONE chunk stores its owning dW as bf16 straight into the caller's buffer, so
+// the V x D fp32 accumulator leaves the workspace; with more chunks, another
+// strategy, fp32 gradients or accumulate_dW the plan is unchanged.
+TEST(FlcePlan, OneChunkBf16DwNeedsNoAccumulator) {
+  static_assert(engine_dw_bf16_direct<CublasLtEngine>::value, "cuBLASLt stores bf16 dW directly");
+  const StrategyParams own{Strategy::owning, 1024, 1, 0};
+  auto plan_of = [](const FlceProblem& p, const StrategyParams& sp, bool direct) {
+    return make_plan(p, FlceMode::forward_backward, sp, 128, 128, false, false, 2, false, direct);
+  };
+  FlceProblem one = flce_shape(4096, 4096, 128256);  // 4096 rows: one chunk at 1024 MiB of bf16 logits
+  one.grad_dtype = DType::bf16;
+  FlceProblem fp32 = one;
+  fp32.grad_dtype = DType::f32;
+  const Plan direct = plan_of(one, own, true);
+  EXPECT_EQ(direct.chunk_rows, one.N);
+  EXPECT_TRUE(direct.dw_direct);
+  EXPECT_FALSE(direct.need_dw_acc);
+  EXPECT_EQ(direct.total, plan_of(fp32, own, true).total);  // the workspace of fp32 gradients
+  const Plan acc = plan_of(one, own, false);                 // an engine without it
+  EXPECT_TRUE(acc.need_dw_acc);
+  EXPECT_FALSE(acc.dw_direct);
+  EXPECT_EQ(acc.total, direct.total + size_t(one.V) * size_t(one.D) * 4);
+  FlceProblem two = one;  // 8192 rows: two chunks
+  two.N = 8192;
+  EXPECT_TRUE(plan_of(two, own, true).need_dw_acc);
+  EXPECT_FALSE(plan_of(two, own, true).dw_direct);
+  EXPECT_TRUE(plan_of(one, {Strategy::partials, 1024, 4, 1024}, true).need_dw_acc);
+  FlceProblem summed = one;  // accumulate_dW: dW goes into the caller's fp32 buffer
+  summed.accumulate_dW = true;
+  EXPECT_FALSE(plan_of(summed, own, true).need_dw_acc);
+  EXPECT_FALSE(plan_of(summed, own, true).dw_direct);
+  EXPECT_FALSE(plan_of(fp32, own, true).dw_direct);
+}
+
 TEST(FlcePlan, RowStatisticsRegionAndEnginesWithoutDxSplit) {
   FlceProblem p = flce_shape(8192, 2304, 256000);
   const StrategyParams sp{Strategy::owning, 1920, 1, 0};

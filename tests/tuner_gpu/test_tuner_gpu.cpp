@@ -208,9 +208,14 @@ TEST_F(Gpu, HeuristicChoiceRunsAndIsCorrect) {
     EXPECT_FALSE(v.can_run(p, FlceMode::forward_backward, dev)) << v.desc.name << " refuses " << p.shape();
     EXPECT_EQ(v.desc.dtype, p.dtype);
     EXPECT_TRUE(v.desc.deterministic) << v.desc.name;
-    // The measured default (kernels/flce/flce.cpp): cuBLASLt owning for bf16, FMA owning for fp32.
-    EXPECT_EQ(v.desc.name, p.dtype == DType::bf16 ? "flce.bf16.cublaslt.owning.mb1024"
-                                                  : "flce.fp32.fma.owning.bm128_bn128_bk8_tm8_tn8_mb1024");
+    // The measured default (kernels/flce/flce.cpp): for bf16 the hybrid wgmmalt owning variant where it
+    // runs (an H100/H200 with the wgmma engine built), else cuBLASLt owning; FMA owning for fp32.
+    bool hybrid = false;
+    for (const auto& h : builtin_registry().flce())
+      if (h.desc.name == flce::kHybridDefault) hybrid = !h.can_run(p, FlceMode::forward_backward, dev);
+    EXPECT_EQ(v.desc.name, p.dtype != DType::bf16 ? "flce.fp32.fma.owning.bm128_bn128_bk8_tm8_tn8_mb1024"
+                           : hybrid               ? flce::kHybridDefault
+                                                  : "flce.bf16.cublaslt.owning.mb1024");
     FlceGpuMeasurer m(dev);
     m.prepare(p, FlceMode::forward_backward, 1);
     MeasureControl ctl;
