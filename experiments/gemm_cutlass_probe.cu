@@ -87,6 +87,9 @@ struct Probe {
   int failures = 0;
 
   double flops() const { return 2.0 * s.M * double(s.N) * s.K; }
+  std::string shape_name() const {
+    return std::string(s.what) + " " + std::to_string(s.M) + "," + std::to_string(s.N) + "," + std::to_string(s.K);
+  }
 
   double time_ms(const std::function<void()>& f) {
     f();  // warm-up (descriptors, occupancy queries, module load)
@@ -133,7 +136,7 @@ struct Probe {
   void add(const std::string& impl, const std::string& config, const std::string& epi, const std::string& sched,
            const std::function<void()>& f, bool checked) {
     Row r;
-    r.shape = std::string(s.what) + " " + std::to_string(s.M) + "," + std::to_string(s.N) + "," + std::to_string(s.K);
+    r.shape = shape_name();
     r.impl = impl;
     r.config = config;
     r.epi = epi;
@@ -216,14 +219,14 @@ struct Probe {
       CutlassLaunch f = (s.b_k_major ? c.k_major : c.mn_major)(a, &why);
       if (!f) {
         Row r;
-        r.shape = s.what;
+        r.shape = shape_name();
         r.impl = "cutlass";
         r.config = c.name;
         r.epi = "store_bf16";
         r.sched = sc.name;
         r.ok = false;
         r.check = "REFUSED " + why;
-        std::printf("%-24s %-8s %-30s %-10s %-12s %s\n", s.what, "cutlass", c.name.c_str(), "store_bf16", sc.name,
+        std::printf("%-24s %-8s %-30s %-10s %-12s %s\n", r.shape.c_str(), "cutlass", c.name.c_str(), "store_bf16", sc.name,
                     r.check.c_str());
         rows.push_back(r);
         continue;  // a refused configuration is reported, not counted as a wrong result
