@@ -16,8 +16,8 @@ set -u
 source "$(dirname "$0")/lib.sh"
 B=${BUILD:-build}
 gpu_line "$OUT/gpu.txt"
-run gemm_cutlass_probe 150 "$B/experiments/gemm_cutlass_probe" 10
-run wgmma_probe 60 "$B/experiments/wgmma_probe" 16384 4096 128256 5
+run gemm_cutlass_probe 120 "$B/experiments/gemm_cutlass_probe" 10
+run wgmma_probe 50 "$B/experiments/wgmma_probe" 16384 4096 128256 5
 echo
 cat "$OUT/gpu.txt"
 echo "--- wgmma_probe 16384,4096,128256 (ms, fp32 out)"
