@@ -16,6 +16,10 @@ set -u
 source "$(dirname "$0")/lib.sh"
 B=${BUILD:-build}
 gpu_line "$OUT/gpu.txt"
+if [ ! -x "$B/experiments/gemm_cutlass_probe" ]; then
+  echo "s8-gemm: $B/experiments/gemm_cutlass_probe missing (not in 'all'): cmake --build $B --target gemm_cutlass_probe" >&2
+  exit 2
+fi
 run gemm_cutlass_probe 120 "$B/experiments/gemm_cutlass_probe" 10
 run wgmma_probe 50 "$B/experiments/wgmma_probe" 16384 4096 128256 5
 echo
