@@ -74,13 +74,14 @@ using FwdD64Bc128St3OvPsQ2 = FwdConfig<64, 128, 128, 3, true, false, true, 2>;
 // Session 8 (issue 16): tree reductions in the softmax (rd1) and the O
 // epilogue by TMA store (ot1), on the persistent ov1 forward, its ping-pong
 // form, the non-persistent ov1 forward (FlashAttention-4's sm90 schedule) and
-// FlashAttention-3's d128 non-causal key tile (bc176, ov1; no room for an O
-// tile there: 212 KB without it).
+// a longer key tile with ov1 (bc160: FlashAttention-3's d128 non-causal bc176
+// spills 112 bytes here with ov1; bc160 does not, and leaves room for the O
+// tile, 225 KB).
 using FwdD128Bc128St2OvPsRd = FwdConfig<128, 128, 128, 2, true, false, true, 1, true, false>;
 using FwdD128Bc128St2OvPsRdOt = FwdConfig<128, 128, 128, 2, true, false, true, 1, true, true>;
 using FwdD128Bc128St2OvPpPsRdOt = FwdConfig<128, 128, 128, 2, true, true, true, 1, true, true>;
 using FwdD128Bc128St2OvRdOt = FwdConfig<128, 128, 128, 2, true, false, false, 1, true, true>;
-using FwdD128Bc176St2OvPsRd = FwdConfig<128, 128, 176, 2, true, false, true, 1, true, false>;
+using FwdD128Bc160St2OvPsRdOt = FwdConfig<128, 128, 160, 2, true, false, true, 1, true, true>;
 using FwdD64Bc128St3OvPsRdOt = FwdConfig<64, 128, 128, 3, true, false, true, 1, true, true>;
 
 // Dynamic shared memory bytes of one CTA of Cfg (the kernel's SharedStorage).
@@ -128,7 +129,7 @@ DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD128Bc128St2OvPsRd)
 DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD128Bc128St2OvPsRdOt)
 DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD128Bc128St2OvPpPsRdOt)
 DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD128Bc128St2OvRdOt)
-DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD128Bc176St2OvPsRd)
+DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD128Bc160St2OvPsRdOt)
 DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD64Bc128St3OvPsRdOt)
 
 }  // namespace detfuse::attention::wg

@@ -293,12 +293,12 @@ void register_attention_wgmma_forward_only(Registry& r) {
   add<FwdD128Bc128St2OvPsQ2>(r);
   add<FwdD128Bc128St2OvPpPsQ2>(r);
   add<FwdD64Bc128St3OvPsQ2>(r);
-  // Session 8: tree softmax reductions (rd1), O by TMA store (ot1), bc176 ov1.
+  // Session 8: tree softmax reductions (rd1), O by TMA store (ot1), bc160 ov1.
   add<FwdD128Bc128St2OvPsRd>(r);
   add<FwdD128Bc128St2OvPsRdOt>(r);
   add<FwdD128Bc128St2OvPpPsRdOt>(r);
   add<FwdD128Bc128St2OvRdOt>(r);
-  add<FwdD128Bc176St2OvPsRd>(r);
+  add<FwdD128Bc160St2OvPsRdOt>(r);
   add<FwdD64Bc128St3OvPsRdOt>(r);
 }
 
