@@ -30,6 +30,7 @@ DF=$B/detfuse
 [ -x "$DF" ] || DF=$B/cli/detfuse
 
 # 1. tests (forward only)
+run layout_cpu 5 "$B/tests/attention_wgmma/test_attention_wgmma_fwd_layout"
 run tests_reg 10 "$TW" --gtest_filter='AttentionWgmma.*'
 run tests_ref 60 "$TW" --gtest_filter='AttentionWgmmaGpu.MatchesFloat64Reference*'
 run tests_ps 70 "$TW" --gtest_filter='AttentionWgmmaGpu.Persistent*'
@@ -58,7 +59,7 @@ run bench_d64_causal 10 "$DF" bench attention --shape 4,32,32,4096,4096,64 --cau
 {
   echo
   echo "--- tests"
-  for f in tests_reg tests_ref tests_ps tests_ot; do
+  for f in layout_cpu tests_reg tests_ref tests_ps tests_ot; do
     echo "# $f"
     grep -hE "^\[  (PASSED|FAILED|SKIPPED) \]|^\[  FAILED  \] " "$OUT/$f.log" | head -30
   done
