@@ -77,17 +77,17 @@ std::vector<const AttentionVariant*> pds_variants(int pds = 1) {
                    << dev_.name << " (cc " << dev_.cc_string() << ")";                        \
   } while (0)
 
-TEST(AttentionWgmma, SixteenVariantsRegisteredWithCanonicalNames) {
+TEST(AttentionWgmma, TwentyTwoVariantsRegisteredWithCanonicalNames) {
   const auto vs = wgmma_variants();
-  ASSERT_EQ(vs.size(), 16u);
+  ASSERT_EQ(vs.size(), 22u);
   int d64 = 0, d128 = 0;
   for (const auto* v : vs) {
     EXPECT_EQ(v->desc.name, VariantDesc::canonical_name(Family::attention, DType::bf16, "wgmma", "fwd", v->desc.params));
     EXPECT_TRUE(v->desc.deterministic);
     (param(*v, "d") == 64 ? d64 : d128) += 1;
   }
-  EXPECT_EQ(d64, 6);
-  EXPECT_EQ(d128, 10);
+  EXPECT_EQ(d64, 7);
+  EXPECT_EQ(d128, 15);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.fwd.br128_bc128_st2_ov0_pp0_d128"), nullptr);
   // The persistent ones (ps1); the older names carry no ps token.
   for (const char* n : {"attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp0_ps1_d128",
@@ -96,11 +96,24 @@ TEST(AttentionWgmma, SixteenVariantsRegisteredWithCanonicalNames) {
                         "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_d64",
                         "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp0_ps1_qs2_d128",
                         "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp1_ps1_qs2_d128",
-                        "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_qs2_d64"})
+                        "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_qs2_d64",
+                        // session 8: rd1 (tree reductions), ot1 (O by TMA store)
+                        "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp0_ps1_rd1_d128",
+                        "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp0_ps1_rd1_ot1_d128",
+                        "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp1_ps1_rd1_ot1_d128",
+                        "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp0_rd1_ot1_d128",
+                        "attention.bf16.wgmma.fwd.br128_bc160_st2_ov1_pp0_ps1_rd1_ot1_d128",
+                        "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_rd1_ot1_d64"})
     EXPECT_NE(builtin_registry().find_attention(n), nullptr) << n;
-  int ps = 0;
-  for (const auto* v : vs) ps += param(*v, "ps") == 1;
-  EXPECT_EQ(ps, 7);
+  int ps = 0, rd = 0, ot = 0;
+  for (const auto* v : vs) {
+    ps += param(*v, "ps") == 1;
+    rd += param(*v, "rd") == 1;
+    ot += param(*v, "ot") == 1;
+  }
+  EXPECT_EQ(ps, 12);
+  EXPECT_EQ(rd, 6);
+  EXPECT_EQ(ot, 5);
 }
 
 TEST(AttentionWgmma, CanRunRefusesWithReasons) {
@@ -246,7 +259,7 @@ TEST(AttentionWgmmaGpu, MatchesFloat64ReferenceAndIsDeterministic) {
       }
     }
   }
-  EXPECT_EQ(checked, 16 * int(std::size(kCases)));
+  EXPECT_EQ(checked, 22 * int(std::size(kCases)));
 }
 
 // ------------------------------------------------- persistent forward (ps1)
@@ -266,6 +279,13 @@ const PsEntry kPs[] = {
     {"d128 bc128 st2 ov1 ps1 qs2", 128, &attention::wg::launch_fwd_ctas<attention::wg::FwdD128Bc128St2OvPsQ2>},
     {"d128 bc128 st2 ov1 pp1 ps1 qs2", 128, &attention::wg::launch_fwd_ctas<attention::wg::FwdD128Bc128St2OvPpPsQ2>},
     {"d64 bc128 st3 ov1 ps1 qs2", 64, &attention::wg::launch_fwd_ctas<attention::wg::FwdD64Bc128St3OvPsQ2>},
+    // session 8: rd1 (tree softmax reductions), ot1 (O by TMA store)
+    {"d128 bc128 st2 ov1 ps1 rd1", 128, &attention::wg::launch_fwd_ctas<attention::wg::FwdD128Bc128St2OvPsRd>},
+    {"d128 bc128 st2 ov1 ps1 rd1 ot1", 128, &attention::wg::launch_fwd_ctas<attention::wg::FwdD128Bc128St2OvPsRdOt>},
+    {"d128 bc128 st2 ov1 pp1 ps1 rd1 ot1", 128,
+     &attention::wg::launch_fwd_ctas<attention::wg::FwdD128Bc128St2OvPpPsRdOt>},
+    {"d128 bc160 st2 ov1 ps1 rd1 ot1", 128, &attention::wg::launch_fwd_ctas<attention::wg::FwdD128Bc160St2OvPsRdOt>},
+    {"d64 bc128 st3 ov1 ps1 rd1 ot1", 64, &attention::wg::launch_fwd_ctas<attention::wg::FwdD64Bc128St3OvPsRdOt>},
 };
 
 // One problem through every persistent configuration of its head dim, with
@@ -273,7 +293,7 @@ const PsEntry kPs[] = {
 // rule): float64 reference, rows without keys, `repeats` identical digests
 // (O and LSE prefilled with NaN bytes).
 void check_persistent(const Case& c, int64_t d, std::initializer_list<int> ctas, std::initializer_list<int> groups,
-                      int repeats, uint64_t seed) {
+                      int repeats, uint64_t seed, const char* only = nullptr) {
   const AttentionProblem p = problem_of(c, d);
   const reference::AttentionInputs in = reference::make_attention_inputs(p, seed);
   const reference::AttentionResult ref = reference::attention_reference(p, in, /*backward=*/false);
@@ -288,6 +308,7 @@ void check_persistent(const Case& c, int64_t d, std::initializer_list<int> ctas,
   int ran = 0;
   for (const PsEntry& e : kPs) {
     if (e.d != d) continue;
+    if (only != nullptr && std::string(e.name).find(only) == std::string::npos) continue;
     for (int n : ctas)
     for (int g : groups) {
       if (!c.causal && g != *groups.begin()) continue;  // the group orders causal tiles only
@@ -332,6 +353,78 @@ TEST(AttentionWgmmaGpu, PersistentSanitizerSized) {
   REQUIRE_SM90();
   const Case c{2, 2, 1, 400, 200, true, 0.0, "sanitizer-sized causal Sq > Sk", 0.0, 0};
   for (int64_t d : {64, 128}) check_persistent(c, d, {2, 0}, {1}, 1, 9000 + uint64_t(d));
+}
+
+// ------------------------------------- session 8: rd1 and ot1 (O by TMA store)
+
+// The sanitizer-sized case for the O-by-TMA configurations alone (ot1: the
+// shared O tile reused tile after tile behind the bulk store's read wait): the
+// persistent ones on 2 CTAs and the full grid, and the non-persistent one, on
+// the causal Sq > Sk case above and on a non-causal GQA one with odd lengths.
+TEST(AttentionWgmmaGpu, TmaOSanitizerSized) {
+  REQUIRE_SM90();
+  const Case cs[] = {{2, 2, 1, 400, 200, true, 0.0, "sanitizer-sized causal Sq > Sk", 0.0, 0},
+                     {1, 4, 2, 200, 333, false, 0.0, "sanitizer-sized non-causal GQA 2:1, odd lengths", 0.0, 0}};
+  const DeviceInfo& dev = cached_device(0);
+  int ran = 0;
+  for (const Case& c : cs) {
+    for (int64_t d : {64, 128}) check_persistent(c, d, {2, 0}, {1}, 1, 9100 + uint64_t(d), "ot1");
+    const AttentionProblem p = problem_of(c, 128);
+    const reference::AttentionInputs in = reference::make_attention_inputs(p, 9200);
+    const reference::AttentionResult ref = reference::attention_reference(p, in, /*backward=*/false);
+    DeviceBuffer<uint16_t> dQ(in.Q.size()), dK(in.K.size()), dV(in.K.size()), dOut(in.Q.size());
+    DeviceBuffer<float> dL(size_t(p.B * p.H * p.Sq));
+    dQ.upload(bf16_bits(in.Q));
+    dK.upload(bf16_bits(in.K));
+    dV.upload(bf16_bits(in.V));
+    AttentionArgs a;
+    a.Q = dQ.data(), a.K = dK.data(), a.V = dV.data(), a.O = dOut.data(), a.lse = dL.data();
+    for (const auto* v : wgmma_variants()) {
+      if (param(*v, "ot") != 1 || param(*v, "ps") == 1 || param(*v, "d") != 128) continue;
+      SCOPED_TRACE(v->desc.name + " on " + p.key() + " (" + c.what + ")");
+      ASSERT_FALSE(v->can_run(p, AttentionMode::forward, dev).has_value());
+      ASSERT_NO_FATAL_FAILURE(
+          expect_forward([&] { v->launch(p, AttentionMode::forward, a, nullptr); }, dOut, dL, ref, 128, 1));
+      ++ran;
+    }
+  }
+  EXPECT_EQ(ran, 2);
+}
+
+// The TMA store of the last query block of a head covers BR rows, past Sq:
+// the tensor map must clip them. O is placed at the start of a larger buffer
+// whose tail (and, through the head order, every other head's rows) must stay
+// untouched: 0xff bytes after the launch, on a problem whose last block is
+// mostly past Sq (Sq = 130: 126 of its 128 rows).
+TEST(AttentionWgmmaGpu, TmaOStoresNoRowPastSq) {
+  REQUIRE_SM90();
+  const Case c{2, 3, 3, 130, 300, false, 0.0, "Sq = 130: the second query block holds 2 rows", 0.0, 0};
+  int ran = 0;
+  for (const auto* v : wgmma_variants()) {
+    if (param(*v, "ot") != 1) continue;
+    const int64_t d = param(*v, "d");
+    const AttentionProblem p = problem_of(c, d);
+    SCOPED_TRACE(v->desc.name + " on " + p.key());
+    const reference::AttentionInputs in = reference::make_attention_inputs(p, 9300 + uint64_t(d));
+    const reference::AttentionResult ref = reference::attention_reference(p, in, /*backward=*/false);
+    const size_t nq = in.Q.size(), guard = size_t(128 * d);
+    DeviceBuffer<uint16_t> dQ(nq), dK(in.K.size()), dV(in.K.size()), dOut(nq + guard);
+    DeviceBuffer<float> dL(size_t(p.B * p.H * p.Sq));
+    dQ.upload(bf16_bits(in.Q));
+    dK.upload(bf16_bits(in.K));
+    dV.upload(bf16_bits(in.V));
+    ASSERT_EQ(cudaMemset(dOut.data(), 0xff, dOut.bytes()), cudaSuccess);
+    AttentionArgs a;
+    a.Q = dQ.data(), a.K = dK.data(), a.V = dV.data(), a.O = dOut.data(), a.lse = dL.data();
+    v->launch(p, AttentionMode::forward, a, nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<uint16_t> all = dOut.download();
+    for (size_t i = nq; i < all.size(); ++i) ASSERT_EQ(all[i], 0xffffu) << "element " << i - nq << " past O";
+    const std::vector<float> O = from_bf16_bits(std::vector<uint16_t>(all.begin(), all.begin() + nq));
+    EXPECT_LE(reference::rel_norm_error(O, ref.O), 2e-2) << "O relative norm error";
+    ++ran;
+  }
+  EXPECT_EQ(ran, 5);
 }
 
 // ------------------------------------------------------------------ backward

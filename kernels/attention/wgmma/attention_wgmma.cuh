@@ -56,6 +56,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/attention/wgmma/attention_wgmma.h"
 #include "kernels/attention/wgmma/fwd_tile_scheduler.h"
@@ -103,7 +104,13 @@ struct Fwd {
   using Pipeline = cutlass::PipelineTmaAsync<ST>;
   using PipelineState = typename Pipeline::PipelineState;
 
-  struct SharedStorage {
+  // TMA_O: the O tile of the epilogue (BR x D, the layout of Q), as a base so
+  // the other configurations' storage is unchanged (empty base).
+  struct OBuf {
+    cute::array_aligned<T, cosize_v<SmemQ>, 1024> o;
+  };
+  struct NoOBuf {};
+  struct SharedStorage : std::conditional_t<Cfg::TMA_O, OBuf, NoOBuf> {
     cute::array_aligned<T, QS * cosize_v<SmemQ>, 1024> q;  // QS buffers of kQElems
     cute::array_aligned<T, cosize_v<SmemK>, 1024> k;
     cute::array_aligned<T, cosize_v<SmemV>, 1024> v;
@@ -120,6 +127,11 @@ struct Fwd {
   using TmaQ = decltype(make_tma_copy(SM90_TMA_LOAD{}, GTensor{}, SmemQ{}, Shape<Int<BR>, Int<D>>{}, _1{}));
   using TmaKV =
       decltype(make_tma_copy(SM90_TMA_LOAD{}, GTensor{}, take<0, 2>(SmemK{}), Shape<Int<BC>, Int<D>>{}, _1{}));
+  // TMA_O: the store of one O tile (rows past Sq are clipped by the tensor map).
+  using GTensorO = decltype(make_tensor(make_gmem_ptr(static_cast<T*>(nullptr)), GShape{}, GStride{}));
+  using TmaO = decltype(make_tma_copy(SM90_TMA_STORE{}, GTensorO{}, SmemQ{}, Shape<Int<BR>, Int<D>>{}, _1{}));
+  struct NoTmaO {};
+  using TmaOField = std::conditional_t<Cfg::TMA_O, TmaO, NoTmaO>;
 
   struct Params {
     TmaQ tma_q;
@@ -136,6 +148,7 @@ struct Fwd {
     int softcap;       // 0: off; else cap_* below (detail::softcap_raw)
     float cap_k, cap_c;
     FwdTileOrder order;  // persistent: the tile order (fwd_tile_scheduler.h)
+    TmaOField tma_o;     // TMA_O: the O store
   };
 };
 
@@ -428,8 +441,27 @@ __global__ void __launch_bounds__(384, 1) attention_fwd_wgmma_kernel(const __gri
       // and S replaced by exp2((S - max) * scale * log2 e).
       auto softmax = [&](auto& tSrS, float (&corr)[2]) {
         float mx[2] = {row_max[0], row_max[1]};
-        CUTLASS_PRAGMA_UNROLL
-        for (int v = 0; v < BC / 2; ++v) mx[(v / 2) % 2] = fmaxf(mx[(v / 2) % 2], tSrS(v));
+        if constexpr (Cfg::TREE) {
+          // Row r's values are v = 4 j + 2 r + e (j < BC / 8, e < 2): four
+          // chains per row (e, and j even / odd), then a tree. fmax is exact
+          // in any order: the same max as the serial chain.
+          static_assert((BC / 8) % 2 == 0, "pairs of 8-column groups");
+          float a[2][4];
+          CUTLASS_PRAGMA_UNROLL
+          for (int r = 0; r < 2; ++r) {
+            CUTLASS_PRAGMA_UNROLL
+            for (int k = 0; k < 4; ++k) a[r][k] = tSrS(4 * (k / 2) + 2 * r + k % 2);
+            CUTLASS_PRAGMA_UNROLL
+            for (int j = 2; j < BC / 8; j += 2) {
+              CUTLASS_PRAGMA_UNROLL
+              for (int k = 0; k < 4; ++k) a[r][k] = fmaxf(a[r][k], tSrS(4 * (j + k / 2) + 2 * r + k % 2));
+            }
+            mx[r] = fmaxf(fmaxf(mx[r], fmaxf(a[r][0], a[r][1])), fmaxf(a[r][2], a[r][3]));
+          }
+        } else {
+          CUTLASS_PRAGMA_UNROLL
+          for (int v = 0; v < BC / 2; ++v) mx[(v / 2) % 2] = fmaxf(mx[(v / 2) % 2], tSrS(v));
+        }
         float mscaled[2];
         CUTLASS_PRAGMA_UNROLL
         for (int r = 0; r < 2; ++r) {
@@ -442,12 +474,27 @@ __global__ void __launch_bounds__(384, 1) attention_fwd_wgmma_kernel(const __gri
           row_max[r] = mx[r];
           row_sum[r] *= corr[r];
         }
-        CUTLASS_PRAGMA_UNROLL
-        for (int v = 0; v < BC / 2; ++v) {
-          const int r = (v / 2) % 2;
-          const float e = detail::ex2(fmaf(tSrS(v), p.scale_log2, -mscaled[r]));
-          tSrS(v) = e;
-          row_sum[r] += e;
+        if constexpr (Cfg::TREE) {
+          // Four partial sums per row (the same chains as the max), added as
+          // a tree: a fixed order, so still bitwise reproducible.
+          float a[2][4] = {{row_sum[0], 0.f, 0.f, 0.f}, {row_sum[1], 0.f, 0.f, 0.f}};
+          CUTLASS_PRAGMA_UNROLL
+          for (int v = 0; v < BC / 2; ++v) {
+            const int r = (v / 2) % 2;
+            const float e = detail::ex2(fmaf(tSrS(v), p.scale_log2, -mscaled[r]));
+            tSrS(v) = e;
+            a[r][2 * ((v / 4) % 2) + v % 2] += e;
+          }
+          CUTLASS_PRAGMA_UNROLL
+          for (int r = 0; r < 2; ++r) row_sum[r] = (a[r][0] + a[r][1]) + (a[r][2] + a[r][3]);
+        } else {
+          CUTLASS_PRAGMA_UNROLL
+          for (int v = 0; v < BC / 2; ++v) {
+            const int r = (v / 2) % 2;
+            const float e = detail::ex2(fmaf(tSrS(v), p.scale_log2, -mscaled[r]));
+            tSrS(v) = e;
+            row_sum[r] += e;
+          }
         }
       };
       auto rescale_o = [&](const float (&corr)[2]) {
@@ -546,6 +593,45 @@ __global__ void __launch_bounds__(384, 1) attention_fwd_wgmma_kernel(const __gri
       // Epilogue: full row sums, normalise, write O (bf16) and LSE straight
       // from the registers (persistent: under the next tile's loads).
       const int64_t bh = int64_t(b) * p.H + h;
+      if constexpr (Cfg::TMA_O) {
+        // O through the shared tile and one TMA store. The previous tile's
+        // store must have read the tile: its issuing thread waits, then all
+        // 256 consumers pass named barrier 3 (1 and 2 are the ping-pong's).
+        if (ctid == 0) tma_store_wait<0>();
+        detail::named_sync(3, K_::kConsumers);
+        Tensor sO = make_tensor(make_smem_ptr(ss.o.data()), typename K_::SmemQ{});
+        Tensor tOsO = thr_pv.partition_C(sO);  // the accumulator's (row, col) in the tile
+        static_assert(decltype(size(tOsO))::value == D / 2, "one shared element per accumulator value");
+        float inv[2];
+        CUTLASS_PRAGMA_UNROLL
+        for (int r = 0; r < 2; ++r) {
+          float s = row_sum[r];
+          s += __shfl_xor_sync(0xffffffffu, s, 1);
+          s += __shfl_xor_sync(0xffffffffu, s, 2);
+          const bool seen = s > 0.f;
+          inv[r] = seen ? 1.f / s : 0.f;
+          const int row = row0 + 8 * r;
+          if (row < p.Sq && lane % 4 == 0) p.lse[bh * p.Sq + row] = seen ? row_max[r] * p.scale + logf(s) : -INFINITY;
+        }
+        // Values v, v + 1 are columns c, c + 1 (c even) of one row: adjacent
+        // in the 128-byte swizzle (it permutes 16-byte chunks), one 4-byte store.
+        CUTLASS_PRAGMA_UNROLL
+        for (int v = 0; v < D / 2; v += 2) {
+          const float iv = inv[(v / 2) % 2];
+          *reinterpret_cast<__nv_bfloat162*>(raw_pointer_cast(&tOsO(v))) =
+              __floats2bfloat162_rn(tOrO(v) * iv, tOrO(v + 1) * iv);
+        }
+        cutlass::arch::fence_view_async_shared();  // the generic-proxy writes, seen by TMA
+        detail::named_sync(3, K_::kConsumers);
+        if (ctid == 0) {
+          Tensor mO = p.tma_o.get_tma_tensor(make_shape(p.Sq, D, p.H, p.B));
+          Tensor gO = local_tile(mO(_, _, h, b), Shape<Int<BR>, Int<D>>{}, make_coord(m_block, 0));
+          auto [tOg, tOs] =
+              tma_partition(p.tma_o, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sO), group_modes<0, 2>(gO));
+          copy(p.tma_o, tOs, tOg);
+          tma_store_arrive();
+        }
+      } else {
       CUTLASS_PRAGMA_UNROLL
       for (int r = 0; r < 2; ++r) {
         float s = row_sum[r];
@@ -565,6 +651,11 @@ __global__ void __launch_bounds__(384, 1) attention_fwd_wgmma_kernel(const __gri
           if (lane % 4 == 0) p.lse[bh * p.Sq + row] = seen ? row_max[r] * p.scale + logf(s) : -INFINITY;
         }
       }
+      }  // TMA_O
+    }
+    // TMA_O: the shared O tile must stay until the last store has read it.
+    if constexpr (Cfg::TMA_O) {
+      if (ctid == 0) tma_store_wait<0>();
     }
   }
 #endif
@@ -595,6 +686,15 @@ void launch_fwd_impl(const AttentionProblem& pr, const AttentionArgs& a, cudaStr
   auto gv = make_tensor(make_gmem_ptr(static_cast<T const*>(a.V)), make_shape(Sk, D, Hkv, B),
                         make_stride(int64_t(D), _1{}, int64_t(Sk) * D, int64_t(Hkv) * Sk * D));
 
+  auto make_tma_o = [&]() -> typename K_::TmaOField {
+    if constexpr (Cfg::TMA_O) {
+      auto go = make_tensor(make_gmem_ptr(static_cast<T*>(a.O)), make_shape(Sq, D, H, B),
+                            make_stride(int64_t(D), _1{}, int64_t(Sq) * D, int64_t(H) * Sq * D));
+      return make_tma_copy(SM90_TMA_STORE{}, go, typename K_::SmemQ{}, Shape<Int<Cfg::BR>, Int<D>>{}, _1{});
+    } else {
+      return typename K_::TmaOField{};
+    }
+  };
   const Options opt(pr);
   const int m_blocks = (Sq + Cfg::BR - 1) / Cfg::BR;
   FwdTileOrder order;
@@ -625,7 +725,8 @@ void launch_fwd_impl(const AttentionProblem& pr, const AttentionArgs& a, cudaStr
       opt.softcap,
       opt.cap_k,
       opt.cap_c,
-      order};
+      order,
+      make_tma_o()};
 
   auto kernel = attention_fwd_wgmma_kernel<Cfg>;
   const size_t smem = fwd_smem_bytes<Cfg>();

@@ -26,19 +26,29 @@ namespace detfuse::attention::wg {
 // and epilogue. QSTAGES = 2 (persistent only, param qs2): two Q buffers, so
 // the next tile's Q is loaded before this tile's K/V tail, not after this
 // tile's last Q K^T.
+// TREE (param rd1): the softmax's row max and row sum in four independent
+// chains per row (a tree at the end) instead of one serial chain of BC / 4
+// dependent fmax / fadd per row: a shorter latency between S and the first
+// exp2. TMA_O (param ot1): the epilogue writes the normalised O (bf16) into a
+// shared tile and one consumer thread stores it with one TMA bulk store
+// (waited for only before the next tile's epilogue reuses the tile, or at the
+// kernel's end), instead of 2 D / 8 scattered 4-byte global stores per thread;
+// LSE is written as before.
 template <int D_, int BR_, int BC_, int STAGES_, bool OVERLAP_ = false, bool PINGPONG_ = false,
-          bool PERSISTENT_ = false, int QSTAGES_ = 1>
+          bool PERSISTENT_ = false, int QSTAGES_ = 1, bool TREE_ = false, bool TMA_O_ = false>
 struct FwdConfig {
   static constexpr int D = D_, BR = BR_, BC = BC_, STAGES = STAGES_, QSTAGES = QSTAGES_;
   static constexpr bool OVERLAP = OVERLAP_, PINGPONG = PINGPONG_, PERSISTENT = PERSISTENT_;
+  static constexpr bool TREE = TREE_, TMA_O = TMA_O_;
   static_assert(QSTAGES == 1 || (QSTAGES == 2 && PERSISTENT), "two Q buffers serve the persistent kernel only");
   static_assert(OVERLAP || !PINGPONG, "the ping-pong schedule is built on the overlapped loop");
   static_assert(D == 64 || D == 128, "head dim 64 or 128");
   static_assert(BR == 128, "two consumer warpgroups of 64 query rows each");
   static_assert(BC % 16 == 0 && BC >= 16 && BC <= 256, "BC: the wgmma N of Q K^T (<= 256) and K of P V (16s)");
   static_assert(STAGES >= 2, "at least a double-buffered K/V ring");
-  // Shared memory: QSTAGES Q (BR x D), STAGES K and V tiles (BC x D), bf16, plus barriers.
-  static constexpr int kSmemTiles = 2 * (QSTAGES * BR * D + 2 * STAGES * BC * D);
+  // Shared memory: QSTAGES Q (BR x D), STAGES K and V tiles (BC x D), (TMA_O) one O tile (BR x D),
+  // bf16, plus barriers.
+  static constexpr int kSmemTiles = 2 * ((QSTAGES + (TMA_O ? 1 : 0)) * BR * D + 2 * STAGES * BC * D);
   static_assert(kSmemTiles + 1024 <= 227 * 1024, "shared memory above the 227 KB of an sm_90 block");
 };
 
@@ -61,6 +71,18 @@ using FwdD64Bc128St3OvPs = FwdConfig<64, 128, 128, 3, true, false, true>;
 using FwdD128Bc128St2OvPsQ2 = FwdConfig<128, 128, 128, 2, true, false, true, 2>;
 using FwdD128Bc128St2OvPpPsQ2 = FwdConfig<128, 128, 128, 2, true, true, true, 2>;
 using FwdD64Bc128St3OvPsQ2 = FwdConfig<64, 128, 128, 3, true, false, true, 2>;
+// Session 8 (issue 16): tree reductions in the softmax (rd1) and the O
+// epilogue by TMA store (ot1), on the persistent ov1 forward, its ping-pong
+// form, the non-persistent ov1 forward (FlashAttention-4's sm90 schedule) and
+// a longer key tile with ov1 (bc160: FlashAttention-3's d128 non-causal bc176
+// spills 112 bytes here with ov1; bc160 does not, and leaves room for the O
+// tile, 225 KB).
+using FwdD128Bc128St2OvPsRd = FwdConfig<128, 128, 128, 2, true, false, true, 1, true, false>;
+using FwdD128Bc128St2OvPsRdOt = FwdConfig<128, 128, 128, 2, true, false, true, 1, true, true>;
+using FwdD128Bc128St2OvPpPsRdOt = FwdConfig<128, 128, 128, 2, true, true, true, 1, true, true>;
+using FwdD128Bc128St2OvRdOt = FwdConfig<128, 128, 128, 2, true, false, false, 1, true, true>;
+using FwdD128Bc160St2OvPsRdOt = FwdConfig<128, 128, 160, 2, true, false, true, 1, true, true>;
+using FwdD64Bc128St3OvPsRdOt = FwdConfig<64, 128, 128, 3, true, false, true, 1, true, true>;
 
 // Dynamic shared memory bytes of one CTA of Cfg (the kernel's SharedStorage).
 template <class Cfg>
@@ -103,6 +125,12 @@ DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD64Bc128St3OvPs)
 DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD128Bc128St2OvPsQ2)
 DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD128Bc128St2OvPpPsQ2)
 DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD64Bc128St3OvPsQ2)
+DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD128Bc128St2OvPsRd)
+DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD128Bc128St2OvPsRdOt)
+DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD128Bc128St2OvPpPsRdOt)
+DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD128Bc128St2OvRdOt)
+DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD128Bc160St2OvPsRdOt)
+DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD64Bc128St3OvPsRdOt)
 
 }  // namespace detfuse::attention::wg
 

@@ -99,6 +99,8 @@ void add(Registry& r) {
                     {"pp", Cfg::PINGPONG ? 1 : 0}};
   if constexpr (Cfg::PERSISTENT) v.desc.params.push_back({"ps", 1});  // the older names stay as they were
   if constexpr (Cfg::QSTAGES > 1) v.desc.params.push_back({"qs", Cfg::QSTAGES});
+  if constexpr (Cfg::TREE) v.desc.params.push_back({"rd", 1});
+  if constexpr (Cfg::TMA_O) v.desc.params.push_back({"ot", 1});
   v.desc.params.push_back({"d", Cfg::D});
   v.desc.name = VariantDesc::canonical_name(v.desc.family, v.desc.dtype, v.desc.engine, v.desc.strategy, v.desc.params);
   // Every output element is written once by one thread after a fixed sequence
@@ -111,6 +113,8 @@ void add(Registry& r) {
                    (Cfg::PINGPONG ? ", warpgroups take turns on the tensor cores" : "") +
                    (Cfg::PERSISTENT ? ", persistent (one CTA per SM, longest tiles first when causal)" : "") +
                    (Cfg::QSTAGES > 1 ? ", two Q buffers" : "") +
+                   (Cfg::TREE ? ", softmax reductions in four chains per row" : "") +
+                   (Cfg::TMA_O ? ", O stored by TMA from shared memory" : "") +
                    "; forward only";
   v.can_run = can_run<Cfg>;
   v.workspace_bytes = [](const AttentionProblem&, AttentionMode) -> size_t { return 0; };
@@ -289,6 +293,13 @@ void register_attention_wgmma_forward_only(Registry& r) {
   add<FwdD128Bc128St2OvPsQ2>(r);
   add<FwdD128Bc128St2OvPpPsQ2>(r);
   add<FwdD64Bc128St3OvPsQ2>(r);
+  // Session 8: tree softmax reductions (rd1), O by TMA store (ot1), bc160 ov1.
+  add<FwdD128Bc128St2OvPsRd>(r);
+  add<FwdD128Bc128St2OvPsRdOt>(r);
+  add<FwdD128Bc128St2OvPpPsRdOt>(r);
+  add<FwdD128Bc128St2OvRdOt>(r);
+  add<FwdD128Bc160St2OvPsRdOt>(r);
+  add<FwdD64Bc128St3OvPsRdOt>(r);
 }
 
 // Forward-only, then forward + backward (deterministic owning dQ first).
