@@ -37,9 +37,10 @@ void check_pt_layout() {
   int once = 0;
   for (int s : seen) once += s == 1;
   EXPECT_EQ(once, BC * BR) << "SmemPt is not a bijection onto the tile";
-  // Keys r + 8 are 8 * BR elements on (the kernel's stores rely on it).
+  // Keys r + 8 are 8 * 64 elements on (the kernel's stores rely on it; pds3:
+  // in each of the two 64-query columns of atoms).
   for (int r = 0; r + 8 < BC; ++r)
-    for (int c = 0; c < BR; ++c) ASSERT_EQ(K_::pt_offset(r + 8, c), K_::pt_offset(r, c) + 8 * BR) << r << "," << c;
+    for (int c = 0; c < BR; ++c) ASSERT_EQ(K_::pt_offset(r + 8, c), K_::pt_offset(r, c) + 8 * 64) << r << "," << c;
 }
 
 TEST(AttentionWgmmaPds, PtOffsetMatchesCuteLayoutD128) { check_pt_layout<KvD128Br64St2OTS>(); }
@@ -47,6 +48,11 @@ TEST(AttentionWgmmaPds, PtOffsetMatchesCuteLayoutD64) { check_pt_layout<KvD64Br6
 TEST(AttentionWgmmaPds, PtOffsetMatchesCuteLayoutPds2) {
   check_pt_layout<KvD128Br64St2OTS2>();
   check_pt_layout<KvD64Br64St2ATS2>();
+}
+// pds3: 128 queries per row of P^T / dS^T, two columns of swizzle atoms.
+TEST(AttentionWgmmaPds, PtOffsetMatchesCuteLayoutPds3) {
+  check_pt_layout<KvD64Br128St2OTS3>();
+  check_pt_layout<KvD64Br128St2ATS3>();
 }
 
 // The stacked dS^T tiles (SmemPt2, SmemPtT2: the wgmma descriptors of the dK
@@ -74,9 +80,52 @@ void check_stacked_layout() {
 TEST(AttentionWgmmaPds, StackedDsTilesMatchStores) {
   check_stacked_layout<KvD128Br64St2OTS2>();
   check_stacked_layout<KvD64Br64St2OTS2>();
+  check_stacked_layout<KvD64Br128St2OTS3>();
 }
 
-// pds2 shared storage: two dS^T tiles then P^T (16 KB each, 1024-byte
+// pds3's dQ product reads dS (queries x keys) through the transposed view,
+// warpgroup w its queries [64 w, 64 w + 64): the tiled MMA's A partition of
+// thread t addresses only rows of its warpgroup's half, and the two halves
+// cover the tile. And the dQ tile's fragment order (dq_row, dq_col, inverted
+// by the convert kernel) is a bijection onto the 128 x 64 tile, thread t's
+// rows in its warpgroup's half.
+TEST(AttentionWgmmaPds, Pds3DqSplitByQueries) {
+  using K_ = BwdKv<KvD64Br128St2OTS3>;
+  static_assert(K_::kDqSplitM && K_::kDqWhole && !K_::kDqSplitN);
+  static_assert(K_::kDqWriters == 256 && K_::kDqPerThread == 32 && K_::kDqBufs == 1);
+  constexpr int BR = K_::BR, D = K_::D;
+  std::vector<int> seen(BR * D, 0);
+  for (int t = 0; t < 256; ++t)
+    for (int i = 0; i < K_::kDqPerThread; ++i) {
+      const int r = K_::dq_row(t, i), c = K_::dq_col(t, i);
+      ASSERT_GE(r, 0);
+      ASSERT_LT(r, BR);
+      ASSERT_GE(c, 0);
+      ASSERT_LT(c, D);
+      EXPECT_EQ(r / 64, t / 128) << "thread " << t << " value " << i;
+      ++seen[r * D + c];
+      // The tile offsets are a permutation too (the convert kernel inverts them).
+      const int off = K_::dq_tile_offset(t, i);
+      ASSERT_GE(off, 0);
+      ASSERT_LT(off, BR * D);
+    }
+  int once = 0;
+  for (int s : seen) once += s == 1;
+  EXPECT_EQ(once, BR * D) << "dq_row / dq_col do not cover the 128 x 64 tile once";
+  // The MMA's own C layout agrees with dq_row / dq_col (value i of thread t).
+  typename K_::MmaDQpds mma;
+  for (int t = 0; t < 256; ++t) {
+    auto thr = mma.get_thread_slice(t);
+    auto coord = thr.partition_C(cute::make_identity_tensor(cute::Shape<cute::Int<BR>, cute::Int<D>>{}));
+    ASSERT_EQ(int(cute::size(coord)), K_::kDqPerThread);
+    for (int i = 0; i < K_::kDqPerThread; ++i) {
+      EXPECT_EQ(int(cute::get<0>(coord(i))), K_::dq_row(t, i)) << t << "," << i;
+      EXPECT_EQ(int(cute::get<1>(coord(i))), K_::dq_col(t, i)) << t << "," << i;
+    }
+  }
+}
+
+// pds2 shared storage (pds3: the same at BR = 128, 32 KB tiles): two dS^T tiles then P^T (16 KB each, 1024-byte
 // aligned), one fp32 dQ tile at d128 (two would not fit: 240 KB) and two at
 // d64, one LSE and one D row per Q / dO stage, 16-byte aligned (bulk copies).
 template <class Cfg>
@@ -84,7 +133,8 @@ void check_pds2_storage(size_t dq_tiles) {
   using K_ = BwdKv<Cfg>;
   using S = typename K_::SharedStorage;
   constexpr int BR = K_::BR, BC = K_::BC, D = K_::D, ST = K_::ST;
-  EXPECT_LE(sizeof(S) + 1024, size_t(227 * 1024));
+  // pds3 fills the 227 KB opt-in maximum exactly (no static shared memory).
+  EXPECT_LE(sizeof(S) + (K_::kPds3 ? 0 : 1024), size_t(227 * 1024));
   alignas(1024) static unsigned char raw[sizeof(S)];
   S& s = *reinterpret_cast<S*>(raw);
   const auto at = [](const void* p) { return size_t(static_cast<const char*>(p) - reinterpret_cast<const char*>(raw)); };
@@ -109,6 +159,15 @@ TEST(AttentionWgmmaPds, Pds2SharedStorage) {
   check_pds2_storage<KvD64Br64St2ATS2>(2);
   // d128 arithmetic: K, V 64 KB + Q / dO 64 KB + dS^T 2 x 16 KB + P^T 16 KB + one dQ tile 32 KB.
   EXPECT_EQ(KvD128Br64St2OTS2::kSmemBytes, 208 * 1024);
+}
+TEST(AttentionWgmmaPds, Pds3SharedStorage) {
+  check_pds2_storage<KvD64Br128St2OTS3>(1);
+  check_pds2_storage<KvD64Br128St2ATS3>(1);
+  // K, V 32 KB + Q / dO (st2) 64 KB + dS^T 2 x 32 KB + P^T 32 KB + one dQ tile 32 KB.
+  EXPECT_EQ(KvD64Br128St2OTS3::kSmemBytes, 224 * 1024);
+  // + LSE / D rings 2 KB + three pipelines' barriers, kv_bar, m_stop: 231532
+  // bytes, rounded to the 1024-byte alignment: the 227 KB maximum exactly.
+  EXPECT_EQ(sizeof(BwdKv<KvD64Br128St2OTS3>::SharedStorage), size_t(227 * 1024));
 }
 
 // pds2 staging workspace: LSE and D padded to whole query blocks, two

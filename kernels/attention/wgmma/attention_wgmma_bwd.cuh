@@ -73,10 +73,15 @@ struct BwdKv {
   static constexpr bool kPds = Cfg::PDS != 0;  // P^T, dS^T through shared memory (kv_consume_pds)
   // pds2: dS^T double-buffered by query-block parity, LSE and D brought by
   // the producer with the Q / dO stages; d = 128: one fp32 dQ tile (smem).
-  static constexpr bool kPds2 = Cfg::PDS == 2;
+  // pds3 (d = 64): pds2 at BR = 128; the dQ product split by queries over
+  // the two warpgroups (kDqSplitM), one fp32 dQ tile.
+  static constexpr bool kPds2 = Cfg::PDS >= 2;
+  static constexpr bool kPds3 = Cfg::PDS == 3;
   static constexpr int kDsBufs = kPds2 ? 2 : 1;
-  static constexpr int kDqBufs = kPds2 && D == 128 ? 1 : 2;
-  static_assert(!kPds || BR == 64, "pds: P^T and dS^T rows of 64 queries (one 128-byte swizzle row, pt_offset)");
+  static constexpr int kDqBufs = (kPds2 && D == 128) || kPds3 ? 1 : 2;
+  static_assert(!kPds || BR == 64 || (kPds3 && BR == 128 && D == 64),
+                "pds: P^T and dS^T rows of 64 queries (pds3: 128, two swizzle atoms; pt_offset)");
+  static_assert(DQ == 0 || BR == 64 || kPds3, "dQ in the kv kernel at BR != 64: pds3 only");
   static constexpr int THREADS = 384, kConsumers = 256;
   static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
   static constexpr uint32_t kTileBytes = uint32_t(BR) * D * sizeof(T);
@@ -95,6 +100,11 @@ struct BwdKv {
   // so each warpgroup takes the 64 keys it owns (K split; both add their
   // 64 x 64 parts, twice the atomics of d = 128 per element).
   static constexpr bool kDqSplitN = D == 128;
+  // pds3 (d = 64, BR = 128): M = 128 queries split over the two warpgroups
+  // (64 each, N = 64, K = all 128 keys): each writes its own rows of the dQ
+  // tile, no exchange (FlashAttention-4's AtomLayoutMdQ = 2 at d64).
+  static constexpr bool kDqSplitM = kPds3;
+  static constexpr bool kDqWhole = kDqSplitN || kDqSplitM;  // all 256 consumers write the tile
   using MmaDQ = std::conditional_t<
       kDqSplitN,
       decltype(make_tiled_mma(
@@ -109,7 +119,7 @@ struct BwdKv {
   // (i / 2) * 2 kDqWriters + 2 t + i % 2 (consecutive threads, consecutive
   // float2: no bank conflicts). Named barriers: full[b] 4 + b, empty[b] 6 + b,
   // the 256 consumers and the writer warp.
-  static constexpr int kDqWriters = kDqSplitN ? 256 : 128;
+  static constexpr int kDqWriters = kDqWhole ? 256 : 128;
   static_assert(DQ == 0 || kDqWriters * kDqPerThread == BR * D, "the writers cover the tile");
   static constexpr int kBarFull = 4, kBarEmpty = 6, kBarDqThreads = 256 + 32;
   // pds2 at d = 64: warpgroup 1 stores its scaled dQ part into the tile and
@@ -121,8 +131,9 @@ struct BwdKv {
   // Row (query in the block) and column of value i of consumer thread t's dQ
   // part (d = 128: warpgroup t / 128 holds columns [wg D/2, (wg + 1) D/2) in
   // the 64 x N layout; d = 64: every column, from its own keys).
+  // pds3: warpgroup t / 128 holds queries [64 wg, 64 wg + 64), every column.
   __host__ __device__ static constexpr int dq_row(int t, int i) {
-    return (t % 128) / 32 * 16 + (t % 32) / 4 + 8 * ((i / 2) % 2);
+    return (kDqSplitM ? t / 128 * 64 : 0) + (t % 128) / 32 * 16 + (t % 32) / 4 + 8 * ((i / 2) % 2);
   }
   __host__ __device__ static constexpr int dq_col(int t, int i) {
     return (kDqSplitN ? t / 128 * (D / 2) : 0) + 8 * (i / 4) + 2 * (t % 4) + i % 2;
@@ -160,9 +171,14 @@ struct BwdKv {
       decltype(make_tiled_mma(
           GMMA::ss_op_selector<T, T, float, Shape<_64, Int<D / 2>, Int<BC>>, GMMA::Major::MN, GMMA::Major::MN>(),
           Layout<Shape<_1, _2, _1>>{})),
-      decltype(make_tiled_mma(
-          GMMA::ss_op_selector<T, T, float, Shape<_64, Int<D>, _64>, GMMA::Major::MN, GMMA::Major::MN>(),
-          Layout<Shape<_1, _1, _1>>{}))>;
+      std::conditional_t<
+          kDqSplitM,
+          decltype(make_tiled_mma(
+              GMMA::ss_op_selector<T, T, float, Shape<_64, Int<D>, Int<BC>>, GMMA::Major::MN, GMMA::Major::MN>(),
+              Layout<Shape<_2, _1, _1>>{})),
+          decltype(make_tiled_mma(
+              GMMA::ss_op_selector<T, T, float, Shape<_64, Int<D>, _64>, GMMA::Major::MN, GMMA::Major::MN>(),
+              Layout<Shape<_1, _1, _1>>{}))>>;
   // pds named barriers over the 256 consumers: 2 (LSE and D of the query
   // block, one copy for both warpgroups), 3 (P^T stored before the dV
   // products read it; one per warpgroup, with its id in a register, was a
@@ -170,12 +186,16 @@ struct BwdKv {
   // pds2: barrier 2 (warpgroup 0) and 3 (warpgroup 1) over 128 threads, each
   // warpgroup's own P^T rows stored before its dV product reads them.
   static constexpr int kBarLse = 2, kBarP = 3;
-  // Element offset of (key r, query c) in an SmemPt tile: rows of BR = 64
-  // bf16 (128 bytes), atoms of 8 rows stacked along the keys, and the 128-byte
-  // swizzle (16-byte chunk index XOR row % 8) of GMMA::Layout_K_SW128_Atom,
-  // the tile 1024-byte aligned. Checked against the cute layout by
-  // tests/attention_wgmma/test_pds_layout.cu on the host.
-  __host__ __device__ static constexpr int pt_offset(int r, int c) { return (r * BR + c) ^ ((r & 7) << 3); }
+  // Element offset of (key r, query c) in an SmemPt tile: rows of 64 queries
+  // (128 bytes, one GMMA::Layout_K_SW128_Atom row), atoms of 8 rows stacked
+  // along the keys, and the 128-byte swizzle (16-byte chunk index XOR row % 8),
+  // the tile 1024-byte aligned; pds3 (BR = 128): queries 64 .. 127 in a second
+  // column of atoms, BC * 64 elements on. Keys r + 8 are 8 * 64 elements on.
+  // Checked against the cute layout by tests/attention_wgmma/test_pds_layout.cu
+  // on the host.
+  __host__ __device__ static constexpr int pt_offset(int r, int c) {
+    return (c / 64) * (BC * 64) + ((r * 64 + c % 64) ^ ((r & 7) << 3));
+  }
 
   using Pipeline = cutlass::PipelineTmaAsync<ST>;
   using PipelineState = typename Pipeline::PipelineState;
@@ -219,6 +239,10 @@ struct BwdKv {
                  // registers; measured: fewer spills than with it in a register there, while the
                  // consumers keep theirs in a register: d64 atomic 8 bytes instead of 104)
   };
+  // The launch asks for sizeof(SharedStorage) of dynamic shared memory (no
+  // static shared memory): at most 227 KB, the opt-in maximum of an sm_90
+  // block (pds3: exactly that after the 1024-byte alignment).
+  static_assert(sizeof(SharedStorage) <= 227 * 1024, "kv kernel shared storage above 227 KB");
 
   using GShape = Shape<int32_t, int32_t, int32_t, int32_t>;
   using GStride = Stride<int64_t, _1, int64_t, int64_t>;
@@ -380,7 +404,7 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
       CUTLASS_PRAGMA_UNROLL
       for (int v = 0; v < BR / 2; v += 2)
         *reinterpret_cast<__nv_bfloat162*>(pt_base + K_::pt_offset(kl0, 8 * (v / 4) + col_lane) +
-                                           8 * BR * ((v / 2) % 2)) = __floats2bfloat162_rn(tSrS(v), tSrS(v + 1));
+                                           8 * 64 * ((v / 2) % 2)) = __floats2bfloat162_rn(tSrS(v), tSrS(v + 1));
       cutlass::arch::fence_view_async_shared();  // generic-proxy stores before the wgmma reads
       if constexpr (K_::kPds2) {
         // Each warpgroup's dV product reads its own 64 rows of P^T only.
@@ -403,7 +427,7 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
       for (int v = 0; v < BR / 2; v += 2) {
         const int j = 8 * (v / 4) + col_lane;
         const float2 d2 = *reinterpret_cast<const float2*>(dd + j);
-        *reinterpret_cast<__nv_bfloat162*>(ds_base + K_::pt_offset(kl0, j) + 8 * BR * ((v / 2) % 2)) =
+        *reinterpret_cast<__nv_bfloat162*>(ds_base + K_::pt_offset(kl0, j) + 8 * 64 * ((v / 2) % 2)) =
             __floats2bfloat162_rn(tSrS(v) * (tSrdP(v) - d2.x), tSrS(v + 1) * (tSrdP(v + 1) - d2.y));
       }
       cutlass::arch::fence_view_async_shared();
@@ -412,9 +436,11 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
       detail::wg_gemm<false, false>(mma_kv, tKVrdSb, tKVrQ(_, _, _, st.index()), tdKacc);
       Tensor tdQacc = partition_fragment_C(mma_dq, Shape<Int<BR>, Int<D>>{});
       static_assert(decltype(size(tdQacc))::value == K_::kDqPerThread, "dQ part per thread");
-      if constexpr (K_::kDqSplitN) {
+      if constexpr (K_::kDqWhole) {
+        // d = 128: N split (each warpgroup D / 2 columns); pds3: M split (each
+        // warpgroup 64 queries); every key either way.
         auto thr_dq = mma_dq.get_thread_slice(ctid);
-        Tensor tQrdS = thr_dq.partition_fragment_A(sdS);  // (MMA, 1, BC/16, 2)
+        Tensor tQrdS = thr_dq.partition_fragment_A(sdS);  // (MMA, BR/64 or 1, BC/16, 2)
         Tensor tQrK = thr_dq.partition_fragment_B(sKt);
         Tensor tQrdSb = tQrdS(_, _, _, dsb);
         detail::wg_gemm<true, false>(mma_dq, tQrdSb, tQrK, tdQacc);
@@ -439,7 +465,7 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
         // The writer warp has read tile qb (iteration it - kDqBufs).
         if (it >= K_::kDqBufs) detail::named_sync(K_::kBarEmpty + qb, K_::kBarDqThreads);
         float* tile = ss.dqs[qb];
-        if constexpr (K_::kDqSplitN) {
+        if constexpr (K_::kDqWhole) {
           CUTLASS_PRAGMA_UNROLL
           for (int i = 0; i < size(tdQacc); i += 2)
             *reinterpret_cast<float2*>(tile + K_::dq_tile_offset(ctid, i)) =
