@@ -199,6 +199,12 @@ struct BwdKv {
 
   using Pipeline = cutlass::PipelineTmaAsync<ST>;
   using PipelineState = typename Pipeline::PipelineState;
+  // The LSE / D ring (pds2, pds3): the Q / dO depth; pds3 one stage (two
+  // would put the storage 108 bytes over 227 KB - 1 KB), released right after
+  // the dS^T stores (its last read), so the next block's copies land under
+  // this block's dK and dQ products and the next S^T, dP^T.
+  static constexpr int kLStages = kPds3 ? 1 : ST;
+  using PipelineL = cutlass::PipelineTmaAsync<kLStages>;
   // Ordered dQ: thread 0 of the consumers spins on a flag (acquire) and
   // releases it after named barrier 1 over the 256 consumer threads.
   using Ordered = cutlass::GenericBarrier<cutlass::detail::NamedBarrierSync<256, 1>>;
@@ -229,20 +235,21 @@ struct BwdKv {
     // double-buffered: LSE (log2 units, +inf where P must be 0) and D of the
     // current query block's BR rows. pds2: one per Q / dO stage, filled by
     // the producer's bulk copies (16-byte aligned).
-    alignas(16) float lse2[kPds ? 1 : 2][kPds2 ? ST : 2][BR];
-    alignas(16) float dvec[kPds ? 1 : 2][kPds2 ? ST : 2][BR];
+    alignas(16) float lse2[kPds ? 1 : 2][kPds2 ? kLStages : 2][BR];
+    alignas(16) float dvec[kPds ? 1 : 2][kPds2 ? kLStages : 2][BR];
     typename Pipeline::SharedStorage pipe_q;
     typename Pipeline::SharedStorage pipe_do;
-    std::conditional_t<kPds2, typename Pipeline::SharedStorage, char> pipe_l;  // pds2: LSE and D
+    std::conditional_t<kPds2, typename PipelineL::SharedStorage, char> pipe_l;  // pds2, pds3: LSE and D
     alignas(8) uint64_t kv_bar;
     int m_stop;  // the end of the producer's and the dQ writer's query-block walks (they run on 24
                  // registers; measured: fewer spills than with it in a register there, while the
                  // consumers keep theirs in a register: d64 atomic 8 bytes instead of 104)
   };
-  // The launch asks for sizeof(SharedStorage) of dynamic shared memory (no
-  // static shared memory): at most 227 KB, the opt-in maximum of an sm_90
-  // block (pds3: exactly that after the 1024-byte alignment).
-  static_assert(sizeof(SharedStorage) <= 227 * 1024, "kv kernel shared storage above 227 KB");
+  // The launch asks for sizeof(SharedStorage) of dynamic shared memory; the
+  // 1 KB that cuobjdump -res-usage reports as every sm_90 kernel's static
+  // shared memory (even a kernel without any: it is the block's reserved
+  // 1 KB, and can_run counts it, as common_reason does) leaves 226 KB.
+  static_assert(sizeof(SharedStorage) + 1024 <= 227 * 1024, "kv kernel shared storage above 227 KB - 1 KB");
 
   using GShape = Shape<int32_t, int32_t, int32_t, int32_t>;
   using GStride = Stride<int64_t, _1, int64_t, int64_t>;
@@ -291,6 +298,28 @@ struct BwdKv {
 // dP^T registers are dead before the dQ accumulator is live. dQ is handed to
 // the writer warp as in the other TMA variants. Registers at the peak: dV, dK
 // (D / 2 each), S^T, dP^T (BR / 2 each) per thread.
+namespace detail {
+// x, opaque to the compiler's loop-invariant code motion (a volatile move):
+// what is computed from it is recomputed where it is used. pds3's P^T / dS^T
+// store addresses (16 swizzled 8-query chunks x 2 key rows, hoisted out of the
+// query-block loop) were spilled (116 bytes); recomputed per block from one
+// opaque base they cost a few integer operations and no registers across the loop.
+__device__ __forceinline__ int opaque(int x) {
+  int y;
+  asm volatile("mov.b32 %0, %1;" : "=r"(y) : "r"(x));
+  return y;
+}
+}  // namespace detail
+
+// pds3 (BR = 128): the element offset of (key kl0 + 8 h, query 8 k + col_lane)
+// in an SmemPt tile, from base = kl0 64 + col_lane and sw = (kl0 & 7) << 3
+// (both per block, detail::opaque): pt_offset with the swizzle applied to the
+// chunk index only (col_lane < 8 and kl0 64 leave bits 3 .. 5 to 8 k).
+template <int BC>
+__host__ __device__ constexpr int pt3_offset(int base, int sw, int k, int h) {
+  return (k / 8) * (BC * 64) + base + ((8 * (k % 8)) ^ sw) + 8 * 64 * h;
+}
+
 template <class K_, class PipeL, class Acc>
 __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typename K_::SharedStorage& ss,
                                                typename K_::Pipeline& pipe_q, typename K_::Pipeline& pipe_do,
@@ -335,6 +364,7 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
   Tensor tKVrQ = thr_kv.partition_fragment_B(sQt);
 
   PipelineState st;
+  [[maybe_unused]] typename K_::PipelineL::PipelineState stl;  // pds3: the one-stage LSE / D ring
   int it = 0;
   for (int g = 0; g < p.group; ++g) {
     const int h = hk * p.group + g;
@@ -365,8 +395,11 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
         }
         detail::named_sync(K_::kBarLse, 256);
       }
-      if constexpr (K_::kPds2) pipe_l.consumer_wait(st);  // this block's LSE and D
-      const int sb = K_::kPds2 ? st.index() : buf;
+      if constexpr (K_::kPds3)
+        pipe_l.consumer_wait(stl);  // this block's LSE and D
+      else if constexpr (K_::kPds2)
+        pipe_l.consumer_wait(st);
+      const int sb = K_::kPds3 ? 0 : K_::kPds2 ? st.index() : buf;
       const float* lse2 = ss.lse2[0][sb];
       const float* dd = ss.dvec[0][sb];
       // pds2: dS^T tile of this block's parity (the other may still be read
@@ -401,10 +434,18 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
       // through cute's swizzled pointer they became generic 64-bit stores.)
       // Keys kl0 + 8 are 512 elements on (the swizzle reads row % 8 only):
       // one address per 8-query chunk.
-      CUTLASS_PRAGMA_UNROLL
-      for (int v = 0; v < BR / 2; v += 2)
-        *reinterpret_cast<__nv_bfloat162*>(pt_base + K_::pt_offset(kl0, 8 * (v / 4) + col_lane) +
-                                           8 * 64 * ((v / 2) % 2)) = __floats2bfloat162_rn(tSrS(v), tSrS(v + 1));
+      if constexpr (K_::kPds3) {
+        const int base = detail::opaque(kl0 * 64 + col_lane), sw = detail::opaque((kl0 & 7) << 3);
+        CUTLASS_PRAGMA_UNROLL
+        for (int v = 0; v < BR / 2; v += 2)
+          *reinterpret_cast<__nv_bfloat162*>(pt_base + pt3_offset<BC>(base, sw, v / 4, (v / 2) % 2)) =
+              __floats2bfloat162_rn(tSrS(v), tSrS(v + 1));
+      } else {
+        CUTLASS_PRAGMA_UNROLL
+        for (int v = 0; v < BR / 2; v += 2)
+          *reinterpret_cast<__nv_bfloat162*>(pt_base + K_::pt_offset(kl0, 8 * (v / 4) + col_lane) +
+                                             8 * 64 * ((v / 2) % 2)) = __floats2bfloat162_rn(tSrS(v), tSrS(v + 1));
+      }
       cutlass::arch::fence_view_async_shared();  // generic-proxy stores before the wgmma reads
       if constexpr (K_::kPds2) {
         // Each warpgroup's dV product reads its own 64 rows of P^T only.
@@ -423,15 +464,32 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
           tSrS(v) *= detail::softcap_grad(tSrS(v), lse2[8 * (v / 4) + col_lane + (v % 2)], p.cap_t);
       }
       warpgroup_wait<1>();  // dP^T done (dV may still run)
-      CUTLASS_PRAGMA_UNROLL
-      for (int v = 0; v < BR / 2; v += 2) {
-        const int j = 8 * (v / 4) + col_lane;
-        const float2 d2 = *reinterpret_cast<const float2*>(dd + j);
-        *reinterpret_cast<__nv_bfloat162*>(ds_base + K_::pt_offset(kl0, j) + 8 * 64 * ((v / 2) % 2)) =
-            __floats2bfloat162_rn(tSrS(v) * (tSrdP(v) - d2.x), tSrS(v + 1) * (tSrdP(v + 1) - d2.y));
+      if constexpr (K_::kPds3) {
+        const int base = detail::opaque(kl0 * 64 + col_lane), sw = detail::opaque((kl0 & 7) << 3);
+        CUTLASS_PRAGMA_UNROLL
+        for (int v = 0; v < BR / 2; v += 2) {
+          const float2 d2 = *reinterpret_cast<const float2*>(dd + 8 * (v / 4) + col_lane);
+          *reinterpret_cast<__nv_bfloat162*>(ds_base + pt3_offset<BC>(base, sw, v / 4, (v / 2) % 2)) =
+              __floats2bfloat162_rn(tSrS(v) * (tSrdP(v) - d2.x), tSrS(v + 1) * (tSrdP(v + 1) - d2.y));
+        }
+      } else {
+        CUTLASS_PRAGMA_UNROLL
+        for (int v = 0; v < BR / 2; v += 2) {
+          const int j = 8 * (v / 4) + col_lane;
+          const float2 d2 = *reinterpret_cast<const float2*>(dd + j);
+          *reinterpret_cast<__nv_bfloat162*>(ds_base + K_::pt_offset(kl0, j) + 8 * 64 * ((v / 2) % 2)) =
+              __floats2bfloat162_rn(tSrS(v) * (tSrdP(v) - d2.x), tSrS(v + 1) * (tSrdP(v + 1) - d2.y));
+        }
       }
       cutlass::arch::fence_view_async_shared();
       detail::named_sync(1, 256);  // both warpgroups' dS^T: dQ reads every key
+      if constexpr (K_::kPds3) {
+        // Every consumer warp has read this block's LSE and D (P, softcap,
+        // dS: before the barrier above; the release is one thread per
+        // warpgroup, so not before it): the next block's may come.
+        pipe_l.consumer_release(stl);
+        ++stl;
+      }
       Tensor tKVrdSb = tKVrdS(_, _, _, dsb);
       detail::wg_gemm<false, false>(mma_kv, tKVrdSb, tKVrQ(_, _, _, st.index()), tdKacc);
       Tensor tdQacc = partition_fragment_C(mma_dq, Shape<Int<BR>, Int<D>>{});
@@ -456,7 +514,7 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
       warpgroup_wait<0>();  // dV, dK, dQ part done: the Q and dO stages, P^T and dS^T are free
       pipe_q.consumer_release(st);
       pipe_do.consumer_release(st);
-      if constexpr (K_::kPds2) pipe_l.consumer_release(st);
+      if constexpr (K_::kPds2 && !K_::kPds3) pipe_l.consumer_release(st);
       const int qb = K_::kPds2 ? it % K_::kDqBufs : buf;  // the dQ tile
       if constexpr (K_::kPds2) {
         // No barrier here: the next block writes the other dS^T tile, and
@@ -587,14 +645,15 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
   // the Q and dO tiles are two TMA boxes each).
   auto make_pipe_l = [&]() {
     if constexpr (K_::kPds2) {
-      typename Pipeline::Params pl;
-      pl.role = warp_group == 0 ? (tid == 64 ? Pipeline::ThreadCategory::Producer
-                                             : Pipeline::ThreadCategory::NonParticipant)
-                                : Pipeline::ThreadCategory::Consumer;
+      using PipelineL = typename K_::PipelineL;
+      typename PipelineL::Params pl;
+      pl.role = warp_group == 0 ? (tid == 64 ? PipelineL::ThreadCategory::Producer
+                                             : PipelineL::ThreadCategory::NonParticipant)
+                                : PipelineL::ThreadCategory::Consumer;
       pl.is_leader = tid == 64;
       pl.num_consumers = K_::kConsumers;
       pl.transaction_bytes = 2u * BR * sizeof(float);
-      return Pipeline(ss.pipe_l, pl, Shape<_1, _1, _1>{});
+      return PipelineL(ss.pipe_l, pl, Shape<_1, _1, _1>{});
     } else {
       return 0;
     }
@@ -670,7 +729,7 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
     if constexpr (K_::kPds2) {
       if (tid == 64 && iters > 0) {
         // LSE and D of each (query head, query block), in the Q / dO order.
-        PipelineState sl = cutlass::make_producer_start_state<Pipeline>();
+        auto sl = cutlass::make_producer_start_state<typename K_::PipelineL>();
         for (int g = 0; g < p.group; ++g) {
           const int64_t bhm = (int64_t(b) * p.H + hk * p.group + g) * p.m_blocks;
 #pragma unroll 1
