@@ -290,14 +290,6 @@ struct BwdKv {
   }
 };
 
-// The consumers' walk of the pds variants (Cfg::PDS, TMA dQ; FlashAttention-4's
-// sm90 schedule): per query block, S^T = K Q^T and dP^T = V dO^T (SS, their
-// accumulators local to the step), P^T to shared memory (bf16) and dV += P^T
-// dO (SS) issued; dS^T = P^T (dP^T - D) to shared memory, then dK += dS^T Q
-// and dQ part = dS K (SS, dS through the transposed view), so the S^T and
-// dP^T registers are dead before the dQ accumulator is live. dQ is handed to
-// the writer warp as in the other TMA variants. Registers at the peak: dV, dK
-// (D / 2 each), S^T, dP^T (BR / 2 each) per thread.
 namespace detail {
 // x, opaque to the compiler's loop-invariant code motion (a volatile move):
 // what is computed from it is recomputed where it is used. pds3's P^T / dS^T
@@ -320,6 +312,14 @@ __host__ __device__ constexpr int pt3_offset(int base, int sw, int k, int h) {
   return (k / 8) * (BC * 64) + base + ((8 * (k % 8)) ^ sw) + 8 * 64 * h;
 }
 
+// The consumers' walk of the pds variants (Cfg::PDS, TMA dQ; FlashAttention-4's
+// sm90 schedule): per query block, S^T = K Q^T and dP^T = V dO^T (SS, their
+// accumulators local to the step), P^T to shared memory (bf16) and dV += P^T
+// dO (SS) issued; dS^T = P^T (dP^T - D) to shared memory, then dK += dS^T Q
+// and dQ part = dS K (SS, dS through the transposed view), so the S^T and
+// dP^T registers are dead before the dQ accumulator is live. dQ is handed to
+// the writer warp as in the other TMA variants. Registers at the peak: dV, dK
+// (D / 2 each), S^T, dP^T (BR / 2 each) per thread.
 template <class K_, class PipeL, class Acc>
 __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typename K_::SharedStorage& ss,
                                                typename K_::Pipeline& pipe_q, typename K_::Pipeline& pipe_do,
