@@ -429,9 +429,9 @@ TEST(AttentionWgmmaGpu, TmaOStoresNoRowPastSq) {
 
 // ------------------------------------------------------------------ backward
 
-TEST(AttentionWgmmaBwd, ThirtyVariantsRunBothModesWithReasonsAndWorkspace) {
+TEST(AttentionWgmmaBwd, ThirtyTwoVariantsRunBothModesWithReasonsAndWorkspace) {
   const auto vs = wgmma_bwd_variants();
-  ASSERT_EQ(vs.size(), 30u);
+  ASSERT_EQ(vs.size(), 32u);
   DeviceInfo h200;
   h200.cc_major = 9;
   h200.cc_minor = 0;
@@ -483,9 +483,9 @@ TEST(AttentionWgmmaBwd, ThirtyVariantsRunBothModesWithReasonsAndWorkspace) {
     EXPECT_EQ(v->workspace_bytes(p, AttentionMode::backward), attention::d_bytes(p) + extra);
   }
   EXPECT_EQ(owning, 6);
-  EXPECT_EQ(atomic, 11);
+  EXPECT_EQ(atomic, 12);
   EXPECT_EQ(partials, 3);
-  EXPECT_EQ(ordered, 10);
+  EXPECT_EQ(ordered, 11);
   EXPECT_EQ(pds_variants().size(), 6u);
   for (const auto* v : pds_variants()) {
     SCOPED_TRACE(v->desc.name);
@@ -501,6 +501,23 @@ TEST(AttentionWgmmaBwd, ThirtyVariantsRunBothModesWithReasonsAndWorkspace) {
                         "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_d64",
                         "attention.bf16.wgmma.atomic.br64_bc128_st2_tma1_pds2_d64"})
     EXPECT_NE(builtin_registry().find_attention(n), nullptr) << n;
+  // pds3: d64 at 128 queries per step, 227 KB of shared memory (the H200's
+  // opt-in maximum: a device with less is refused with the reason).
+  EXPECT_EQ(pds_variants(3).size(), 2u);
+  for (const char* n : {"attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_d64",
+                        "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_d64"}) {
+    const auto* v = builtin_registry().find_attention(n);
+    ASSERT_NE(v, nullptr) << n;
+    EXPECT_EQ(param(*v, "br"), 128);
+    AttentionProblem p;
+    p.B = 1, p.H = 2, p.Hkv = 1, p.Sq = 300, p.Sk = 300, p.d = 64;
+    EXPECT_FALSE(v->can_run(p, AttentionMode::backward, h200).has_value());
+    DeviceInfo small = h200;
+    small.max_smem_per_block_optin = 232448 - 1024;
+    const auto why = v->can_run(p, AttentionMode::backward, small);
+    ASSERT_TRUE(why.has_value()) << n;
+    EXPECT_NE(why->find("shared"), std::string::npos) << *why;
+  }
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.owning.br64_bc128_st3_qbc64_qst3_d128"), nullptr);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst3_d64"), nullptr);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.partials.br64_bc128_st4_d128_mb256"), nullptr);
@@ -651,7 +668,7 @@ TEST(AttentionWgmmaBwdGpu, SanitizerSizedWindowOrdered) {
   std::vector<const AttentionVariant*> vs;
   for (const auto* v : wgmma_bwd_variants())
     if (v->desc.strategy == "ordered") vs.push_back(v);
-  ASSERT_EQ(vs.size(), 8u);
+  ASSERT_EQ(vs.size(), 11u);
   const Case cases[] = {{1, 2, 1, 150, 331, false, 0.0, "sanitizer: window 100, softcap 2, non-causal", 2.0, 100}};
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 4200, /*repeats=*/2), int(vs.size()));
 }
@@ -664,7 +681,7 @@ TEST(AttentionWgmmaBwdGpu, OrderedManyKeyBlocks) {
   std::vector<const AttentionVariant*> vs;
   for (const auto* v : wgmma_bwd_variants())
     if (v->desc.strategy == "ordered") vs.push_back(v);
-  ASSERT_EQ(vs.size(), 8u);
+  ASSERT_EQ(vs.size(), 11u);
   const Case cases[] = {
       {2, 8, 4, 640, 2304, false, 0.0, "ordered: 18 key blocks, GQA 2:1"},
       {2, 8, 4, 2100, 2304, true, 0.0, "ordered: 18 key blocks, causal Sq < Sk, odd Sq"},
@@ -751,6 +768,36 @@ TEST(AttentionWgmmaBwdGpu, Pds2SanitizerSized) {
 TEST(AttentionWgmmaBwdGpu, Pds2TwentyRepeats) {
   REQUIRE_SM90();
   check_pds_twenty_repeats(2, 7300);
+}
+
+// The pds3 variants (d64, 128 queries per step: P^T / dS^T over two swizzle
+// atoms, the dQ product split by queries, one dQ tile): the pds2 cases
+// (the device script's filter: AttentionWgmmaBwdGpu.Pds3*). At BR = 128 the
+// 18-key-block cases have 5 .. 17 query blocks per key block, the 4100-row
+// one 33 (both dS^T tiles reused many times); odd Sq leaves a partial last
+// query block of 128 (4 rows in 2100, 22 in 150).
+TEST(AttentionWgmmaBwdGpu, Pds3MatchesFloat64Reference) {
+  REQUIRE_SM90();
+  const auto vs = pds_variants(3);
+  ASSERT_EQ(vs.size(), 2u);
+  EXPECT_EQ(check_backward(vs, kBwdCases, std::size(kBwdCases), 8000), int(vs.size() * std::size(kBwdCases)));
+  const Case many[] = {
+      {2, 8, 4, 640, 2304, false, 0.0, "pds3: 18 key blocks, GQA 2:1"},
+      {2, 8, 4, 2100, 2304, true, 0.0, "pds3: 18 key blocks, causal Sq < Sk, odd Sq"},
+      {1, 4, 2, 2100, 2304, true, 0.0, "pds3: window 700, causal, softcap 20", 20.0, 700},
+      {1, 2, 1, 4100, 1000, true, 0.0, "pds3: 33 query blocks per key block (both dS^T tiles reused), causal Sq > Sk"},
+  };
+  EXPECT_EQ(check_backward(vs, many, std::size(many), 8100), int(vs.size() * std::size(many)));
+}
+
+TEST(AttentionWgmmaBwdGpu, Pds3SanitizerSized) {
+  REQUIRE_SM90();
+  check_pds_sanitizer_sized(3, 8200);
+}
+
+TEST(AttentionWgmmaBwdGpu, Pds3TwentyRepeats) {
+  REQUIRE_SM90();
+  check_pds_twenty_repeats(3, 8300);
 }
 
 // The partials variant's chunked launches, on a registry with a 1 MiB slab

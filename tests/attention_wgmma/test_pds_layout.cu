@@ -37,9 +37,10 @@ void check_pt_layout() {
   int once = 0;
   for (int s : seen) once += s == 1;
   EXPECT_EQ(once, BC * BR) << "SmemPt is not a bijection onto the tile";
-  // Keys r + 8 are 8 * BR elements on (the kernel's stores rely on it).
+  // Keys r + 8 are 8 * 64 elements on (the kernel's stores rely on it; pds3:
+  // in each of the two 64-query columns of atoms).
   for (int r = 0; r + 8 < BC; ++r)
-    for (int c = 0; c < BR; ++c) ASSERT_EQ(K_::pt_offset(r + 8, c), K_::pt_offset(r, c) + 8 * BR) << r << "," << c;
+    for (int c = 0; c < BR; ++c) ASSERT_EQ(K_::pt_offset(r + 8, c), K_::pt_offset(r, c) + 8 * 64) << r << "," << c;
 }
 
 TEST(AttentionWgmmaPds, PtOffsetMatchesCuteLayoutD128) { check_pt_layout<KvD128Br64St2OTS>(); }
@@ -47,6 +48,28 @@ TEST(AttentionWgmmaPds, PtOffsetMatchesCuteLayoutD64) { check_pt_layout<KvD64Br6
 TEST(AttentionWgmmaPds, PtOffsetMatchesCuteLayoutPds2) {
   check_pt_layout<KvD128Br64St2OTS2>();
   check_pt_layout<KvD64Br64St2ATS2>();
+}
+// pds3: 128 queries per row of P^T / dS^T, two columns of swizzle atoms.
+TEST(AttentionWgmmaPds, PtOffsetMatchesCuteLayoutPds3) {
+  check_pt_layout<KvD64Br128St2OTS3>();
+  check_pt_layout<KvD64Br128St2ATS3>();
+}
+// pds3's stores address the tile by pt3_offset (a per-block base and swizzle,
+// chunk by chunk): the same element as pt_offset for every thread's keys kl0,
+// kl0 + 8 and query chunks.
+TEST(AttentionWgmmaPds, Pds3StoreOffsetsArePtOffset) {
+  using K_ = BwdKv<KvD64Br128St2OTS3>;
+  constexpr int BC = K_::BC, BR = K_::BR;
+  int bad = 0;
+  for (int ctid = 0; ctid < 256; ++ctid) {
+    const int lane = ctid % 32, wq = (ctid % 128) / 32, wg = ctid / 128;
+    const int kl0 = wg * 64 + wq * 16 + lane / 4, col_lane = 2 * (lane % 4);
+    for (int v = 0; v < BR / 2; v += 2) {
+      const int got = pt3_offset<BC>(kl0 * 64 + col_lane, (kl0 & 7) << 3, v / 4, (v / 2) % 2);
+      bad += got != K_::pt_offset(kl0 + 8 * ((v / 2) % 2), 8 * (v / 4) + col_lane);
+    }
+  }
+  EXPECT_EQ(bad, 0);
 }
 
 // The stacked dS^T tiles (SmemPt2, SmemPtT2: the wgmma descriptors of the dK
@@ -74,9 +97,52 @@ void check_stacked_layout() {
 TEST(AttentionWgmmaPds, StackedDsTilesMatchStores) {
   check_stacked_layout<KvD128Br64St2OTS2>();
   check_stacked_layout<KvD64Br64St2OTS2>();
+  check_stacked_layout<KvD64Br128St2OTS3>();
 }
 
-// pds2 shared storage: two dS^T tiles then P^T (16 KB each, 1024-byte
+// pds3's dQ product reads dS (queries x keys) through the transposed view,
+// warpgroup w its queries [64 w, 64 w + 64): the tiled MMA's A partition of
+// thread t addresses only rows of its warpgroup's half, and the two halves
+// cover the tile. And the dQ tile's fragment order (dq_row, dq_col, inverted
+// by the convert kernel) is a bijection onto the 128 x 64 tile, thread t's
+// rows in its warpgroup's half.
+TEST(AttentionWgmmaPds, Pds3DqSplitByQueries) {
+  using K_ = BwdKv<KvD64Br128St2OTS3>;
+  static_assert(K_::kDqSplitM && K_::kDqWhole && !K_::kDqSplitN);
+  static_assert(K_::kDqWriters == 256 && K_::kDqPerThread == 32 && K_::kDqBufs == 1);
+  constexpr int BR = K_::BR, D = K_::D;
+  std::vector<int> seen(BR * D, 0);
+  for (int t = 0; t < 256; ++t)
+    for (int i = 0; i < K_::kDqPerThread; ++i) {
+      const int r = K_::dq_row(t, i), c = K_::dq_col(t, i);
+      ASSERT_GE(r, 0);
+      ASSERT_LT(r, BR);
+      ASSERT_GE(c, 0);
+      ASSERT_LT(c, D);
+      EXPECT_EQ(r / 64, t / 128) << "thread " << t << " value " << i;
+      ++seen[r * D + c];
+      // The tile offsets are a permutation too (the convert kernel inverts them).
+      const int off = K_::dq_tile_offset(t, i);
+      ASSERT_GE(off, 0);
+      ASSERT_LT(off, BR * D);
+    }
+  int once = 0;
+  for (int s : seen) once += s == 1;
+  EXPECT_EQ(once, BR * D) << "dq_row / dq_col do not cover the 128 x 64 tile once";
+  // The MMA's own C layout agrees with dq_row / dq_col (value i of thread t).
+  typename K_::MmaDQpds mma;
+  for (int t = 0; t < 256; ++t) {
+    auto thr = mma.get_thread_slice(t);
+    auto coord = thr.partition_C(cute::make_identity_tensor(cute::Shape<cute::Int<BR>, cute::Int<D>>{}));
+    ASSERT_EQ(int(cute::size(coord)), K_::kDqPerThread);
+    for (int i = 0; i < K_::kDqPerThread; ++i) {
+      EXPECT_EQ(int(cute::get<0>(coord(i))), K_::dq_row(t, i)) << t << "," << i;
+      EXPECT_EQ(int(cute::get<1>(coord(i))), K_::dq_col(t, i)) << t << "," << i;
+    }
+  }
+}
+
+// pds2 shared storage (pds3: the same at BR = 128, 32 KB tiles): two dS^T tiles then P^T (16 KB each, 1024-byte
 // aligned), one fp32 dQ tile at d128 (two would not fit: 240 KB) and two at
 // d64, one LSE and one D row per Q / dO stage, 16-byte aligned (bulk copies).
 template <class Cfg>
@@ -94,9 +160,12 @@ void check_pds2_storage(size_t dq_tiles) {
   EXPECT_EQ(at(s.pt()) % 1024, 0u);
   EXPECT_GE(at(&s.dqs[0][0]) - at(s.pt()), size_t(BC * BR * 2)) << "P^T (16 KB) before the dQ tiles";
   EXPECT_EQ(sizeof(s.dqs), dq_tiles * BR * D * sizeof(float));
-  EXPECT_EQ(sizeof(s.lse2), size_t(ST) * BR * sizeof(float));
-  EXPECT_EQ(sizeof(s.dvec), size_t(ST) * BR * sizeof(float));
-  for (int i = 0; i < ST; ++i) {
+  // pds3: one LSE / D stage (two would not fit).
+  const int lst = K_::kPds3 ? 1 : ST;
+  EXPECT_EQ(K_::kLStages, lst);
+  EXPECT_EQ(sizeof(s.lse2), size_t(lst) * BR * sizeof(float));
+  EXPECT_EQ(sizeof(s.dvec), size_t(lst) * BR * sizeof(float));
+  for (int i = 0; i < lst; ++i) {
     EXPECT_EQ(at(&s.lse2[0][i][0]) % 16, 0u);
     EXPECT_EQ(at(&s.dvec[0][i][0]) % 16, 0u);
   }
@@ -109,6 +178,17 @@ TEST(AttentionWgmmaPds, Pds2SharedStorage) {
   check_pds2_storage<KvD64Br64St2ATS2>(2);
   // d128 arithmetic: K, V 64 KB + Q / dO 64 KB + dS^T 2 x 16 KB + P^T 16 KB + one dQ tile 32 KB.
   EXPECT_EQ(KvD128Br64St2OTS2::kSmemBytes, 208 * 1024);
+}
+TEST(AttentionWgmmaPds, Pds3SharedStorage) {
+  check_pds2_storage<KvD64Br128St2OTS3>(1);
+  check_pds2_storage<KvD64Br128St2ATS3>(1);
+  // K, V 32 KB + Q / dO (st2) 64 KB + dS^T 2 x 32 KB + P^T 32 KB + one dQ tile 32 KB.
+  EXPECT_EQ(KvD64Br128St2OTS3::kSmemBytes, 224 * 1024);
+  // + one LSE / D stage 1 KB + the barriers (Q, dO: 2 stages, LSE / D: 1),
+  // kv_bar, m_stop: 230492 bytes, 231424 (226 KB) after the 1024-byte
+  // alignment, + the 1 KB every sm_90 block reserves = 227 KB. (Two LSE / D
+  // stages: 231532 bytes, 232448 after alignment: 1 KB over.)
+  EXPECT_EQ(sizeof(BwdKv<KvD64Br128St2OTS3>::SharedStorage), size_t(226 * 1024));
 }
 
 // pds2 staging workspace: LSE and D padded to whole query blocks, two

@@ -73,10 +73,15 @@ struct BwdKv {
   static constexpr bool kPds = Cfg::PDS != 0;  // P^T, dS^T through shared memory (kv_consume_pds)
   // pds2: dS^T double-buffered by query-block parity, LSE and D brought by
   // the producer with the Q / dO stages; d = 128: one fp32 dQ tile (smem).
-  static constexpr bool kPds2 = Cfg::PDS == 2;
+  // pds3 (d = 64): pds2 at BR = 128; the dQ product split by queries over
+  // the two warpgroups (kDqSplitM), one fp32 dQ tile.
+  static constexpr bool kPds2 = Cfg::PDS >= 2;
+  static constexpr bool kPds3 = Cfg::PDS == 3;
   static constexpr int kDsBufs = kPds2 ? 2 : 1;
-  static constexpr int kDqBufs = kPds2 && D == 128 ? 1 : 2;
-  static_assert(!kPds || BR == 64, "pds: P^T and dS^T rows of 64 queries (one 128-byte swizzle row, pt_offset)");
+  static constexpr int kDqBufs = (kPds2 && D == 128) || kPds3 ? 1 : 2;
+  static_assert(!kPds || BR == 64 || (kPds3 && BR == 128 && D == 64),
+                "pds: P^T and dS^T rows of 64 queries (pds3: 128, two swizzle atoms; pt_offset)");
+  static_assert(DQ == 0 || BR == 64 || kPds3, "dQ in the kv kernel at BR != 64: pds3 only");
   static constexpr int THREADS = 384, kConsumers = 256;
   static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
   static constexpr uint32_t kTileBytes = uint32_t(BR) * D * sizeof(T);
@@ -95,6 +100,11 @@ struct BwdKv {
   // so each warpgroup takes the 64 keys it owns (K split; both add their
   // 64 x 64 parts, twice the atomics of d = 128 per element).
   static constexpr bool kDqSplitN = D == 128;
+  // pds3 (d = 64, BR = 128): M = 128 queries split over the two warpgroups
+  // (64 each, N = 64, K = all 128 keys): each writes its own rows of the dQ
+  // tile, no exchange (FlashAttention-4's AtomLayoutMdQ = 2 at d64).
+  static constexpr bool kDqSplitM = kPds3;
+  static constexpr bool kDqWhole = kDqSplitN || kDqSplitM;  // all 256 consumers write the tile
   using MmaDQ = std::conditional_t<
       kDqSplitN,
       decltype(make_tiled_mma(
@@ -109,7 +119,7 @@ struct BwdKv {
   // (i / 2) * 2 kDqWriters + 2 t + i % 2 (consecutive threads, consecutive
   // float2: no bank conflicts). Named barriers: full[b] 4 + b, empty[b] 6 + b,
   // the 256 consumers and the writer warp.
-  static constexpr int kDqWriters = kDqSplitN ? 256 : 128;
+  static constexpr int kDqWriters = kDqWhole ? 256 : 128;
   static_assert(DQ == 0 || kDqWriters * kDqPerThread == BR * D, "the writers cover the tile");
   static constexpr int kBarFull = 4, kBarEmpty = 6, kBarDqThreads = 256 + 32;
   // pds2 at d = 64: warpgroup 1 stores its scaled dQ part into the tile and
@@ -121,8 +131,9 @@ struct BwdKv {
   // Row (query in the block) and column of value i of consumer thread t's dQ
   // part (d = 128: warpgroup t / 128 holds columns [wg D/2, (wg + 1) D/2) in
   // the 64 x N layout; d = 64: every column, from its own keys).
+  // pds3: warpgroup t / 128 holds queries [64 wg, 64 wg + 64), every column.
   __host__ __device__ static constexpr int dq_row(int t, int i) {
-    return (t % 128) / 32 * 16 + (t % 32) / 4 + 8 * ((i / 2) % 2);
+    return (kDqSplitM ? t / 128 * 64 : 0) + (t % 128) / 32 * 16 + (t % 32) / 4 + 8 * ((i / 2) % 2);
   }
   __host__ __device__ static constexpr int dq_col(int t, int i) {
     return (kDqSplitN ? t / 128 * (D / 2) : 0) + 8 * (i / 4) + 2 * (t % 4) + i % 2;
@@ -160,9 +171,14 @@ struct BwdKv {
       decltype(make_tiled_mma(
           GMMA::ss_op_selector<T, T, float, Shape<_64, Int<D / 2>, Int<BC>>, GMMA::Major::MN, GMMA::Major::MN>(),
           Layout<Shape<_1, _2, _1>>{})),
-      decltype(make_tiled_mma(
-          GMMA::ss_op_selector<T, T, float, Shape<_64, Int<D>, _64>, GMMA::Major::MN, GMMA::Major::MN>(),
-          Layout<Shape<_1, _1, _1>>{}))>;
+      std::conditional_t<
+          kDqSplitM,
+          decltype(make_tiled_mma(
+              GMMA::ss_op_selector<T, T, float, Shape<_64, Int<D>, Int<BC>>, GMMA::Major::MN, GMMA::Major::MN>(),
+              Layout<Shape<_2, _1, _1>>{})),
+          decltype(make_tiled_mma(
+              GMMA::ss_op_selector<T, T, float, Shape<_64, Int<D>, _64>, GMMA::Major::MN, GMMA::Major::MN>(),
+              Layout<Shape<_1, _1, _1>>{}))>>;
   // pds named barriers over the 256 consumers: 2 (LSE and D of the query
   // block, one copy for both warpgroups), 3 (P^T stored before the dV
   // products read it; one per warpgroup, with its id in a register, was a
@@ -170,15 +186,25 @@ struct BwdKv {
   // pds2: barrier 2 (warpgroup 0) and 3 (warpgroup 1) over 128 threads, each
   // warpgroup's own P^T rows stored before its dV product reads them.
   static constexpr int kBarLse = 2, kBarP = 3;
-  // Element offset of (key r, query c) in an SmemPt tile: rows of BR = 64
-  // bf16 (128 bytes), atoms of 8 rows stacked along the keys, and the 128-byte
-  // swizzle (16-byte chunk index XOR row % 8) of GMMA::Layout_K_SW128_Atom,
-  // the tile 1024-byte aligned. Checked against the cute layout by
-  // tests/attention_wgmma/test_pds_layout.cu on the host.
-  __host__ __device__ static constexpr int pt_offset(int r, int c) { return (r * BR + c) ^ ((r & 7) << 3); }
+  // Element offset of (key r, query c) in an SmemPt tile: rows of 64 queries
+  // (128 bytes, one GMMA::Layout_K_SW128_Atom row), atoms of 8 rows stacked
+  // along the keys, and the 128-byte swizzle (16-byte chunk index XOR row % 8),
+  // the tile 1024-byte aligned; pds3 (BR = 128): queries 64 .. 127 in a second
+  // column of atoms, BC * 64 elements on. Keys r + 8 are 8 * 64 elements on.
+  // Checked against the cute layout by tests/attention_wgmma/test_pds_layout.cu
+  // on the host.
+  __host__ __device__ static constexpr int pt_offset(int r, int c) {
+    return (c / 64) * (BC * 64) + ((r * 64 + c % 64) ^ ((r & 7) << 3));
+  }
 
   using Pipeline = cutlass::PipelineTmaAsync<ST>;
   using PipelineState = typename Pipeline::PipelineState;
+  // The LSE / D ring (pds2, pds3): the Q / dO depth; pds3 one stage (two
+  // would put the storage 108 bytes over 227 KB - 1 KB), released right after
+  // the dS^T stores (its last read), so the next block's copies land under
+  // this block's dK and dQ products and the next S^T, dP^T.
+  static constexpr int kLStages = kPds3 ? 1 : ST;
+  using PipelineL = cutlass::PipelineTmaAsync<kLStages>;
   // Ordered dQ: thread 0 of the consumers spins on a flag (acquire) and
   // releases it after named barrier 1 over the 256 consumer threads.
   using Ordered = cutlass::GenericBarrier<cutlass::detail::NamedBarrierSync<256, 1>>;
@@ -209,16 +235,21 @@ struct BwdKv {
     // double-buffered: LSE (log2 units, +inf where P must be 0) and D of the
     // current query block's BR rows. pds2: one per Q / dO stage, filled by
     // the producer's bulk copies (16-byte aligned).
-    alignas(16) float lse2[kPds ? 1 : 2][kPds2 ? ST : 2][BR];
-    alignas(16) float dvec[kPds ? 1 : 2][kPds2 ? ST : 2][BR];
+    alignas(16) float lse2[kPds ? 1 : 2][kPds2 ? kLStages : 2][BR];
+    alignas(16) float dvec[kPds ? 1 : 2][kPds2 ? kLStages : 2][BR];
     typename Pipeline::SharedStorage pipe_q;
     typename Pipeline::SharedStorage pipe_do;
-    std::conditional_t<kPds2, typename Pipeline::SharedStorage, char> pipe_l;  // pds2: LSE and D
+    std::conditional_t<kPds2, typename PipelineL::SharedStorage, char> pipe_l;  // pds2, pds3: LSE and D
     alignas(8) uint64_t kv_bar;
     int m_stop;  // the end of the producer's and the dQ writer's query-block walks (they run on 24
                  // registers; measured: fewer spills than with it in a register there, while the
                  // consumers keep theirs in a register: d64 atomic 8 bytes instead of 104)
   };
+  // The launch asks for sizeof(SharedStorage) of dynamic shared memory; the
+  // 1 KB that cuobjdump -res-usage reports as every sm_90 kernel's static
+  // shared memory (even a kernel without any: it is the block's reserved
+  // 1 KB, and can_run counts it, as common_reason does) leaves 226 KB.
+  static_assert(sizeof(SharedStorage) + 1024 <= 227 * 1024, "kv kernel shared storage above 227 KB - 1 KB");
 
   using GShape = Shape<int32_t, int32_t, int32_t, int32_t>;
   using GStride = Stride<int64_t, _1, int64_t, int64_t>;
@@ -258,6 +289,28 @@ struct BwdKv {
     return p.window > 0 ? window_first_block(m * BR + (p.Sk - p.Sq) - p.window + 1, BC, 1 << 30) : 0;
   }
 };
+
+namespace detail {
+// x, opaque to the compiler's loop-invariant code motion (a volatile move):
+// what is computed from it is recomputed where it is used. pds3's P^T / dS^T
+// store addresses (16 swizzled 8-query chunks x 2 key rows, hoisted out of the
+// query-block loop) were spilled (116 bytes); recomputed per block from one
+// opaque base they cost a few integer operations and no registers across the loop.
+__device__ __forceinline__ int opaque(int x) {
+  int y;
+  asm volatile("mov.b32 %0, %1;" : "=r"(y) : "r"(x));
+  return y;
+}
+}  // namespace detail
+
+// pds3 (BR = 128): the element offset of (key kl0 + 8 h, query 8 k + col_lane)
+// in an SmemPt tile, from base = kl0 64 + col_lane and sw = (kl0 & 7) << 3
+// (both per block, detail::opaque): pt_offset with the swizzle applied to the
+// chunk index only (col_lane < 8 and kl0 64 leave bits 3 .. 5 to 8 k).
+template <int BC>
+__host__ __device__ constexpr int pt3_offset(int base, int sw, int k, int h) {
+  return (k / 8) * (BC * 64) + base + ((8 * (k % 8)) ^ sw) + 8 * 64 * h;
+}
 
 // The consumers' walk of the pds variants (Cfg::PDS, TMA dQ; FlashAttention-4's
 // sm90 schedule): per query block, S^T = K Q^T and dP^T = V dO^T (SS, their
@@ -311,6 +364,7 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
   Tensor tKVrQ = thr_kv.partition_fragment_B(sQt);
 
   PipelineState st;
+  [[maybe_unused]] typename K_::PipelineL::PipelineState stl;  // pds3: the one-stage LSE / D ring
   int it = 0;
   for (int g = 0; g < p.group; ++g) {
     const int h = hk * p.group + g;
@@ -341,8 +395,11 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
         }
         detail::named_sync(K_::kBarLse, 256);
       }
-      if constexpr (K_::kPds2) pipe_l.consumer_wait(st);  // this block's LSE and D
-      const int sb = K_::kPds2 ? st.index() : buf;
+      if constexpr (K_::kPds3)
+        pipe_l.consumer_wait(stl);  // this block's LSE and D
+      else if constexpr (K_::kPds2)
+        pipe_l.consumer_wait(st);
+      const int sb = K_::kPds3 ? 0 : K_::kPds2 ? st.index() : buf;
       const float* lse2 = ss.lse2[0][sb];
       const float* dd = ss.dvec[0][sb];
       // pds2: dS^T tile of this block's parity (the other may still be read
@@ -377,10 +434,18 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
       // through cute's swizzled pointer they became generic 64-bit stores.)
       // Keys kl0 + 8 are 512 elements on (the swizzle reads row % 8 only):
       // one address per 8-query chunk.
-      CUTLASS_PRAGMA_UNROLL
-      for (int v = 0; v < BR / 2; v += 2)
-        *reinterpret_cast<__nv_bfloat162*>(pt_base + K_::pt_offset(kl0, 8 * (v / 4) + col_lane) +
-                                           8 * BR * ((v / 2) % 2)) = __floats2bfloat162_rn(tSrS(v), tSrS(v + 1));
+      if constexpr (K_::kPds3) {
+        const int base = detail::opaque(kl0 * 64 + col_lane), sw = detail::opaque((kl0 & 7) << 3);
+        CUTLASS_PRAGMA_UNROLL
+        for (int v = 0; v < BR / 2; v += 2)
+          *reinterpret_cast<__nv_bfloat162*>(pt_base + pt3_offset<BC>(base, sw, v / 4, (v / 2) % 2)) =
+              __floats2bfloat162_rn(tSrS(v), tSrS(v + 1));
+      } else {
+        CUTLASS_PRAGMA_UNROLL
+        for (int v = 0; v < BR / 2; v += 2)
+          *reinterpret_cast<__nv_bfloat162*>(pt_base + K_::pt_offset(kl0, 8 * (v / 4) + col_lane) +
+                                             8 * 64 * ((v / 2) % 2)) = __floats2bfloat162_rn(tSrS(v), tSrS(v + 1));
+      }
       cutlass::arch::fence_view_async_shared();  // generic-proxy stores before the wgmma reads
       if constexpr (K_::kPds2) {
         // Each warpgroup's dV product reads its own 64 rows of P^T only.
@@ -399,22 +464,41 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
           tSrS(v) *= detail::softcap_grad(tSrS(v), lse2[8 * (v / 4) + col_lane + (v % 2)], p.cap_t);
       }
       warpgroup_wait<1>();  // dP^T done (dV may still run)
-      CUTLASS_PRAGMA_UNROLL
-      for (int v = 0; v < BR / 2; v += 2) {
-        const int j = 8 * (v / 4) + col_lane;
-        const float2 d2 = *reinterpret_cast<const float2*>(dd + j);
-        *reinterpret_cast<__nv_bfloat162*>(ds_base + K_::pt_offset(kl0, j) + 8 * BR * ((v / 2) % 2)) =
-            __floats2bfloat162_rn(tSrS(v) * (tSrdP(v) - d2.x), tSrS(v + 1) * (tSrdP(v + 1) - d2.y));
+      if constexpr (K_::kPds3) {
+        const int base = detail::opaque(kl0 * 64 + col_lane), sw = detail::opaque((kl0 & 7) << 3);
+        CUTLASS_PRAGMA_UNROLL
+        for (int v = 0; v < BR / 2; v += 2) {
+          const float2 d2 = *reinterpret_cast<const float2*>(dd + 8 * (v / 4) + col_lane);
+          *reinterpret_cast<__nv_bfloat162*>(ds_base + pt3_offset<BC>(base, sw, v / 4, (v / 2) % 2)) =
+              __floats2bfloat162_rn(tSrS(v) * (tSrdP(v) - d2.x), tSrS(v + 1) * (tSrdP(v + 1) - d2.y));
+        }
+      } else {
+        CUTLASS_PRAGMA_UNROLL
+        for (int v = 0; v < BR / 2; v += 2) {
+          const int j = 8 * (v / 4) + col_lane;
+          const float2 d2 = *reinterpret_cast<const float2*>(dd + j);
+          *reinterpret_cast<__nv_bfloat162*>(ds_base + K_::pt_offset(kl0, j) + 8 * 64 * ((v / 2) % 2)) =
+              __floats2bfloat162_rn(tSrS(v) * (tSrdP(v) - d2.x), tSrS(v + 1) * (tSrdP(v + 1) - d2.y));
+        }
       }
       cutlass::arch::fence_view_async_shared();
       detail::named_sync(1, 256);  // both warpgroups' dS^T: dQ reads every key
+      if constexpr (K_::kPds3) {
+        // Every consumer warp has read this block's LSE and D (P, softcap,
+        // dS: before the barrier above; the release is one thread per
+        // warpgroup, so not before it): the next block's may come.
+        pipe_l.consumer_release(stl);
+        ++stl;
+      }
       Tensor tKVrdSb = tKVrdS(_, _, _, dsb);
       detail::wg_gemm<false, false>(mma_kv, tKVrdSb, tKVrQ(_, _, _, st.index()), tdKacc);
       Tensor tdQacc = partition_fragment_C(mma_dq, Shape<Int<BR>, Int<D>>{});
       static_assert(decltype(size(tdQacc))::value == K_::kDqPerThread, "dQ part per thread");
-      if constexpr (K_::kDqSplitN) {
+      if constexpr (K_::kDqWhole) {
+        // d = 128: N split (each warpgroup D / 2 columns); pds3: M split (each
+        // warpgroup 64 queries); every key either way.
         auto thr_dq = mma_dq.get_thread_slice(ctid);
-        Tensor tQrdS = thr_dq.partition_fragment_A(sdS);  // (MMA, 1, BC/16, 2)
+        Tensor tQrdS = thr_dq.partition_fragment_A(sdS);  // (MMA, BR/64 or 1, BC/16, 2)
         Tensor tQrK = thr_dq.partition_fragment_B(sKt);
         Tensor tQrdSb = tQrdS(_, _, _, dsb);
         detail::wg_gemm<true, false>(mma_dq, tQrdSb, tQrK, tdQacc);
@@ -430,7 +514,7 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
       warpgroup_wait<0>();  // dV, dK, dQ part done: the Q and dO stages, P^T and dS^T are free
       pipe_q.consumer_release(st);
       pipe_do.consumer_release(st);
-      if constexpr (K_::kPds2) pipe_l.consumer_release(st);
+      if constexpr (K_::kPds2 && !K_::kPds3) pipe_l.consumer_release(st);
       const int qb = K_::kPds2 ? it % K_::kDqBufs : buf;  // the dQ tile
       if constexpr (K_::kPds2) {
         // No barrier here: the next block writes the other dS^T tile, and
@@ -439,7 +523,7 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
         // The writer warp has read tile qb (iteration it - kDqBufs).
         if (it >= K_::kDqBufs) detail::named_sync(K_::kBarEmpty + qb, K_::kBarDqThreads);
         float* tile = ss.dqs[qb];
-        if constexpr (K_::kDqSplitN) {
+        if constexpr (K_::kDqWhole) {
           CUTLASS_PRAGMA_UNROLL
           for (int i = 0; i < size(tdQacc); i += 2)
             *reinterpret_cast<float2*>(tile + K_::dq_tile_offset(ctid, i)) =
@@ -561,14 +645,15 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
   // the Q and dO tiles are two TMA boxes each).
   auto make_pipe_l = [&]() {
     if constexpr (K_::kPds2) {
-      typename Pipeline::Params pl;
-      pl.role = warp_group == 0 ? (tid == 64 ? Pipeline::ThreadCategory::Producer
-                                             : Pipeline::ThreadCategory::NonParticipant)
-                                : Pipeline::ThreadCategory::Consumer;
+      using PipelineL = typename K_::PipelineL;
+      typename PipelineL::Params pl;
+      pl.role = warp_group == 0 ? (tid == 64 ? PipelineL::ThreadCategory::Producer
+                                             : PipelineL::ThreadCategory::NonParticipant)
+                                : PipelineL::ThreadCategory::Consumer;
       pl.is_leader = tid == 64;
       pl.num_consumers = K_::kConsumers;
       pl.transaction_bytes = 2u * BR * sizeof(float);
-      return Pipeline(ss.pipe_l, pl, Shape<_1, _1, _1>{});
+      return PipelineL(ss.pipe_l, pl, Shape<_1, _1, _1>{});
     } else {
       return 0;
     }
@@ -644,7 +729,7 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
     if constexpr (K_::kPds2) {
       if (tid == 64 && iters > 0) {
         // LSE and D of each (query head, query block), in the Q / dO order.
-        PipelineState sl = cutlass::make_producer_start_state<Pipeline>();
+        auto sl = cutlass::make_producer_start_state<typename K_::PipelineL>();
         for (int g = 0; g < p.group; ++g) {
           const int64_t bhm = (int64_t(b) * p.H + hk * p.group + g) * p.m_blocks;
 #pragma unroll 1

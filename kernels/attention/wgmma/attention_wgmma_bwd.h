@@ -47,7 +47,10 @@ struct BwdKvConfig {
   static_assert(D == 64 || D == 128, "head dim 64 or 128");
   static_assert(DQ >= 0 && DQ <= 5, "DQ: 0 none, 1 atomic, 2 partials, 3 ordered, 4 atomic by TMA, 5 ordered by TMA");
   static_assert(BR % 16 == 0 && BR >= 16 && BR <= 128, "BR: the wgmma N of K Q^T and the K of P^T dO (16s)");
-  static_assert(DQ == 0 || BR == 64, "dQ in the kv kernel: dS K is one wgmma M = 64 tile of queries");
+  // (pds3, BwdKvPdsConfig: d = 64 at BR = 128, the dQ product split over the
+  // two warpgroups by queries; BwdKv asserts that no other kernel gets it.)
+  static_assert(DQ == 0 || BR == 64 || (DQ_TMA && D == 64 && BR == 128),
+                "dQ in the kv kernel: dS K is one wgmma M = 64 tile of queries");
   static_assert(!DQ_PARTIALS || D == 128,
                 "partials: each dQ element of a key block written once (the d = 128 column split)");
   static_assert(STAGES >= 2, "at least a double-buffered Q/dO ring");
@@ -72,17 +75,26 @@ struct BwdKvConfig {
 // ring of the Q / dO depth, released with them; d = 128: one fp32 dQ tile instead of
 // two (K, V 64 KB + Q/dO 64 KB + dS^T 2 x 16 KB + P^T 16 KB + dQ 32 KB
 // = 208 KB; two dQ tiles would be 240 KB, above the 227 KB of a block).
+// PDS 3 (d = 64 only, BR = 128: FlashAttention-4's m_block at d64): pds2's
+// protocol with 128 queries per step. P^T and dS^T span two 64-query swizzle
+// atoms (pt_offset), the dQ product is M = 128 split over the two
+// warpgroups by queries (64 each, every key: no exchange of dQ parts), one
+// fp32 dQ tile: K, V 32 KB + Q/dO (st2) 64 KB + dS^T 2 x 32 KB + P^T 32 KB
+// + dQ 32 KB = 224 KB (229376 bytes); with the LSE / D rings (2 KB) and the
+// barriers the SharedStorage is 231532 bytes, 232448 (227 KB, the opt-in
+// maximum of a block) after its 1024-byte alignment.
 template <int D_, int BR_, int STAGES_, int DQ_, int PDS_ = 1>
 struct BwdKvPdsConfig : BwdKvConfig<D_, BR_, STAGES_, DQ_> {
   using Base = BwdKvConfig<D_, BR_, STAGES_, DQ_>;
   static constexpr int PDS = PDS_;
-  static_assert(PDS == 1 || PDS == 2, "pds 1 or 2");
+  static_assert(PDS >= 1 && PDS <= 3, "pds 1, 2 or 3");
   static_assert(Base::DQ_TMA, "pds: P^T and dS^T in shared memory, TMA dQ only");
-  static_assert(Base::BR == 64, "pds: P^T and dS^T rows of 64 queries (one 128-byte swizzle row)");
-  // fp32 dQ tiles: two, except pds2 at d = 128 (one).
-  static constexpr int kDqBufs = PDS == 2 && D_ == 128 ? 1 : 2;
-  // + P^T (BC x BR, bf16), + a second dS^T for pds2.
-  static constexpr int kSmemTiles = Base::kSmemTiles + (PDS == 2 ? 2 : 1) * 2 * Base::BR * Base::BC;
+  static_assert(PDS == 3 ? (Base::BR == 128 && D_ == 64) : Base::BR == 64,
+                "pds1, pds2: P^T and dS^T rows of 64 queries (one 128-byte swizzle row); pds3: d = 64, BR = 128");
+  // fp32 dQ tiles: two, except pds2 at d = 128 and pds3 (one).
+  static constexpr int kDqBufs = (PDS == 2 && D_ == 128) || PDS == 3 ? 1 : 2;
+  // + P^T (BC x BR, bf16), + a second dS^T for pds2 and pds3.
+  static constexpr int kSmemTiles = Base::kSmemTiles + (PDS >= 2 ? 2 : 1) * 2 * Base::BR * Base::BC;
   static constexpr int kSmemBytes = kSmemTiles + kDqBufs * Base::BR * Base::D * 4;
   static_assert(kSmemBytes + 1024 <= 227 * 1024, "shared memory above the 227 KB of an sm_90 block");
 };
@@ -142,6 +154,9 @@ using KvD128Br64St2ATS2 = BwdKvPdsConfig<128, 64, 2, 4, 2>;
 using KvD128Br64St2OTS2 = BwdKvPdsConfig<128, 64, 2, 5, 2>;
 using KvD64Br64St2ATS2 = BwdKvPdsConfig<64, 64, 2, 4, 2>;
 using KvD64Br64St2OTS2 = BwdKvPdsConfig<64, 64, 2, 5, 2>;
+// pds3: d = 64 at 128 queries per step (pds2's protocol, dQ split by queries).
+using KvD64Br128St2ATS3 = BwdKvPdsConfig<64, 128, 2, 4, 3>;
+using KvD64Br128St2OTS3 = BwdKvPdsConfig<64, 128, 2, 5, 3>;
 using DqD128Bc64St2 = BwdDqConfig<128, 64, 2>;
 using DqD64Bc128St2 = BwdDqConfig<64, 128, 2>;
 using DqD128Bc64St3 = BwdDqConfig<128, 64, 3>;  // owning: a third block shape per head dim
@@ -209,6 +224,8 @@ DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2ATS2)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br64St2ATS2)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br64St2OTS2)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2ATS3)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2OTS3)
 DETFUSE_ATTN_WGMMA_DQ_INSTANCES(extern, DqD128Bc64St2)
 DETFUSE_ATTN_WGMMA_DQ_INSTANCES(extern, DqD64Bc128St2)
 DETFUSE_ATTN_WGMMA_DQ_INSTANCES(extern, DqD128Bc64St3)

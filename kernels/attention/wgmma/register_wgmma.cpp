@@ -15,7 +15,8 @@
 //                                    FlashAttention-3's path; `pds1`: P^T
 //                                    and dS^T through shared memory; `pds2`:
 //                                    dS^T double-buffered, LSE / D brought
-//                                    by a producer thread), owning:
+//                                    by a producer thread; `pds3`: pds2
+//                                    at 128 queries per step, d64), owning:
 //                                    the dq kernel over query blocks.
 #include <algorithm>
 #include <climits>
@@ -176,7 +177,8 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
                                : ", dQ by a query-block kernel (128 rows, " + std::to_string(qbc_of<Dq>()) +
                                      "-key tiles) walking the key blocks in order") +
                    (Kv::PDS != 0 ? "; P^T and dS^T through shared memory (dV, dK, dQ by wgmma SS)" : "") +
-                   (Kv::PDS == 2 ? ", dS^T double-buffered, LSE and D brought by the producer with Q and dO" : "");
+                   (Kv::PDS >= 2 ? ", dS^T double-buffered, LSE and D brought by the producer with Q and dO" : "") +
+                   (Kv::PDS == 3 ? ", 128 queries per step (dQ = dS K split by queries over the warpgroups)" : "");
   v.can_run = [kMiB](const AttentionProblem& p, AttentionMode mode,
                      const DeviceInfo& dev) -> std::optional<std::string> {
     size_t smem = fwd_smem_bytes<Fwd>();
@@ -342,6 +344,10 @@ void register_attention_wgmma(Registry& r) {
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2ATS2, void>(r);
   add_bwd<FwdD64Bc128St3Ov, KvD64Br64St2OTS2, void>(r);
   add_bwd<FwdD64Bc128St3Ov, KvD64Br64St2ATS2, void>(r);
+  // pds3 (d64 at 128 queries per step, pds2's protocol; 227 KB of shared
+  // memory): last until measured (experiments/device/s8-attn64.sh).
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2OTS3, void>(r);
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2ATS3, void>(r);
 }
 
 void register_attention_wgmma_partials(Registry& r, int partials_mib) {
