@@ -22,7 +22,8 @@ script goes on; one that fails prints its exception text):
   3gemm          torch.matmul: logits X W^T, dX = G W, dW = G^T X (bf16)
 
 Per (shape, peer): median ms of fwd+bwd (CUDA events, warm-up, --reps, fewer at
-N >= 32768), peak extra memory (torch.cuda.max_memory_allocated during one
+N >= 32768; with --rounds K, the median of K such medians taken over all the
+peers in turn, so clock drift during the run falls on every peer), peak extra memory (torch.cuda.max_memory_allocated during one
 call minus what was allocated before it (inputs) minus the outputs it leaves:
 loss, X.grad, W.grad; workspace and any fp32 dW accumulator count), distinct dW
 bit patterns over 3 calls (exact byte comparison on the GPU, so "1" means three
@@ -41,6 +42,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import sys
 import time
 import traceback
@@ -245,7 +247,7 @@ def measure_peer(factory, x, w, y, ref, reps):
     med, samples = time_ms(step, warmup=2, reps=reps)
     x.grad = w.grad = None
     return {"what": what, "ms": med, "samples_ms": samples, "extra_bytes": int(extra), "dW_distinct": distinct,
-            "err": err}
+            "err": err}, step
 
 
 def measure_3gemm(x, w, reps):
@@ -267,6 +269,8 @@ def main():
     ap.add_argument("--main-grad-variant", nargs="*", default=[],
                     help="detfuse variants also measured with main_grad= (fp32 dW output)")
     ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="timing rounds over all peers in turn (a shape's 'ms' is the median of its round medians)")
     ap.add_argument("--budget-s", type=float, default=200.0, help="stop starting new measurements after this")
     ap.add_argument("--quack-untuned", action="store_true",
                     help="QuACK with tuned=False (its default, tuned=True, autotunes its GEMMs at the first call)")
@@ -302,7 +306,7 @@ def main():
         x = torch.randn(N, D, device="cuda", dtype=torch.bfloat16).requires_grad_()
         w = (torch.randn(V, D, device="cuda") * (2.0 / math.sqrt(D))).to(torch.bfloat16).requires_grad_()
         y = torch.randint(0, V, (N,), device="cuda")
-        rows = {}
+        rows, steps = {}, {}
         results["shapes"][shape] = rows
         if "3gemm" in wanted:
             rows["3gemm"] = measure_3gemm(x, w, reps)
@@ -312,7 +316,7 @@ def main():
                 rows[name] = {"skipped": f"time budget ({args.budget_s:.0f} s) spent"}
                 continue
             try:
-                rows[name] = measure_peer(factories[name], x, w, y, ref, reps)
+                rows[name], steps[name] = measure_peer(factories[name], x, w, y, ref, reps)
             except Skip as e:
                 rows[name] = {"skipped": str(e)}
             except Exception as e:  # noqa: BLE001 - a failing peer is reported, the run goes on
@@ -324,7 +328,24 @@ def main():
             r = rows[name]
             print(f"  {shape} {name}: " + (f"{r['ms']:.2f} ms" if "ms" in r else r.get("skipped", r.get("error"))),
                   flush=True)
-        del x, w, y, ref
+        # --rounds K: K - 1 more timing rounds over every peer that ran, in turn,
+        # so that a drift of the GPU's clocks over the run (power, heat) falls
+        # on all of them alike; "ms" becomes the median of the rounds' medians.
+        for rnd in range(1, args.rounds):
+            for name, step in steps.items():
+                if time.time() - start > args.budget_s:
+                    break
+                med, samples = time_ms(step, warmup=1, reps=reps)
+                x.grad = w.grad = None
+                r = rows[name]
+                r.setdefault("round_ms", [r["ms"]]).append(med)
+                r["samples_ms"] += samples
+            for name in steps:
+                if "round_ms" in rows[name]:
+                    rows[name]["ms"] = statistics.median(rows[name]["round_ms"])
+            print(f"  {shape} round {rnd + 1}: " + ", ".join(f"{n} {rows[n]['round_ms'][-1]:.2f}" for n in steps
+                                                              if len(rows[n].get("round_ms", [])) > rnd), flush=True)
+        del x, w, y, ref, steps
         torch.cuda.empty_cache()
 
     print()
