@@ -23,6 +23,11 @@ using WgPing128c2 = WgConfig<128, 128, 64, 2, 6, true>;   // 93.1 / 68.4
 // everywhere (its dX and dW mainloops reach 350-410 TF/s); kept as the study's
 // point without multicast.
 using WgPing128c1 = WgConfig<128, 128, 64, 1, 6, true>;   // 117.8 / 72.7
+// Ping-pong 128x128x64 per warpgroup in 2x2 clusters, 6 stages (issue 17):
+// A multicast along the cluster's N pair as well as B along its M pair, 128
+// flop per byte of L2 -> shared memory traffic instead of 85 (gemm_wgmma.cuh,
+// kernels/flce/README.md "2x2 clusters"). Variant names carry `c22`.
+using WgPing128c22 = WgConfig<128, 128, 64, 2, 6, true, 2>;
 
 // The three operand layouts of the FLCE products (gemm.cuh): logits (K, K),
 // dX (K, MN), dW (MN, MN).
@@ -39,5 +44,6 @@ DETFUSE_WGMMA_INSTANCES(extern, WgCoop256c1)
 DETFUSE_WGMMA_INSTANCES(extern, WgCoop128c2)
 DETFUSE_WGMMA_INSTANCES(extern, WgPing128c2)
 DETFUSE_WGMMA_INSTANCES(extern, WgPing128c1)
+DETFUSE_WGMMA_INSTANCES(extern, WgPing128c22)
 
 }  // namespace detfuse::flce
