@@ -255,7 +255,7 @@ TEST(GemmWgmma, Cluster2x2Exp16SameBitsAs2x1) {
   DeviceOperand dA = upload_operand(A, true), dB = upload_operand(B, true);
   std::vector<int64_t> y(M);
   for (int m = 0; m < M; ++m) y[m] = m % 3 == 0 ? -100 : int64_t(rng() % uint32_t(N));  // some ignored rows
-  DeviceBuffer<int64_t> dy(size_t(M));
+  DeviceBuffer<int64_t> dy{size_t(M)};
   dy.upload(y);
   const int64_t ldc = (N + 7) / 8 * 8, tiles = (N + 127) / 128;
   for (float cap : {0.f, 15.f}) {
