@@ -27,27 +27,27 @@ gpu_line "$OUT/tests.log"
 # tiles overhanging M and N, raster groups, split-K with empty splits,
 # accumulate, softcap logits, row statistics with a guard row) and c22 against
 # c2 bit for bit (store, partials, ex16 epilogue).
-run tests 60 "$TENG"
+run tests 45 "$TENG"
 # Registration and plans (CPU).
 run tests 10 "$TVAR" --gtest_filter='FlceExp16*'
 # FLCE: the float64 reference with every option, every mode, repeats: the
 # hybrid variants (c2 and coop for the regression, c22 new).
-run tests 60 "$TFLCE" --gtest_filter='*wgmmalt*'
+run tests 45 "$TFLCE" --gtest_filter='*wgmmalt*'
 # Owning dW in the accumulators across chunks: every wgmma configuration, c22 included.
 run tests 20 "$TOWN" --gtest_filter='OwningChain.Wgmma*'
 # Sanitizers on small c22 cases: the engine's odd shapes (logits layout) and
 # the 2x2 raster; racecheck on the logits layout's odd shapes; one FLCE case.
-sanitize memcheck 30 "$TENG" --gtest_filter='GemmWgmma.WgPing128c22_AK_BK:GemmWgmma.Cluster2x2Exp16SameBitsAs2x1'
-sanitize racecheck 30 "$TENG" --gtest_filter='GemmWgmma.WgPing128c22_AK_BK'
-sanitize memcheck 30 "$TFLCE" --gtest_filter="*RepeatsBitwise*wgmmalt_owning_${P22}_ex16_mb1024"
+sanitize memcheck 25 "$TENG" --gtest_filter='GemmWgmma.WgPing128c22_AK_BK:GemmWgmma.Cluster2x2Exp16SameBitsAs2x1'
+sanitize racecheck 25 "$TENG" --gtest_filter='GemmWgmma.WgPing128c22_AK_BK'
+sanitize memcheck 25 "$TFLCE" --gtest_filter="*RepeatsBitwise*wgmmalt_owning_${P22}_ex16_mb1024"
 # The GEMMs alone at the Llama head: c2 and c22 (the filter matches both), the
 # ex16 column is the wgmmalt logits GEMM; cuBLASLt's three GEMMs first.
-run probe 40 "$PROBE" 16384 4096 128256 5 "ping bm128_bn128_c2"
-run probe 30 "$PROBE" 8192 2304 256000 5 "ping bm128_bn128_c2"
+run probe 30 "$PROBE" 16384 4096 128256 5 "ping bm128_bn128_c2"
+run probe 25 "$PROBE" 8192 2304 256000 5 "ping bm128_bn128_c2"
 # Launch shape of the c22 kernel (grid = active clusters x 4) and its L2
 # traffic beside c2's: the ex16 launches of a 4096-row probe (reps 1: per
 # config 10 launches, ex16 the 5th and 6th; c2's are launches 4-5, c22's 14-15).
-run ncu 40 ncu --clock-control none --print-summary none --csv -k 'regex:gemm_wgmma' --launch-skip 4 --launch-count 12 \
+run ncu 30 ncu --clock-control none --print-summary none --csv -k 'regex:gemm_wgmma' --launch-skip 4 --launch-count 12 \
   --section LaunchStats --section SpeedOfLight --metrics lts__t_bytes.sum \
   "$PROBE" 4096 4096 128256 1 "ping bm128_bn128_c2"
 # FLCE end to end, 3 repeats: c22 beside c2 at the issue's shapes.
@@ -57,7 +57,7 @@ for st in 4096,4096,128256:20 16384,4096,128256:30 8192,2304,256000:25; do
 done
 # 20 repeats, one dW digest, at a two-chunk shape (8192 rows at mb1024: the
 # beta = 1 path), without the float64 reference (the dW# column must read 1).
-run digest20 60 "$CLI" bench flce --shape 8192,4096,128256 --repeats 20 --no-baseline --variant $LT.${P22}_ex16_mb1024
+run digest20 30 "$CLI" bench flce --shape 8192,4096,128256 --repeats 20 --no-baseline --variant $LT.${P22}_ex16_mb1024
 
 echo
 echo "## summary"
