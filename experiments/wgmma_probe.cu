@@ -127,5 +127,6 @@ int main(int argc, char** argv) {
   probe<WgPing128c2>("ping bm128_bn128_c2_st6", N, D, V, b, reps, only);
   probe<WgPing128c1>("ping bm128_bn128_c1_st6", N, D, V, b, reps, only);
   probe<WgPing128c22>("ping bm128_bn128_c22_st6", N, D, V, b, reps, only);
+  probe<WgCoop256c22>("coop bm128_bn256_c22_st4", N, D, V, b, reps, only);
   return 0;
 }

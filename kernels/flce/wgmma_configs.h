@@ -28,6 +28,9 @@ using WgPing128c1 = WgConfig<128, 128, 64, 1, 6, true>;   // 117.8 / 72.7
 // flop per byte of L2 -> shared memory traffic instead of 85 (gemm_wgmma.cuh,
 // kernels/flce/README.md "2x2 clusters"). Variant names carry `c22`.
 using WgPing128c22 = WgConfig<128, 128, 64, 2, 6, true, 2>;
+// Cooperative 128x256x64 in 2x2 clusters, 4 stages: 171 flop per byte of L2
+// traffic (the c2 tile has 128), its epilogue still with the tensor cores idle.
+using WgCoop256c22 = WgConfig<128, 256, 64, 2, 4, false, 2>;
 
 // The three operand layouts of the FLCE products (gemm.cuh): logits (K, K),
 // dX (K, MN), dW (MN, MN).
@@ -45,5 +48,6 @@ DETFUSE_WGMMA_INSTANCES(extern, WgCoop128c2)
 DETFUSE_WGMMA_INSTANCES(extern, WgPing128c2)
 DETFUSE_WGMMA_INSTANCES(extern, WgPing128c1)
 DETFUSE_WGMMA_INSTANCES(extern, WgPing128c22)
+DETFUSE_WGMMA_INSTANCES(extern, WgCoop256c22)
 
 }  // namespace detfuse::flce

@@ -29,6 +29,7 @@ using flce::WgCoop256c2;
 using flce::WgPing128c1;
 using flce::WgPing128c2;
 using flce::WgPing128c22;
+using flce::WgCoop256c22;
 
 #define DETFUSE_REQUIRE_SM90()                                                            \
   do {                                                                                    \
@@ -85,6 +86,7 @@ DETFUSE_WGMMA_CONFIG_TESTS(WgCoop128c2)
 DETFUSE_WGMMA_CONFIG_TESTS(WgPing128c2)
 DETFUSE_WGMMA_CONFIG_TESTS(WgPing128c1)
 DETFUSE_WGMMA_CONFIG_TESTS(WgPing128c22)
+DETFUSE_WGMMA_CONFIG_TESTS(WgCoop256c22)
 
 // The grouped raster over 2x2 cluster tiles: 641 rows (6 row tiles, 3 cluster
 // rows), 771 columns (7 column tiles, 4 cluster columns, the last overhanging
@@ -211,7 +213,7 @@ TEST(GemmWgmma, LogitsRowStatistics) {
 // (bf16 exp(z - m_tile), per-tile statistics with the target logit) on a shape
 // whose cluster tiles overhang M and N. The output buffers are poisoned and
 // have a guard row, so a write past the matrix shows too.
-template <Major AM, Major BM>
+template <class C1, class C2, Major AM, Major BM>
 void check_same_bits_store(int M, int N, int K, int splits, int kps) {
   SCOPED_TRACE(std::string("store A=") + major_name(AM) + " B=" + major_name(BM) + " splits=" + std::to_string(splits));
   const OperandRules r = wgmma_rules();
@@ -230,8 +232,8 @@ void check_same_bits_store(int M, int N, int K, int splits, int kps) {
     DETFUSE_CUDA_CHECK(cudaDeviceSynchronize());
     return C.download();
   };
-  const std::vector<float> c2 = run(wgmma_launcher<WgPing128c2, AM, BM>(4));
-  const std::vector<float> c22 = run(wgmma_launcher<WgPing128c22, AM, BM>(4));
+  const std::vector<float> c2 = run(wgmma_launcher<C1, AM, BM>(4));
+  const std::vector<float> c22 = run(wgmma_launcher<C2, AM, BM>(4));
   ASSERT_EQ(c2.size(), c22.size());
   size_t differ = 0;
   for (size_t i = 0; i < c2.size(); ++i) differ += std::memcmp(&c2[i], &c22[i], 4) != 0;
@@ -240,9 +242,15 @@ void check_same_bits_store(int M, int N, int K, int splits, int kps) {
 
 TEST(GemmWgmma, Cluster2x2SameBitsAs2x1) {
   DETFUSE_REQUIRE_SM90();
-  check_same_bits_store<Major::K, Major::K>(389, 643, 300, 1, 0);  // 4 x 6 tiles, the last cluster column past N
-  check_same_bits_store<Major::K, Major::MN>(261, 520, 200, 1, 0);  // 3 x 5 tiles: past M and N
-  check_same_bits_store<Major::MN, Major::MN>(261, 263, 1000, 5, 256);  // 5 splits, the fifth empty
+  // Ping-pong 128x128: 4 x 6 tiles (the last cluster column past N), 3 x 5
+  // (past M and N), 5 splits (the fifth empty).
+  check_same_bits_store<WgPing128c2, WgPing128c22, Major::K, Major::K>(389, 643, 300, 1, 0);
+  check_same_bits_store<WgPing128c2, WgPing128c22, Major::K, Major::MN>(261, 520, 200, 1, 0);
+  check_same_bits_store<WgPing128c2, WgPing128c22, Major::MN, Major::MN>(261, 263, 1000, 5, 256);
+  // Cooperative 128x256: 389 x 643 is 4 x 3 tiles, 261 x 520 3 x 3.
+  check_same_bits_store<WgCoop256c2, WgCoop256c22, Major::K, Major::K>(389, 643, 300, 1, 0);
+  check_same_bits_store<WgCoop256c2, WgCoop256c22, Major::K, Major::MN>(261, 520, 200, 1, 0);
+  check_same_bits_store<WgCoop256c2, WgCoop256c22, Major::MN, Major::MN>(261, 263, 1000, 5, 256);
 }
 
 TEST(GemmWgmma, Cluster2x2Exp16SameBitsAs2x1) {
