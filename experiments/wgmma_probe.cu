@@ -4,11 +4,15 @@
 // for each registered wgmma configuration, beside three cuBLASLt GEMMs timed
 // in the same process. Random bf16 data, L2 flushed before every timing,
 // median of the repetitions. The logits are timed with and without the fused
-// row statistics, so the cost of that epilogue shows.
-//   wgmma_probe N D V [reps]
+// row statistics, so the cost of that epilogue shows, and with the ex16
+// epilogue (bf16 exp(z - m_tile), statistics and target logit: the `ex16` and
+// `wgmmalt` variants' logits GEMM). A config substring (e.g. c22) keeps only
+// the configurations whose name holds it.
+//   wgmma_probe N D V [reps] [config substring]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -24,7 +28,7 @@ using namespace detfuse::flce;
 namespace {
 
 struct Bufs {
-  DeviceBytes X, W, G, Z, S, dX, dW, flush;
+  DeviceBytes X, W, G, Z, S, Y, dX, dW, flush;
 };
 
 double time_ms(const std::function<void()>& f, Bufs& b, int reps) {
@@ -42,7 +46,8 @@ double time_ms(const std::function<void()>& f, Bufs& b, int reps) {
 }
 
 template <class Cfg>
-void probe(const char* name, int N, int D, int V, Bufs& b, int reps) {
+void probe(const char* name, int N, int D, int V, Bufs& b, int reps, const char* only) {
+  if (only && !std::strstr(name, only)) return;
   const double f = 2.0 * N * double(D) * V;
   GemmParams lg;  // logits: A = X [N, D] (K), B = W [V, D] (K)
   lg.M = N; lg.N = V; lg.K = D; lg.A = b.X.get(); lg.lda = D; lg.B = b.W.get(); lg.ldb = D;
@@ -59,6 +64,13 @@ void probe(const char* name, int N, int D, int V, Bufs& b, int reps) {
     launch_gemm_wgmma<Cfg, Major::K, Major::K>(
         lg, to_wg_epilogue(EpiLogitsStats{Z, V, 0.f, static_cast<float*>(b.S.get()), tiles}), 1 << 30, nullptr);
   }, b, reps);
+  const double t_ex16 = time_ms([&] {
+    launch_gemm_wgmma<Cfg, Major::K, Major::K>(
+        lg,
+        to_wg_epilogue(EpiLogitsExp16{static_cast<__nv_bfloat16*>(b.Z.get()), V, 0.f, static_cast<float*>(b.S.get()),
+                                      tiles, static_cast<const int64_t*>(b.Y.get())}),
+        1 << 30, nullptr);
+  }, b, reps);
   const double t_dx = time_ms([&] {
     launch_gemm_wgmma<Cfg, Major::K, Major::MN>(dx, to_wg_epilogue(EpiStore<float>{static_cast<float*>(b.dX.get()), D}),
                                                 8, nullptr);
@@ -67,9 +79,10 @@ void probe(const char* name, int N, int D, int V, Bufs& b, int reps) {
     launch_gemm_wgmma<Cfg, Major::MN, Major::MN>(
         dw, to_wg_epilogue(EpiAccumulate{static_cast<float*>(b.dW.get()), D, 1}), 1, nullptr);
   }, b, reps);
-  std::printf("%-28s logits %7.2f ms (%5.0f TF/s)  +stats %7.2f ms  dX %7.2f ms (%5.0f)  dW %7.2f ms (%5.0f)  sum %7.2f\n",
-              name, t_logits, f / t_logits / 1e9, t_stats, t_dx, f / t_dx / 1e9, t_dw, f / t_dw / 1e9,
-              t_stats + t_dx + t_dw);
+  std::printf("%-28s logits %7.2f ms (%5.0f TF/s)  +stats %7.2f ms  ex16 %7.2f ms (%5.0f)  dX %7.2f ms (%5.0f)  "
+              "dW %7.2f ms (%5.0f)  sum %7.2f\n",
+              name, t_logits, f / t_logits / 1e9, t_stats, t_ex16, f / t_ex16 / 1e9, t_dx, f / t_dx / 1e9, t_dw,
+              f / t_dw / 1e9, t_stats + t_dx + t_dw);
   std::fflush(stdout);
 }
 
@@ -77,11 +90,16 @@ void probe(const char* name, int N, int D, int V, Bufs& b, int reps) {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: wgmma_probe N D V [reps]\n");
+    std::fprintf(stderr, "usage: wgmma_probe N D V [reps] [config substring]\n");
     return 2;
   }
   const int N = std::atoi(argv[1]), D = std::atoi(argv[2]), V = std::atoi(argv[3]);
   const int reps = argc > 4 ? std::atoi(argv[4]) : 5;
+  const char* only = argc > 5 ? argv[5] : nullptr;
+  if (N <= 0 || D <= 0 || V <= 0 || D % 8 != 0 || reps <= 0) {
+    std::fprintf(stderr, "wgmma_probe: N, D, V and reps must be positive and D a multiple of 8\n");
+    return 2;
+  }
   FlceProblem p;
   p.N = N; p.D = D; p.V = V;
   auto base = baseline::time_three_gemms(p, 2, reps);
@@ -95,16 +113,20 @@ int main(int argc, char** argv) {
   b.G.allocate(size_t(N) * V * 2);
   b.Z.allocate(size_t(N) * V * 4);
   b.S.allocate(size_t(N) * ((V + 63) / 64) * 16);
+  b.Y.allocate(size_t(N) * 8);
+  DETFUSE_CUDA_CHECK(cudaMemset(b.Y.get(), 0, b.Y.bytes()));  // targets: column 0
   b.dX.allocate(size_t(N) * D * 4);
   b.dW.allocate(size_t(V) * D * 4);
   b.flush.allocate(size_t(100) << 20);
   baseline::fill_random(b.X.get(), DType::bf16, uint64_t(N) * D, 1u, 1.0f);
   baseline::fill_random(b.W.get(), DType::bf16, uint64_t(V) * D, 2u, 0.05f);
   baseline::fill_random(b.G.get(), DType::bf16, uint64_t(N) * V, 3u, 1e-3f);
-  probe<WgCoop256c2>("coop bm128_bn256_c2_st4", N, D, V, b, reps);
-  probe<WgCoop256c1>("coop bm128_bn256_c1_st4", N, D, V, b, reps);
-  probe<WgCoop128c2>("coop bm128_bn128_c2_st6", N, D, V, b, reps);
-  probe<WgPing128c2>("ping bm128_bn128_c2_st6", N, D, V, b, reps);
-  probe<WgPing128c1>("ping bm128_bn128_c1_st6", N, D, V, b, reps);
+  probe<WgCoop256c2>("coop bm128_bn256_c2_st4", N, D, V, b, reps, only);
+  probe<WgCoop256c1>("coop bm128_bn256_c1_st4", N, D, V, b, reps, only);
+  probe<WgCoop128c2>("coop bm128_bn128_c2_st6", N, D, V, b, reps, only);
+  probe<WgPing128c2>("ping bm128_bn128_c2_st6", N, D, V, b, reps, only);
+  probe<WgPing128c1>("ping bm128_bn128_c1_st6", N, D, V, b, reps, only);
+  probe<WgPing128c22>("ping bm128_bn128_c22_st6", N, D, V, b, reps, only);
+  probe<WgCoop256c22>("coop bm128_bn256_c22_st4", N, D, V, b, reps, only);
   return 0;
 }

@@ -35,8 +35,10 @@ struct WgmmaEngine {
 
   template <class Cfg>
   static std::vector<std::pair<std::string, int64_t>> config_params() {
-    return {{"bm", Cfg::BM}, {"bn", Cfg::BN},      {"bk", Cfg::BK},
-            {"c", Cfg::CLUSTER_M}, {"st", Cfg::STAGES}, {"pp", Cfg::PINGPONG ? 1 : 0}};
+    // c: the cluster shape, CM alone for a CM x 1 cluster (c1, c2: the names
+    // of the first configurations), the digits CM CN otherwise (c22 = 2x2).
+    constexpr int c = Cfg::CLUSTER_N == 1 ? Cfg::CLUSTER_M : 10 * Cfg::CLUSTER_M + Cfg::CLUSTER_N;
+    return {{"bm", Cfg::BM}, {"bn", Cfg::BN}, {"bk", Cfg::BK}, {"c", c}, {"st", Cfg::STAGES}, {"pp", Cfg::PINGPONG ? 1 : 0}};
   }
 
   template <class Cfg>

@@ -9,17 +9,19 @@
 // a single producer thread issues bulk tensor copies, which is how cuBLAS
 // reaches 580-660 TFLOP/s on the same shapes. The kernel is warp-specialized:
 //   warpgroup 0   producer: one elected thread issues TMA loads of A and B
-//                 tiles into a STAGES-deep ring (B multicast to the other CTA
-//                 of a 2x1 cluster), the rest of the warpgroup idles with 40
+//                 tiles into a STAGES-deep ring (in a CM x CN cluster, B
+//                 multicast to the CTAs of its column along M, A to those of
+//                 its row along N), the rest of the warpgroup idles with 40
 //                 registers (setmaxnreg);
 //   warpgroups 1-2 consumers (232 registers each) issue wgmma on the ring's
 //                 stages with fp32 accumulators in registers, then run the
 //                 epilogue straight from the accumulators; "cooperative": both
 //                 share one BM x BN tile (BM/2 rows each); "ping-pong": each
 //                 owns a tile and the two take turns (see WgConfig).
-// The grid is persistent: each CTA (cluster) walks work units (split, tile) in
-// a grouped raster, so the producer already loads the next tile's stages while
-// the consumers store the last one.
+// The grid is persistent: each cluster walks work units (split, cluster tile)
+// in a grouped raster, a cluster tile being CM x CN output tiles, one per CTA
+// (its place from its rank in the cluster); the producer already loads the
+// next tile's stages while the consumers store the last one.
 //
 // What comes from CUTLASS 4.2 (pinned, kernels/flce/README.md): the mainloop
 // collective (CollectiveMma for MainloopSm90TmaGmmaWarpSpecialized, built by
@@ -59,17 +61,22 @@
 
 namespace detfuse::flce {
 
-// Tile BM x BN x BK, CM CTAs per cluster along M (B tiles multicast between
-// them), STAGES-deep ring, and the consumers' schedule:
+// Tile BM x BN x BK, a CM x CN cluster (CM CTAs along M share, by multicast,
+// their B tile; CN CTAs along N their A tile), STAGES-deep ring, and the
+// consumers' schedule:
 //   cooperative (PP = false): both consumer warpgroups share one BM x BN tile
 //     (BM/2 rows each) and run its epilogue together, the tensor cores idle
 //     meanwhile;
 //   ping-pong (PP = true): each consumer warpgroup owns a whole BM x BN tile,
 //     the two take alternate work units and take turns on the tensor cores
 //     (an ordered barrier), so one's epilogue runs under the other's mainloop.
-template <int BM_, int BN_, int BK_, int CM_, int STAGES_, bool PP_ = false>
+//
+// Operand traffic from L2 per k-step of one CTA: (BM / CN + BN / CM) x BK x 2
+// bytes for 2 x BM x BN x BK flops; ping-pong 128x128 in 2x1 clusters, 85
+// flop/byte; in 2x2 clusters, 128 (as cuBLAS's 256x128 in 1x2 clusters).
+template <int BM_, int BN_, int BK_, int CM_, int STAGES_, bool PP_ = false, int CN_ = 1>
 struct WgConfig {
-  static constexpr int BM = BM_, BN = BN_, BK = BK_, CLUSTER_M = CM_, STAGES = STAGES_;
+  static constexpr int BM = BM_, BN = BN_, BK = BK_, CLUSTER_M = CM_, CLUSTER_N = CN_, STAGES = STAGES_;
   static constexpr bool PINGPONG = PP_;
   static constexpr int CONSUMERS = 2;
   static constexpr int THREADS = 128 * (1 + CONSUMERS);
@@ -79,6 +86,8 @@ struct WgConfig {
   static_assert(BN % 64 == 0 && BN >= 64 && BN <= 256, "wgmma N from 64 to 256 in steps of 64 here");
   static_assert(BK == 64, "one 128-byte swizzle atom of bf16 along K");
   static_assert(CM_ == 1 || CM_ == 2, "clusters of one or two CTAs along M");
+  static_assert(CN_ == 1 || CN_ == 2, "clusters of one or two CTAs along N");
+  static constexpr int CLUSTER = CM_ * CN_;  // CTAs per cluster
   static_assert(STAGES >= 2, "the TMA ring needs at least two stages");
   // Shared memory of the ring (the pipeline barriers add a few hundred bytes).
   static constexpr size_t ring_bytes() { return size_t(STAGES) * (BM + BN) * BK * 2; }
@@ -167,7 +176,10 @@ using namespace cute;
 template <class Cfg, Major AM, Major BMj>
 struct Kernel {
   using TileShape = Shape<Int<Cfg::BM>, Int<Cfg::BN>, Int<Cfg::BK>>;
-  using ClusterShape = Shape<Int<Cfg::CLUSTER_M>, _1, _1>;
+  // (CM, CN, 1): the collective multicasts A along the cluster's N mode and B
+  // along its M mode, the CTA's place being (rank % CM, rank / CM) as the
+  // launch's 2-D cluster (clusterDim (CM, CN, 1)) numbers it.
+  using ClusterShape = Shape<Int<Cfg::CLUSTER_M>, Int<Cfg::CLUSTER_N>, _1>;
   // CUTLASS's tags: A is M x K (RowMajor = K contiguous); B is K x N
   // (ColumnMajor = K contiguous).
   using LayoutA = std::conditional_t<AM == Major::K, cutlass::layout::RowMajor, cutlass::layout::ColumnMajor>;
@@ -197,32 +209,42 @@ struct Kernel {
     int M, N, K;
     int k_per_split;  // multiple of BK
     int splits;
-    int tiles_m, tiles_n, tiles_mc;  // tiles_mc: cluster tiles along M
-    int group_mc;                    // raster group, in cluster tiles
+    int tiles_m, tiles_n;
+    int tiles_mc, tiles_nc;  // cluster tiles along M and N
+    int group_mc;            // raster group, in cluster tiles along M
     WgEpilogue epi;
   };
 
-  // Work unit u -> (split, m tile of this CTA, n tile); the raster is grouped
-  // over cluster tiles exactly as the mma.sync engine groups block tiles.
+  // Work unit u -> (split, m and n tile of this CTA); the raster is grouped
+  // over cluster tiles exactly as the mma.sync engine groups block tiles. The
+  // CTAs of a cluster take the same unit, each its own tile of the cluster
+  // tile: those with one rank_m share the m tile (their A multicast), those
+  // with one rank_n the n tile (B). A tile past M or N (the cluster tile
+  // overhangs the matrix) still loads, TMA zero-filling, since every CTA of
+  // the cluster takes part in every multicast load; its epilogue is skipped
+  // (in_range).
   struct Unit {
     int split, tm, tn, kt0, kt_count;
   };
-  static __device__ __forceinline__ Unit unit(const Params& P, int u, int rank_m) {
+  static __device__ __forceinline__ Unit unit(const Params& P, int u, int rank_m, int rank_n) {
     Unit w;
-    const int per_split = P.tiles_mc * P.tiles_n;
+    const int per_split = P.tiles_mc * P.tiles_nc;
     w.split = u / per_split;
     const int t = u - w.split * per_split;
-    const int per_group = P.group_mc * P.tiles_n;
+    const int per_group = P.group_mc * P.tiles_nc;
     const int first = (t / per_group) * P.group_mc;
     const int gm = min(P.tiles_mc - first, P.group_mc);
     const int r = t - (t / per_group) * per_group;
     w.tm = (first + r % gm) * Cfg::CLUSTER_M + rank_m;
-    w.tn = r / gm;
+    w.tn = (r / gm) * Cfg::CLUSTER_N + rank_n;
     const int k0 = w.split * P.k_per_split;
     const int k1 = min(P.K, k0 + P.k_per_split);
     w.kt0 = k0 / Cfg::BK;
     w.kt_count = k1 > k0 ? (k1 - k0 + Cfg::BK - 1) / Cfg::BK : 0;
     return w;
+  }
+  static __device__ __forceinline__ bool in_range(const Params& P, const Unit& w) {
+    return w.tm < P.tiles_m && w.tn < P.tiles_n;
   }
 
   // Owning dW with the running sum in the accumulators (EpiAccumulateIn): this
@@ -605,7 +627,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
   op.group_size = 128;
   typename K_::OrderBarrier order(ss.order, op);
   // The barriers' initialisation must be visible to every CTA of the cluster.
-  if constexpr (Cfg::CLUSTER_M > 1) {
+  if constexpr (Cfg::CLUSTER > 1) {
     cute::cluster_arrive_relaxed();
     cute::cluster_wait();
   } else {
@@ -614,9 +636,13 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
 
   Mainloop collective;
   auto load_inputs = collective.load_init(make_shape(P.M, P.N, P.K, 1), P.mainloop);
-  const int units = P.tiles_mc * P.tiles_n * P.splits;
+  const int units = P.tiles_mc * P.tiles_nc * P.splits;
+  // Grid (clusters x CM, CN): blockIdx.y is the CTA's place along N inside its
+  // cluster, so a cluster is numbered by blockIdx.x / CM.
   const int cluster = blockIdx.x / Cfg::CLUSTER_M, clusters = gridDim.x / Cfg::CLUSTER_M;
-  const int rank_m = int(rank) % Cfg::CLUSTER_M;
+  // The CTA's place in its cluster (constants 0 along a mode of extent 1).
+  const int rank_m = Cfg::CLUSTER_M == 1 ? 0 : int(rank) % Cfg::CLUSTER_M;
+  const int rank_n = Cfg::CLUSTER_N == 1 ? 0 : int(rank) / Cfg::CLUSTER_M;
 
   if (warp_group == 0) {
     cutlass::arch::warpgroup_reg_dealloc<40>();
@@ -624,7 +650,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
       PipelineState write = cutlass::make_producer_start_state<Pipeline>();
       const int lane = threadIdx.x % 32;
       for (int u = cluster; u < units; u += clusters) {
-        const auto w = K_::unit(P, u, rank_m);
+        const auto w = K_::unit(P, u, rank_m, rank_n);
         if (w.kt_count == 0) continue;
         auto k_iter = cute::make_coord_iterator(w.kt0, shape<3>(get<0>(load_inputs)));
         collective.load(P.mainloop, pipeline, write, load_inputs, make_coord(w.tm, w.tn, _, 0), k_iter, w.kt_count,
@@ -643,7 +669,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
     typename K_::TiledMma tiled_mma;
     int seq = 0;
     for (int u = cluster; u < units; u += clusters, ++seq) {
-      const auto w = K_::unit(P, u, rank_m);
+      const auto w = K_::unit(P, u, rank_m, rank_n);
       if (Cfg::PINGPONG && (seq & 1) != my_parity) {
         read.advance(w.kt_count);  // the other warpgroup's stages
         continue;
@@ -674,7 +700,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
         }
         if (!onto) clear(acc);  // an empty k range (a split past K) contributes zeros
       }
-      K_::epilogue(P, acc, mma_tid, w);
+      if (K_::in_range(P, w)) K_::epilogue(P, acc, mma_tid, w);
     }
   }
 #endif
@@ -684,20 +710,20 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
 
 // Active clusters of one instantiation on the current device (cached per device).
 template <class Kern>
-int wgmma_max_clusters(Kern kernel, int cluster_m, size_t smem, int threads) {
+int wgmma_max_clusters(Kern kernel, int cluster_m, int cluster_n, size_t smem, int threads) {
   static int cache[64] = {};
   int dev = 0;
   DETFUSE_CUDA_CHECK(cudaGetDevice(&dev));
   if (dev < 64 && cache[dev] > 0) return cache[dev];
   DETFUSE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned(cluster_m), 1, 1);
+  cfg.gridDim = dim3(unsigned(cluster_m), unsigned(cluster_n), 1);
   cfg.blockDim = dim3(unsigned(threads), 1, 1);
   cfg.dynamicSmemBytes = smem;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
   attr[0].val.clusterDim.x = unsigned(cluster_m);
-  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.y = unsigned(cluster_n);
   attr[0].val.clusterDim.z = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
@@ -736,6 +762,7 @@ void launch_gemm_wgmma(const GemmParams& p, const WgEpilogue& epi, int group_m, 
   P.tiles_m = (p.M + Cfg::BM - 1) / Cfg::BM;
   P.tiles_n = (p.N + Cfg::BN - 1) / Cfg::BN;
   P.tiles_mc = (P.tiles_m + Cfg::CLUSTER_M - 1) / Cfg::CLUSTER_M;
+  P.tiles_nc = (P.tiles_n + Cfg::CLUSTER_N - 1) / Cfg::CLUSTER_N;
   int gm = group_m < 1 ? P.tiles_m : group_m;
   P.group_mc = std::max(1, std::min(P.tiles_mc, (gm + Cfg::CLUSTER_M - 1) / Cfg::CLUSTER_M));
   P.epi = epi;
@@ -746,20 +773,20 @@ void launch_gemm_wgmma(const GemmParams& p, const WgEpilogue& epi, int group_m, 
                 reinterpret_cast<uintptr_t>(epi.C) % pair_bytes == 0;
 
   auto kernel = wg::gemm_wgmma_kernel<Cfg, AM, BMj>;
-  const int clusters = wgmma_max_clusters(kernel, Cfg::CLUSTER_M, K_::smem_bytes, Cfg::THREADS);
-  const int64_t units = int64_t(P.tiles_mc) * P.tiles_n * P.splits;
+  const int clusters = wgmma_max_clusters(kernel, Cfg::CLUSTER_M, Cfg::CLUSTER_N, K_::smem_bytes, Cfg::THREADS);
+  const int64_t units = int64_t(P.tiles_mc) * P.tiles_nc * P.splits;
   if (units > INT32_MAX) throw invalid_argument("wgmma engine: too many tiles for one launch");
   const int grid_clusters = int(std::min<int64_t>(units, clusters));
 
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned(grid_clusters * Cfg::CLUSTER_M), 1, 1);
+  cfg.gridDim = dim3(unsigned(grid_clusters * Cfg::CLUSTER_M), unsigned(Cfg::CLUSTER_N), 1);
   cfg.blockDim = dim3(unsigned(Cfg::THREADS), 1, 1);
   cfg.dynamicSmemBytes = K_::smem_bytes;
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
   attr[0].val.clusterDim.x = unsigned(Cfg::CLUSTER_M);
-  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.y = unsigned(Cfg::CLUSTER_N);
   attr[0].val.clusterDim.z = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;

@@ -23,6 +23,14 @@ using WgPing128c2 = WgConfig<128, 128, 64, 2, 6, true>;   // 93.1 / 68.4
 // everywhere (its dX and dW mainloops reach 350-410 TF/s); kept as the study's
 // point without multicast.
 using WgPing128c1 = WgConfig<128, 128, 64, 1, 6, true>;   // 117.8 / 72.7
+// Ping-pong 128x128x64 per warpgroup in 2x2 clusters, 6 stages (issue 17):
+// A multicast along the cluster's N pair as well as B along its M pair, 128
+// flop per byte of L2 -> shared memory traffic instead of 85 (gemm_wgmma.cuh,
+// kernels/flce/README.md "2x2 clusters"). Variant names carry `c22`.
+using WgPing128c22 = WgConfig<128, 128, 64, 2, 6, true, 2>;
+// Cooperative 128x256x64 in 2x2 clusters, 4 stages: 171 flop per byte of L2
+// traffic (the c2 tile has 128), its epilogue still with the tensor cores idle.
+using WgCoop256c22 = WgConfig<128, 256, 64, 2, 4, false, 2>;
 
 // The three operand layouts of the FLCE products (gemm.cuh): logits (K, K),
 // dX (K, MN), dW (MN, MN).
@@ -39,5 +47,7 @@ DETFUSE_WGMMA_INSTANCES(extern, WgCoop256c1)
 DETFUSE_WGMMA_INSTANCES(extern, WgCoop128c2)
 DETFUSE_WGMMA_INSTANCES(extern, WgPing128c2)
 DETFUSE_WGMMA_INSTANCES(extern, WgPing128c1)
+DETFUSE_WGMMA_INSTANCES(extern, WgPing128c22)
+DETFUSE_WGMMA_INSTANCES(extern, WgCoop256c22)
 
 }  // namespace detfuse::flce

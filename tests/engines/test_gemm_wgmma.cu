@@ -1,7 +1,8 @@
 // launch_gemm_wgmma (Hopper wgmma + TMA, bf16 in, fp32 accumulation): the
 // operand layouts the FLCE products use, on the configs the variants register,
 // over odd shapes (ragged M/N/K tiles, a single row, odd output leading
-// dimensions that force element-wise stores, tiles_m odd under 2x1 clusters),
+// dimensions that force element-wise stores, tiles_m and tiles_n odd under
+// 2x1 and 2x2 clusters, so a cluster tile overhangs the matrix),
 // split-K with ragged and empty splits (atomic and partials), owning
 // accumulation, softcap logits and the fused per-tile row statistics, against
 // a float64 GEMM of the same bf16-rounded inputs. Calls the launchers the
@@ -10,6 +11,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <utility>
 
 #include "kernels/common/device_info.h"
 #include "kernels/flce/wgmma_configs.h"
@@ -25,6 +28,8 @@ using flce::WgCoop256c1;
 using flce::WgCoop256c2;
 using flce::WgPing128c1;
 using flce::WgPing128c2;
+using flce::WgPing128c22;
+using flce::WgCoop256c22;
 
 #define DETFUSE_REQUIRE_SM90()                                                            \
   do {                                                                                    \
@@ -56,8 +61,12 @@ void run_layout_cases() {
     if (s.K == 0) continue;  // refused by the engine (a TMA tensor cannot be empty); FLCE never has K = 0
     check_store(s, AM, BM, wgmma_rules(), wgmma_launcher<Cfg, AM, BM>());
   }
-  // Several row tiles, tiles_m odd (the second CTA of the last cluster is past M).
+  // Several row tiles: tiles_m 4 (BM 128), tiles_n 5 (BN 128: in 2x2
+  // clusters the CTAs of the last cluster tile's second column are past N).
   check_store({3 * 128 + 5, 520, 300, 0, 0}, AM, BM, wgmma_rules(), wgmma_launcher<Cfg, AM, BM>());
+  // tiles_m 3 and tiles_n 3 (BN 128) or 2 (BN 256): in 2x1 and 2x2 clusters
+  // the last cluster tile overhangs M (and N), one CTA of a 2x2 cluster past both.
+  check_store({2 * 128 + 5, 2 * 128 + 7, 300, 0, 0}, AM, BM, wgmma_rules(), wgmma_launcher<Cfg, AM, BM>());
 }
 
 #define DETFUSE_WGMMA_LAYOUT_TEST(CFG, AM, BM) \
@@ -76,6 +85,26 @@ DETFUSE_WGMMA_CONFIG_TESTS(WgCoop256c1)
 DETFUSE_WGMMA_CONFIG_TESTS(WgCoop128c2)
 DETFUSE_WGMMA_CONFIG_TESTS(WgPing128c2)
 DETFUSE_WGMMA_CONFIG_TESTS(WgPing128c1)
+DETFUSE_WGMMA_CONFIG_TESTS(WgPing128c22)
+DETFUSE_WGMMA_CONFIG_TESTS(WgCoop256c22)
+
+// The grouped raster over 2x2 cluster tiles: 641 rows (6 row tiles, 3 cluster
+// rows), 771 columns (7 column tiles, 4 cluster columns, the last overhanging
+// N); raster groups of 4 row tiles (2 cluster rows, the last group partial), 1
+// and all, in every layout.
+template <Major AM, Major BM>
+void check_cluster_raster() {
+  for (int group_m : {4, 1, 1 << 30}) {
+    SCOPED_TRACE("group_m " + std::to_string(group_m));
+    check_store({641, 771, 200, 0, 0}, AM, BM, wgmma_rules(), wgmma_launcher<WgPing128c22, AM, BM>(group_m));
+  }
+}
+TEST(GemmWgmma, Cluster2x2Raster) {
+  DETFUSE_REQUIRE_SM90();
+  check_cluster_raster<Major::K, Major::K>();
+  check_cluster_raster<Major::K, Major::MN>();
+  check_cluster_raster<Major::MN, Major::MN>();
+}
 
 // Split sizes are multiples of BK (64). K = 200: with kps 128 the second split
 // is ragged; with 4 splits of 64 the fourth is ragged; with 3 of 128 the third
@@ -92,6 +121,11 @@ TEST(GemmWgmma, SplitK) {
   // 5 splits of 256 over K = 1000: the fifth is empty.
   check_split_atomic(Major::MN, Major::MN, 520, 300, 1000, 5, 256, r, wgmma_launcher<WgPing128c1, Major::MN, Major::MN>());
   check_split_partial(Major::K, Major::MN, 61, 131, 200, 4, 64, r, wgmma_launcher<WgPing128c1, Major::K, Major::MN>());
+  // 2x2 clusters: the CTAs of a cluster take one split together, empty and
+  // ragged splits included, over cluster tiles that overhang M and N.
+  check_split_partial(Major::MN, Major::MN, 261, 70, 200, 3, 128, r, wgmma_launcher<WgPing128c22, Major::MN, Major::MN>());
+  check_split_atomic(Major::MN, Major::MN, 520, 300, 1000, 5, 256, r, wgmma_launcher<WgPing128c22, Major::MN, Major::MN>());
+  check_split_partial(Major::K, Major::MN, 61, 131, 200, 4, 64, r, wgmma_launcher<WgPing128c22, Major::K, Major::MN>());
 }
 
 TEST(GemmWgmma, AccumulateFirstThenAdd) {
@@ -99,6 +133,7 @@ TEST(GemmWgmma, AccumulateFirstThenAdd) {
   check_accumulate(Major::MN, Major::MN, 300, 97, 77, wgmma_rules(), wgmma_launcher<WgCoop256c2, Major::MN, Major::MN>(1));
   check_accumulate(Major::MN, Major::MN, 131, 520, 200, wgmma_rules(), wgmma_launcher<WgCoop256c1, Major::MN, Major::MN>(1));
   check_accumulate(Major::MN, Major::MN, 700, 520, 300, wgmma_rules(), wgmma_launcher<WgPing128c2, Major::MN, Major::MN>(1));
+  check_accumulate(Major::MN, Major::MN, 700, 520, 300, wgmma_rules(), wgmma_launcher<WgPing128c22, Major::MN, Major::MN>(1));
 }
 
 TEST(GemmWgmma, LogitsSoftcap) {
@@ -106,6 +141,7 @@ TEST(GemmWgmma, LogitsSoftcap) {
   check_logits(Major::K, Major::K, 37, 131, 77, 5.f, wgmma_rules(), wgmma_launcher<WgCoop256c2, Major::K, Major::K>(1 << 30));
   check_logits(Major::K, Major::K, 300, 1031, 136, 0.f, wgmma_rules(), wgmma_launcher<WgCoop128c2, Major::K, Major::K>(1 << 30));
   check_logits(Major::K, Major::K, 300, 1031, 136, 7.f, wgmma_rules(), wgmma_launcher<WgPing128c1, Major::K, Major::K>(1 << 30));
+  check_logits(Major::K, Major::K, 300, 1031, 136, 7.f, wgmma_rules(), wgmma_launcher<WgPing128c22, Major::K, Major::K>(1 << 30));
 }
 
 // The fused row statistics: for every row and column tile, {max, sum exp(z -
@@ -121,7 +157,9 @@ void check_row_stats(int M, int N, int K, float softcap) {
   HostOperand B = make_operand(N, K, Major::K, 0, 0, rng, 2.f, true, 8, r.fill);
   DeviceOperand dA = upload_operand(A, true), dB = upload_operand(B, true);
   const int64_t ldc = (N + 7) / 8 * 8, tiles = (N + Cfg::BN - 1) / Cfg::BN;
-  DeviceBuffer<float> C(size_t(M) * ldc), S(size_t(M) * tiles * 4);
+  // S has one row of guard entries past the last row: a tile past N (a 2x2
+  // cluster tile overhanging the matrix) must write no statistics.
+  DeviceBuffer<float> C(size_t(M) * ldc), S(size_t(M + 1) * tiles * 4);
   C.fill_bytes(0xFF);
   S.fill_bytes(0xFF);
   flce::launch_gemm_wgmma<Cfg, Major::K, Major::K>(params_for(M, N, K, A, dA, B, dB),
@@ -150,6 +188,9 @@ void check_row_stats(int M, int N, int K, float softcap) {
       worst_sum = std::max(worst_sum, std::abs(g[1] - se) / se);
       worst_z = std::max(worst_z, std::abs(g[2] - sz) / (1.0 + std::abs(sz)));
     }
+  size_t guard_written = 0;
+  for (size_t i = size_t(M) * tiles * 4; i < st.size(); ++i) guard_written += !std::isnan(st[i]);
+  EXPECT_EQ(guard_written, 0u) << "statistics written past the last row";
   EXPECT_EQ(worst_max, 0.0) << "the tile max is an exact float max";
   EXPECT_LT(worst_sum, 1e-5) << "sum exp(z - max), relative";
   EXPECT_LT(worst_z, 1e-4) << "sum z, relative to 1 + |sum z|";
@@ -161,6 +202,94 @@ TEST(GemmWgmma, LogitsRowStatistics) {
   check_row_stats<WgCoop256c2>(129, 512, 64, 15.f);   // softcap; 129 rows: a row tile of one row
   check_row_stats<WgPing128c2>(300, 1031, 136, 0.f);
   check_row_stats<WgPing128c1>(129, 700, 64, 15.f);
+  check_row_stats<WgPing128c22>(300, 1031, 136, 0.f);  // 9 column tiles: the last cluster tile overhangs N
+  check_row_stats<WgPing128c22>(129, 700, 64, 15.f);   // 2 row tiles, 6 column tiles: exact cluster tiles
+}
+
+// A 2x2 cluster changes where a tile's operands come from (multicast), not
+// what a consumer computes: the same tile, k-tiles and wgmma sequence as the
+// 2x1 configuration of the same tile, so the same bits, for the plain store in
+// every layout (with a split-K partial) and for the ex16 logits epilogue
+// (bf16 exp(z - m_tile), per-tile statistics with the target logit) on a shape
+// whose cluster tiles overhang M and N. The output buffers are poisoned and
+// have a guard row, so a write past the matrix shows too.
+template <class C1, class C2, Major AM, Major BM>
+void check_same_bits_store(int M, int N, int K, int splits, int kps) {
+  SCOPED_TRACE(std::string("store A=") + major_name(AM) + " B=" + major_name(BM) + " splits=" + std::to_string(splits));
+  const OperandRules r = wgmma_rules();
+  std::mt19937 rng(uint32_t(M * 7 + N * 11 + K + splits));
+  HostOperand A = make_operand(M, K, AM, 0, 0, rng, 1.f, true, r.ld_multiple, r.fill);
+  HostOperand B = make_operand(N, K, BM, 0, 0, rng, 1.f, true, r.ld_multiple, r.fill);
+  DeviceOperand dA = upload_operand(A, true), dB = upload_operand(B, true);
+  const int64_t ldc = N + 1, stride = int64_t(M + 1) * ldc;
+  auto run = [&](auto launch) {
+    DeviceBuffer<float> C(size_t(stride) * splits);
+    C.fill_bytes(0xFF);
+    if (splits == 1)
+      launch(params_for(M, N, K, A, dA, B, dB), flce::EpiStore<float>{C.data(), ldc});
+    else
+      launch(params_for(M, N, K, A, dA, B, dB, splits, kps), flce::EpiPartial{C.data(), ldc, stride});
+    DETFUSE_CUDA_CHECK(cudaDeviceSynchronize());
+    return C.download();
+  };
+  const std::vector<float> c2 = run(wgmma_launcher<C1, AM, BM>(4));
+  const std::vector<float> c22 = run(wgmma_launcher<C2, AM, BM>(4));
+  ASSERT_EQ(c2.size(), c22.size());
+  size_t differ = 0;
+  for (size_t i = 0; i < c2.size(); ++i) differ += std::memcmp(&c2[i], &c22[i], 4) != 0;
+  EXPECT_EQ(differ, 0u) << "of " << c2.size() << " elements (poisoned padding and guard row included)";
+}
+
+TEST(GemmWgmma, Cluster2x2SameBitsAs2x1) {
+  DETFUSE_REQUIRE_SM90();
+  // Ping-pong 128x128: 4 x 6 tiles (the last cluster column past N), 3 x 5
+  // (past M and N), 5 splits (the fifth empty).
+  check_same_bits_store<WgPing128c2, WgPing128c22, Major::K, Major::K>(389, 643, 300, 1, 0);
+  check_same_bits_store<WgPing128c2, WgPing128c22, Major::K, Major::MN>(261, 520, 200, 1, 0);
+  check_same_bits_store<WgPing128c2, WgPing128c22, Major::MN, Major::MN>(261, 263, 1000, 5, 256);
+  // Cooperative 128x256: 389 x 643 is 4 x 3 tiles, 261 x 520 3 x 3.
+  check_same_bits_store<WgCoop256c2, WgCoop256c22, Major::K, Major::K>(389, 643, 300, 1, 0);
+  check_same_bits_store<WgCoop256c2, WgCoop256c22, Major::K, Major::MN>(261, 520, 200, 1, 0);
+  check_same_bits_store<WgCoop256c2, WgCoop256c22, Major::MN, Major::MN>(261, 263, 1000, 5, 256);
+}
+
+TEST(GemmWgmma, Cluster2x2Exp16SameBitsAs2x1) {
+  DETFUSE_REQUIRE_SM90();
+  const int M = 261, N = 1031, K = 136;  // 3 row tiles, 9 column tiles: one CTA of the last cluster past both
+  const OperandRules r = wgmma_rules();
+  std::mt19937 rng(5u);
+  HostOperand A = make_operand(M, K, Major::K, 0, 0, rng, 2.f, true, 8, r.fill);
+  HostOperand B = make_operand(N, K, Major::K, 0, 0, rng, 2.f, true, 8, r.fill);
+  DeviceOperand dA = upload_operand(A, true), dB = upload_operand(B, true);
+  std::vector<int64_t> y(M);
+  for (int m = 0; m < M; ++m) y[m] = m % 3 == 0 ? -100 : int64_t(rng() % uint32_t(N));  // some ignored rows
+  DeviceBuffer<int64_t> dy{size_t(M)};
+  dy.upload(y);
+  const int64_t ldc = (N + 7) / 8 * 8, tiles = (N + 127) / 128;
+  for (float cap : {0.f, 15.f}) {
+    SCOPED_TRACE("softcap " + std::to_string(cap));
+    auto run = [&](auto launch) {
+      DeviceBuffer<__nv_bfloat16> E(size_t(M + 1) * ldc);
+      DeviceBuffer<float> S(size_t(M + 1) * tiles * 4);
+      E.fill_bytes(0xFF);
+      S.fill_bytes(0xFF);
+      launch(params_for(M, N, K, A, dA, B, dB), flce::EpiLogitsExp16{E.data(), ldc, cap, S.data(), tiles, dy.data()});
+      DETFUSE_CUDA_CHECK(cudaDeviceSynchronize());
+      return std::make_pair(E.download(), S.download());
+    };
+    const auto [e2, s2] = run(wgmma_launcher<WgPing128c2, Major::K, Major::K>(1 << 30));
+    const auto [e22, s22] = run(wgmma_launcher<WgPing128c22, Major::K, Major::K>(1 << 30));
+    EXPECT_EQ(std::memcmp(e2.data(), e22.data(), e2.size() * sizeof(e2[0])), 0) << "bf16 exp(z - m_tile)";
+    EXPECT_EQ(std::memcmp(s2.data(), s22.data(), s2.size() * sizeof(s2[0])), 0) << "per-tile statistics";
+    // Not only equal: written where they should be (max finite in every row
+    // and tile in range), nothing in the guard row.
+    size_t unwritten = 0, guard = 0;
+    for (int m = 0; m < M; ++m)
+      for (int t = 0; t < tiles; ++t) unwritten += !std::isfinite(s22[(size_t(m) * tiles + t) * 4]);
+    for (size_t i = size_t(M) * tiles * 4; i < s22.size(); ++i) guard += !std::isnan(s22[i]);
+    EXPECT_EQ(unwritten, 0u) << "row statistics not written";
+    EXPECT_EQ(guard, 0u) << "statistics written past the last row";
+  }
 }
 
 }  // namespace

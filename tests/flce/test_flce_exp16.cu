@@ -87,6 +87,8 @@ TEST(FlceExp16, HybridPlanAtTheIssueShapes) {
   for (const Want& w : {Want{flce_shape(16384, 4096, 128256), 4096}, Want{flce_shape(8192, 2304, 256000), 2048},
                         Want{flce_shape(4096, 4096, 128256), 4096}, Want{flce_shape(32768, 4096, 128256), 4096}}) {
     for (const Plan& pl : {FlceDriver<WgmmaExpLtEngine, WgPing128c2>::plan(w.p, FlceMode::forward_backward, sp),
+                           FlceDriver<WgmmaExpLtEngine, WgPing128c22>::plan(w.p, FlceMode::forward_backward, sp),
+                           FlceDriver<WgmmaExpLtEngine, WgCoop256c22>::plan(w.p, FlceMode::forward_backward, sp),
                            FlceDriver<WgmmaExpLtEngine, WgCoop256c2>::plan(w.p, FlceMode::forward_backward, sp)}) {
       EXPECT_EQ(pl.chunk_rows, w.rows) << w.p.shape();
       EXPECT_EQ(w.p.N % pl.chunk_rows, 0) << w.p.shape();
@@ -108,9 +110,13 @@ TEST(FlceExp16, HybridRegisteredOwningAtItsBudgets) {
     EXPECT_TRUE(v.desc.deterministic) << v.desc.name;
     EXPECT_FALSE(v.desc.study_only) << v.desc.name;  // tuned by default
   }
-  EXPECT_EQ(n, int(2 * kHybridChunkMiB.size()));  // ping-pong 128x128 c2 and coop 128x256 c2
+  EXPECT_EQ(n, int(4 * kHybridChunkMiB.size()));  // ping-pong 128x128 and coop 128x256, c2 and c22
   EXPECT_NE(builtin_registry().find_flce("flce.bf16.wgmmalt.owning.bm128_bn128_bk64_c2_st6_pp1_ex16_mb1024"), nullptr);
   EXPECT_NE(builtin_registry().find_flce("flce.bf16.wgmmalt.owning.bm128_bn256_bk64_c2_st4_pp0_ex16_mb1920"), nullptr);
+  // The 2x2 cluster spelled in the name (c: CM then CN when CN > 1).
+  EXPECT_NE(builtin_registry().find_flce("flce.bf16.wgmmalt.owning.bm128_bn128_bk64_c22_st6_pp1_ex16_mb1024"), nullptr);
+  EXPECT_NE(builtin_registry().find_flce("flce.bf16.wgmmalt.owning.bm128_bn128_bk64_c22_st6_pp1_ex16_mb1920"), nullptr);
+  EXPECT_NE(builtin_registry().find_flce("flce.bf16.wgmmalt.owning.bm128_bn256_bk64_c22_st4_pp0_ex16_mb1024"), nullptr);
 }
 #endif
 

@@ -182,6 +182,7 @@ TEST(OwningChain, WgmmaRunningSumIsOneChain) {
   wgmma_chain<WgCoop128c2>("wgmma coop 128x128 c2");
   wgmma_chain<WgPing128c2>("wgmma ping 128x128 c2");
   wgmma_chain<WgPing128c1>("wgmma ping 128x128 c1");
+  wgmma_chain<WgPing128c22>("wgmma ping 128x128 c22");  // 3 row tiles: a 2x2 cluster tile past M
 }
 #endif
 
