@@ -473,8 +473,8 @@ TEST(AttentionWgmmaBwd, ThirtyTwoVariantsRunBothModesWithReasonsAndWorkspace) {
       extra = (tma ? attention::wg::dq_tile_acc_bytes(p, br) : attention::dq_acc_bytes(p)) +
               attention::ordered_sem_bytes(p, br);
     if (v->desc.strategy == "atomic" && tma) extra = attention::wg::dq_tile_acc_bytes(p, br);
-    // pds2: LSE and D padded to whole query blocks, fp32, two 256-byte aligned halves.
-    if (param(*v, "pds") == 2) extra += 2 * attention::align256(size_t(p.B * p.H * ((p.Sq + br - 1) / br) * br) * 4);
+    // pds2, pds3: LSE and D padded to whole query blocks, fp32, two 256-byte aligned halves.
+    if (param(*v, "pds") >= 2) extra += 2 * attention::align256(size_t(p.B * p.H * ((p.Sq + br - 1) / br) * br) * 4);
     if (v->desc.strategy == "partials") {
       const auto pl = attention::plan_partials(p, 128, size_t(param(*v, "mb")) << 20);
       ASSERT_TRUE(pl.has_value());

@@ -203,7 +203,7 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
     if (kDq == 3) n += dq_acc_bytes(p) + ordered_sem_bytes(p, Kv::BR);
     if (kDq == 4) n += dq_tile_acc_bytes(p, Kv::BR);
     if (kDq == 5) n += dq_tile_acc_bytes(p, Kv::BR) + ordered_sem_bytes(p, Kv::BR);
-    if (Kv::PDS == 2) n += pds_stage_bytes(p, Kv::BR);
+    if (Kv::PDS >= 2) n += pds_stage_bytes(p, Kv::BR);  // pds2, pds3: the producer's LSE / D staging
     if (kDq == 2) {
       if (auto pl = plan_partials(p, Kv::BC, size_t(kMiB) << 20)) n += pl->slab_bytes + pl->acc_bytes;
     }
@@ -242,8 +242,8 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
       int* sem = kDq == 5 ? reinterpret_cast<int*>(rest + dq_tile_acc_bytes(p, Kv::BR)) : nullptr;
       const size_t zeroed = dq_tile_acc_bytes(p, Kv::BR) + (kDq == 5 ? ordered_sem_bytes(p, Kv::BR) : 0);
       DETFUSE_CUDA_CHECK(cudaMemsetAsync(acc, 0, zeroed, s));
-      // pds2: the padded LSE / D after them (written by launch_bwd_kv).
-      float* stage = Kv::PDS == 2 ? reinterpret_cast<float*>(rest + zeroed) : nullptr;
+      // pds2, pds3: the padded LSE / D after them (written by launch_bwd_kv).
+      float* stage = Kv::PDS >= 2 ? reinterpret_cast<float*>(rest + zeroed) : nullptr;
       launch_bwd_kv<Kv>(p, a, Dvec, acc, s, 0, -1, 0, -1, sem, stage);
     } else if constexpr (kDq == 2) {
       const auto plan = plan_partials(p, Kv::BC, size_t(kMiB) << 20);
