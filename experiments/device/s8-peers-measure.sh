@@ -20,8 +20,8 @@ pick() { awk '{print $1}' "$OUT/list.txt" | grep -E "$1" | head -n "${2:-8}" | p
 want() { [ -z "${ONLY:-}" ] || [ "$ONLY" = "$1" ]; }
 MG="$(pick '^flce\.bf16\.wgmmalt\.owning\..*pp1.*_ex16_mb(1024|1920)$' 4)"
 echo "main_grad variants: $MG"
-want flce && run flce_peers 560 python3 experiments/flce_peers.py --json "$OUT/flce_peers.json" --budget-s 520 \
-  --reps 5 --rounds 3 --peers 3gemm,liger-cute,detfuse --variant --main-grad-variant $MG \
+want flce && run flce_peers 560 python3 experiments/flce_peers.py --json "$OUT/flce_peers.json" --budget-s ${FLCE_BUDGET:-520} --rounds ${ROUNDS:-3} \
+  --reps 5 --peers 3gemm,liger-cute,detfuse --variant --main-grad-variant $MG \
   --shapes 16384,4096,128256 8192,2304,256000 4096,4096,128256
 W=attention.bf16.wgmma
 F128=$(pick "^$W\.fwd\..*bc160.*rd1_ot1_d128$" 1); F128b=$(pick "^$W\.fwd\.br128_bc128_st2_ov1_pp0_ps1_rd1_ot1_d128$" 1)

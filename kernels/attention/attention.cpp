@@ -58,22 +58,30 @@ const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMo
   // (bf16, sm_90, built with wgmma); else the exact fma engine with 64x64
   // tiles; else the first deterministic variant that can run, else any.
   // Measured on the H200 at B=4, H=32, Sq=Sk=4096 (experiments/
-  // attention_bench_log.md, 2026-12-02, session 7): forward: the persistent
-  // forward (`ps1`) 573.2 TFLOP/s at d128 (causal 489.0) against 549.7 (481.1),
-  // d64 430.5 against 414.4; backward (fwd+bwd TFLOP/s): `ordered` pds2 443.4
-  // at d128 (causal 371.3) against owning 411.2 (364.7), d64 304.7 (causal
-  // 249.5) against owning 283.4 (248.9); with GQA the ordered dQ chain
-  // serialises a kv head's query heads (4,32,8 causal, pds1: 282.1 against
-  // owning 352.4), so owning there.
+  // attention_bench_log.md, 2026-12-02, sessions 7 and 8): forward: the
+  // persistent forward (`ps1`) 573.2 TFLOP/s at d128 (causal 489.0) against
+  // 549.7 (481.1), d64 430.5 against 414.4; session 8, beside FA4 in one
+  // Python process: `ps1 rd1 ot1` (softmax reductions in four chains, O by a
+  // TMA store) 567.7 at d128 (causal 476.6) against `ps1` 551.6 (468.6), d64
+  // causal 285.2 against 257.4 (d64 non-causal not measured: `ps1` stays);
+  // backward (fwd+bwd TFLOP/s): `ordered` pds2 443.4 at d128 (causal 371.3)
+  // against owning 411.2 (364.7), d64 304.7 (causal 249.5) against owning
+  // 283.4 (248.9); session 8: `ordered` pds3 (128 queries a step) at d64
+  // causal 263.3 against pds2 250.0 (non-causal not measured: pds2 stays);
+  // with GQA the ordered dQ chain serialises a kv head's query heads
+  // (4,32,8 causal, pds1: 282.1 against owning 352.4), so owning there.
   const Registry& r = builtin_registry();
   std::vector<std::string> preferred;
   if (p.dtype == DType::bf16) {
     const bool gqa = p.Hkv > 0 && p.Hkv != p.H;
     const std::string d = std::to_string(p.d);
     if (mode == AttentionMode::forward)
-      preferred.push_back(p.d == 128 ? "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp0_ps1_d128"
+      preferred.push_back(p.d == 128  ? "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp0_ps1_rd1_ot1_d128"
+                          : p.causal ? "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_rd1_ot1_d64"
                                      : "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_d64");
-    if (!gqa) preferred.push_back("attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_d" + d);
+    if (!gqa)
+      preferred.push_back(p.d == 64 && p.causal ? "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_d64"
+                                                : "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_d" + d);
     preferred.push_back(p.d == 128 ? "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst2_d128"
                                    : "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst3_d64");
   }

@@ -332,33 +332,38 @@ TEST(AttentionHeuristic, PicksADeterministicVariantOfTheHeadDimOrExplains) {
 
 TEST(AttentionHeuristic, PrefersTheMeasuredHopperVariantWhereItRuns) {
   // bf16 on an H200, where the build has the wgmma engine: forward the
-  // persistent forward; backward without GQA the ordered pds2 variant, with GQA
-  // the owning one; fp32 and a pre-Hopper device: the exact fma owning 64x64
-  // variant.
+  // persistent forward with rd1/ot1 (d64: only causal was measured); backward
+  // without GQA the ordered pds2 variant (d64 causal: pds3), with GQA the
+  // owning one; fp32 and a pre-Hopper device: the exact fma owning 64x64 variant.
   const DeviceInfo dev = h200();
   for (int d : {64, 128})
-    for (int64_t hkv : {32, 8}) {
-      AttentionProblem bf = prob(d, DType::bf16);
-      bf.H = 32;
-      bf.Hkv = hkv;
-      const std::string owning = d == 128 ? "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst2_d128"
-                                          : "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst3_d64";
-      const std::string bwd =
-          hkv == 32 ? "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_d" + std::to_string(d) : owning;
-      const std::string fwd = d == 128 ? "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp0_ps1_d128"
-                                       : "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_d64";
-      const std::string fma_bf16 = "attention.bf16.fma.owning.br64_bc64_w8_d" + std::to_string(d);
-      const bool built = builtin_registry().find_attention(bwd) != nullptr;
-      for (AttentionMode m : {AttentionMode::forward, AttentionMode::backward}) {
-        const std::string hopper = m == AttentionMode::forward ? fwd : bwd;
-        EXPECT_EQ(attention::heuristic_variant(bf, m, dev).desc.name, built ? hopper : fma_bf16) << hkv;
-        EXPECT_EQ(attention::heuristic_variant(prob(d, DType::f32), m, dev).desc.name,
-                  "attention.fp32.fma.owning.br64_bc64_w8_d" + std::to_string(d));
+    for (bool causal : {false, true})
+      for (int64_t hkv : {32, 8}) {
+        AttentionProblem bf = prob(d, DType::bf16, causal);
+        bf.H = 32;
+        bf.Hkv = hkv;
+        const std::string owning = d == 128 ? "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst2_d128"
+                                            : "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst3_d64";
+        const std::string ordered = d == 64 && causal ? "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_d64"
+                                                      : "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_d" +
+                                                            std::to_string(d);
+        const std::string bwd = hkv == 32 ? ordered : owning;
+        const std::string fwd = d == 128  ? "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp0_ps1_rd1_ot1_d128"
+                                : causal ? "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_rd1_ot1_d64"
+                                         : "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_d64";
+        const std::string fma_bf16 = "attention.bf16.fma.owning.br64_bc64_w8_d" + std::to_string(d);
+        const bool built = builtin_registry().find_attention(bwd) != nullptr;
+        SCOPED_TRACE("d " + std::to_string(d) + (causal ? " causal" : "") + " hkv " + std::to_string(hkv));
+        for (AttentionMode m : {AttentionMode::forward, AttentionMode::backward}) {
+          const std::string hopper = m == AttentionMode::forward ? fwd : bwd;
+          EXPECT_EQ(attention::heuristic_variant(bf, m, dev).desc.name, built ? hopper : fma_bf16);
+          EXPECT_EQ(attention::heuristic_variant(prob(d, DType::f32, causal), m, dev).desc.name,
+                    "attention.fp32.fma.owning.br64_bc64_w8_d" + std::to_string(d));
+        }
+        DeviceInfo ampere = dev;
+        ampere.cc_major = 8;
+        EXPECT_EQ(attention::heuristic_variant(bf, AttentionMode::backward, ampere).desc.name, fma_bf16);
       }
-      DeviceInfo ampere = dev;
-      ampere.cc_major = 8;
-      EXPECT_EQ(attention::heuristic_variant(bf, AttentionMode::backward, ampere).desc.name, fma_bf16);
-    }
 }
 
 }  // namespace
