@@ -7,6 +7,8 @@
 #            to $OUT/LOG.log, adds a line to $SUMMARY and prints it; returns RC.
 #   sanitize TOOL TIMEOUT CMD...  run() of compute-sanitizer --tool TOOL into sanitize.log.
 #   gpu_line FILE  appends the GPU's name, driver and clocks to FILE.
+#   test_report NAME...  for each $OUT/NAME.log of a gtest run: its PASSED /
+#            FAILED lines, then any failure or error line of them all.
 #   PYTHONPATH     the peers' site (experiments/peers/install.sh) and ./python.
 # The binaries: ./build (a Release build, or dist/build.tar.xz from pack.sh,
 # unpacked here when ./build is absent).
@@ -39,4 +41,13 @@ sanitize() {
 
 gpu_line() {
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv >> "$1" 2>&1
+}
+
+test_report() {
+  local f
+  for f in "$@"; do
+    echo "# $f"
+    grep -hE "^\[  (PASSED|FAILED|SKIPPED) +\]" "$OUT/$f.log" | head -30
+  done
+  for f in "$@"; do grep -hE "Failure|error:" "$OUT/$f.log"; done | head -10
 }

@@ -52,11 +52,7 @@ run digest20_d64 15 "$DF" bench attention --shape 2,16,8,2304,2304,64 --causal \
 {
   echo
   echo "--- tests"
-  for f in layout_cpu tests_pds3; do
-    echo "# $f"
-    grep -hE "^\[  (PASSED|FAILED|SKIPPED) \]|^\[       OK \] |^\[  FAILED  \] " "$OUT/$f.log" | head -30
-  done
-  grep -hE "Failure|error:|rror" "$OUT"/tests_pds3.log | head -10
+  test_report layout_cpu tests_pds3
   echo "--- sanitizers"
   grep -hE "ERROR SUMMARY|PASSED|FAILED" "$OUT"/memcheck_pds3.log "$OUT"/racecheck_pds3.log "$OUT"/synccheck_pds3.log
   echo "--- bench logs (errors)"

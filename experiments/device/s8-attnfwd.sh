@@ -59,11 +59,7 @@ run bench_d64_causal 10 "$DF" bench attention --shape 4,32,32,4096,4096,64 --cau
 {
   echo
   echo "--- tests"
-  for f in layout_cpu tests_reg tests_ref tests_ps tests_ot; do
-    echo "# $f"
-    grep -hE "^\[  (PASSED|FAILED|SKIPPED) \]|^\[  FAILED  \] " "$OUT/$f.log" | head -30
-  done
-  grep -hE "Failure|error:" "$OUT"/tests_*.log | head -10
+  test_report layout_cpu tests_reg tests_ref tests_ps tests_ot
   echo "--- sanitizers"
   grep -hE "ERROR SUMMARY|PASSED|FAILED" "$OUT"/memcheck_ot.log "$OUT"/racecheck_ot.log "$OUT"/synccheck_ot.log
   echo "--- bench (forward TFLOP/s; 3 repeats)"

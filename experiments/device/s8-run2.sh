@@ -33,10 +33,7 @@ run fwd 120 $TW --gtest_filter='AttentionWgmmaGpu.MatchesFloat64Reference*:Atten
 F='AttentionWgmmaGpu.TmaOSanitizerSized'
 for t in memcheck racecheck synccheck; do sanitize $t 40 $TW --gtest_filter="$F"; done
 echo "--- tests"
-for f in flce_cpu engines flce_c22 attn_cpu pds3 capi fwd; do
-  printf '%-9s %s\n' "$f" "$(grep -hE '^\[  (PASSED|FAILED) ' "$OUT/$f.log" | tr '\n' ' ')"
-done
-grep -h "FAILED  \]" "$OUT"/*.log | sort -u | head -20
+test_report flce_cpu engines flce_c22 attn_cpu pds3 capi fwd
 grep -c "ERROR SUMMARY: 0 errors" "$OUT/sanitize.log"; grep "ERROR SUMMARY" "$OUT/sanitize.log" | grep -v " 0 errors"
 echo "--- bench"
 grep -hE "^(flce|attention)\.|^variant" "$OUT"/bench_*.log
