@@ -19,6 +19,7 @@ public functions in detfuse/torch.py check their arguments first and call
 these ops; call those, not the ops, unless you know why.
 """
 
+import contextlib
 from typing import Tuple
 
 from . import _lib
@@ -99,16 +100,79 @@ def _flce_launch(torch, p, mode, sel, device, *, X, W, y, loss=None, lse=None, d
         return _lib.run(p, mode, a, sel, stream)
 
 
-def _attention_launch(torch, p, mode, sel, device, **ptrs):
-    with torch.cuda.device(device):
+def _on(torch, device):
+    """torch.cuda.device(device), or nothing when it is already the current device."""
+    if device.index is None or device.index == torch.cuda.current_device():
+        return contextlib.nullcontext()
+    return torch.cuda.device(device)
+
+
+_workspace_sizes: dict = {}
+
+
+def _attention_launch(torch, p, mode, sel, device, ws_key=None, **ptrs):
+    """Runs the attention `mode` on the current stream. ws_key: a hashable key
+    of (problem, mode, selection, device) under which the workspace size may be
+    kept (None: ask the library at every call, as for variant="tuned", whose
+    choice follows the store)."""
+    with _on(torch, device):
         stream = torch.cuda.current_stream(device).cuda_stream
-        ws_bytes = _lib.attention_workspace_size(p, mode, sel)
+        ws_bytes = None if ws_key is None else _workspace_sizes.get(ws_key)
+        if ws_bytes is None:
+            ws_bytes = _lib.attention_workspace_size(p, mode, sel)
+            if ws_key is not None:
+                _cached(_workspace_sizes, ws_key, lambda: ws_bytes)
         ws = torch.empty(ws_bytes, dtype=torch.uint8, device=device) if ws_bytes else None
         a = _lib.AttentionArgs()
         for name, t in ptrs.items():
             setattr(a, name, _ptr(t))
         a.workspace, a.workspace_size = _ptr(ws), ws_bytes
         return _lib.attention_run(p, mode, a, sel, stream)
+
+
+def _attention_ws_key(q, k, mode, causal, scale, softcap, window, variant, db, allow_nondeterministic):
+    if variant == "tuned":
+        return None
+    return (tuple(q.shape), int(k.shape[1]), int(k.shape[2]), q.dtype, q.device, mode, causal, scale, softcap, window,
+            variant, db, bool(allow_nondeterministic))
+
+
+def attention_forward_impl(torch, q, k, v, causal, scale, softcap, window, variant, db, allow_nondeterministic):
+    """The forward op's body (the custom op and the eager autograd function both run it): (O, lse)."""
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    p = attention_problem(torch, q, k, causal, scale, softcap, window)
+    sel = selection(variant, db, allow_nondeterministic)
+    O = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
+    key = _attention_ws_key(q, k, _lib.ATTENTION_FORWARD, causal, scale, softcap, window, variant, db,
+                            allow_nondeterministic)
+    _attention_launch(torch, p, _lib.ATTENTION_FORWARD, sel, q.device, key, Q=q, K=k, V=v, O=O, lse=lse)
+    return O, lse
+
+
+def attention_backward_impl(torch, dO, q, k, v, O, lse, causal, scale, softcap, window, variant, db,
+                            allow_nondeterministic):
+    """The backward op's body: (dQ, dK, dV)."""
+    q, k, v, O, lse = q.contiguous(), k.contiguous(), v.contiguous(), O.contiguous(), lse.contiguous()
+    dO = dO.to(q.dtype).contiguous()
+    p = attention_problem(torch, q, k, causal, scale, softcap, window)
+    sel = selection(variant, db, allow_nondeterministic)
+    dQ = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    dK = torch.empty(k.shape, dtype=k.dtype, device=k.device)
+    dV = torch.empty(v.shape, dtype=v.dtype, device=v.device)
+    key = _attention_ws_key(q, k, _lib.ATTENTION_BACKWARD, causal, scale, softcap, window, variant, db,
+                            allow_nondeterministic)
+    _attention_launch(torch, p, _lib.ATTENTION_BACKWARD, sel, q.device, key, Q=q, K=k, V=v, dO=dO, O_in=O, lse_in=lse,
+                      dQ=dQ, dK=dK, dV=dV)
+    return dQ, dK, dV
+
+
+# The eager path (attention() outside torch.compile): a plain autograd
+# function running the same bodies as the ops, without the custom-op
+# dispatch (about 40-80 us of host time per op call; with the sample timed
+# from an event before the call, as the peer scripts do, that is time the GPU
+# waits). Set by register().
+attention_eager = None
 
 
 flce_main_grad = None  # MainGrad.apply once register() ran: (x, w, y, main_grad, *opts) -> (loss, lse)
@@ -288,13 +352,8 @@ def register() -> bool:
     def attention_forward(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float, softcap: float, window: int,
                           variant: str, backward_variant: str, db: str,
                           allow_nondeterministic: bool) -> Tuple[Tensor, Tensor]:
-        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-        p = attention_problem(torch, q, k, causal, scale, softcap, window)
-        sel = selection(variant, db, allow_nondeterministic)
-        O = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-        lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
-        _attention_launch(torch, p, _lib.ATTENTION_FORWARD, sel, q.device, Q=q, K=k, V=v, O=O, lse=lse)
-        return O, lse
+        return attention_forward_impl(torch, q, k, v, causal, scale, softcap, window, variant, db,
+                                      allow_nondeterministic)
 
     @attention_forward.register_fake
     def _(q, k, v, causal, scale, softcap, window, variant, backward_variant, db, allow_nondeterministic):
@@ -304,16 +363,8 @@ def register() -> bool:
     def attention_backward(dO: Tensor, q: Tensor, k: Tensor, v: Tensor, O: Tensor, lse: Tensor, causal: bool,
                            scale: float, softcap: float, window: int, variant: str, db: str,
                            allow_nondeterministic: bool) -> Tuple[Tensor, Tensor, Tensor]:
-        q, k, v, O, lse = q.contiguous(), k.contiguous(), v.contiguous(), O.contiguous(), lse.contiguous()
-        dO = dO.to(q.dtype).contiguous()
-        p = attention_problem(torch, q, k, causal, scale, softcap, window)
-        sel = selection(variant, db, allow_nondeterministic)
-        dQ = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-        dK = torch.empty(k.shape, dtype=k.dtype, device=k.device)
-        dV = torch.empty(v.shape, dtype=v.dtype, device=v.device)
-        _attention_launch(torch, p, _lib.ATTENTION_BACKWARD, sel, q.device, Q=q, K=k, V=v, dO=dO, O_in=O, lse_in=lse,
-                          dQ=dQ, dK=dK, dV=dV)
-        return dQ, dK, dV
+        return attention_backward_impl(torch, dO, q, k, v, O, lse, causal, scale, softcap, window, variant, db,
+                                       allow_nondeterministic)
 
     @attention_backward.register_fake
     def _(dO, q, k, v, O, lse, causal, scale, softcap, window, variant, db, allow_nondeterministic):
@@ -332,6 +383,26 @@ def register() -> bool:
         return (dQ, dK, dV) + (None,) * 8
 
     torch.library.register_autograd("detfuse::attention_forward", a_backward, setup_context=a_setup)
+
+    class AttentionEager(torch.autograd.Function):
+        """attention_forward / its autograd formula without the custom-op dispatch (eager mode)."""
+
+        @staticmethod
+        def forward(ctx, q, k, v, causal, scale, softcap, window, variant, backward_variant, db, allow):
+            O, lse = attention_forward_impl(torch, q, k, v, causal, scale, softcap, window, variant, db, allow)
+            ctx.save_for_backward(q, k, v, O, lse)
+            ctx.opts = (causal, scale, softcap, window, backward_variant, db, allow)
+            ctx.mark_non_differentiable(lse)
+            return O, lse
+
+        @staticmethod
+        def backward(ctx, dO, g_lse):
+            q, k, v, O, lse = ctx.saved_tensors
+            dQ, dK, dV = attention_backward_impl(torch, dO, q, k, v, O, lse, *ctx.opts)
+            return (dQ, dK, dV) + (None,) * 8
+
+    global attention_eager
+    attention_eager = AttentionEager.apply
 
     REGISTERED = True
     return True

@@ -234,7 +234,7 @@ def _attention_selection(variant, what, db, allow_nondeterministic):
     if not isinstance(variant, str):
         raise TypeError(f"{what}: must be a str ('heuristic', 'tuned' or an attention variant name), got "
                         f"{type(variant).__name__}")
-    return _lib.make_selection(variant, db, allow_nondeterministic)
+    return _ops_mod.selection(variant, db, allow_nondeterministic)
 
 
 def _attention_options(causal, scale, softcap, window):
@@ -292,9 +292,9 @@ def _check_attention(q, k, v, causal, scale, softcap=None, window=None, validate
     scale, softcap, window = _attention_options(causal, scale, softcap, window)
     p = None
     if validate:
-        p = _lib.make_attention_problem(int(B), int(H), int(Hkv), int(Sq), int(Sk), int(d), dtype=code, causal=causal,
-                                        scale=scale, softcap=softcap, window=window)
-        _lib.attention_validate(p)  # the library's checks (no GPU): "problem.Hkv: must divide H (GQA), ..."
+        # The library's checks (no GPU): "problem.Hkv: must divide H (GQA), ..."; the
+        # problem is kept per shape and options (_ops.attention_problem) once it passed.
+        p = _ops_mod.attention_problem(torch, q, k, causal, scale, softcap, window)
     return p, q.contiguous(), k.contiguous(), v.contiguous(), (scale, softcap, window)
 
 
@@ -322,11 +322,24 @@ def _attention_setup(q, k, v, causal, scale, softcap, window, variant, backward_
     return p, q2, k2, v2, nums, sel_f, sel_b, bvariant, dbs
 
 
-def _choose_backward(p, sel_b, device, backward_variant):
+_backward_checked = {}  # (problem, backward selection, device) -> True: the library chose a backward for it
+
+
+def _choose_backward(p, sel_b, device, backward_variant, key=None):
+    """Refuses, before the forward runs, a backward the library would refuse.
+    key: where the answer may be kept (None for variant="tuned", whose choice
+    follows the store)."""
     torch = _torch()
+    if key is not None and key in _backward_checked:
+        return None
     try:
         with torch.cuda.device(device):
-            return _lib.attention_choose(p, _lib.ATTENTION_BACKWARD, sel_b)
+            choice = _lib.attention_choose(p, _lib.ATTENTION_BACKWARD, sel_b)
+        if key is not None:
+            if len(_backward_checked) >= 4096:
+                _backward_checked.clear()
+            _backward_checked[key] = True
+        return choice
     except _lib.InvalidArgument as e:
         if backward_variant is None and sel_b.kind == _lib.SELECT_NAME:
             raise _lib.InvalidArgument(f"{e} (backward_variant=None uses `variant` for the backward too; pass "
@@ -391,11 +404,20 @@ def attention(q, k, v, *, causal=False, scale=None, softcap=None, window=None, v
         variant, backward_variant = fwd.name, bwd.name
     p, q2, k2, v2, (sc, cap, win), sel_f, sel_b, bvariant, dbs = _attention_setup(
         q, k, v, causal, scale, softcap, window, variant, backward_variant, db, allow_nondeterministic, validate)
-    if (validate and q.device.type == "cuda" and torch.is_grad_enabled()
-            and (q.requires_grad or k.requires_grad or v.requires_grad)):
-        _choose_backward(p, sel_b, q.device, backward_variant)  # refuse a forward-only backward before running
-    O, lse = _ops().attention_forward(q2, k2, v2, causal, sc, cap, win, variant, bvariant, dbs,
-                                      bool(allow_nondeterministic))
+    needs_grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+    if validate and q.device.type == "cuda" and needs_grad:
+        key = None if bvariant == "tuned" else (tuple(q.shape), tuple(k.shape), q.dtype, q.device, causal, sc, cap,
+                                                 win, bvariant, dbs, bool(allow_nondeterministic), backward_variant)
+        _choose_backward(p, sel_b, q.device, backward_variant, key)  # refuse a forward-only backward before running
+    if validate and q.device.type == "cuda":
+        # Eager: the ops' bodies through a plain autograd function (no custom-op dispatch); the
+        # same kernels, so the same bits (tests/test_torch_attention.py checks it).
+        _ops()
+        O, lse = _ops_mod.attention_eager(q2, k2, v2, causal, sc, cap, win, variant, bvariant, dbs,
+                                          bool(allow_nondeterministic))
+    else:
+        O, lse = _ops().attention_forward(q2, k2, v2, causal, sc, cap, win, variant, bvariant, dbs,
+                                          bool(allow_nondeterministic))
     return (O, lse) if return_lse else O
 
 

@@ -240,6 +240,30 @@ class AttentionGpuTest(unittest.TestCase):
                     digests.add(tuple(detfuse.digest(t) for t in (O.detach(), lse, q.grad, k.grad, v.grad)))
                 self.assertEqual(len(digests), 1, digests)
 
+    def test_eager_path_gives_the_ops_bits(self):
+        # attention() outside torch.compile runs the ops' bodies through a plain autograd
+        # function (no custom-op dispatch); the ops themselves must give the same bits, and
+        # a repeated call must reuse the kept workspace size and backward check unchanged.
+        from detfuse import _ops
+        q, k, v, dO = self.make(2, 4, 2, 130, 200, 64, torch.bfloat16, seed=11)
+
+        def leaves():
+            return [t.detach().clone().requires_grad_() for t in (q, k, v)]
+
+        results = []
+        for path in ("eager", "eager again", "op"):
+            lq, lk, lv = leaves()
+            if path == "op":
+                O, lse = torch.ops.detfuse.attention_forward(lq, lk, lv, True, 0.0, 0.0, 0, "heuristic", "heuristic",
+                                                             "", False)
+            else:
+                O, lse = dt.attention(lq, lk, lv, causal=True, return_lse=True)
+            O.backward(dO)
+            results.append(tuple(detfuse.digest(t) for t in (O.detach(), lse, lq.grad, lk.grad, lv.grad)))
+        self.assertEqual(results[0], results[1])
+        self.assertEqual(results[0], results[2])
+        self.assertTrue(_ops._workspace_sizes, "the eager path kept no workspace size")
+
     def test_side_stream_and_non_contiguous_inputs(self):
         # The same bits on a side stream and from non-contiguous inputs (copied).
         q, k, v, dO = self.make(2, 4, 2, 65, 90, 64, torch.bfloat16, seed=7)
