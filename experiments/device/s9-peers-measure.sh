@@ -9,7 +9,8 @@
 #     every kernel's GPU ms, so where Liger's time goes beside ours is on record).
 #   attention: experiments/attention_peers.py on the issue's five rows: detfuse's
 #     heuristic (eager Python path), the forward+backward pairs in $ATTN_V
-#     (" --variant fwd+bwd ..."), FlashAttention-4 deterministic and not.
+#     (" --variant fwd+bwd ..."), FlashAttention-4 deterministic and not; then both
+#     forward kernels under ncu at the base clock (experiments/attention_fwd_clock.py).
 set -u
 source "$(dirname "$0")/lib.sh"
 cp build/capi/libdetfuse_c.so python/detfuse/libdetfuse_c.so
@@ -25,7 +26,13 @@ want flce && run flce_peers 400 python3 experiments/flce_peers.py --json "$OUT/f
 want attention && run attention_peers 400 python3 experiments/attention_peers.py --json "$OUT/attention_peers.jsonl" \
   --rows 4,32,32,4096,128,0 4,32,32,4096,128,1 4,32,8,4096,128,1 4,32,32,4096,64,1 1,16,16,8192,128,1 \
   ${ATTN_V:-} --impl detfuse --impl fa4-det --impl fa4 --reps 8 --warmup 3 --digest-runs 3
+# The two forward kernels at one locked clock (ncu --clock-control base): kernel speed per clock,
+# apart from host time and the clocks each sustains under load.
+want attention && run fwd_clock 240 ncu --clock-control base --nvtx --nvtx-include "regex:measure.*/" \
+  --metrics gpu__time_duration.sum,sm__cycles_elapsed.max,smsp__inst_executed.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed \
+  python3 experiments/attention_fwd_clock.py 4,32,32,4096,128,0 4,32,32,4096,128,1
 want flce && echo "--- flce (ms)" && sed -n '/^| N,D,V/,/^JSON/p' "$OUT/flce_peers.log" | head -60 \
   && grep -h "kernels (ms)" "$OUT/flce_peers.log" | cut -c1-400
-want attention && echo "--- attention (TFLOP/s)" && sed -n '/^| B,H,Hkv/,$p' "$OUT/attention_peers.log" | head -40
+want attention && echo "--- attention (TFLOP/s)" && sed -n '/^| B,H,Hkv/,$p' "$OUT/attention_peers.log" | head -40 \
+  && echo "--- forward kernels at the base clock" && grep -E "measure|^  [a-zA-Z_].*\(|gpu__time|sm__cycles|inst_executed|sm__throughput" "$OUT/fwd_clock.log" | cut -c1-160 | head -40
 cat "$SUMMARY"
