@@ -20,21 +20,18 @@ import io
 import pstats
 import statistics
 import sys
+import os
 import time
 
 import torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
+from measure import time_ms  # noqa: E402  (experiments/peers/measure.py)
+
 
 def per_call(fn, reps):
-    ms = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        ms.append(a.elapsed_time(b))
-    return statistics.median(ms)
+    """The peer scripts' method (experiments/peers/measure.py): events around one call."""
+    return time_ms(fn, 0, reps)[0]
 
 
 def pipelined(fn, reps, burst):
