@@ -27,7 +27,7 @@ REF=$LT.bm128_bn128_bk64_c2_st6_pp1_ex16_mb1024
 OT2=$LT.bm128_bn128_bk64_c2_st5_pp1_ot1_ex16_mb1024
 OT22=$LT.bm128_bn128_bk64_c22_st5_pp1_ot1_ex16_mb1024
 OT2B=$LT.bm128_bn128_bk64_c2_st5_pp1_ot1_ex16_mb1920
-run cpu 30 bash -c "$B/tests/engines/test_engines_epi_tma_layout && $B/tests/flce/test_flce_exp16 --gtest_filter='*Registered*:*Hybrid*'"
+run cpu 30 bash -c "$B/tests/engines/test_engines_epi_tma_layout && $B/tests/flce/test_flce_variants"
 run engines 90 $TE --gtest_filter='GemmWgmma.TmaEpilogue*:GemmWgmma.WgPing128c2t_*:GemmWgmma.WgPing128c22t_*:GemmWgmma.WgPing128c2_AK_BK:GemmWgmma.Cluster2x2Exp16SameBitsAs2x1'
 run flce_ot1 90 $B/tests/flce/test_flce_gpu --gtest_filter='*ot1*'
 for t in memcheck racecheck; do sanitize $t 40 $TE --gtest_filter='GemmWgmma.TmaEpilogueSanitizerSized'; done
