@@ -74,10 +74,21 @@ namespace detfuse::flce {
 // Operand traffic from L2 per k-step of one CTA: (BM / CN + BN / CM) x BK x 2
 // bytes for 2 x BM x BN x BK flops; ping-pong 128x128 in 2x1 clusters, 85
 // flop/byte; in 2x2 clusters, 128 (as cuBLAS's 256x128 in 1x2 clusters).
-template <int BM_, int BN_, int BK_, int CM_, int STAGES_, bool PP_ = false, int CN_ = 1>
+//
+// EPI_TMA (param ot1, ping-pong only): the bf16 epilogues (logits_exp16 and
+// store_bf16) write the warpgroup's tile into its own 128-byte swizzled shared
+// tile (BM x BN bf16) and one thread stores it with a TMA bulk tensor store,
+// which the tensor map clips at M and N, and which runs on under the next
+// mainloop, as CUTLASS's TMA store epilogue does; the other epilogues, the
+// row statistics included, keep their direct stores. The two shared tiles
+// (2 x 32 KiB at 128x128) come out of the ring: 5 stages of 32 KiB + 64 KiB =
+// 224 KiB of the H200's 227 KiB per block (6 stages would need 256 KiB).
+template <int BM_, int BN_, int BK_, int CM_, int STAGES_, bool PP_ = false, int CN_ = 1, bool ET_ = false>
 struct WgConfig {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, CLUSTER_M = CM_, CLUSTER_N = CN_, STAGES = STAGES_;
   static constexpr bool PINGPONG = PP_;
+  static constexpr bool EPI_TMA = ET_;
+  static_assert(!ET_ || PP_, "the TMA epilogue keeps one shared tile per ping-pong consumer warpgroup");
   static constexpr int CONSUMERS = 2;
   static constexpr int THREADS = 128 * (1 + CONSUMERS);
   static_assert(PP_ ? (BM == 64 || BM == 128) : (BM == 128 || BM == 256),
@@ -91,6 +102,10 @@ struct WgConfig {
   static_assert(STAGES >= 2, "the TMA ring needs at least two stages");
   // Shared memory of the ring (the pipeline barriers add a few hundred bytes).
   static constexpr size_t ring_bytes() { return size_t(STAGES) * (BM + BN) * BK * 2; }
+  // EPI_TMA: one bf16 BM x BN tile per consumer warpgroup.
+  static constexpr size_t epi_tile_bytes() { return EPI_TMA ? size_t(CONSUMERS) * BM * BN * 2 : 0; }
+  // The ring and the epilogue tiles (can_run's check against the device).
+  static constexpr size_t tile_smem_bytes() { return ring_bytes() + epi_tile_bytes(); }
 };
 
 // The epilogue of one wgmma GEMM call, chosen at run time so that one kernel
@@ -197,12 +212,40 @@ struct Kernel {
   // Threads that consume (and release) each stage of the ring.
   static constexpr int kStageConsumers = Cfg::PINGPONG ? 128 : 128 * Cfg::CONSUMERS;
 
-  struct SharedStorage {
+  // EPI_TMA: a consumer warpgroup's bf16 output tile in shared memory, 128-byte
+  // swizzled along N (64 bf16 = one swizzle row; 8 x 64 atoms, column-major
+  // over the tile) as the TMA store reads it; C is N-contiguous, so its N is
+  // the atom's K mode.
+  using SmemLayoutC =
+      decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<cutlass::bfloat16_t>{}, Shape<Int<Cfg::BM>, Int<Cfg::BN>>{}));
+  static constexpr int kCElems = cosize_v<SmemLayoutC>;
+  struct EpiTiles {
+    cute::array_aligned<cutlass::bfloat16_t, Cfg::CONSUMERS * kCElems, 1024> c;  // warpgroup g's tile at g * kCElems
+  };
+  struct NoEpiTiles {};
+  // The epilogue tiles as an (empty unless EPI_TMA) base: the other
+  // configurations' storage is unchanged.
+  struct SharedStorage : std::conditional_t<Cfg::EPI_TMA, EpiTiles, NoEpiTiles> {
     typename Mainloop::TensorStorage tensors;
     alignas(16) typename Mainloop::PipelineStorage pipeline;
     alignas(16) typename OrderBarrier::SharedStorage order;
   };
   static constexpr size_t smem_bytes = sizeof(SharedStorage);
+  static_assert(!Cfg::EPI_TMA || smem_bytes <= 227 * 1024, "over sm_90's 227 KiB of shared memory per block");
+
+  // EPI_TMA: the TMA store of one C tile; C as (M, N) bf16 with row stride
+  // ldc, so rows past M and columns past N (up to ldc) are never written.
+  using GTensorC = decltype(make_tensor(make_gmem_ptr(static_cast<cutlass::bfloat16_t*>(nullptr)),
+                                        make_shape(int32_t(0), int32_t(0)), make_stride(int64_t(0), _1{})));
+  using TmaC = decltype(make_tma_copy(SM90_TMA_STORE{}, GTensorC{}, SmemLayoutC{},
+                                      Shape<Int<Cfg::BM>, Int<Cfg::BN>>{}, _1{}));
+  struct NoTmaC {};
+  using TmaCField = std::conditional_t<Cfg::EPI_TMA, TmaC, NoTmaC>;
+  // Named barriers of the two consumer warpgroups' epilogues (128 threads
+  // each). The ring and the ping-pong order are mbarriers (PipelineTmaAsync,
+  // OrderedSequenceBarrier), so no id is taken; CUTLASS reserves 1-7 for its
+  // own kernels, so ours start at its first user id (8, 9).
+  static constexpr int kEpiBarrier0 = int(cutlass::arch::ReservedNamedBarriers::FirstUserBarrier);
 
   struct Params {
     typename Mainloop::Params mainloop;
@@ -213,6 +256,8 @@ struct Kernel {
     int tiles_mc, tiles_nc;  // cluster tiles along M and N
     int group_mc;            // raster group, in cluster tiles along M
     WgEpilogue epi;
+    int tma_epi = 0;         // EPI_TMA and a bf16 epilogue TMA can store: tma_c is valid
+    TmaCField tma_c;
   };
 
   // Work unit u -> (split, m and n tile of this CTA); the raster is grouped
@@ -326,9 +371,51 @@ struct Kernel {
     warpgroup_fence_operand(accum);
   }
 
-  // Epilogue of one consumer thread over its accumulator fragment.
+  // EPI_TMA: the element offset of (r0 + dr, c0 + dc) in SmemLayoutC, where
+  // (r0, c0) is the thread's first accumulator value (c0 < 8) and dr, dc are
+  // multiples of 8, as everywhere in the wgmma fragment: the 128-byte swizzle
+  // XORs the 16-byte chunk index (col / 8) % 8 with row % 8 = r0 % 8, so each
+  // pair costs one XOR of a constant with the thread's key, the rest folds to
+  // immediates (cute's partition_C of the swizzled tile spilled registers).
+  // tests/engines/test_epi_tma_layout.cu checks it against SmemLayoutC.
+  static CUTE_HOST_DEVICE int c_tile_offset(int r0, int c0, int dr, int dc) {
+    return (r0 + dr) * 64 + c0 + (dc / 64) * (Cfg::BM * 64) + ((dc & 56) ^ ((r0 & 7) << 3));
+  }
+
+  // EPI_TMA: named barrier over the 128 threads of this consumer warpgroup.
+  static __device__ __forceinline__ void epi_sync() {
+    const int id = kEpiBarrier0 + int(threadIdx.x / 128) - 1;
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(128) : "memory");
+  }
+  // EPI_TMA, before the warpgroup writes its shared tile: the TMA store that
+  // last read it (issued by the warpgroup's thread 0) is done reading.
+  static __device__ __forceinline__ void tma_tile_acquire(int mma_tid) {
+    if (mma_tid == 0) tma_store_wait<0>();
+    epi_sync();
+  }
+  // EPI_TMA, after the warpgroup wrote its tile: the writes made visible to
+  // the async proxy, then one thread stores tile (tm, tn) of C.
+  static __device__ __forceinline__ void tma_tile_store(const Params& P, cutlass::bfloat16_t* sc, int mma_tid,
+                                                        const Unit& w) {
+    if constexpr (Cfg::EPI_TMA) {
+      cutlass::arch::fence_view_async_shared();
+      epi_sync();
+      if (mma_tid == 0) {
+        Tensor sC = make_tensor(make_smem_ptr(sc), SmemLayoutC{});
+        Tensor mC = P.tma_c.get_tma_tensor(make_shape(P.M, P.N));
+        Tensor gC = local_tile(mC, Shape<Int<Cfg::BM>, Int<Cfg::BN>>{}, make_coord(w.tm, w.tn));
+        auto [tCg, tCs] = tma_partition(P.tma_c, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sC), group_modes<0, 2>(gC));
+        copy(P.tma_c, tCs, tCg);
+        tma_store_arrive();
+      }
+    }
+  }
+
+  // Epilogue of one consumer thread over its accumulator fragment. sc: the
+  // warpgroup's shared C tile (EPI_TMA), else null.
   template <class Accum>
-  static __device__ __forceinline__ void epilogue(const Params& P, Accum& acc, int mma_tid, const Unit& w) {
+  static __device__ __forceinline__ void epilogue(const Params& P, Accum& acc, int mma_tid, const Unit& w,
+                                                  cutlass::bfloat16_t* sc) {
     TiledMma tiled_mma;
     auto thr = tiled_mma.get_thread_slice(mma_tid);
     Tensor cD = make_identity_tensor(make_shape(Int<Cfg::BM>{}, Int<Cfg::BN>{}));  // (BM,BN) -> (m,n)
@@ -340,6 +427,17 @@ struct Kernel {
     const int m0 = w.tm * Cfg::BM, n0 = w.tn * Cfg::BN;
     const int M = P.M, N = P.N;
     const int64_t ldc = e.ldc;
+    // EPI_TMA: pair (v, v + 1) of accumulator value v at (r0 + dr, c0 + dc)
+    // goes to sc + c_tile_offset (v + 1 right after v: the swizzle permutes
+    // 16-byte chunks), one 4-byte shared store.
+    const bool tma = Cfg::EPI_TMA && P.tma_epi;
+    const int r0 = get<0>(tCcD(0)), c0 = get<1>(tCcD(0));
+    auto put_pair = [&](const auto& coord, float v0, float v1) {  // coord of v in acc and tCcD
+      const auto c = tCcD(coord);
+      const int off = c_tile_offset(r0, c0, get<0>(c) - r0, get<1>(c) - c0);
+      *reinterpret_cast<__nv_bfloat162*>(sc + off) = __floats2bfloat162_rn(v0, v1);
+    };
+    if (tma) tma_tile_acquire(mma_tid);
 
     if (e.kind == WgEpilogue::logits) {
       constexpr float kLog2e = 1.4426950408889634f;
@@ -449,7 +547,10 @@ struct Kernel {
               const float e0 = exp2f((z0 - mx) * kLog2e), e1 = exp2f((z1 - mx) * kLog2e);
               if (n < N) se += e0, sz += z0;
               if (n + 1 < N) se += e1, sz += z1;
-              if (m < M && e.C) {
+              if (tma) {
+                // Every value, also past M or N: the tensor map clips the store.
+                put_pair(make_coord(make_coord(0, h, j), mm, mn), e0, e1);
+              } else if (m < M && e.C) {
                 __nv_bfloat16* p = static_cast<__nv_bfloat16*>(e.C) + int64_t(m) * ldc + n;
                 if (n + 1 < N && e.pairs) {
                   *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(e0, e1);
@@ -469,6 +570,7 @@ struct Kernel {
           if ((threadIdx.x & 3) == 0 && m < M) e.stats[int64_t(m) * e.ld_stats + w.tn] = make_float4(mx, se, sz, zt);
         }
       }
+      if (tma) tma_tile_store(P, sc, mma_tid, w);
       return;
     }
 
@@ -516,6 +618,15 @@ struct Kernel {
           }
         }
       }
+      return;
+    }
+
+    if (tma) {
+      // store_bf16 (the launcher sets tma_epi for no other kind): every pair
+      // into the shared tile, the tensor map clips at M and N.
+      CUTE_UNROLL
+      for (int i = 0; i < size(acc); i += 2) put_pair(i, acc(i), acc(i + 1));
+      tma_tile_store(P, sc, mma_tid, w);
       return;
     }
 
@@ -665,6 +776,9 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
     // each warpgroup is its own MMA and takes every other unit of the CTA.
     const int mma_tid = Cfg::PINGPONG ? threadIdx.x % 128 : threadIdx.x - 128;
     const int my_parity = warp_group - 1;
+    // EPI_TMA: this warpgroup's shared C tile (null otherwise).
+    cutlass::bfloat16_t* sc = nullptr;
+    if constexpr (Cfg::EPI_TMA) sc = ss.c.data() + (warp_group - 1) * K_::kCElems;
     PipelineState read;
     typename K_::TiledMma tiled_mma;
     int seq = 0;
@@ -700,7 +814,11 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
         }
         if (!onto) clear(acc);  // an empty k range (a split past K) contributes zeros
       }
-      if (K_::in_range(P, w)) K_::epilogue(P, acc, mma_tid, w);
+      if (K_::in_range(P, w)) K_::epilogue(P, acc, mma_tid, w, sc);
+    }
+    // EPI_TMA: the shared tile stays until the warpgroup's last store has read it.
+    if constexpr (Cfg::EPI_TMA) {
+      if (mma_tid == 0) tma_store_wait<0>();
     }
   }
 #endif
@@ -771,6 +889,20 @@ void launch_gemm_wgmma(const GemmParams& p, const WgEpilogue& epi, int group_m, 
   const size_t pair_bytes = epi.kind == WgEpilogue::store_bf16 || epi.kind == WgEpilogue::logits_exp16 ? 4 : 8;
   P.epi.pairs = epi.ldc % 2 == 0 && epi.split_stride % 2 == 0 &&
                 reinterpret_cast<uintptr_t>(epi.C) % pair_bytes == 0;
+  // EPI_TMA: the bf16 epilogues through the shared tile and a TMA store, when
+  // C is a valid TMA tensor (16-byte aligned base and rows); otherwise the
+  // direct stores (same values, the same bits).
+  if constexpr (Cfg::EPI_TMA) {
+    const bool bf16_out = epi.kind == WgEpilogue::store_bf16 || epi.kind == WgEpilogue::logits_exp16;
+    P.tma_epi = bf16_out && epi.C != nullptr && aligned16(epi.C) && epi.ldc % 8 == 0 && epi.ldc >= p.N;
+    if (P.tma_epi) {
+      auto gC = cute::make_tensor(cute::make_gmem_ptr(static_cast<cutlass::bfloat16_t*>(epi.C)),
+                                  cute::make_shape(int32_t(p.M), int32_t(p.N)),
+                                  cute::make_stride(int64_t(epi.ldc), cute::_1{}));
+      P.tma_c = cute::make_tma_copy(cute::SM90_TMA_STORE{}, gC, typename K_::SmemLayoutC{},
+                                    cute::Shape<cute::Int<Cfg::BM>, cute::Int<Cfg::BN>>{}, cute::_1{});
+    }
+  }
 
   auto kernel = wg::gemm_wgmma_kernel<Cfg, AM, BMj>;
   const int clusters = wgmma_max_clusters(kernel, Cfg::CLUSTER_M, Cfg::CLUSTER_N, K_::smem_bytes, Cfg::THREADS);
