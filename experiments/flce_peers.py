@@ -250,6 +250,21 @@ def measure_peer(factory, x, w, y, ref, reps):
             "err": err}, step
 
 
+def profile_kernels(step):
+    """One step under torch.profiler (after a warm-up): GPU ms summed per kernel name."""
+    from torch.profiler import ProfilerActivity, profile
+    step()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        step()
+        torch.cuda.synchronize()
+    out = {}
+    for e in prof.events():
+        if str(getattr(e, "device_type", "")).endswith("CUDA") and e.time_range.elapsed_us() > 0:
+            out[e.name] = out.get(e.name, 0.0) + e.time_range.elapsed_us() / 1e3
+    return out
+
+
 def measure_3gemm(x, w, reps):
     N, V = x.shape[0], w.shape[0]
     G = torch.randn(N, V, device=x.device, dtype=torch.bfloat16) * 1e-3
@@ -274,6 +289,8 @@ def main():
     ap.add_argument("--budget-s", type=float, default=200.0, help="stop starting new measurements after this")
     ap.add_argument("--quack-untuned", action="store_true",
                     help="QuACK with tuned=False (its default, tuned=True, autotunes its GEMMs at the first call)")
+    ap.add_argument("--profile", action="store_true",
+                    help="after the timing, one step of every peer under torch.profiler: its kernels' GPU ms")
     ap.add_argument("--db", default=os.environ.get("DETFUSE_DB", "detfuse.db"))
     ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "flce_peers.json"))
     args = ap.parse_args()
@@ -345,6 +362,12 @@ def main():
                     rows[name]["ms"] = statistics.median(rows[name]["round_ms"])
             print(f"  {shape} round {rnd + 1}: " + ", ".join(f"{n} {rows[n]['round_ms'][-1]:.2f}" for n in steps
                                                               if len(rows[n].get("round_ms", [])) > rnd), flush=True)
+        if args.profile:
+            for name, step in steps.items():
+                rows[name]["kernels_ms"] = profile_kernels(step)
+                x.grad = w.grad = None
+                top = sorted(rows[name]["kernels_ms"].items(), key=lambda kv: -kv[1])[:8]
+                print(f"  {shape} {name} kernels (ms): " + "; ".join(f"{k[:70]} {v:.2f}" for k, v in top), flush=True)
         del x, w, y, ref, steps
         torch.cuda.empty_cache()
 

@@ -20,7 +20,7 @@ pick() { awk '{print $1}' "$OUT/list.txt" | grep -E "$1" | head -n "${2:-8}" | p
 want() { [ -z "${ONLY:-}" ] || [ "$ONLY" = "$1" ]; }
 MG="$(pick '^flce\.bf16\.wgmmalt\.owning\..*pp1.*_ex16_mb(1024|1920)$' 4)"
 echo "main_grad variants: $MG"
-want flce && run flce_peers 560 python3 experiments/flce_peers.py --json "$OUT/flce_peers.json" --budget-s ${FLCE_BUDGET:-520} --rounds ${ROUNDS:-3} \
+want flce && run flce_peers 560 python3 experiments/flce_peers.py --json "$OUT/flce_peers.json" --budget-s ${FLCE_BUDGET:-520} --rounds ${ROUNDS:-3} ${FLCE_EXTRA:-} \
   --reps 5 --peers 3gemm,liger-cute,detfuse --variant --main-grad-variant $MG \
   --shapes 16384,4096,128256 8192,2304,256000 4096,4096,128256
 W=attention.bf16.wgmma

@@ -8,7 +8,7 @@ gpu_line "$OUT/gpu.txt"
 cp build/capi/libdetfuse_c.so python/detfuse/libdetfuse_c.so
 export DETFUSE_LIB=$PWD/build/capi/libdetfuse_c.so
 V=${VARIANT:-flce.bf16.wgmmalt.owning.bm128_bn128_bk64_c2_st6_pp1_ex16_mb1024}
-for s in 4096,4096,128256 16384,4096,128256 8192,2304,256000; do
+for s in ${SHAPES:-4096,4096,128256 16384,4096,128256 8192,2304,256000}; do
   run "py_${s//,/x}" 120 python3 experiments/flce_python_profile.py --shape "$s" --variant "$V" --main-grad --reps 8 \
     --json "$OUT/profile.jsonl"
   run "bench_${s//,/x}" 120 build/detfuse bench flce --shape "$s" --variant "$V" --repeats 3
