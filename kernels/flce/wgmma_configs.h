@@ -41,6 +41,19 @@ using WgPing128c2t = WgConfig<128, 128, 64, 2, 5, true, 1, true>;
 // The same in 2x2 clusters (the c22 multicast, variant token c22 ... ot1).
 using WgPing128c22t = WgConfig<128, 128, 64, 2, 5, true, 2, true>;
 
+// What an EPI_TMA launch runs when it cannot take the TMA store (an epilogue
+// other than the bf16 ones, a C that is not a TMA tensor): the same tile,
+// cluster and ping-pong with the register epilogue (6 stages; the ring's
+// depth changes no wgmma, so the same bits).
+template <>
+struct WgTmaFallback<WgPing128c2t> {
+  using type = WgPing128c2;
+};
+template <>
+struct WgTmaFallback<WgPing128c22t> {
+  using type = WgPing128c22;
+};
+
 // The three operand layouts of the FLCE products (gemm.cuh): logits (K, K),
 // dX (K, MN), dW (MN, MN).
 #define DETFUSE_WGMMA_INSTANCES(PREFIX, CFG)                                                                   \

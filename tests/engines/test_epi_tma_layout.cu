@@ -121,4 +121,54 @@ TEST(WgmmaEpiTmaLayout, OtherStorageUnchanged) {
   EXPECT_GT(Ping128c2St6Tma::tile_smem_bytes() + 1024, size_t(227 * 1024));
 }
 
+// The launcher's rule for the TMA store: any N (the tensor map's extent is
+// exact), a 16-byte aligned base and row stride, rows that do not overlap.
+TEST(WgmmaEpiTmaLayout, TmaStoreRule) {
+  alignas(16) static cutlass::bfloat16_t c[64];
+  EXPECT_TRUE(wg_tma_store_ok(c, 1048, 1031));  // N % 8 != 0: the tensor map clips at N
+  EXPECT_TRUE(wg_tma_store_ok(c, 304, 300));
+  EXPECT_TRUE(wg_tma_store_ok(c, 8192, 8192));
+  EXPECT_FALSE(wg_tma_store_ok(c, 1033, 1031)) << "row stride not a multiple of 16 bytes";
+  EXPECT_FALSE(wg_tma_store_ok(c, 1024, 1031)) << "rows overlap";
+  EXPECT_FALSE(wg_tma_store_ok(c + 4, 1048, 1031)) << "base 8 bytes past a 16-byte boundary";
+  EXPECT_FALSE(wg_tma_store_ok(nullptr, 1048, 1031)) << "no C (ex16 in forward mode)";
+}
+
+// What an EPI_TMA launch runs when it cannot take the TMA store: the same
+// tile, cluster and schedule with the register epilogue.
+template <class Cfg>
+void check_fallback() {
+  using F = typename WgTmaFallback<Cfg>::type;
+  static_assert(Cfg::EPI_TMA && !F::EPI_TMA);
+  static_assert(F::BM == Cfg::BM && F::BN == Cfg::BN && F::BK == Cfg::BK);
+  static_assert(F::CLUSTER_M == Cfg::CLUSTER_M && F::CLUSTER_N == Cfg::CLUSTER_N && F::PINGPONG == Cfg::PINGPONG);
+  EXPECT_GE(F::STAGES, Cfg::STAGES);
+}
+TEST(WgmmaEpiTmaLayout, FallbackPing128c2t) { check_fallback<WgPing128c2t>(); }
+TEST(WgmmaEpiTmaLayout, FallbackPing128c22t) { check_fallback<WgPing128c22t>(); }
+
+// The tensor map's boxes (64 columns, one 128-byte swizzle row, x BM rows)
+// are the 64-column halves of SmemLayoutC, BM x 64 elements apart: the
+// element (row, col) of the tile lies in box col / 64 at SmemLayoutC's offset
+// minus the box's start, and within the box at the 128-byte swizzle of
+// (row, col % 64), as the TMA reads it.
+template <class Cfg>
+void check_boxes() {
+  using K_ = wg::Kernel<Cfg, Major::K, Major::K>;
+  constexpr int BM = Cfg::BM, BN = Cfg::BN, W = K_::kTmaBoxN;
+  alignas(1024) static cutlass::bfloat16_t buf[BM * BN];
+  auto sC = cute::make_tensor(cute::make_smem_ptr(buf), typename K_::SmemLayoutC{});
+  int bad = 0;
+  for (int row = 0; row < BM; ++row)
+    for (int col = 0; col < BN; ++col) {
+      const int off = int(&sC(row, col) - buf);
+      const int box = col / W, c = col % W;
+      // TMA's 128B swizzle: 16-byte chunk (c / 8) XOR (row % 8), rows of 128 bytes.
+      const int want = box * BM * W + row * W + (((c / 8) ^ (row % 8)) * 8) + c % 8;
+      bad += off != want;
+    }
+  EXPECT_EQ(bad, 0) << "SmemLayoutC's 64-column halves are not the TMA boxes";
+}
+TEST(WgmmaEpiTmaLayout, BoxesPing128c2t) { check_boxes<WgPing128c2t>(); }
+
 }  // namespace

@@ -307,8 +307,10 @@ TEST(GemmWgmma, Cluster2x2Exp16SameBitsAs2x1) {
 // buffer with G guard rows before and after and columns [N, ldc) past N, all
 // poisoned (0xFFFF, a bf16 NaN): the tensor map must clip the tiles that
 // overhang M and N, so none of it may change, and every element of the
-// M x N matrix must be written. ldc % 8 == 0 takes the TMA path; an odd ldc
-// cannot be a TMA tensor and falls back to the direct stores (same bits).
+// M x N matrix must be written (N % 8 != 0 included: the tensor map has the
+// exact extent N). ldc % 8 == 0 takes the TMA path; an odd ldc cannot be a TMA
+// tensor, and the launcher runs the register-epilogue configuration instead
+// (WgTmaFallback: the same bits by construction).
 template <class Ref, class Tma>
 void check_tma_epilogue_bits(int M, int N, int K, int64_t ldc, bool ex16, float cap, int group_m) {
   SCOPED_TRACE(std::string(ex16 ? "ex16" : "store_bf16") + " M=" + std::to_string(M) + " N=" + std::to_string(N) +
@@ -381,8 +383,13 @@ void tma_epilogue_cases() {
     check_tma_epilogue_bits<Ref, Tma>(1024, 8192, 256, 8192, ex16, 0.f, 1 << 30);
     // One row.
     check_tma_epilogue_bits<Ref, Tma>(1, 300, 72, 304, ex16, 0.f, 1 << 30);
-    // An odd ldc: not a TMA tensor, the direct stores.
+    // An odd ldc: not a TMA tensor, the register-epilogue configuration.
     check_tma_epilogue_bits<Ref, Tma>(261, 1031, 136, 1033, ex16, 0.f, 1 << 30);
+    // The last column tile's first 64-column box whole, its second ragged
+    // (1000 = 7 x 128 + 64 + 40), ldc = N, softcap on: the ragged path's masks.
+    check_tma_epilogue_bits<Ref, Tma>(130, 1000, 64, 1000, ex16, 30.f, 1 << 30);
+    // Full tiles only, softcap on: the path without masks, with the tanh pass.
+    check_tma_epilogue_bits<Ref, Tma>(256, 1024, 128, 1024, ex16, 30.f, 1 << 30);
   }
 }
 
