@@ -6,9 +6,10 @@
 // median of the repetitions. The logits are timed with and without the fused
 // row statistics, so the cost of that epilogue shows, and with the ex16
 // epilogue (bf16 exp(z - m_tile), statistics and target logit: the `ex16` and
-// `wgmmalt` variants' logits GEMM). Then the logits alone, bf16 out and ex16,
-// for the TMA-epilogue configurations (ot1) beside the register epilogue of
-// the same tile ("logits ..." rows). A config substring (e.g. c22) keeps only
+// `wgmmalt` variants' logits GEMM). Then the logits alone, bf16 out, ex16 and
+// ex16 with softcap 30 (Gemma-2's final logits), for the TMA-epilogue
+// configurations (ot1) beside the register epilogue of the same tile
+// ("logits ..." rows). A config substring (e.g. c22) keeps only
 // the configurations whose name holds it.
 //   wgmma_probe N D V [reps] [config substring]
 #include <algorithm>
@@ -103,15 +104,20 @@ void probe_logits(const char* name, int N, int D, int V, Bufs& b, int reps, cons
   const double t_bf16 = time_ms([&] {
     launch_gemm_wgmma<Cfg, Major::K, Major::K>(lg, to_wg_epilogue(EpiStore<__nv_bfloat16>{E, V}), 1 << 30, nullptr);
   }, b, reps);
-  const double t_ex16 = time_ms([&] {
-    launch_gemm_wgmma<Cfg, Major::K, Major::K>(
-        lg,
-        to_wg_epilogue(EpiLogitsExp16{E, V, 0.f, static_cast<float*>(b.S.get()), tiles,
-                                      static_cast<const int64_t*>(b.Y.get())}),
-        1 << 30, nullptr);
-  }, b, reps);
-  std::printf("%-32s bf16 out %7.2f ms (%5.0f TF/s)  ex16 %7.2f ms (%5.0f TF/s)\n", name, t_bf16, f / t_bf16 / 1e9,
-              t_ex16, f / t_ex16 / 1e9);
+  auto ex16 = [&](float cap) {
+    return time_ms([&] {
+      launch_gemm_wgmma<Cfg, Major::K, Major::K>(
+          lg,
+          to_wg_epilogue(EpiLogitsExp16{E, V, cap, static_cast<float*>(b.S.get()), tiles,
+                                        static_cast<const int64_t*>(b.Y.get())}),
+          1 << 30, nullptr);
+    }, b, reps);
+  };
+  const double t_ex16 = ex16(0.f);
+  // With Gemma-2's final-logit softcap (30): the epilogue's tanh on every value.
+  const double t_cap = ex16(30.f);
+  std::printf("%-32s bf16 out %7.2f ms (%5.0f TF/s)  ex16 %7.2f ms (%5.0f TF/s)  ex16 cap30 %7.2f ms (%5.0f TF/s)\n",
+              name, t_bf16, f / t_bf16 / 1e9, t_ex16, f / t_ex16 / 1e9, t_cap, f / t_cap / 1e9);
   std::fflush(stdout);
 }
 
