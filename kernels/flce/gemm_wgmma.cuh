@@ -77,12 +77,12 @@ namespace detfuse::flce {
 // bytes for 2 x BM x BN x BK flops; ping-pong 128x128 in 2x1 clusters, 85
 // flop/byte; in 2x2 clusters, 128 (as cuBLAS's 256x128 in 1x2 clusters).
 //
-// EPI_TMA (param ot1, ping-pong only): the bf16 epilogues (logits_exp16 and
-// store_bf16) write the warpgroup's tile into its own 128-byte swizzled shared
-// tile (BM x BN bf16) and one thread stores it with a TMA bulk tensor store,
-// which the tensor map clips at M and N, and which runs on under the next
-// mainloop, as CUTLASS's TMA store epilogue does; the other epilogues, the
-// row statistics included, keep their direct stores. The two shared tiles
+// EPI_TMA (param ot1, ping-pong only): the kernel has the bf16 epilogues
+// (logits_exp16, store_bf16) alone, each writing the warpgroup's tile into its
+// 128-byte swizzled shared tile (BM x BN bf16) for one thread's TMA store,
+// clipped at M and N, running on under the next mainloop (the row statistics
+// keep direct stores); any other epilogue, or a C that TMA cannot store, runs
+// the register configuration WgTmaFallback<Cfg>. The two shared tiles
 // (2 x 32 KiB at 128x128) come out of the ring: 5 stages of 32 KiB + 64 KiB =
 // 224 KiB of the H200's 227 KiB per block (6 stages would need 256 KiB).
 template <int BM_, int BN_, int BK_, int CM_, int STAGES_, bool PP_ = false, int CN_ = 1, bool ET_ = false>
