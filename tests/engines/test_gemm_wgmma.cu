@@ -409,6 +409,41 @@ TEST(GemmWgmma, TmaEpilogueSanitizerSized) {
   }
 }
 
+// ex16 in forward mode (no chunk: C null, the statistics alone): an ot1
+// launch has nothing to store by TMA, so the launcher runs the fallback
+// configuration; the statistics must equal the register epilogue's, rows and
+// tiles all written, nothing past the last row.
+TEST(GemmWgmma, TmaEpilogueForwardStatisticsOnly) {
+  DETFUSE_REQUIRE_SM90();
+  const int M = 261, N = 1031, K = 136;
+  const OperandRules r = wgmma_rules();
+  std::mt19937 rng(7u);
+  HostOperand A = make_operand(M, K, Major::K, 0, 0, rng, 2.f, true, 8, r.fill);
+  HostOperand B = make_operand(N, K, Major::K, 0, 0, rng, 2.f, true, 8, r.fill);
+  DeviceOperand dA = upload_operand(A, true), dB = upload_operand(B, true);
+  std::vector<int64_t> y(M);
+  for (int m = 0; m < M; ++m) y[m] = m % 5 == 0 ? -100 : int64_t(rng() % uint32_t(N));
+  DeviceBuffer<int64_t> dy{size_t(M)};
+  dy.upload(y);
+  const int64_t tiles = (N + WgPing128c2::BN - 1) / WgPing128c2::BN;
+  auto run = [&](auto launch) {
+    DeviceBuffer<float> S(size_t(M + 1) * tiles * 4);
+    S.fill_bytes(0xFF);
+    launch(params_for(M, N, K, A, dA, B, dB), flce::EpiLogitsExp16{nullptr, N, 0.f, S.data(), tiles, dy.data()});
+    DETFUSE_CUDA_CHECK(cudaDeviceSynchronize());
+    return S.download();
+  };
+  const auto s_ref = run(wgmma_launcher<WgPing128c2, Major::K, Major::K>(1 << 30));
+  const auto s_tma = run(wgmma_launcher<WgPing128c2t, Major::K, Major::K>(1 << 30));
+  ASSERT_EQ(s_ref.size(), s_tma.size());
+  EXPECT_EQ(std::memcmp(s_ref.data(), s_tma.data(), s_ref.size() * sizeof(float)), 0) << "per-tile statistics";
+  size_t unwritten = 0, past = 0;
+  for (size_t i = 0; i < size_t(M) * tiles; ++i) unwritten += !std::isfinite(s_tma[i * 4]);
+  for (size_t i = size_t(M) * tiles * 4; i < s_tma.size(); ++i) past += !std::isnan(s_tma[i]);
+  EXPECT_EQ(unwritten, 0u) << "row statistics not written";
+  EXPECT_EQ(past, 0u) << "statistics written past the last row";
+}
+
 TEST(GemmWgmma, TmaEpilogueSameBitsAsRegisters2x2) {
   DETFUSE_REQUIRE_SM90();
   tma_epilogue_cases<WgPing128c22, WgPing128c22t>();
