@@ -40,10 +40,11 @@ for s in 16384,4096,128256 8192,2304,256000; do
     --variant $ST6 --variant $OT2 --variant $OT22 --variant $ST6B --variant $OT2B
 done
 if [ "${NCU:-1}" = 1 ] && command -v ncu > /dev/null; then
-  # Launches of the probe with reps 1 (warm-up, timed): bf16 x2, ex16 x2, ex16 cap30 x2.
+  # Launches of the probe with reps 1 (warm-up, timed): bf16 x2, ex16 x2, ex16 cap30 x2;
+  # profiled: bf16 timed, ex16 warm-up and timed, cap30 warm-up and timed.
   run ncu_logits_ot1 100 ncu --clock-control none --print-summary none --section SpeedOfLight \
     --section WarpStateStats --section InstructionStats --section SourceCounters -k regex:gemm_wgmma_kernel \
-    --launch-skip 3 --launch-count 3 $B/experiments/wgmma_probe 2048 2304 256000 1 "logits ping bm128_bn128_c2_st5_ot1"
+    --launch-skip 1 --launch-count 5 $B/experiments/wgmma_probe 2048 2304 256000 1 "logits ping bm128_bn128_c2_st5_ot1"
 fi
 echo
 cat "$OUT/gpu.txt"
@@ -55,7 +56,7 @@ grep -h "FAILED  \]" "$OUT"/*.log | sort -u | head -20
 echo "sanitizer runs with 0 errors (of 2): $(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/sanitize.log")"
 grep "ERROR SUMMARY" "$OUT/sanitize.log" | grep -v " 0 errors"
 if [ -f "$OUT/ncu_logits_ot1.log" ]; then
-  echo "--- ncu c2 ot1 at 2048,256000,2304 (launches: bf16 timed, ex16 warm-up, ex16 timed; was 32.9% no-instruction)"
+  echo "--- ncu c2 ot1 at 2048,256000,2304 (launches: bf16, ex16 x2, ex16 cap30 x2; "represents about": no-instruction share, was 32.9%)"
   grep -hE "Duration|Executed Instructions  |Warp Cycles Per Issued|represents about|excessive sectors" \
     "$OUT/ncu_logits_ot1.log" | sed 's/^ *//' | cut -c1-120
 fi
