@@ -59,7 +59,7 @@ if [ -f "$OUT/ncu_logits_ot1.log" ]; then
   echo "--- ncu c2 ot1 at 2048,256000,2304 (launches: bf16, ex16 x2, ex16 cap30 x2; "represents about": no-instruction share, was 32.9%)"
   grep -hE "Duration|Executed Instructions  |Warp Cycles Per Issued|excessive sectors" \
     "$OUT/ncu_logits_ot1.log" | sed 's/^ *//' | cut -c1-120
-  grep -hE -B4 "represents about" "$OUT/ncu_logits_ot1.log" | grep -E "OPT|represents" | sed 's/^ *//' | cut -c1-120
+  grep -hE "On average, each warp|cycles being stalled|represents about" "$OUT/ncu_logits_ot1.log" | sed 's/^ *//' | cut -c1-120
 fi
 echo "--- logits alone (ms, TF/s): ot1 vs st6 register epilogue (targets: ot1 ex16 >= 680 Gemma-2, >= 660 Llama)"
 grep -h "^shape" "$OUT"/probe_*.log
