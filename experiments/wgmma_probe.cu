@@ -6,7 +6,10 @@
 // median of the repetitions. The logits are timed with and without the fused
 // row statistics, so the cost of that epilogue shows, and with the ex16
 // epilogue (bf16 exp(z - m_tile), statistics and target logit: the `ex16` and
-// `wgmmalt` variants' logits GEMM). A config substring (e.g. c22) keeps only
+// `wgmmalt` variants' logits GEMM). Then the logits alone, bf16 out, ex16 and
+// ex16 with softcap 30 (Gemma-2's final logits), for the TMA-epilogue
+// configurations (ot1) beside the register epilogue of the same tile
+// ("logits ..." rows). A config substring (e.g. c22) keeps only
 // the configurations whose name holds it.
 //   wgmma_probe N D V [reps] [config substring]
 #include <algorithm>
@@ -86,6 +89,38 @@ void probe(const char* name, int N, int D, int V, Bufs& b, int reps, const char*
   std::fflush(stdout);
 }
 
+// The logits product alone with the two bf16 epilogues (store_bf16: bf16 out,
+// as gemm_cutlass_probe times CUTLASS; ex16), for the configurations that
+// instantiate only the logits layout (EPI_TMA, ot1) beside those they compare
+// with. Names start with "logits" (select them with that substring).
+template <class Cfg>
+void probe_logits(const char* name, int N, int D, int V, Bufs& b, int reps, const char* only) {
+  if (only && !std::strstr(name, only)) return;
+  const double f = 2.0 * N * double(D) * V;
+  GemmParams lg;
+  lg.M = N; lg.N = V; lg.K = D; lg.A = b.X.get(); lg.lda = D; lg.B = b.W.get(); lg.ldb = D;
+  const int64_t tiles = (V + Cfg::BN - 1) / Cfg::BN;
+  auto* E = static_cast<__nv_bfloat16*>(b.Z.get());
+  const double t_bf16 = time_ms([&] {
+    launch_gemm_wgmma<Cfg, Major::K, Major::K>(lg, to_wg_epilogue(EpiStore<__nv_bfloat16>{E, V}), 1 << 30, nullptr);
+  }, b, reps);
+  auto ex16 = [&](float cap) {
+    return time_ms([&] {
+      launch_gemm_wgmma<Cfg, Major::K, Major::K>(
+          lg,
+          to_wg_epilogue(EpiLogitsExp16{E, V, cap, static_cast<float*>(b.S.get()), tiles,
+                                        static_cast<const int64_t*>(b.Y.get())}),
+          1 << 30, nullptr);
+    }, b, reps);
+  };
+  const double t_ex16 = ex16(0.f);
+  // With Gemma-2's final-logit softcap (30): the epilogue's tanh on every value.
+  const double t_cap = ex16(30.f);
+  std::printf("%-32s bf16 out %7.2f ms (%5.0f TF/s)  ex16 %7.2f ms (%5.0f TF/s)  ex16 cap30 %7.2f ms (%5.0f TF/s)\n",
+              name, t_bf16, f / t_bf16 / 1e9, t_ex16, f / t_ex16 / 1e9, t_cap, f / t_cap / 1e9);
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -128,5 +163,10 @@ int main(int argc, char** argv) {
   probe<WgPing128c1>("ping bm128_bn128_c1_st6", N, D, V, b, reps, only);
   probe<WgPing128c22>("ping bm128_bn128_c22_st6", N, D, V, b, reps, only);
   probe<WgCoop256c22>("coop bm128_bn256_c22_st4", N, D, V, b, reps, only);
+  // The TMA epilogue (ot1) beside the register epilogue of the same tile.
+  probe_logits<WgPing128c2>("logits ping bm128_bn128_c2_st6", N, D, V, b, reps, only);
+  probe_logits<WgPing128c2t>("logits ping bm128_bn128_c2_st5_ot1", N, D, V, b, reps, only);
+  probe_logits<WgPing128c22>("logits ping bm128_bn128_c22_st6", N, D, V, b, reps, only);
+  probe_logits<WgPing128c22t>("logits ping bm128_bn128_c22_st5_ot1", N, D, V, b, reps, only);
   return 0;
 }

@@ -38,7 +38,12 @@ struct WgmmaEngine {
     // c: the cluster shape, CM alone for a CM x 1 cluster (c1, c2: the names
     // of the first configurations), the digits CM CN otherwise (c22 = 2x2).
     constexpr int c = Cfg::CLUSTER_N == 1 ? Cfg::CLUSTER_M : 10 * Cfg::CLUSTER_M + Cfg::CLUSTER_N;
-    return {{"bm", Cfg::BM}, {"bn", Cfg::BN}, {"bk", Cfg::BK}, {"c", c}, {"st", Cfg::STAGES}, {"pp", Cfg::PINGPONG ? 1 : 0}};
+    std::vector<std::pair<std::string, int64_t>> p = {{"bm", Cfg::BM}, {"bn", Cfg::BN}, {"bk", Cfg::BK},
+                                                      {"c", c},         {"st", Cfg::STAGES}, {"pp", Cfg::PINGPONG ? 1 : 0}};
+    // ot1: the bf16 epilogues through shared memory and a TMA store (EPI_TMA);
+    // no token otherwise, so the earlier names stay.
+    if (Cfg::EPI_TMA) p.push_back({"ot", 1});
+    return p;
   }
 
   template <class Cfg>
@@ -49,8 +54,8 @@ struct WgmmaEngine {
              std::to_string(dev.compute_capability());
     if (p.D % 8 != 0)
       return "D must be a multiple of 8 (TMA needs 16-byte aligned rows of X and W), got " + std::to_string(p.D);
-    if (dev.max_smem_per_block_optin > 0 && Cfg::ring_bytes() + 1024 > size_t(dev.max_smem_per_block_optin))
-      return "needs " + std::to_string(Cfg::ring_bytes()) + " bytes of shared memory per block, device allows " +
+    if (dev.max_smem_per_block_optin > 0 && Cfg::tile_smem_bytes() + 1024 > size_t(dev.max_smem_per_block_optin))
+      return "needs " + std::to_string(Cfg::tile_smem_bytes()) + " bytes of shared memory per block, device allows " +
              std::to_string(dev.max_smem_per_block_optin);
     return std::nullopt;
   }

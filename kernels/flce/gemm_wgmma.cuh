@@ -42,6 +42,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 
 #include "kernels/common/cuda_check.h"
 #include "kernels/flce/gemm.cuh"
@@ -53,6 +54,7 @@
 #if defined(DETFUSE_WGMMA_IMPL)
 #include <cute/tensor.hpp>
 #include <cutlass/arch/reg_reconfig.h>
+#include <cutlass/cuda_host_adapter.hpp>
 #include <cutlass/cutlass.h>
 #include <cutlass/gemm/collective/collective_builder.hpp>
 #include <cutlass/gemm/dispatch_policy.hpp>
@@ -74,10 +76,21 @@ namespace detfuse::flce {
 // Operand traffic from L2 per k-step of one CTA: (BM / CN + BN / CM) x BK x 2
 // bytes for 2 x BM x BN x BK flops; ping-pong 128x128 in 2x1 clusters, 85
 // flop/byte; in 2x2 clusters, 128 (as cuBLAS's 256x128 in 1x2 clusters).
-template <int BM_, int BN_, int BK_, int CM_, int STAGES_, bool PP_ = false, int CN_ = 1>
+//
+// EPI_TMA (param ot1, ping-pong only): the kernel has the bf16 epilogues
+// (logits_exp16, store_bf16) alone, each writing the warpgroup's tile into its
+// 128-byte swizzled shared tile (BM x BN bf16) for one thread's TMA store,
+// clipped at M and N, running on under the next mainloop (the row statistics
+// keep direct stores); any other epilogue, or a C that TMA cannot store, runs
+// the register configuration WgTmaFallback<Cfg>. The two shared tiles
+// (2 x 32 KiB at 128x128) come out of the ring: 5 stages of 32 KiB + 64 KiB =
+// 224 KiB of the H200's 227 KiB per block (6 stages would need 256 KiB).
+template <int BM_, int BN_, int BK_, int CM_, int STAGES_, bool PP_ = false, int CN_ = 1, bool ET_ = false>
 struct WgConfig {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, CLUSTER_M = CM_, CLUSTER_N = CN_, STAGES = STAGES_;
   static constexpr bool PINGPONG = PP_;
+  static constexpr bool EPI_TMA = ET_;
+  static_assert(!ET_ || PP_, "the TMA epilogue keeps one shared tile per ping-pong consumer warpgroup");
   static constexpr int CONSUMERS = 2;
   static constexpr int THREADS = 128 * (1 + CONSUMERS);
   static_assert(PP_ ? (BM == 64 || BM == 128) : (BM == 128 || BM == 256),
@@ -91,6 +104,10 @@ struct WgConfig {
   static_assert(STAGES >= 2, "the TMA ring needs at least two stages");
   // Shared memory of the ring (the pipeline barriers add a few hundred bytes).
   static constexpr size_t ring_bytes() { return size_t(STAGES) * (BM + BN) * BK * 2; }
+  // EPI_TMA: one bf16 BM x BN tile per consumer warpgroup.
+  static constexpr size_t epi_tile_bytes() { return EPI_TMA ? size_t(CONSUMERS) * BM * BN * 2 : 0; }
+  // The ring and the epilogue tiles (can_run's check against the device).
+  static constexpr size_t tile_smem_bytes() { return ring_bytes() + epi_tile_bytes(); }
 };
 
 // The epilogue of one wgmma GEMM call, chosen at run time so that one kernel
@@ -161,6 +178,21 @@ inline WgEpilogue to_wg_epilogue(const EpiPartial& e) {
   return w;
 }
 
+// EPI_TMA: whether C (bf16, row stride ldc, N columns) can be the TMA
+// store's tensor: a 16-byte aligned base and row stride (ldc % 8 == 0), rows
+// that do not overlap (ldc >= N). Any N: the tensor map clips at N exactly.
+inline bool wg_tma_store_ok(const void* C, int64_t ldc, int64_t N) {
+  return C != nullptr && (reinterpret_cast<uintptr_t>(C) & 15) == 0 && ldc % 8 == 0 && ldc >= N && N > 0;
+}
+
+// EPI_TMA: the configuration whose kernel (register epilogue, the same tile,
+// cluster and ping-pong) an EPI_TMA launch runs instead when the epilogue is
+// not a bf16 one or C fails wg_tma_store_ok; the same bits, since only the
+// store path differs (specialised in wgmma_configs.h for every EPI_TMA
+// configuration, whose variant file links that configuration's instance).
+template <class Cfg>
+struct WgTmaFallback;
+
 // Launches C = A B^T for one operand layout on the current device's stream.
 // Throws detfuse::Error when the operands break TMA's rules (16-byte aligned
 // bases and leading dimensions, K > 0).
@@ -197,12 +229,42 @@ struct Kernel {
   // Threads that consume (and release) each stage of the ring.
   static constexpr int kStageConsumers = Cfg::PINGPONG ? 128 : 128 * Cfg::CONSUMERS;
 
-  struct SharedStorage {
+  // EPI_TMA: a consumer warpgroup's bf16 output tile in shared memory, 128-byte
+  // swizzled along N (64 bf16 = one swizzle row; 8 x 64 atoms, column-major
+  // over the tile) as the TMA store reads it; C is N-contiguous, so its N is
+  // the atom's K mode.
+  using SmemLayoutC =
+      decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<cutlass::bfloat16_t>{}, Shape<Int<Cfg::BM>, Int<Cfg::BN>>{}));
+  static constexpr int kCElems = cosize_v<SmemLayoutC>;
+  struct EpiTiles {
+    cute::array_aligned<cutlass::bfloat16_t, Cfg::CONSUMERS * kCElems, 1024> c;  // warpgroup g's tile at g * kCElems
+  };
+  struct NoEpiTiles {};
+  // The epilogue tiles as an (empty unless EPI_TMA) base: the other
+  // configurations' storage is unchanged.
+  struct SharedStorage : std::conditional_t<Cfg::EPI_TMA, EpiTiles, NoEpiTiles> {
     typename Mainloop::TensorStorage tensors;
     alignas(16) typename Mainloop::PipelineStorage pipeline;
     alignas(16) typename OrderBarrier::SharedStorage order;
   };
   static constexpr size_t smem_bytes = sizeof(SharedStorage);
+  static_assert(!Cfg::EPI_TMA || smem_bytes <= 227 * 1024, "over sm_90's 227 KiB of shared memory per block");
+
+  // EPI_TMA: the tensor map of C for the TMA store, (N, M) bf16 with row
+  // stride ldc, boxes of 64 columns (one 128-byte swizzle row) x BM rows: a
+  // tile goes out as BN / 64 boxes, one per 64-column half of SmemLayoutC.
+  // Encoded by the launcher with the exact extent N, so the hardware clips a
+  // tile at M and N exactly (CuTe's make_tma_copy rounded the inner extent up
+  // to a multiple of 8 columns: it wrote up to 7 columns past N).
+  struct NoTmaC {};
+  using TmaCField = std::conditional_t<Cfg::EPI_TMA, cute::TmaDescriptor, NoTmaC>;
+  static constexpr int kTmaBoxN = 64;
+  static_assert(Cfg::BN % kTmaBoxN == 0, "whole 64-column boxes");
+  // Named barriers of the two consumer warpgroups' epilogues (128 threads
+  // each). The ring and the ping-pong order are mbarriers (PipelineTmaAsync,
+  // OrderedSequenceBarrier), so no id is taken; CUTLASS reserves 1-7 for its
+  // own kernels, so ours start at its first user id (8, 9).
+  static constexpr int kEpiBarrier0 = int(cutlass::arch::ReservedNamedBarriers::FirstUserBarrier);
 
   struct Params {
     typename Mainloop::Params mainloop;
@@ -213,6 +275,9 @@ struct Kernel {
     int tiles_mc, tiles_nc;  // cluster tiles along M and N
     int group_mc;            // raster group, in cluster tiles along M
     WgEpilogue epi;
+    // EPI_TMA: C's tensor map (the launcher runs an EPI_TMA kernel only for a
+    // bf16 epilogue into a C that TMA can store, wg_tma_store_ok).
+    TmaCField tma_c;
   };
 
   // Work unit u -> (split, m and n tile of this CTA); the raster is grouped
@@ -326,9 +391,212 @@ struct Kernel {
     warpgroup_fence_operand(accum);
   }
 
-  // Epilogue of one consumer thread over its accumulator fragment.
+  // EPI_TMA: the element offset of (r0 + dr, c0 + dc) in SmemLayoutC, where
+  // (r0, c0) is the thread's first accumulator value (c0 < 8) and dr, dc are
+  // multiples of 8, as everywhere in the wgmma fragment: the 128-byte swizzle
+  // XORs the 16-byte chunk index (col / 8) % 8 with row % 8 = r0 % 8, so each
+  // pair costs one XOR of a constant with the thread's key, the rest folds to
+  // immediates (cute's partition_C of the swizzled tile spilled registers).
+  // Split in two: c_tile_base depends on dc only through dc & 56, so a thread
+  // has 8 bases (registers, computed once per tile) and every pair is one of
+  // them plus the immediate c_tile_step.
+  // tests/engines/test_epi_tma_layout.cu checks it against SmemLayoutC.
+  static CUTE_HOST_DEVICE int c_tile_base(int r0, int c0, int dc) {
+    return r0 * 64 + c0 + ((dc & 56) ^ ((r0 & 7) << 3));
+  }
+  static CUTE_HOST_DEVICE int c_tile_step(int dr, int dc) { return dr * 64 + (dc / 64) * (Cfg::BM * 64); }
+  static CUTE_HOST_DEVICE int c_tile_offset(int r0, int c0, int dr, int dc) {
+    return c_tile_base(r0, c0, dc) + c_tile_step(dr, dc);
+  }
+
+  // EPI_TMA: named barrier over the 128 threads of this consumer warpgroup.
+  static __device__ __forceinline__ void epi_sync() {
+    const int id = kEpiBarrier0 + int(threadIdx.x / 128) - 1;
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(128) : "memory");
+  }
+  // EPI_TMA, before the warpgroup writes its shared tile: the TMA store that
+  // last read it (issued by the warpgroup's thread 0) is done reading.
+  static __device__ __forceinline__ void tma_tile_acquire(int mma_tid) {
+    if (mma_tid == 0) tma_store_wait<0>();
+    epi_sync();
+  }
+  // EPI_TMA, after the warpgroup wrote its tile: the writes made visible to
+  // the async proxy, then one thread stores tile (tm, tn) of C, one TMA box
+  // per 64-column half (at BM x 64 elements apart in SmemLayoutC).
+  static __device__ __forceinline__ void tma_tile_store(const Params& P, cutlass::bfloat16_t* sc, int mma_tid,
+                                                        const Unit& w) {
+    if constexpr (Cfg::EPI_TMA) {
+      cutlass::arch::fence_view_async_shared();
+      epi_sync();
+      if (mma_tid == 0) {
+        CUTE_UNROLL
+        for (int b = 0; b < Cfg::BN / kTmaBoxN; ++b)
+          SM90_TMA_STORE_2D::copy(&P.tma_c, sc + b * Cfg::BM * kTmaBoxN, w.tn * Cfg::BN + b * kTmaBoxN, w.tm * Cfg::BM);
+        tma_store_arrive();
+      }
+    }
+  }
+
+  // EPI_TMA: the epilogue of one consumer thread, the bf16 kinds only
+  // (logits_exp16, store_bf16; the launcher sends every other kind, and a C
+  // that TMA cannot store, to the register-epilogue configuration), every pair
+  // into the warpgroup's shared tile, then one TMA store of the tile.
+  //
+  // Why not the shared path inside the general epilogue (session 8): the TMA
+  // and the direct stores behind a run-time flag, softcap's tanhf, and bounds
+  // tests on every element made the ex16 epilogue ~8000 SASS instructions
+  // (62 a value; cuobjdump, kernels/flce/README.md), a straight line that
+  // does not fit the instruction cache, with every shared-store address
+  // rebuilt from the CTA id in each branch. Here the path is fixed at compile
+  // time, softcap is a separate pass taken only when on, the column bounds
+  // are tested only in the ragged last column tile (the tensor map clips the
+  // store; only the statistics need the masks), the target logit is looked up
+  // only in the rows whose target lies in the tile, and each shared store is
+  // one of 8 base registers plus an immediate. The values and the order of
+  // every fp32 operation are those of the register epilogue (the same bits).
   template <class Accum>
-  static __device__ __forceinline__ void epilogue(const Params& P, Accum& acc, int mma_tid, const Unit& w) {
+  static __device__ __forceinline__ void epilogue_tma(const Params& P, Accum& acc, int mma_tid, const Unit& w,
+                                                      cutlass::bfloat16_t* sc) {
+    TiledMma tiled_mma;
+    auto thr = tiled_mma.get_thread_slice(mma_tid);
+    Tensor cD = make_identity_tensor(make_shape(Int<Cfg::BM>{}, Int<Cfg::BN>{}));  // (BM,BN) -> (m,n)
+    Tensor tCcD = thr.partition_C(cD);                                              // (MMA,MMA_M,MMA_N)
+    using AccLayout = decltype(acc.layout());
+    static_assert(rank(AccLayout{}) == 3 && size<0, 0>(AccLayout{}) == 2 && size<0, 1>(AccLayout{}) == 2,
+                  "sm90 accumulator fragment ((2,2,N/8),MMA_M,MMA_N): value pairs are adjacent columns");
+    constexpr int MM = size<1>(AccLayout{}), MN = size<2>(AccLayout{}), NV = size<0, 2>(AccLayout{});
+    constexpr int R = 2 * MM;  // rows of the fragment: (h, mm) -> r = 2 mm + h
+    const WgEpilogue& e = P.epi;
+    const int m0 = w.tm * Cfg::BM, n0 = w.tn * Cfg::BN;
+    const int M = P.M, N = P.N;
+    const bool ex16 = e.kind == WgEpilogue::logits_exp16;
+    auto row_of = [&](int mm, int h) { return m0 + get<0>(tCcD(make_coord(make_coord(0, h, 0), mm, 0))); };
+    // ex16: the rows' targets first, so that the loads run under the wait below.
+    int64_t yt[R];
+    CUTE_UNROLL
+    for (int r = 0; r < R; ++r) {
+      const int m = row_of(r / 2, r % 2);
+      yt[r] = ex16 && m < M ? e.y[m] : -1;
+    }
+    // The 8 shared-store bases of this thread (c_tile_base), in bytes.
+    const int r0 = get<0>(tCcD(0)), c0 = get<1>(tCcD(0));
+    const uint32_t s0 = cast_smem_ptr_to_uint(sc);
+    uint32_t sbase[8];
+    CUTE_UNROLL
+    for (int k = 0; k < 8; ++k) sbase[k] = s0 + 2u * uint32_t(c_tile_base(r0, c0, 8 * k));
+    auto put_pair = [&](const auto& coord, float v0, float v1) {  // coord of v in acc and tCcD
+      const auto c = tCcD(coord);
+      const int dr = get<0>(c) - r0, dc = get<1>(c) - c0;  // constants once unrolled
+      const uint32_t addr = sbase[(dc & 56) / 8] + 2u * uint32_t(c_tile_step(dr, dc));
+      const __nv_bfloat162 v = __floats2bfloat162_rn(v0, v1);
+      asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(*reinterpret_cast<const uint32_t*>(&v)) : "memory");
+    };
+    tma_tile_acquire(mma_tid);
+
+    if (!ex16) {
+      CUTE_UNROLL
+      for (int i = 0; i < size(acc); i += 2) put_pair(i, acc(i), acc(i + 1));
+      tma_tile_store(P, sc, mma_tid, w);
+      return;
+    }
+
+    // logits_exp16: the same operations, in the same order per row, as the
+    // register epilogue's (WgEpilogue::logits_exp16 in epilogue()).
+    constexpr float kLog2e = 1.4426950408889634f;
+    const float cap = e.softcap;
+    if (cap > 0.f) {
+      const float inv_cap = 1.f / cap;
+      CUTE_UNROLL
+      for (int i = 0; i < size(acc); ++i) acc(i) = cap * tanhf(acc(i) * inv_cap);
+    }
+    auto rows = [&](auto ragged) {
+      constexpr bool kRagged = decltype(ragged)::value;  // the tile overhangs N: mask the statistics
+      float mx[R], zt[R], se[R], sz[R];
+      CUTE_UNROLL
+      for (int r = 0; r < R; ++r) mx[r] = -INFINITY, zt[r] = 0.f, se[r] = 0.f, sz[r] = 0.f;
+      CUTE_UNROLL
+      for (int mm = 0; mm < MM; ++mm) {
+        CUTE_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          const int r = 2 * mm + h;
+          CUTE_UNROLL
+          for (int mn = 0; mn < MN; ++mn) {
+            CUTE_UNROLL
+            for (int j = 0; j < NV; ++j) {
+              const int n = n0 + get<1>(tCcD(make_coord(make_coord(0, h, j), mm, mn)));
+              CUTE_UNROLL
+              for (int c = 0; c < 2; ++c)
+                if (!kRagged || n + c < N) mx[r] = fmaxf(mx[r], acc(make_coord(make_coord(c, h, j), mm, mn)));
+            }
+          }
+          // The target logit, only for a row whose target lies in the tile's
+          // columns (one row tile in V / BN): the element test of the register
+          // epilogue, out of the hot path.
+          if (yt[r] >= n0 && yt[r] < n0 + Cfg::BN) {
+            CUTE_UNROLL
+            for (int mn = 0; mn < MN; ++mn) {
+              CUTE_UNROLL
+              for (int j = 0; j < NV; ++j) {
+                const int n = n0 + get<1>(tCcD(make_coord(make_coord(0, h, j), mm, mn)));
+                CUTE_UNROLL
+                for (int c = 0; c < 2; ++c)
+                  if (n + c == yt[r]) zt[r] = acc(make_coord(make_coord(c, h, j), mm, mn));
+              }
+            }
+          }
+        }
+      }
+      CUTE_UNROLL
+      for (int r = 0; r < R; ++r) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      }
+      CUTE_UNROLL
+      for (int mm = 0; mm < MM; ++mm) {
+        CUTE_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          const int r = 2 * mm + h;
+          CUTE_UNROLL
+          for (int mn = 0; mn < MN; ++mn) {
+            CUTE_UNROLL
+            for (int j = 0; j < NV; ++j) {
+              const int n = n0 + get<1>(tCcD(make_coord(make_coord(0, h, j), mm, mn)));
+              const float z0 = acc(make_coord(make_coord(0, h, j), mm, mn));
+              const float z1 = acc(make_coord(make_coord(1, h, j), mm, mn));
+              const float e0 = exp2f((z0 - mx[r]) * kLog2e), e1 = exp2f((z1 - mx[r]) * kLog2e);
+              if (!kRagged || n < N) se[r] += e0, sz[r] += z0;
+              if (!kRagged || n + 1 < N) se[r] += e1, sz[r] += z1;
+              // Every value, also past M or N: the tensor map clips the store.
+              put_pair(make_coord(make_coord(0, h, j), mm, mn), e0, e1);
+            }
+          }
+        }
+      }
+      CUTE_UNROLL
+      for (int r = 0; r < R; ++r) {
+        se[r] += __shfl_xor_sync(0xffffffffu, se[r], 1);
+        sz[r] += __shfl_xor_sync(0xffffffffu, sz[r], 1);
+        zt[r] += __shfl_xor_sync(0xffffffffu, zt[r], 1);  // one lane of the quad holds it, the others add 0
+        se[r] += __shfl_xor_sync(0xffffffffu, se[r], 2);
+        sz[r] += __shfl_xor_sync(0xffffffffu, sz[r], 2);
+        zt[r] += __shfl_xor_sync(0xffffffffu, zt[r], 2);
+        const int m = row_of(r / 2, r % 2);
+        if ((threadIdx.x & 3) == 0 && m < M)
+          e.stats[int64_t(m) * e.ld_stats + w.tn] = make_float4(mx[r], se[r], sz[r], zt[r]);
+      }
+    };
+    if (n0 + Cfg::BN <= N)
+      rows(std::false_type{});
+    else
+      rows(std::true_type{});
+    tma_tile_store(P, sc, mma_tid, w);
+  }
+
+  // Epilogue of one consumer thread over its accumulator fragment. sc: the
+  // warpgroup's shared C tile (EPI_TMA), else null.
+  template <class Accum>
+  static __device__ __forceinline__ void epilogue(const Params& P, Accum& acc, int mma_tid, const Unit& w,
+                                                  cutlass::bfloat16_t* sc) {
     TiledMma tiled_mma;
     auto thr = tiled_mma.get_thread_slice(mma_tid);
     Tensor cD = make_identity_tensor(make_shape(Int<Cfg::BM>{}, Int<Cfg::BN>{}));  // (BM,BN) -> (m,n)
@@ -340,6 +608,12 @@ struct Kernel {
     const int m0 = w.tm * Cfg::BM, n0 = w.tn * Cfg::BN;
     const int M = P.M, N = P.N;
     const int64_t ldc = e.ldc;
+    if constexpr (Cfg::EPI_TMA) {
+      // Only the bf16 epilogues, only through the shared tile (the launcher
+      // runs the register-epilogue configuration for everything else).
+      epilogue_tma(P, acc, mma_tid, w, sc);
+      return;
+    }
 
     if (e.kind == WgEpilogue::logits) {
       constexpr float kLog2e = 1.4426950408889634f;
@@ -613,7 +887,10 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
   const int warp = threadIdx.x / 32;
   const int warp_group = threadIdx.x / 128;
   const uint32_t rank = cute::block_rank_in_cluster();
-  if (warp == 0 && cute::elect_one_sync()) Mainloop::prefetch_tma_descriptors(P.mainloop);
+  if (warp == 0 && cute::elect_one_sync()) {
+    Mainloop::prefetch_tma_descriptors(P.mainloop);
+    if constexpr (Cfg::EPI_TMA) cute::prefetch_tma_descriptor(&P.tma_c);
+  }
 
   typename Pipeline::Params pp;
   pp.role = warp_group == 0 ? (warp == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::NonParticipant)
@@ -665,6 +942,9 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
     // each warpgroup is its own MMA and takes every other unit of the CTA.
     const int mma_tid = Cfg::PINGPONG ? threadIdx.x % 128 : threadIdx.x - 128;
     const int my_parity = warp_group - 1;
+    // EPI_TMA: this warpgroup's shared C tile (null otherwise).
+    cutlass::bfloat16_t* sc = nullptr;
+    if constexpr (Cfg::EPI_TMA) sc = ss.c.data() + (warp_group - 1) * K_::kCElems;
     PipelineState read;
     typename K_::TiledMma tiled_mma;
     int seq = 0;
@@ -677,7 +957,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
       Tensor acc = partition_fragment_C(tiled_mma, make_shape(Int<Cfg::BM>{}, Int<Cfg::BN>{}));  // (MMA,MMA_M,MMA_N)
       // Owning dW after the first chunk: the running sum into the accumulators
       // first (ping-pong: while the other warpgroup's mainloop runs).
-      const bool onto = P.epi.kind == WgEpilogue::accumulate_in && !P.epi.first;
+      const bool onto = !Cfg::EPI_TMA && P.epi.kind == WgEpilogue::accumulate_in && !P.epi.first;
       if (onto) K_::load_accumulators(P, acc, mma_tid, w);
       // Ping-pong: wait for the other warpgroup to have issued its mainloop
       // (also for an empty unit, so the turns stay in step). Besides taking
@@ -700,7 +980,11 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
         }
         if (!onto) clear(acc);  // an empty k range (a split past K) contributes zeros
       }
-      if (K_::in_range(P, w)) K_::epilogue(P, acc, mma_tid, w);
+      if (K_::in_range(P, w)) K_::epilogue(P, acc, mma_tid, w, sc);
+    }
+    // EPI_TMA: the shared tile stays until the warpgroup's last store has read it.
+    if constexpr (Cfg::EPI_TMA) {
+      if (mma_tid == 0) tma_store_wait<0>();
     }
   }
 #endif
@@ -771,6 +1055,27 @@ void launch_gemm_wgmma(const GemmParams& p, const WgEpilogue& epi, int group_m, 
   const size_t pair_bytes = epi.kind == WgEpilogue::store_bf16 || epi.kind == WgEpilogue::logits_exp16 ? 4 : 8;
   P.epi.pairs = epi.ldc % 2 == 0 && epi.split_stride % 2 == 0 &&
                 reinterpret_cast<uintptr_t>(epi.C) % pair_bytes == 0;
+  // EPI_TMA: the kernel stores bf16 through the shared tile and a TMA store
+  // only; everything else runs the register-epilogue configuration (same bits).
+  if constexpr (Cfg::EPI_TMA) {
+    const bool bf16_out = epi.kind == WgEpilogue::store_bf16 || epi.kind == WgEpilogue::logits_exp16;
+    if (!bf16_out || !wg_tma_store_ok(epi.C, epi.ldc, p.N)) {
+      launch_gemm_wgmma<typename WgTmaFallback<Cfg>::type, AM, BMj>(p, epi, group_m, stream);
+      return;
+    }
+    // C as (N, M) with the exact extents: the hardware clips at both.
+    const cuuint64_t dims[2] = {cuuint64_t(p.N), cuuint64_t(p.M)};
+    const cuuint64_t strides[1] = {cuuint64_t(epi.ldc) * sizeof(__nv_bfloat16)};
+    const cuuint32_t box[2] = {cuuint32_t(K_::kTmaBoxN), cuuint32_t(Cfg::BM)};
+    const cuuint32_t elem_strides[2] = {1, 1};
+    const CUresult r = cutlass::call_cuTensorMapEncodeTiled(
+        &P.tma_c, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, epi.C, dims, strides, box, elem_strides,
+        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS)
+      throw Error("wgmma engine: cuTensorMapEncodeTiled failed for the epilogue's C (error " + std::to_string(int(r)) +
+                  ", M " + std::to_string(p.M) + ", N " + std::to_string(p.N) + ", ldc " + std::to_string(epi.ldc) + ")");
+  }
 
   auto kernel = wg::gemm_wgmma_kernel<Cfg, AM, BMj>;
   const int clusters = wgmma_max_clusters(kernel, Cfg::CLUSTER_M, Cfg::CLUSTER_N, K_::smem_bytes, Cfg::THREADS);

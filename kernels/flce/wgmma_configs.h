@@ -32,6 +32,28 @@ using WgPing128c22 = WgConfig<128, 128, 64, 2, 6, true, 2>;
 // traffic (the c2 tile has 128), its epilogue still with the tensor cores idle.
 using WgCoop256c22 = WgConfig<128, 256, 64, 2, 4, false, 2>;
 
+// Ping-pong 128x128x64 in 2x1 clusters with the bf16 epilogues (ex16 logits,
+// store_bf16) through shared memory and a TMA store (EPI_TMA, variant token
+// `ot1`): 5 stages, since the two 32 KiB epilogue tiles take the sixth's room
+// (5 x 32 + 2 x 32 = 224 KiB). Only the logits layout (K, K) is instantiated:
+// the `wgmmalt` variants run no other product on wgmma.
+using WgPing128c2t = WgConfig<128, 128, 64, 2, 5, true, 1, true>;
+// The same in 2x2 clusters (the c22 multicast, variant token c22 ... ot1).
+using WgPing128c22t = WgConfig<128, 128, 64, 2, 5, true, 2, true>;
+
+// What an EPI_TMA launch runs when it cannot take the TMA store (an epilogue
+// other than the bf16 ones, a C that is not a TMA tensor): the same tile,
+// cluster and ping-pong with the register epilogue (6 stages; the ring's
+// depth changes no wgmma, so the same bits).
+template <>
+struct WgTmaFallback<WgPing128c2t> {
+  using type = WgPing128c2;
+};
+template <>
+struct WgTmaFallback<WgPing128c22t> {
+  using type = WgPing128c22;
+};
+
 // The three operand layouts of the FLCE products (gemm.cuh): logits (K, K),
 // dX (K, MN), dW (MN, MN).
 #define DETFUSE_WGMMA_INSTANCES(PREFIX, CFG)                                                                   \
@@ -49,5 +71,11 @@ DETFUSE_WGMMA_INSTANCES(extern, WgPing128c2)
 DETFUSE_WGMMA_INSTANCES(extern, WgPing128c1)
 DETFUSE_WGMMA_INSTANCES(extern, WgPing128c22)
 DETFUSE_WGMMA_INSTANCES(extern, WgCoop256c22)
+
+// The logits layout alone (the EPI_TMA configurations).
+#define DETFUSE_WGMMA_LOGITS_INSTANCE(PREFIX, CFG) \
+  PREFIX template void launch_gemm_wgmma<CFG, Major::K, Major::K>(const GemmParams&, const WgEpilogue&, int, cudaStream_t);
+DETFUSE_WGMMA_LOGITS_INSTANCE(extern, WgPing128c2t)
+DETFUSE_WGMMA_LOGITS_INSTANCE(extern, WgPing128c22t)
 
 }  // namespace detfuse::flce

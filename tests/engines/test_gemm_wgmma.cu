@@ -10,7 +10,9 @@
 // compute capability 9.0.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -30,6 +32,8 @@ using flce::WgPing128c1;
 using flce::WgPing128c2;
 using flce::WgPing128c22;
 using flce::WgCoop256c22;
+using flce::WgPing128c2t;
+using flce::WgPing128c22t;
 
 #define DETFUSE_REQUIRE_SM90()                                                            \
   do {                                                                                    \
@@ -87,6 +91,10 @@ DETFUSE_WGMMA_CONFIG_TESTS(WgPing128c2)
 DETFUSE_WGMMA_CONFIG_TESTS(WgPing128c1)
 DETFUSE_WGMMA_CONFIG_TESTS(WgPing128c22)
 DETFUSE_WGMMA_CONFIG_TESTS(WgCoop256c22)
+// The EPI_TMA configurations (5-stage ring; only the logits layout is
+// instantiated): the fp32 store keeps the direct stores.
+DETFUSE_WGMMA_LAYOUT_TEST(WgPing128c2t, K, K)
+DETFUSE_WGMMA_LAYOUT_TEST(WgPing128c22t, K, K)
 
 // The grouped raster over 2x2 cluster tiles: 641 rows (6 row tiles, 3 cluster
 // rows), 771 columns (7 column tiles, 4 cluster columns, the last overhanging
@@ -290,6 +298,155 @@ TEST(GemmWgmma, Cluster2x2Exp16SameBitsAs2x1) {
     EXPECT_EQ(unwritten, 0u) << "row statistics not written";
     EXPECT_EQ(guard, 0u) << "statistics written past the last row";
   }
+}
+
+// The TMA epilogue (EPI_TMA, ot1): the same math as the register epilogue of
+// the same tile, only the store path differs (the ring's depth changes no
+// wgmma), so the same bits: the ex16 chunk (bf16 exp(z - m_tile)) and the
+// per-tile statistics, and the plain bf16 store. The launch's C sits in a
+// buffer with G guard rows before and after and columns [N, ldc) past N, all
+// poisoned (0xFFFF, a bf16 NaN): the tensor map must clip the tiles that
+// overhang M and N, so none of it may change, and every element of the
+// M x N matrix must be written (N % 8 != 0 included: the tensor map has the
+// exact extent N). ldc % 8 == 0 takes the TMA path; an odd ldc cannot be a TMA
+// tensor, and the launcher runs the register-epilogue configuration instead
+// (WgTmaFallback: the same bits by construction).
+template <class Ref, class Tma>
+void check_tma_epilogue_bits(int M, int N, int K, int64_t ldc, bool ex16, float cap, int group_m) {
+  SCOPED_TRACE(std::string(ex16 ? "ex16" : "store_bf16") + " M=" + std::to_string(M) + " N=" + std::to_string(N) +
+               " K=" + std::to_string(K) + " ldc=" + std::to_string(ldc) + " cap=" + std::to_string(cap) +
+               " group_m=" + std::to_string(group_m));
+  const OperandRules r = wgmma_rules();
+  std::mt19937 rng(uint32_t(M * 3 + N * 5 + K));
+  HostOperand A = make_operand(M, K, Major::K, 0, 0, rng, 2.f, true, 8, r.fill);
+  HostOperand B = make_operand(N, K, Major::K, 0, 0, rng, 2.f, true, 8, r.fill);
+  DeviceOperand dA = upload_operand(A, true), dB = upload_operand(B, true);
+  std::vector<int64_t> y(M);
+  for (int m = 0; m < M; ++m) y[m] = m % 5 == 0 ? -100 : int64_t(rng() % uint32_t(N));  // some ignored rows
+  DeviceBuffer<int64_t> dy{size_t(M)};
+  dy.upload(y);
+  constexpr int G = 3;  // guard rows on either side
+  const int64_t tiles = (N + Ref::BN - 1) / Ref::BN;
+  auto run = [&](auto launch) {
+    DeviceBuffer<__nv_bfloat16> E(size_t(M + 2 * G) * ldc);
+    DeviceBuffer<float> S(size_t(M + 1) * tiles * 4);
+    E.fill_bytes(0xFF);
+    S.fill_bytes(0xFF);
+    __nv_bfloat16* C = E.data() + G * ldc;
+    if (ex16)
+      launch(params_for(M, N, K, A, dA, B, dB), flce::EpiLogitsExp16{C, ldc, cap, S.data(), tiles, dy.data()});
+    else
+      launch(params_for(M, N, K, A, dA, B, dB), flce::EpiStore<__nv_bfloat16>{C, ldc});
+    DETFUSE_CUDA_CHECK(cudaDeviceSynchronize());
+    return std::make_pair(E.download(), S.download());
+  };
+  const auto [e_ref, s_ref] = run(wgmma_launcher<Ref, Major::K, Major::K>(group_m));
+  const auto [e_tma, s_tma] = run(wgmma_launcher<Tma, Major::K, Major::K>(group_m));
+  ASSERT_EQ(e_ref.size(), e_tma.size());
+  size_t differ = 0, first = e_ref.size();
+  for (size_t i = 0; i < e_ref.size(); ++i)
+    if (std::memcmp(&e_ref[i], &e_tma[i], 2) != 0) {
+      ++differ;
+      first = std::min(first, i);
+    }
+  EXPECT_EQ(differ, 0u) << "bf16 elements differ from the register epilogue's, the first at row "
+                        << (first < e_ref.size() ? int64_t(first) / ldc - G : -1) << " column "
+                        << (first < e_ref.size() ? int64_t(first) % ldc : -1);
+  if (ex16) EXPECT_EQ(std::memcmp(s_ref.data(), s_tma.data(), s_ref.size() * sizeof(float)), 0) << "per-tile statistics";
+  // Not only equal: the guard untouched, the matrix written.
+  size_t guard = 0, unwritten = 0;
+  for (int64_t row = -G; row < M + G; ++row)
+    for (int64_t col = 0; col < ldc; ++col) {
+      uint16_t bits;
+      std::memcpy(&bits, &e_tma[size_t((row + G) * ldc + col)], 2);
+      const bool inside = row >= 0 && row < M && col < N;
+      if (inside)
+        unwritten += bits == 0xFFFF;
+      else
+        guard += bits != 0xFFFF;
+    }
+  EXPECT_EQ(guard, 0u) << "elements written past the launch's rows or past N";
+  EXPECT_EQ(unwritten, 0u) << "elements of the matrix not written";
+}
+
+template <class Ref, class Tma>
+void tma_epilogue_cases() {
+  for (bool ex16 : {true, false}) {
+    // 3 row tiles (the 2x1 cluster tile past M), 9 column tiles (the last
+    // ragged, a 2x2 cluster's CTA past N), 17 guard columns; softcap.
+    check_tma_epilogue_bits<Ref, Tma>(261, 1031, 136, 1048, ex16, 15.f, 1 << 30);
+    // Many tiles per warpgroup (16 x 125 tiles, one k-tile each): each
+    // warpgroup reuses its shared tile after waiting for its last TMA store.
+    check_tma_epilogue_bits<Ref, Tma>(2000, 16000, 64, 16008, ex16, 0.f, 1 << 30);
+    check_tma_epilogue_bits<Ref, Tma>(2000, 16000, 64, 16008, ex16, 0.f, 4);
+    // Exact tiles, ldc = N: no column past N.
+    check_tma_epilogue_bits<Ref, Tma>(1024, 8192, 256, 8192, ex16, 0.f, 1 << 30);
+    // One row.
+    check_tma_epilogue_bits<Ref, Tma>(1, 300, 72, 304, ex16, 0.f, 1 << 30);
+    // An odd ldc: not a TMA tensor, the register-epilogue configuration.
+    check_tma_epilogue_bits<Ref, Tma>(261, 1031, 136, 1033, ex16, 0.f, 1 << 30);
+    // The last column tile's first 64-column box whole, its second ragged
+    // (1000 = 7 x 128 + 64 + 40), ldc = N, softcap on: the ragged path's masks.
+    check_tma_epilogue_bits<Ref, Tma>(130, 1000, 64, 1000, ex16, 30.f, 1 << 30);
+    // Full tiles only, softcap on: the path without masks, with the tanh pass.
+    check_tma_epilogue_bits<Ref, Tma>(256, 1024, 128, 1024, ex16, 30.f, 1 << 30);
+  }
+}
+
+TEST(GemmWgmma, TmaEpilogueSameBitsAsRegisters) {
+  DETFUSE_REQUIRE_SM90();
+  tma_epilogue_cases<WgPing128c2, WgPing128c2t>();
+}
+
+// For compute-sanitizer (memcheck, racecheck): the ragged case and one where
+// each warpgroup stores several tiles (8 x 50 tiles, 200 cluster units: every
+// CTA of the H200's 66 clusters takes 3 or more), both epilogues, 2x1 clusters.
+TEST(GemmWgmma, TmaEpilogueSanitizerSized) {
+  DETFUSE_REQUIRE_SM90();
+  for (bool ex16 : {true, false}) {
+    check_tma_epilogue_bits<WgPing128c2, WgPing128c2t>(261, 1031, 136, 1048, ex16, 0.f, 1 << 30);
+    check_tma_epilogue_bits<WgPing128c2, WgPing128c2t>(1024, 6400, 64, 6408, ex16, 0.f, 1 << 30);
+  }
+}
+
+// ex16 in forward mode (no chunk: C null, the statistics alone): an ot1
+// launch has nothing to store by TMA, so the launcher runs the fallback
+// configuration; the statistics must equal the register epilogue's, rows and
+// tiles all written, nothing past the last row.
+TEST(GemmWgmma, TmaEpilogueForwardStatisticsOnly) {
+  DETFUSE_REQUIRE_SM90();
+  const int M = 261, N = 1031, K = 136;
+  const OperandRules r = wgmma_rules();
+  std::mt19937 rng(7u);
+  HostOperand A = make_operand(M, K, Major::K, 0, 0, rng, 2.f, true, 8, r.fill);
+  HostOperand B = make_operand(N, K, Major::K, 0, 0, rng, 2.f, true, 8, r.fill);
+  DeviceOperand dA = upload_operand(A, true), dB = upload_operand(B, true);
+  std::vector<int64_t> y(M);
+  for (int m = 0; m < M; ++m) y[m] = m % 5 == 0 ? -100 : int64_t(rng() % uint32_t(N));
+  DeviceBuffer<int64_t> dy{size_t(M)};
+  dy.upload(y);
+  const int64_t tiles = (N + WgPing128c2::BN - 1) / WgPing128c2::BN;
+  auto run = [&](auto launch) {
+    DeviceBuffer<float> S(size_t(M + 1) * tiles * 4);
+    S.fill_bytes(0xFF);
+    launch(params_for(M, N, K, A, dA, B, dB), flce::EpiLogitsExp16{nullptr, N, 0.f, S.data(), tiles, dy.data()});
+    DETFUSE_CUDA_CHECK(cudaDeviceSynchronize());
+    return S.download();
+  };
+  const auto s_ref = run(wgmma_launcher<WgPing128c2, Major::K, Major::K>(1 << 30));
+  const auto s_tma = run(wgmma_launcher<WgPing128c2t, Major::K, Major::K>(1 << 30));
+  ASSERT_EQ(s_ref.size(), s_tma.size());
+  EXPECT_EQ(std::memcmp(s_ref.data(), s_tma.data(), s_ref.size() * sizeof(float)), 0) << "per-tile statistics";
+  size_t unwritten = 0, past = 0;
+  for (size_t i = 0; i < size_t(M) * tiles; ++i) unwritten += !std::isfinite(s_tma[i * 4]);
+  for (size_t i = size_t(M) * tiles * 4; i < s_tma.size(); ++i) past += !std::isnan(s_tma[i]);
+  EXPECT_EQ(unwritten, 0u) << "row statistics not written";
+  EXPECT_EQ(past, 0u) << "statistics written past the last row";
+}
+
+TEST(GemmWgmma, TmaEpilogueSameBitsAsRegisters2x2) {
+  DETFUSE_REQUIRE_SM90();
+  tma_epilogue_cases<WgPing128c22, WgPing128c22t>();
 }
 
 }  // namespace

@@ -110,13 +110,23 @@ TEST(FlceExp16, HybridRegisteredOwningAtItsBudgets) {
     EXPECT_TRUE(v.desc.deterministic) << v.desc.name;
     EXPECT_FALSE(v.desc.study_only) << v.desc.name;  // tuned by default
   }
-  EXPECT_EQ(n, int(4 * kHybridChunkMiB.size()));  // ping-pong 128x128 and coop 128x256, c2 and c22
+  // ping-pong 128x128 and coop 128x256, c2 and c22; ping-pong 128x128 with the
+  // TMA epilogue (ot1), c2 and c22
+  EXPECT_EQ(n, int(6 * kHybridChunkMiB.size()));
   EXPECT_NE(builtin_registry().find_flce("flce.bf16.wgmmalt.owning.bm128_bn128_bk64_c2_st6_pp1_ex16_mb1024"), nullptr);
   EXPECT_NE(builtin_registry().find_flce("flce.bf16.wgmmalt.owning.bm128_bn256_bk64_c2_st4_pp0_ex16_mb1920"), nullptr);
   // The 2x2 cluster spelled in the name (c: CM then CN when CN > 1).
   EXPECT_NE(builtin_registry().find_flce("flce.bf16.wgmmalt.owning.bm128_bn128_bk64_c22_st6_pp1_ex16_mb1024"), nullptr);
   EXPECT_NE(builtin_registry().find_flce("flce.bf16.wgmmalt.owning.bm128_bn128_bk64_c22_st6_pp1_ex16_mb1920"), nullptr);
   EXPECT_NE(builtin_registry().find_flce("flce.bf16.wgmmalt.owning.bm128_bn256_bk64_c22_st4_pp0_ex16_mb1024"), nullptr);
+  // The ex16 logits through shared memory and a TMA store (EPI_TMA): 5 stages, `ot1`.
+  EXPECT_NE(builtin_registry().find_flce("flce.bf16.wgmmalt.owning.bm128_bn128_bk64_c2_st5_pp1_ot1_ex16_mb1024"), nullptr);
+  EXPECT_NE(builtin_registry().find_flce("flce.bf16.wgmmalt.owning.bm128_bn128_bk64_c2_st5_pp1_ot1_ex16_mb1920"), nullptr);
+  EXPECT_NE(builtin_registry().find_flce("flce.bf16.wgmmalt.owning.bm128_bn128_bk64_c22_st5_pp1_ot1_ex16_mb1024"), nullptr);
+  EXPECT_NE(builtin_registry().find_flce("flce.bf16.wgmmalt.owning.bm128_bn128_bk64_c22_st5_pp1_ot1_ex16_mb1920"), nullptr);
+  // No other name carries the token.
+  for (const auto& v : builtin_registry().flce())
+    if (v.desc.name.find("_ot1_") != std::string::npos) EXPECT_EQ(v.desc.engine, "wgmmalt") << v.desc.name;
 }
 #endif
 
