@@ -70,12 +70,22 @@ std::vector<const AttentionVariant*> pds_variants(int pds = 1, int sp = 0) {
   return out;
 }
 
-// sp1: pds2 with dQ before dK and dK left in flight into the next query block.
-std::vector<const AttentionVariant*> sp_variants(int sp = 1) {
+// sp1: pds2 with dQ before dK and dK left in flight into the next query
+// block; sp2: sp1 with block m's dQ part handed over in block m + 1. sp = 0:
+// both.
+std::vector<const AttentionVariant*> sp_variants(int sp = 0) {
   std::vector<const AttentionVariant*> out;
   for (const auto* v : wgmma_bwd_variants())
-    if (param(*v, "sp") == sp) out.push_back(v);
+    if (sp == 0 ? param(*v, "sp") >= 1 : param(*v, "sp") == sp) out.push_back(v);
   return out;
+}
+
+// The pds2 variant an sp variant reorders (its name without the sp token).
+std::string sp_base_name(const std::string& n) {
+  std::string b = n;
+  const size_t at = b.find("_sp");
+  if (at != std::string::npos) b.erase(at, 4);
+  return b;
 }
 
 #define REQUIRE_SM90()                                                                        \
@@ -439,7 +449,7 @@ TEST(AttentionWgmmaGpu, TmaOStoresNoRowPastSq) {
 
 // ------------------------------------------------------------------ backward
 
-TEST(AttentionWgmmaBwd, ThirtyFourVariantsRunBothModesWithReasonsAndWorkspace) {
+TEST(AttentionWgmmaBwd, ThirtyFiveVariantsRunBothModesWithReasonsAndWorkspace) {
   const auto vs = wgmma_bwd_variants();
   ASSERT_EQ(vs.size(), 32u);
   DeviceInfo h200;
@@ -495,7 +505,7 @@ TEST(AttentionWgmmaBwd, ThirtyFourVariantsRunBothModesWithReasonsAndWorkspace) {
   EXPECT_EQ(owning, 6);
   EXPECT_EQ(atomic, 13);
   EXPECT_EQ(partials, 3);
-  EXPECT_EQ(ordered, 12);
+  EXPECT_EQ(ordered, 13);
   EXPECT_EQ(pds_variants().size(), 6u);
   for (const auto* v : pds_variants()) {
     SCOPED_TRACE(v->desc.name);
@@ -528,17 +538,19 @@ TEST(AttentionWgmmaBwd, ThirtyFourVariantsRunBothModesWithReasonsAndWorkspace) {
     ASSERT_TRUE(why.has_value()) << n;
     EXPECT_NE(why->find("shared"), std::string::npos) << *why;
   }
-  // sp1: pds2 d128 (the new token after pds), ordered and atomic.
-  EXPECT_EQ(sp_variants().size(), 2u);
+  // sp1, sp2: pds2 d128 (the new token after pds); sp1 ordered and atomic, sp2 ordered.
+  EXPECT_EQ(sp_variants(1).size(), 2u);
+  EXPECT_EQ(sp_variants(2).size(), 1u);
   for (const char* n : {"attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_d128",
-                        "attention.bf16.wgmma.atomic.br64_bc128_st2_tma1_pds2_sp1_d128"}) {
+                        "attention.bf16.wgmma.atomic.br64_bc128_st2_tma1_pds2_sp1_d128",
+                        "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp2_d128"}) {
     const auto* v = builtin_registry().find_attention(n);
     ASSERT_NE(v, nullptr) << n;
     EXPECT_EQ(param(*v, "pds"), 2);
     EXPECT_EQ(v->desc.deterministic, v->desc.strategy == "ordered");
     // The schedule adds no shared memory and no workspace to pds2's.
-    const auto* base = builtin_registry().find_attention(std::string(n).replace(std::string(n).find("_sp1"), 4, ""));
-    ASSERT_NE(base, nullptr);
+    const auto* base = builtin_registry().find_attention(sp_base_name(n));
+    ASSERT_NE(base, nullptr) << sp_base_name(n);
     AttentionProblem p;
     p.B = 2, p.H = 8, p.Hkv = 2, p.Sq = 1000, p.Sk = 700, p.d = 128, p.causal = true;
     EXPECT_EQ(v->workspace_bytes(p, AttentionMode::backward), base->workspace_bytes(p, AttentionMode::backward));
@@ -693,7 +705,7 @@ TEST(AttentionWgmmaBwdGpu, SanitizerSizedWindowOrdered) {
   std::vector<const AttentionVariant*> vs;
   for (const auto* v : wgmma_bwd_variants())
     if (v->desc.strategy == "ordered") vs.push_back(v);
-  ASSERT_EQ(vs.size(), 12u);
+  ASSERT_EQ(vs.size(), 13u);
   const Case cases[] = {{1, 2, 1, 150, 331, false, 0.0, "sanitizer: window 100, softcap 2, non-causal", 2.0, 100}};
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 4200, /*repeats=*/2), int(vs.size()));
 }
@@ -706,7 +718,7 @@ TEST(AttentionWgmmaBwdGpu, OrderedManyKeyBlocks) {
   std::vector<const AttentionVariant*> vs;
   for (const auto* v : wgmma_bwd_variants())
     if (v->desc.strategy == "ordered") vs.push_back(v);
-  ASSERT_EQ(vs.size(), 12u);
+  ASSERT_EQ(vs.size(), 13u);
   const Case cases[] = {
       {2, 8, 4, 640, 2304, false, 0.0, "ordered: 18 key blocks, GQA 2:1"},
       {2, 8, 4, 2100, 2304, true, 0.0, "ordered: 18 key blocks, causal Sq < Sk, odd Sq"},
@@ -823,15 +835,16 @@ TEST(AttentionWgmmaBwdGpu, Pds3TwentyRepeats) {
   check_pds_twenty_repeats(pds_variants(3), 8300);
 }
 
-// The sp1 variants (pds2 d128 with dQ issued before dK and dK left in
-// flight into the next query block, the Q stage released one block later):
-// the pds2 cases (the device script's filter: AttentionWgmmaBwdGpu.Sp1*).
-// 65 query blocks per key block wrap the two-stage Q / dO ring 32 times with
-// the Q stage held one block longer.
-TEST(AttentionWgmmaBwdGpu, Sp1MatchesFloat64Reference) {
+// The sp variants (pds2 d128 with dQ issued before dK and dK left in
+// flight into the next query block, the Q stage released one block later;
+// sp2: the dQ part handed over one block later too): the pds2 cases (the
+// device script's filter: AttentionWgmmaBwdGpu.Sp*). 65 query blocks per key
+// block wrap the two-stage Q / dO ring 32 times with the Q stage held one
+// block longer.
+TEST(AttentionWgmmaBwdGpu, SpMatchesFloat64Reference) {
   REQUIRE_SM90();
-  const auto vs = sp_variants(1);
-  ASSERT_EQ(vs.size(), 2u);
+  const auto vs = sp_variants();
+  ASSERT_EQ(vs.size(), 3u);
   EXPECT_EQ(check_backward(vs, kBwdCases, std::size(kBwdCases), 9000), int(vs.size() * std::size(kBwdCases)));
   const Case many[] = {
       {2, 8, 4, 640, 2304, false, 0.0, "sp1: 18 key blocks, GQA 2:1"},
@@ -842,21 +855,22 @@ TEST(AttentionWgmmaBwdGpu, Sp1MatchesFloat64Reference) {
   EXPECT_EQ(check_backward(vs, many, std::size(many), 9100), int(vs.size() * std::size(many)));
 }
 
-TEST(AttentionWgmmaBwdGpu, Sp1SanitizerSized) {
+TEST(AttentionWgmmaBwdGpu, SpSanitizerSized) {
   REQUIRE_SM90();
-  check_pds_sanitizer_sized(sp_variants(1), 9200);
+  check_pds_sanitizer_sized(sp_variants(), 9200);
 }
 
-TEST(AttentionWgmmaBwdGpu, Sp1TwentyRepeats) {
+TEST(AttentionWgmmaBwdGpu, SpTwentyRepeats) {
   REQUIRE_SM90();
-  check_pds_twenty_repeats(sp_variants(1), 9300);
+  check_pds_twenty_repeats(sp_variants(), 9300);
 }
 
-// sp1 reorders when the products are issued and waited on, not what they
-// compute nor the order of any fp32 addition: ordered sp1 gives pds2's bits
-// for dQ, dK and dV, atomic sp1 pds2's dK and dV (its dQ is added in arrival
-// order), on a causal GQA problem with 18 key blocks and on softcap + window.
-TEST(AttentionWgmmaBwdGpu, Sp1BitwiseEqualsPds2) {
+// sp1 and sp2 reorder when the products are issued and waited on and when
+// the dQ part is handed over, not what they compute nor the order of any
+// fp32 operation: ordered sp gives pds2's bits for dQ, dK and dV, atomic sp
+// pds2's dK and dV (its dQ is added in arrival order), on a causal GQA
+// problem with 18 key blocks and on softcap + window.
+TEST(AttentionWgmmaBwdGpu, SpBitwiseEqualsPds2) {
   REQUIRE_SM90();
   const DeviceInfo& dev = cached_device(0);
   const Case cases[] = {
@@ -864,9 +878,8 @@ TEST(AttentionWgmmaBwdGpu, Sp1BitwiseEqualsPds2) {
       {1, 4, 2, 1000, 1300, true, 0.0, "window 300, causal, softcap 20", 20.0, 300},
   };
   int compared = 0;
-  for (const auto* v : sp_variants(1)) {
-    std::string bn = v->desc.name;
-    bn.replace(bn.find("_sp1"), 4, "");
+  for (const auto* v : sp_variants()) {
+    const std::string bn = sp_base_name(v->desc.name);
     const auto* base = builtin_registry().find_attention(bn);
     ASSERT_NE(base, nullptr) << bn;
     for (size_t ci = 0; ci < std::size(cases); ++ci) {
@@ -908,7 +921,7 @@ TEST(AttentionWgmmaBwdGpu, Sp1BitwiseEqualsPds2) {
       ++compared;
     }
   }
-  EXPECT_EQ(compared, 4);
+  EXPECT_EQ(compared, 6);
 }
 
 // The partials variant's chunked launches, on a registry with a 1 MiB slab

@@ -77,11 +77,14 @@ struct BwdKv {
   // the two warpgroups (kDqSplitM), one fp32 dQ tile.
   static constexpr bool kPds2 = Cfg::PDS >= 2;
   static constexpr bool kPds3 = Cfg::PDS == 3;
-  // sp1 (pds2, pds3): the walk software-pipelined over query blocks
-  // (BwdKvPdsConfig, kv_consume_pds): dQ before dK, the next block's S^T
-  // issued before this block's dQ part is waited on.
-  static constexpr bool kSp = Cfg::SP == 1;
-  static_assert(!kSp || (kPds2 && BR == 64), "sp1: pds2 (the 64 x 64 dP^T of wg_gemm_fresh_n64)");
+  // sp1 (pds2): dQ before dK, dK in flight into the next query block
+  // (BwdKvPdsConfig, kv_consume_pds).
+  static constexpr bool kSp = Cfg::SP >= 1;
+  static_assert(!kSp || (kPds2 && BR == 64), "sp1, sp2: pds2 (the 64 x 64 dP^T of wg_gemm_fresh_n64)");
+  // sp2 (pds2 d128): sp1, and block m's dQ part handed to the writer warp
+  // only after S^T (m + 1) has been issued (kv_consume_pds).
+  static constexpr bool kSp2 = Cfg::SP == 2;
+  static_assert(!kSp2 || D == 128, "sp2: d = 128 (one dQ tile written by all 256 consumers)");
   static constexpr int kDsBufs = kPds2 ? 2 : 1;
   static constexpr int kDqBufs = (kPds2 && D == 128) || kPds3 ? 1 : 2;
   static_assert(!kPds || BR == 64 || (kPds3 && BR == 128 && D == 64),
@@ -409,6 +412,27 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
   // sp1: the Q stage of the block before, held until its dK product (in
   // flight across the loop's back edge) has completed.
   [[maybe_unused]] PipelineState st_q_held;
+  // sp2: block m's dQ part, scaled, carried into block m + 1 and handed to
+  // the writer warp there once S^T (m + 1) is in flight behind dK (m); the
+  // last block's after the walk. The scaling (the same single multiply as
+  // the other variants' tile stores) is done before the back edge, so the
+  // carried registers are defined by FMULs: read there from the accumulator
+  // itself (or from plain moves of it, which ptxas propagates), ptxas cannot
+  // tell the dQ product of the previous trip has completed and injects a
+  // wait for every product in flight (C7517).
+  float tdQcarry[K_::kDqPerThread];
+  [[maybe_unused]] auto hand_dq_sp2 = [&](int itd) {
+    const int qb = itd % K_::kDqBufs;
+    // The writer warp has read tile qb (iteration itd - kDqBufs).
+    if (itd >= K_::kDqBufs) detail::named_sync(K_::kBarEmpty + qb, K_::kBarDqThreads);
+    float* tile = ss.dqs[qb];
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < K_::kDqPerThread; i += 2)
+      *reinterpret_cast<float2*>(tile + K_::dq_tile_offset(ctid, i)) =
+          make_float2(tdQcarry[i], tdQcarry[i + 1]);
+    cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);  // visible to the bulk copy
+    detail::named_arrive(K_::kBarFull + qb, K_::kBarDqThreads);
+  };
   for (int g = 0; g < p.group; ++g) {
     const int h = hk * p.group + g;
     const int64_t bh = int64_t(b) * p.H + h;
@@ -432,6 +456,11 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
         detail::wg_gemm_fresh_n64(mma_sdp, tSrK, tSrQ(_, _, _, st.index()), tSrS);
       else
         detail::wg_gemm<true, false>(mma_sdp, tSrK, tSrQ(_, _, _, st.index()), tSrS);
+      // sp2: the previous block's dQ part, with dK (m - 1) and S^T (m) in flight
+      // (dP^T not yet: its 32 registers on top would be 224 live).
+      if constexpr (K_::kSp2) {
+        if (it > 0) hand_dq_sp2(it - 1);
+      }
       pipe_do.consumer_wait(st);
       if constexpr (K_::kSp)
         detail::wg_gemm_fresh_n64(mma_sdp, tSrV, tSrdO(_, _, _, st.index()), tSrdP);
@@ -581,6 +610,12 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
         pipe_do.consumer_release(st);
         if constexpr (K_::kPds2 && !K_::kPds3) pipe_l.consumer_release(st);
       }
+      if constexpr (K_::kSp2) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < K_::kDqPerThread; ++i) tdQcarry[i] = tdQacc(i) * p.scale;
+        ++st;
+        continue;  // block it's dQ part: handed over in the next block (or after the walk)
+      }
       const int qb = K_::kPds2 ? it % K_::kDqBufs : buf;  // the dQ tile
       if constexpr (K_::kPds2) {
         // No barrier here: the next block writes the other dS^T tile, and
@@ -649,6 +684,7 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
       ++st;
     }
   }
+  if constexpr (K_::kSp2) hand_dq_sp2(it - 1);  // the last block's dQ part (the caller walks >= 1 block)
   if constexpr (K_::kSp) warpgroup_wait<0>();  // the last block's dK, before the epilogue reads it
 }
 

@@ -18,7 +18,9 @@
 //                                    by a producer thread; `pds3`: pds2
 //                                    at 128 queries per step, d64; `sp1`:
 //                                    pds2 with dQ before dK and dK left in
-//                                    flight into the next query block), owning:
+//                                    flight into the next query block; `sp2`:
+//                                    sp1 with the dQ part handed over after
+//                                    the next block's S^T), owning:
 //                                    the dq kernel over query blocks.
 #include <algorithm>
 #include <climits>
@@ -182,7 +184,8 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
                    (Kv::PDS != 0 ? "; P^T and dS^T through shared memory (dV, dK, dQ by wgmma SS)" : "") +
                    (Kv::PDS >= 2 ? ", dS^T double-buffered, LSE and D brought by the producer with Q and dO" : "") +
                    (Kv::PDS == 3 ? ", 128 queries per step (dQ = dS K split by queries over the warpgroups)" : "") +
-                   (Kv::SP == 1 ? ", dQ before dK and dK left in flight into the next query block" : "");
+                   (Kv::SP >= 1 ? ", dQ before dK and dK left in flight into the next query block" : "") +
+                   (Kv::SP == 2 ? ", the dQ part handed over once the next block's S^T is issued" : "");
   v.can_run = [kMiB](const AttentionProblem& p, AttentionMode mode,
                      const DeviceInfo& dev) -> std::optional<std::string> {
     size_t smem = fwd_smem_bytes<Fwd>();
@@ -356,6 +359,9 @@ void register_attention_wgmma(Registry& r) {
   // until measured (experiments/device/s9-attnbwd.sh).
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2P, void>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2ATS2P, void>(r);
+  // sp2 (sp1, and the dQ part of block m handed to the writer warp in block
+  // m + 1 behind S^T (m + 1)): ordered only, last until measured.
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2P2, void>(r);
 }
 
 void register_attention_wgmma_partials(Registry& r, int partials_mib) {
