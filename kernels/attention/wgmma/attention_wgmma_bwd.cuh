@@ -77,7 +77,7 @@ struct BwdKv {
   // the two warpgroups (kDqSplitM), one fp32 dQ tile.
   static constexpr bool kPds2 = Cfg::PDS >= 2;
   static constexpr bool kPds3 = Cfg::PDS == 3;
-  // sp1 (pds2): dQ before dK, dK in flight into the next query block
+  // sp1, sp2 (pds2): dQ before dK, dK in flight into the next query block
   // (BwdKvPdsConfig, kv_consume_pds).
   static constexpr bool kSp = Cfg::SP >= 1;
   static_assert(!kSp || (kPds2 && BR == 64), "sp1, sp2: pds2 (the 64 x 64 dP^T of wg_gemm_fresh_n64)");
@@ -313,10 +313,13 @@ __device__ __forceinline__ int opaque(int x) {
 // into fp32, its first k step (scale-d false) written with write-only
 // accumulator operands: a fresh accumulator needs no instruction before it.
 // (Through cute's atom, whose operands are read-write, the compiler zeroes
-// the uninitialized accumulator with 32 moves at the loop head, and sp1
-// has the next block's S^T in flight there: ptxas then serializes every
-// wgmma of the kernel, C7514 / C7515.) Same operands, layouts and order of
-// products as wg_gemm<true, false>.
+// the uninitialized accumulator with 32 moves at the top of the trip, and
+// sp1 / sp2 have the previous block's dK in flight there: ptxas then
+// serializes every wgmma of the kernel, C7514 / C7515.) Same operands,
+// layouts and order of products as wg_gemm<true, false>; the asm is cute's
+// SS atom for m64n64k16 bf16 (K-major A and B, scales 1) with "=f" outputs
+// and the scale-d predicate false. Checked on the device by
+// AttentionWgmmaBwdGpu.SpBitwiseEqualsPds2 (the same bits as pds2).
 template <class TiledMma, class TA, class TB, class TC>
 __device__ __forceinline__ void wg_gemm_fresh_n64(TiledMma& mma, TA const& tA, TB const& tB, TC& tC) {
   static_assert(decltype(size(tC))::value == 32, "64 x 64 fp32 per warpgroup: 32 registers a thread");
