@@ -366,6 +366,11 @@ __host__ __device__ constexpr int pt3_offset(int base, int sw, int k, int h) {
 // dP^T registers are dead before the dQ accumulator is live. dQ is handed to
 // the writer warp as in the other TMA variants. Registers at the peak: dV, dK
 // (D / 2 each), S^T, dP^T (BR / 2 each) per thread.
+// sp1, sp2 (K_::kSp, FlashAttention-3's order): dQ issued before dK and only
+// the dQ part waited on; dK stays in flight into the next block (the Q stage
+// released there, after its S^T wait); S^T and dP^T start from write-only
+// accumulators (wg_gemm_fresh_n64). sp2 (K_::kSp2): the dQ part, scaled, is
+// handed to the writer warp in the next block, right after its S^T issue.
 template <class K_, class PipeL, class Acc>
 __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typename K_::SharedStorage& ss,
                                                typename K_::Pipeline& pipe_q, typename K_::Pipeline& pipe_do,
