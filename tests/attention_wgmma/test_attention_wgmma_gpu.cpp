@@ -11,6 +11,7 @@
 // GPU cases skip with the reason when there is no device or it is not sm_90.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -60,12 +61,31 @@ int64_t param(const AttentionVariant& v, const std::string& key) {
 }
 
 // The kv kernels with P^T and dS^T through shared memory (param pds = 1;
-// pds_variants(2): dS^T double-buffered, LSE / D by the producer).
-std::vector<const AttentionVariant*> pds_variants(int pds = 1) {
+// pds_variants(2): dS^T double-buffered, LSE / D by the producer), without
+// the sp token (sp = 0) or with it (sp_variants).
+std::vector<const AttentionVariant*> pds_variants(int pds = 1, int sp = 0) {
   std::vector<const AttentionVariant*> out;
   for (const auto* v : wgmma_bwd_variants())
-    if (param(*v, "pds") == pds) out.push_back(v);
+    if (param(*v, "pds") == pds && std::max<int64_t>(param(*v, "sp"), 0) == sp) out.push_back(v);
   return out;
+}
+
+// sp1: pds2 with dQ before dK and dK left in flight into the next query
+// block; sp2: sp1 with block m's dQ part handed over in block m + 1. sp = 0:
+// both.
+std::vector<const AttentionVariant*> sp_variants(int sp = 0) {
+  std::vector<const AttentionVariant*> out;
+  for (const auto* v : wgmma_bwd_variants())
+    if (sp == 0 ? param(*v, "sp") >= 1 : param(*v, "sp") == sp) out.push_back(v);
+  return out;
+}
+
+// The pds2 variant an sp variant reorders (its name without the sp token).
+std::string sp_base_name(const std::string& n) {
+  std::string b = n;
+  const size_t at = b.find("_sp");
+  if (at != std::string::npos) b.erase(at, 4);
+  return b;
 }
 
 #define REQUIRE_SM90()                                                                        \
@@ -429,7 +449,7 @@ TEST(AttentionWgmmaGpu, TmaOStoresNoRowPastSq) {
 
 // ------------------------------------------------------------------ backward
 
-TEST(AttentionWgmmaBwd, ThirtyTwoVariantsRunBothModesWithReasonsAndWorkspace) {
+TEST(AttentionWgmmaBwd, ThirtyFiveVariantsRunBothModesWithReasonsAndWorkspace) {
   const auto vs = wgmma_bwd_variants();
   ASSERT_EQ(vs.size(), 32u);
   DeviceInfo h200;
@@ -483,9 +503,9 @@ TEST(AttentionWgmmaBwd, ThirtyTwoVariantsRunBothModesWithReasonsAndWorkspace) {
     EXPECT_EQ(v->workspace_bytes(p, AttentionMode::backward), attention::d_bytes(p) + extra);
   }
   EXPECT_EQ(owning, 6);
-  EXPECT_EQ(atomic, 12);
+  EXPECT_EQ(atomic, 13);
   EXPECT_EQ(partials, 3);
-  EXPECT_EQ(ordered, 11);
+  EXPECT_EQ(ordered, 13);
   EXPECT_EQ(pds_variants().size(), 6u);
   for (const auto* v : pds_variants()) {
     SCOPED_TRACE(v->desc.name);
@@ -517,6 +537,23 @@ TEST(AttentionWgmmaBwd, ThirtyTwoVariantsRunBothModesWithReasonsAndWorkspace) {
     const auto why = v->can_run(p, AttentionMode::backward, small);
     ASSERT_TRUE(why.has_value()) << n;
     EXPECT_NE(why->find("shared"), std::string::npos) << *why;
+  }
+  // sp1, sp2: pds2 d128 (the new token after pds); sp1 ordered and atomic, sp2 ordered.
+  EXPECT_EQ(sp_variants(1).size(), 2u);
+  EXPECT_EQ(sp_variants(2).size(), 1u);
+  for (const char* n : {"attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_d128",
+                        "attention.bf16.wgmma.atomic.br64_bc128_st2_tma1_pds2_sp1_d128",
+                        "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp2_d128"}) {
+    const auto* v = builtin_registry().find_attention(n);
+    ASSERT_NE(v, nullptr) << n;
+    EXPECT_EQ(param(*v, "pds"), 2);
+    EXPECT_EQ(v->desc.deterministic, v->desc.strategy == "ordered");
+    // The schedule adds no shared memory and no workspace to pds2's.
+    const auto* base = builtin_registry().find_attention(sp_base_name(n));
+    ASSERT_NE(base, nullptr) << sp_base_name(n);
+    AttentionProblem p;
+    p.B = 2, p.H = 8, p.Hkv = 2, p.Sq = 1000, p.Sk = 700, p.d = 128, p.causal = true;
+    EXPECT_EQ(v->workspace_bytes(p, AttentionMode::backward), base->workspace_bytes(p, AttentionMode::backward));
   }
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.owning.br64_bc128_st3_qbc64_qst3_d128"), nullptr);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst3_d64"), nullptr);
@@ -668,7 +705,7 @@ TEST(AttentionWgmmaBwdGpu, SanitizerSizedWindowOrdered) {
   std::vector<const AttentionVariant*> vs;
   for (const auto* v : wgmma_bwd_variants())
     if (v->desc.strategy == "ordered") vs.push_back(v);
-  ASSERT_EQ(vs.size(), 11u);
+  ASSERT_EQ(vs.size(), 13u);
   const Case cases[] = {{1, 2, 1, 150, 331, false, 0.0, "sanitizer: window 100, softcap 2, non-causal", 2.0, 100}};
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 4200, /*repeats=*/2), int(vs.size()));
 }
@@ -681,7 +718,7 @@ TEST(AttentionWgmmaBwdGpu, OrderedManyKeyBlocks) {
   std::vector<const AttentionVariant*> vs;
   for (const auto* v : wgmma_bwd_variants())
     if (v->desc.strategy == "ordered") vs.push_back(v);
-  ASSERT_EQ(vs.size(), 11u);
+  ASSERT_EQ(vs.size(), 13u);
   const Case cases[] = {
       {2, 8, 4, 640, 2304, false, 0.0, "ordered: 18 key blocks, GQA 2:1"},
       {2, 8, 4, 2100, 2304, true, 0.0, "ordered: 18 key blocks, causal Sq < Sk, odd Sq"},
@@ -712,8 +749,7 @@ TEST(AttentionWgmmaBwdGpu, PdsMatchesFloat64Reference) {
 // Sanitizer-sized (compute-sanitizer memcheck / racecheck / synccheck over the
 // pds variants of one generation): the causal GQA case with rows that see no
 // key, and softcap + window (query blocks that start at key block 1).
-void check_pds_sanitizer_sized(int pds, uint64_t seed0) {
-  const auto vs = pds_variants(pds);
+void check_pds_sanitizer_sized(const std::vector<const AttentionVariant*>& vs, uint64_t seed0) {
   const Case cases[] = {
       {1, 4, 2, 150, 131, true, 0.0, "sanitizer: causal GQA 2:1, Sq > Sk, odd lengths"},
       {1, 2, 1, 150, 331, false, 0.0, "sanitizer: window 100, softcap 2, non-causal", 2.0, 100},
@@ -724,8 +760,7 @@ void check_pds_sanitizer_sized(int pds, uint64_t seed0) {
 // 20 repeats, one digest for dQ, dK, dV of every deterministic pds variant of
 // one generation (atomic: dK, dV), at 18 key blocks per (batch, kv head),
 // causal and not.
-void check_pds_twenty_repeats(int pds, uint64_t seed0) {
-  const auto vs = pds_variants(pds);
+void check_pds_twenty_repeats(const std::vector<const AttentionVariant*>& vs, uint64_t seed0) {
   const Case cases[] = {
       {2, 4, 2, 1100, 2304, false, 0.0, "20 repeats, 18 key blocks, GQA 2:1"},
       {2, 4, 2, 2304, 2304, true, 0.0, "20 repeats, 18 key blocks, causal"},
@@ -735,12 +770,12 @@ void check_pds_twenty_repeats(int pds, uint64_t seed0) {
 
 TEST(AttentionWgmmaBwdGpu, PdsSanitizerSized) {
   REQUIRE_SM90();
-  check_pds_sanitizer_sized(1, 6200);
+  check_pds_sanitizer_sized(pds_variants(1), 6200);
 }
 
 TEST(AttentionWgmmaBwdGpu, PdsTwentyRepeats) {
   REQUIRE_SM90();
-  check_pds_twenty_repeats(1, 6300);
+  check_pds_twenty_repeats(pds_variants(1), 6300);
 }
 
 // The pds2 variants (dS^T double-buffered by query-block parity, LSE and D
@@ -762,12 +797,12 @@ TEST(AttentionWgmmaBwdGpu, Pds2MatchesFloat64Reference) {
 
 TEST(AttentionWgmmaBwdGpu, Pds2SanitizerSized) {
   REQUIRE_SM90();
-  check_pds_sanitizer_sized(2, 7200);
+  check_pds_sanitizer_sized(pds_variants(2), 7200);
 }
 
 TEST(AttentionWgmmaBwdGpu, Pds2TwentyRepeats) {
   REQUIRE_SM90();
-  check_pds_twenty_repeats(2, 7300);
+  check_pds_twenty_repeats(pds_variants(2), 7300);
 }
 
 // The pds3 variants (d64, 128 queries per step: P^T / dS^T over two swizzle
@@ -792,12 +827,101 @@ TEST(AttentionWgmmaBwdGpu, Pds3MatchesFloat64Reference) {
 
 TEST(AttentionWgmmaBwdGpu, Pds3SanitizerSized) {
   REQUIRE_SM90();
-  check_pds_sanitizer_sized(3, 8200);
+  check_pds_sanitizer_sized(pds_variants(3), 8200);
 }
 
 TEST(AttentionWgmmaBwdGpu, Pds3TwentyRepeats) {
   REQUIRE_SM90();
-  check_pds_twenty_repeats(3, 8300);
+  check_pds_twenty_repeats(pds_variants(3), 8300);
+}
+
+// The sp variants (pds2 d128 with dQ issued before dK and dK left in
+// flight into the next query block, the Q stage released one block later;
+// sp2: the dQ part handed over one block later too): the pds2 cases (the
+// device script's filter: AttentionWgmmaBwdGpu.Sp*). 65 query blocks per key
+// block wrap the two-stage Q / dO ring 32 times with the Q stage held one
+// block longer.
+TEST(AttentionWgmmaBwdGpu, SpMatchesFloat64Reference) {
+  REQUIRE_SM90();
+  const auto vs = sp_variants();
+  ASSERT_EQ(vs.size(), 3u);
+  EXPECT_EQ(check_backward(vs, kBwdCases, std::size(kBwdCases), 9000), int(vs.size() * std::size(kBwdCases)));
+  const Case many[] = {
+      {2, 8, 4, 640, 2304, false, 0.0, "sp1: 18 key blocks, GQA 2:1"},
+      {2, 8, 4, 2100, 2304, true, 0.0, "sp1: 18 key blocks, causal Sq < Sk, odd Sq"},
+      {1, 4, 2, 2100, 2304, true, 0.0, "sp1: window 700, causal, softcap 20", 20.0, 700},
+      {1, 2, 1, 4100, 1000, true, 0.0, "sp1: 65 query blocks per key block, causal Sq > Sk"},
+  };
+  EXPECT_EQ(check_backward(vs, many, std::size(many), 9100), int(vs.size() * std::size(many)));
+}
+
+TEST(AttentionWgmmaBwdGpu, SpSanitizerSized) {
+  REQUIRE_SM90();
+  check_pds_sanitizer_sized(sp_variants(), 9200);
+}
+
+TEST(AttentionWgmmaBwdGpu, SpTwentyRepeats) {
+  REQUIRE_SM90();
+  check_pds_twenty_repeats(sp_variants(), 9300);
+}
+
+// sp1 and sp2 reorder when the products are issued and waited on and when
+// the dQ part is handed over, not what they compute nor the order of any
+// fp32 operation: ordered sp gives pds2's bits for dQ, dK and dV, atomic sp
+// pds2's dK and dV (its dQ is added in arrival order), on a causal GQA
+// problem with 18 key blocks and on softcap + window.
+TEST(AttentionWgmmaBwdGpu, SpBitwiseEqualsPds2) {
+  REQUIRE_SM90();
+  const DeviceInfo& dev = cached_device(0);
+  const Case cases[] = {
+      {2, 4, 2, 2100, 2304, true, 0.0, "18 key blocks, causal Sq < Sk, GQA 2:1"},
+      {1, 4, 2, 1000, 1300, true, 0.0, "window 300, causal, softcap 20", 20.0, 300},
+  };
+  int compared = 0;
+  for (const auto* v : sp_variants()) {
+    const std::string bn = sp_base_name(v->desc.name);
+    const auto* base = builtin_registry().find_attention(bn);
+    ASSERT_NE(base, nullptr) << bn;
+    for (size_t ci = 0; ci < std::size(cases); ++ci) {
+      const AttentionProblem p = problem_of(cases[ci], param(*v, "d"));
+      SCOPED_TRACE(v->desc.name + " against " + bn + " on " + p.key() + " (" + cases[ci].what + ")");
+      ASSERT_FALSE(v->can_run(p, AttentionMode::backward, dev).has_value());
+      const reference::AttentionInputs in = reference::make_attention_inputs(p, 9400 + ci);
+      const size_t nq = in.Q.size(), nk = in.K.size(), nl = size_t(p.B * p.H * p.Sq);
+      DeviceBuffer<uint16_t> Q(nq), K(nk), V(nk), dO(nq), O(nq), dQ(nq), dK(nk), dV(nk);
+      DeviceBuffer<float> L(nl);
+      Q.upload(bf16_bits(in.Q));
+      K.upload(bf16_bits(in.K));
+      V.upload(bf16_bits(in.V));
+      dO.upload(bf16_bits(in.dO));
+      // One forward (the base's) feeds both backwards.
+      AttentionArgs f;
+      f.Q = Q.data(), f.K = K.data(), f.V = V.data(), f.O = O.data(), f.lse = L.data();
+      base->launch(p, AttentionMode::forward, f, nullptr);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      std::string digests[2][3];
+      const AttentionVariant* pair[2] = {base, v};
+      for (int k = 0; k < 2; ++k) {
+        DeviceBytes ws(pair[k]->workspace_bytes(p, AttentionMode::backward));
+        AttentionArgs a;
+        a.Q = Q.data(), a.K = K.data(), a.V = V.data(), a.dO = dO.data(), a.O_in = O.data(), a.lse_in = L.data();
+        a.dQ = dQ.data(), a.dK = dK.data(), a.dV = dV.data();
+        a.workspace = ws.get(), a.workspace_size = ws.bytes();
+        for (auto* b : {&dQ, &dK, &dV}) ASSERT_EQ(cudaMemset(b->data(), 0xff, b->bytes()), cudaSuccess);
+        ASSERT_EQ(cudaMemset(ws.get(), 0xff, ws.bytes()), cudaSuccess);
+        pair[k]->launch(p, AttentionMode::backward, a, nullptr);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        digests[k][0] = digest_device(dQ.data(), dQ.bytes()).hex();
+        digests[k][1] = digest_device(dK.data(), dK.bytes()).hex();
+        digests[k][2] = digest_device(dV.data(), dV.bytes()).hex();
+      }
+      if (v->desc.deterministic) EXPECT_EQ(digests[0][0], digests[1][0]) << "dQ bits differ from pds2's";
+      EXPECT_EQ(digests[0][1], digests[1][1]) << "dK bits differ from pds2's";
+      EXPECT_EQ(digests[0][2], digests[1][2]) << "dV bits differ from pds2's";
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 6);
 }
 
 // The partials variant's chunked launches, on a registry with a 1 MiB slab

@@ -179,6 +179,33 @@ TEST(AttentionWgmmaPds, Pds2SharedStorage) {
   // d128 arithmetic: K, V 64 KB + Q / dO 64 KB + dS^T 2 x 16 KB + P^T 16 KB + one dQ tile 32 KB.
   EXPECT_EQ(KvD128Br64St2OTS2::kSmemBytes, 208 * 1024);
 }
+// sp1, sp2 (pds2 with dQ before dK, dK in flight into the next query block)
+// changes the consumers' schedule only: pds2's storage, layout and
+// configuration constants, byte for byte.
+TEST(AttentionWgmmaPds, SpIsPds2Storage) {
+  check_pds2_storage<KvD128Br64St2OTS2P>(1);
+  check_pds2_storage<KvD128Br64St2ATS2P>(1);
+  check_stacked_layout<KvD128Br64St2OTS2P>();
+  check_pt_layout<KvD128Br64St2OTS2P>();
+  EXPECT_EQ(sizeof(BwdKv<KvD128Br64St2OTS2P>::SharedStorage), sizeof(BwdKv<KvD128Br64St2OTS2>::SharedStorage));
+  EXPECT_EQ(sizeof(BwdKv<KvD128Br64St2ATS2P>::SharedStorage), sizeof(BwdKv<KvD128Br64St2ATS2>::SharedStorage));
+  EXPECT_EQ(KvD128Br64St2OTS2P::kSmemBytes, KvD128Br64St2OTS2::kSmemBytes);
+  EXPECT_TRUE(BwdKv<KvD128Br64St2OTS2P>::kSp);
+  EXPECT_TRUE(BwdKv<KvD128Br64St2ATS2P>::kSp);
+  EXPECT_FALSE(BwdKv<KvD128Br64St2OTS2>::kSp);
+  EXPECT_FALSE(BwdKv<KvD64Br128St2OTS3>::kSp);
+  EXPECT_EQ(KvD128Br64St2OTS2P::SP, 1);
+  EXPECT_EQ(KvD128Br64St2OTS2P::PDS, 2);
+  EXPECT_EQ(KvD128Br64St2OTS2::SP, 0);
+  EXPECT_EQ(KvD128Br64St2OTS::SP, 0);
+  EXPECT_EQ(KvD128Br64St2OT::SP, 0);
+  // sp2: the same storage; the carried dQ part lives in registers.
+  check_pds2_storage<KvD128Br64St2OTS2P2>(1);
+  EXPECT_EQ(sizeof(BwdKv<KvD128Br64St2OTS2P2>::SharedStorage), sizeof(BwdKv<KvD128Br64St2OTS2>::SharedStorage));
+  EXPECT_TRUE(BwdKv<KvD128Br64St2OTS2P2>::kSp);
+  EXPECT_TRUE(BwdKv<KvD128Br64St2OTS2P2>::kSp2);
+  EXPECT_FALSE(BwdKv<KvD128Br64St2OTS2P>::kSp2);
+}
 TEST(AttentionWgmmaPds, Pds3SharedStorage) {
   check_pds2_storage<KvD64Br128St2OTS3>(1);
   check_pds2_storage<KvD64Br128St2ATS3>(1);

@@ -77,6 +77,14 @@ struct BwdKv {
   // the two warpgroups (kDqSplitM), one fp32 dQ tile.
   static constexpr bool kPds2 = Cfg::PDS >= 2;
   static constexpr bool kPds3 = Cfg::PDS == 3;
+  // sp1, sp2 (pds2): dQ before dK, dK in flight into the next query block
+  // (BwdKvPdsConfig, kv_consume_pds).
+  static constexpr bool kSp = Cfg::SP >= 1;
+  static_assert(!kSp || (kPds2 && BR == 64), "sp1, sp2: pds2 (the 64 x 64 dP^T of wg_gemm_fresh_n64)");
+  // sp2 (pds2 d128): sp1, and block m's dQ part handed to the writer warp
+  // only after S^T (m + 1) has been issued (kv_consume_pds).
+  static constexpr bool kSp2 = Cfg::SP == 2;
+  static_assert(!kSp2 || D == 128, "sp2: d = 128 (one dQ tile written by all 256 consumers)");
   static constexpr int kDsBufs = kPds2 ? 2 : 1;
   static constexpr int kDqBufs = (kPds2 && D == 128) || kPds3 ? 1 : 2;
   static_assert(!kPds || BR == 64 || (kPds3 && BR == 128 && D == 64),
@@ -301,6 +309,44 @@ __device__ __forceinline__ int opaque(int x) {
   asm volatile("mov.b32 %0, %1;" : "=r"(y) : "r"(x));
   return y;
 }
+// A 64 x 64 (per warpgroup) product of two K-major bf16 shared-memory tiles
+// into fp32, its first k step (scale-d false) written with write-only
+// accumulator operands: a fresh accumulator needs no instruction before it.
+// (Through cute's atom, whose operands are read-write, the compiler zeroes
+// the uninitialized accumulator with 32 moves at the top of the trip, and
+// sp1 / sp2 have the previous block's dK in flight there: ptxas then
+// serializes every wgmma of the kernel, C7514 / C7515.) Same operands,
+// layouts and order of products as wg_gemm<true, false>; the asm is cute's
+// SS atom for m64n64k16 bf16 (K-major A and B, scales 1) with "=f" outputs
+// and the scale-d predicate false. Checked on the device by
+// AttentionWgmmaBwdGpu.SpBitwiseEqualsPds2 (the same bits as pds2).
+template <class TiledMma, class TA, class TB, class TC>
+__device__ __forceinline__ void wg_gemm_fresh_n64(TiledMma& mma, TA const& tA, TB const& tB, TC& tC) {
+  static_assert(decltype(size(tC))::value == 32, "64 x 64 fp32 per warpgroup: 32 registers a thread");
+  static_assert(decltype(size<0>(tA))::value == 1 && decltype(size<1>(tA))::value == 1, "one descriptor per k step");
+  warpgroup_arrive();
+  const uint64_t da = tA(0, 0, 0), db = tB(0, 0, 0);
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "%32, %33, p, 1, 1, 0, 0;\n"
+      "}\n"
+      : "=f"(tC(0)), "=f"(tC(1)), "=f"(tC(2)), "=f"(tC(3)), "=f"(tC(4)), "=f"(tC(5)), "=f"(tC(6)), "=f"(tC(7)),
+        "=f"(tC(8)), "=f"(tC(9)), "=f"(tC(10)), "=f"(tC(11)), "=f"(tC(12)), "=f"(tC(13)), "=f"(tC(14)),
+        "=f"(tC(15)), "=f"(tC(16)), "=f"(tC(17)), "=f"(tC(18)), "=f"(tC(19)), "=f"(tC(20)), "=f"(tC(21)),
+        "=f"(tC(22)), "=f"(tC(23)), "=f"(tC(24)), "=f"(tC(25)), "=f"(tC(26)), "=f"(tC(27)), "=f"(tC(28)),
+        "=f"(tC(29)), "=f"(tC(30)), "=f"(tC(31))
+      : "l"(da), "l"(db), "r"(0));
+  mma.accumulate_ = GMMA::ScaleOut::One;
+  CUTLASS_PRAGMA_UNROLL
+  for (int k = 1; k < size<2>(tA); ++k) cute::gemm(mma, tA(_, _, k), tB(_, _, k), tC);
+  warpgroup_commit_batch();
+  warpgroup_fence_operand(tC);
+}
 }  // namespace detail
 
 // pds3 (BR = 128): the element offset of (key kl0 + 8 h, query 8 k + col_lane)
@@ -320,6 +366,11 @@ __host__ __device__ constexpr int pt3_offset(int base, int sw, int k, int h) {
 // dP^T registers are dead before the dQ accumulator is live. dQ is handed to
 // the writer warp as in the other TMA variants. Registers at the peak: dV, dK
 // (D / 2 each), S^T, dP^T (BR / 2 each) per thread.
+// sp1, sp2 (K_::kSp, FlashAttention-3's order): dQ issued before dK and only
+// the dQ part waited on; dK stays in flight into the next block (the Q stage
+// released there, after its S^T wait); S^T and dP^T start from write-only
+// accumulators (wg_gemm_fresh_n64). sp2 (K_::kSp2): the dQ part, scaled, is
+// handed to the writer warp in the next block, right after its S^T issue.
 template <class K_, class PipeL, class Acc>
 __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typename K_::SharedStorage& ss,
                                                typename K_::Pipeline& pipe_q, typename K_::Pipeline& pipe_do,
@@ -366,6 +417,30 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
   PipelineState st;
   [[maybe_unused]] typename K_::PipelineL::PipelineState stl;  // pds3: the one-stage LSE / D ring
   int it = 0;
+  // sp1: the Q stage of the block before, held until its dK product (in
+  // flight across the loop's back edge) has completed.
+  [[maybe_unused]] PipelineState st_q_held;
+  // sp2: block m's dQ part, scaled, carried into block m + 1 and handed to
+  // the writer warp there once S^T (m + 1) is in flight behind dK (m); the
+  // last block's after the walk. The scaling (the same single multiply as
+  // the other variants' tile stores) is done before the back edge, so the
+  // carried registers are defined by FMULs: read there from the accumulator
+  // itself (or from plain moves of it, which ptxas propagates), ptxas cannot
+  // tell the dQ product of the previous trip has completed and injects a
+  // wait for every product in flight (C7517).
+  float tdQcarry[K_::kDqPerThread];
+  [[maybe_unused]] auto hand_dq_sp2 = [&](int itd) {
+    const int qb = itd % K_::kDqBufs;
+    // The writer warp has read tile qb (iteration itd - kDqBufs).
+    if (itd >= K_::kDqBufs) detail::named_sync(K_::kBarEmpty + qb, K_::kBarDqThreads);
+    float* tile = ss.dqs[qb];
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < K_::kDqPerThread; i += 2)
+      *reinterpret_cast<float2*>(tile + K_::dq_tile_offset(ctid, i)) =
+          make_float2(tdQcarry[i], tdQcarry[i + 1]);
+    cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);  // visible to the bulk copy
+    detail::named_arrive(K_::kBarFull + qb, K_::kBarDqThreads);
+  };
   for (int g = 0; g < p.group; ++g) {
     const int h = hk * p.group + g;
     const int64_t bh = int64_t(b) * p.H + h;
@@ -385,9 +460,20 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
       Tensor tSrdP = partition_fragment_C(mma_sdp, Shape<Int<BC>, Int<BR>>{});
       static_assert(decltype(size(tSrS))::value == BR / 2, "64 x BR scores per warpgroup");
       pipe_q.consumer_wait(st);
-      detail::wg_gemm<true, false>(mma_sdp, tSrK, tSrQ(_, _, _, st.index()), tSrS);
+      if constexpr (K_::kSp)  // fresh accumulators: see wg_gemm_fresh_n64 (the previous dK is in flight)
+        detail::wg_gemm_fresh_n64(mma_sdp, tSrK, tSrQ(_, _, _, st.index()), tSrS);
+      else
+        detail::wg_gemm<true, false>(mma_sdp, tSrK, tSrQ(_, _, _, st.index()), tSrS);
+      // sp2: the previous block's dQ part, with dK (m - 1) and S^T (m) in flight
+      // (dP^T not yet: its 32 registers on top would be 224 live).
+      if constexpr (K_::kSp2) {
+        if (it > 0) hand_dq_sp2(it - 1);
+      }
       pipe_do.consumer_wait(st);
-      detail::wg_gemm<true, false>(mma_sdp, tSrV, tSrdO(_, _, _, st.index()), tSrdP);
+      if constexpr (K_::kSp)
+        detail::wg_gemm_fresh_n64(mma_sdp, tSrV, tSrdO(_, _, _, st.index()), tSrdP);
+      else
+        detail::wg_gemm<true, false>(mma_sdp, tSrV, tSrdO(_, _, _, st.index()), tSrdP);
       if constexpr (!K_::kPds2) {
         if (wg == 0 && t < BR) {
           ss.lse2[0][buf][t] = ld_lse;
@@ -406,7 +492,11 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
       // by the other warpgroup's dQ product of the previous block).
       const int dsb = K_::kPds2 ? buf : 0;
       __nv_bfloat16* const ds_base = reinterpret_cast<__nv_bfloat16*>(ss.ds.data()) + dsb * (BC * BR);
-      warpgroup_wait<1>();  // S^T done
+      warpgroup_wait<1>();  // S^T done (sp1: and, issued before it, the previous block's dK)
+      if constexpr (K_::kSp) {
+        // The previous block's Q stage: its S^T and dK products have completed.
+        if (it > 0) pipe_q.consumer_release(st_q_held);
+      }
       if (p.softcap) {
         CUTLASS_PRAGMA_UNROLL
         for (int v = 0; v < BR / 2; ++v) tSrS(v) = detail::softcap_raw(tSrS(v), p.cap_k, p.cap_c);
@@ -491,7 +581,7 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
         ++stl;
       }
       Tensor tKVrdSb = tKVrdS(_, _, _, dsb);
-      detail::wg_gemm<false, false>(mma_kv, tKVrdSb, tKVrQ(_, _, _, st.index()), tdKacc);
+      if constexpr (!K_::kSp) detail::wg_gemm<false, false>(mma_kv, tKVrdSb, tKVrQ(_, _, _, st.index()), tdKacc);
       Tensor tdQacc = partition_fragment_C(mma_dq, Shape<Int<BR>, Int<D>>{});
       static_assert(decltype(size(tdQacc))::value == K_::kDqPerThread, "dQ part per thread");
       if constexpr (K_::kDqWhole) {
@@ -511,10 +601,29 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
         Tensor tQrK = thr_dq.partition_fragment_B(sKt_half);
         detail::wg_gemm<true, false>(mma_dq, tQrdS, tQrK, tdQacc);
       }
-      warpgroup_wait<0>();  // dV, dK, dQ part done: the Q and dO stages, P^T and dS^T are free
-      pipe_q.consumer_release(st);
-      pipe_do.consumer_release(st);
-      if constexpr (K_::kPds2 && !K_::kPds3) pipe_l.consumer_release(st);
+      if constexpr (K_::kSp) {
+        // dK after dQ (FlashAttention-3's order): the dQ part is waited on,
+        // dK is not: the tensor pipe has it while this block's dQ part goes
+        // to the writer warp and the next block's S^T, dP^T are issued.
+        detail::wg_gemm<false, false>(mma_kv, tKVrdSb, tKVrQ(_, _, _, st.index()), tdKacc);
+        warpgroup_wait<1>();  // dV, dQ part done (dK may run)
+        // The dO stage and this block's LSE / D are free (dP^T and dV done,
+        // the dS^T stores made); the Q stage once dK is done (next block).
+        pipe_do.consumer_release(st);
+        if constexpr (!K_::kPds3) pipe_l.consumer_release(st);
+        st_q_held = st;
+      } else {
+        warpgroup_wait<0>();  // dV, dK, dQ part done: the Q and dO stages, P^T and dS^T are free
+        pipe_q.consumer_release(st);
+        pipe_do.consumer_release(st);
+        if constexpr (K_::kPds2 && !K_::kPds3) pipe_l.consumer_release(st);
+      }
+      if constexpr (K_::kSp2) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < K_::kDqPerThread; ++i) tdQcarry[i] = tdQacc(i) * p.scale;
+        ++st;
+        continue;  // block it's dQ part: handed over in the next block (or after the walk)
+      }
       const int qb = K_::kPds2 ? it % K_::kDqBufs : buf;  // the dQ tile
       if constexpr (K_::kPds2) {
         // No barrier here: the next block writes the other dS^T tile, and
@@ -583,6 +692,8 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
       ++st;
     }
   }
+  if constexpr (K_::kSp2) hand_dq_sp2(it - 1);  // the last block's dQ part (the caller walks >= 1 block)
+  if constexpr (K_::kSp) warpgroup_wait<0>();  // the last block's dK, before the epilogue reads it
 }
 
 template <class Cfg>

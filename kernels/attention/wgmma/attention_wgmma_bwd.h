@@ -42,6 +42,7 @@ template <int D_, int BR_, int STAGES_, int DQ_>
 struct BwdKvConfig {
   static constexpr int D = D_, BR = BR_, BC = 128, STAGES = STAGES_, DQ = DQ_;
   static constexpr int PDS = 0;  // BwdKvPdsConfig below
+  static constexpr int SP = 0;   // BwdKvPdsConfig below
   static constexpr bool DQ_ATOMIC = DQ == 1 || DQ == 4, DQ_PARTIALS = DQ == 2, DQ_ORDERED = DQ == 3 || DQ == 5;
   static constexpr bool DQ_TMA = DQ == 4 || DQ == 5;
   static_assert(D == 64 || D == 128, "head dim 64 or 128");
@@ -83,11 +84,31 @@ struct BwdKvConfig {
 // + dQ 32 KB = 224 KB (229376 bytes); with the LSE / D rings (2 KB) and the
 // barriers the SharedStorage is 231532 bytes, 232448 (227 KB, the opt-in
 // maximum of a block) after its 1024-byte alignment.
-template <int D_, int BR_, int STAGES_, int DQ_, int PDS_ = 1>
+// SP 1 (`sp1`, pds2 at BR = 64: the consumers' walk overlapped across query
+// blocks, FlashAttention-3's order of the products): dQ = dS K is issued
+// before dK += dS^T Q, only the dQ part is waited on, and dK stays in flight
+// across the loop's back edge, so the tensor pipe has it while the consumers
+// hand dQ (m) to the writer warp, wait for the next Q / dO stage and issue
+// S^T, dP^T of block m + 1. The Q stage of block m is released in block m + 1
+// once S^T (m + 1) (so dK (m)) has completed; the dO and LSE / D stages as
+// soon as dQ (m) (so dV (m)) has. S^T and dP^T start from write-only
+// accumulators (wg_gemm_fresh_n64): with cute's read-write ones the compiler
+// zeroes them with 32 moves each while dK is in flight and ptxas serializes
+// every wgmma (C7514 / C7515). No shared memory added; registers at the
+// peak as pds2's (README "sp1, sp2").
+// SP 2 (`sp2`, d = 128): sp1, and block m's dQ part, scaled, carried in
+// registers into block m + 1 and handed to the writer warp there right after
+// S^T (m + 1) is issued, so the tile store and the wait for the writer's
+// previous read run under dK (m) and S^T (m + 1); the last block's after the
+// walk. Registers at the hand-off: dV, dK, the dQ part, S^T (192).
+template <int D_, int BR_, int STAGES_, int DQ_, int PDS_ = 1, int SP_ = 0>
 struct BwdKvPdsConfig : BwdKvConfig<D_, BR_, STAGES_, DQ_> {
   using Base = BwdKvConfig<D_, BR_, STAGES_, DQ_>;
   static constexpr int PDS = PDS_;
+  static constexpr int SP = SP_;
   static_assert(PDS >= 1 && PDS <= 3, "pds 1, 2 or 3");
+  static_assert(SP == 0 || ((SP == 1 || SP == 2) && PDS == 2 && BR_ == 64),
+                "sp1, sp2: pds2 (the dS^T double buffer they rely on, 64 x 64 S^T / dP^T)");
   static_assert(Base::DQ_TMA, "pds: P^T and dS^T in shared memory, TMA dQ only");
   static_assert(PDS == 3 ? (Base::BR == 128 && D_ == 64) : Base::BR == 64,
                 "pds1, pds2: P^T and dS^T rows of 64 queries (one 128-byte swizzle row); pds3: d = 64, BR = 128");
@@ -157,6 +178,13 @@ using KvD64Br64St2OTS2 = BwdKvPdsConfig<64, 64, 2, 5, 2>;
 // pds3: d = 64 at 128 queries per step (pds2's protocol, dQ split by queries).
 using KvD64Br128St2ATS3 = BwdKvPdsConfig<64, 128, 2, 4, 3>;
 using KvD64Br128St2OTS3 = BwdKvPdsConfig<64, 128, 2, 5, 3>;
+// sp1: pds2 (d128) with dQ issued before dK and dK left in flight into the
+// next query block (FlashAttention-3's order).
+using KvD128Br64St2ATS2P = BwdKvPdsConfig<128, 64, 2, 4, 2, 1>;
+using KvD128Br64St2OTS2P = BwdKvPdsConfig<128, 64, 2, 5, 2, 1>;
+// sp2: sp1, and the dQ part of block m handed to the writer warp in block
+// m + 1, once S^T (m + 1) is issued behind dK (m) (ordered only).
+using KvD128Br64St2OTS2P2 = BwdKvPdsConfig<128, 64, 2, 5, 2, 2>;
 using DqD128Bc64St2 = BwdDqConfig<128, 64, 2>;
 using DqD64Bc128St2 = BwdDqConfig<64, 128, 2>;
 using DqD128Bc64St3 = BwdDqConfig<128, 64, 3>;  // owning: a third block shape per head dim
@@ -226,6 +254,9 @@ DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br64St2ATS2)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br64St2OTS2)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2ATS3)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2OTS3)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2ATS2P)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2P)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2P2)
 DETFUSE_ATTN_WGMMA_DQ_INSTANCES(extern, DqD128Bc64St2)
 DETFUSE_ATTN_WGMMA_DQ_INSTANCES(extern, DqD64Bc128St2)
 DETFUSE_ATTN_WGMMA_DQ_INSTANCES(extern, DqD128Bc64St3)

@@ -16,7 +16,11 @@
 //                                    and dS^T through shared memory; `pds2`:
 //                                    dS^T double-buffered, LSE / D brought
 //                                    by a producer thread; `pds3`: pds2
-//                                    at 128 queries per step, d64), owning:
+//                                    at 128 queries per step, d64; `sp1`:
+//                                    pds2 with dQ before dK and dK left in
+//                                    flight into the next query block; `sp2`:
+//                                    sp1 with the dQ part handed over after
+//                                    the next block's S^T), owning:
 //                                    the dq kernel over query blocks.
 #include <algorithm>
 #include <climits>
@@ -147,6 +151,7 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
   v.desc.params = {{"br", Kv::BR}, {"bc", Kv::BC}, {"st", Kv::STAGES}};
   if constexpr (Kv::DQ_TMA) v.desc.params.push_back({"tma", 1});
   if constexpr (Kv::PDS != 0) v.desc.params.push_back({"pds", Kv::PDS});
+  if constexpr (Kv::SP != 0) v.desc.params.push_back({"sp", Kv::SP});
   if constexpr (kDq == 0) {
     static_assert(Dq::D == Kv::D, "one head dim");
     v.desc.params.push_back({"qbc", Dq::BC});
@@ -178,7 +183,9 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
                                      "-key tiles) walking the key blocks in order") +
                    (Kv::PDS != 0 ? "; P^T and dS^T through shared memory (dV, dK, dQ by wgmma SS)" : "") +
                    (Kv::PDS >= 2 ? ", dS^T double-buffered, LSE and D brought by the producer with Q and dO" : "") +
-                   (Kv::PDS == 3 ? ", 128 queries per step (dQ = dS K split by queries over the warpgroups)" : "");
+                   (Kv::PDS == 3 ? ", 128 queries per step (dQ = dS K split by queries over the warpgroups)" : "") +
+                   (Kv::SP >= 1 ? ", dQ before dK and dK left in flight into the next query block" : "") +
+                   (Kv::SP == 2 ? ", the dQ part handed over once the next block's S^T is issued" : "");
   v.can_run = [kMiB](const AttentionProblem& p, AttentionMode mode,
                      const DeviceInfo& dev) -> std::optional<std::string> {
     size_t smem = fwd_smem_bytes<Fwd>();
@@ -348,6 +355,13 @@ void register_attention_wgmma(Registry& r) {
   // memory): last until measured (experiments/device/s8-attn64.sh).
   add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2OTS3, void>(r);
   add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2ATS3, void>(r);
+  // sp1 (pds2 d128, dQ before dK, dK in flight across query blocks): last
+  // until measured (experiments/device/s9-attnbwd.sh).
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2P, void>(r);
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2ATS2P, void>(r);
+  // sp2 (sp1, and the dQ part of block m handed to the writer warp in block
+  // m + 1 behind S^T (m + 1)): ordered only, last until measured.
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2P2, void>(r);
 }
 
 void register_attention_wgmma_partials(Registry& r, int partials_mib) {
