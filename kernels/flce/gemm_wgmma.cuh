@@ -181,8 +181,15 @@ inline WgEpilogue to_wg_epilogue(const EpiPartial& e) {
 // EPI_TMA: whether C (bf16, row stride ldc, N columns) can be the TMA
 // store's tensor: a 16-byte aligned base and row stride (ldc % 8 == 0), rows
 // that do not overlap (ldc >= N). Any N: the tensor map clips at N exactly.
+// N % 8 == 0 too: on the H200 the TMA store wrote the columns past N up to the
+// next 16-byte boundary (N = 1031: column 1031 of every row; N = 300: 300-303),
+// with CuTe's tensor map and with one encoded by hand at the exact extent alike
+// (session 9, experiments/results/h200-2026-12-02/s9/): its clipping at the
+// inner bound is by 16-byte chunk, so a C whose N is not a multiple of 8 bf16
+// takes the register epilogue (WgTmaFallback).
 inline bool wg_tma_store_ok(const void* C, int64_t ldc, int64_t N) {
-  return C != nullptr && (reinterpret_cast<uintptr_t>(C) & 15) == 0 && ldc % 8 == 0 && ldc >= N && N > 0;
+  return C != nullptr && (reinterpret_cast<uintptr_t>(C) & 15) == 0 && ldc % 8 == 0 && ldc >= N && N > 0 &&
+         N % 8 == 0;
 }
 
 // EPI_TMA: the configuration whose kernel (register epilogue, the same tile,
