@@ -68,6 +68,9 @@ const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMo
   // against owning 411.2 (364.7), d64 304.7 (causal 249.5) against owning
   // 283.4 (248.9); session 8: `ordered` pds3 (128 queries a step) at d64
   // causal 263.3 against pds2 250.0 (non-causal not measured: pds2 stays);
+  // session 9: d128 `ordered` sp1 (pds2 with dQ before dK, dK in flight into
+  // the next query block; the same bits) 451.0 (causal 377.4) against pds2
+  // 447.3 (373.5), one run of 3 repeats each: within the noise, never slower;
   // with GQA the ordered dQ chain serialises a kv head's query heads
   // (4,32,8 causal, pds1: 282.1 against owning 352.4), so owning there.
   const Registry& r = builtin_registry();
@@ -80,8 +83,9 @@ const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMo
                           : p.causal ? "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_rd1_ot1_d64"
                                      : "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_d64");
     if (!gqa)
-      preferred.push_back(p.d == 64 && p.causal ? "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_d64"
-                                                : "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_d" + d);
+      preferred.push_back(p.d == 128 ? "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_d128"
+                          : p.causal ? "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_d64"
+                                     : "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_d64");
     preferred.push_back(p.d == 128 ? "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst2_d128"
                                    : "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst3_d64");
   }
