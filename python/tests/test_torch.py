@@ -233,12 +233,12 @@ class GpuTest(unittest.TestCase):
 
     def test_heuristic_is_reported_as_what_runs(self):
         # The built-in default (kernels/flce/flce.cpp): bf16 runs the hybrid
-        # wgmmalt owning variant at 1024 MiB on compute capability 9.0 when the
+        # wgmmalt owning variant (ot1: the TMA-store logits) at 1024 MiB on compute capability 9.0 when the
         # library has it (built with the wgmma engine), else the cuBLASLt
         # engine's owning variant at 1024 MiB; fp32 the FMA owning one.
         # chosen_variant must say so, and running "heuristic" must give the
         # bits of running that variant by name.
-        hybrid = "flce.bf16.wgmmalt.owning.bm128_bn128_bk64_c2_st6_pp1_ex16_mb1024"
+        hybrid = "flce.bf16.wgmmalt.owning.bm128_bn128_bk64_c2_st5_pp1_ot1_ex16_mb1024"
         on_hopper = torch.cuda.get_device_capability() == (9, 0) and hybrid in detfuse.variants()
         want = {torch.bfloat16: hybrid if on_hopper else "flce.bf16.cublaslt.owning.mb1024",
                 torch.float32: "flce.fp32.fma.owning.bm128_bn128_bk8_tm8_tn8_mb1024"}
