@@ -251,17 +251,41 @@ def measure_peer(factory, x, w, y, ref, reps):
 
 
 def profile_kernels(step):
-    """One step under torch.profiler (after a warm-up): GPU ms summed per kernel name."""
-    from torch.profiler import ProfilerActivity, profile
+    """One step under torch.profiler (after a warm-up): GPU ms summed per kernel
+    name, and the step's timeline: "span" (first GPU activity to last), "busy"
+    (the union of GPU activity), "lead" (the step's start on the host to its first
+    GPU activity) and the four largest idle gaps between GPU activities, each with
+    the names around it: what of a step is not kernel time, and where."""
+    from torch.profiler import ProfilerActivity, profile, record_function
     step()
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        step()
-        torch.cuda.synchronize()
-    out = {}
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        with record_function("flce_peers_step"):
+            step()
+            torch.cuda.synchronize()
+    out, acts, t0 = {}, [], None
     for e in prof.events():
-        if str(getattr(e, "device_type", "")).endswith("CUDA") and e.time_range.elapsed_us() > 0:
-            out[e.name] = out.get(e.name, 0.0) + e.time_range.elapsed_us() / 1e3
+        tr = e.time_range
+        if str(getattr(e, "device_type", "")).endswith("CUDA") and tr.elapsed_us() > 0:
+            out[e.name] = out.get(e.name, 0.0) + tr.elapsed_us() / 1e3
+            acts.append((tr.start, tr.end, e.name))
+        elif e.name == "flce_peers_step":
+            t0 = tr.start
+    if acts:
+        acts.sort()
+        busy, gaps, cur_s, cur_e, prev = 0.0, [], acts[0][0], acts[0][1], acts[0][2]
+        for a_s, a_e, name in acts[1:]:
+            if a_s > cur_e:
+                busy += cur_e - cur_s
+                gaps.append((a_s - cur_e, prev, name))
+                cur_s = a_s
+            if a_e >= cur_e:
+                cur_e, prev = a_e, name
+        busy += cur_e - cur_s
+        out["_timeline"] = {
+            "span_ms": (cur_e - acts[0][0]) / 1e3, "busy_ms": busy / 1e3,
+            "lead_ms": (acts[0][0] - t0) / 1e3 if t0 is not None else None,
+            "gaps": [{"ms": g / 1e3, "after": a[:60], "before": b[:60]} for g, a, b in sorted(gaps, reverse=True)[:4]]}
     return out
 
 
@@ -366,8 +390,15 @@ def main():
             for name, step in steps.items():
                 rows[name]["kernels_ms"] = profile_kernels(step)
                 x.grad = w.grad = None
+                tl = rows[name]["kernels_ms"].pop("_timeline", None)
                 top = sorted(rows[name]["kernels_ms"].items(), key=lambda kv: -kv[1])[:8]
                 print(f"  {shape} {name} kernels (ms): " + "; ".join(f"{k[:70]} {v:.2f}" for k, v in top), flush=True)
+                if tl:
+                    rows[name]["timeline"] = tl
+                    lead = "n/a" if tl["lead_ms"] is None else f"{tl['lead_ms']:.2f}"
+                    print(f"  {shape} {name} timeline (ms): span {tl['span_ms']:.2f}, busy {tl['busy_ms']:.2f}, "
+                          f"host lead {lead}; gaps: " + "; ".join(
+                              f"{g['ms']:.3f} after {g['after']} before {g['before']}" for g in tl["gaps"]), flush=True)
         del x, w, y, ref, steps
         torch.cuda.empty_cache()
 

@@ -32,7 +32,7 @@ want attention && run fwd_clock 240 ncu --clock-control base --nvtx --nvtx-inclu
   --metrics gpu__time_duration.sum,sm__cycles_elapsed.max,smsp__inst_executed.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed \
   python3 experiments/attention_fwd_clock.py 4,32,32,4096,128,0 4,32,32,4096,128,1
 want flce && echo "--- flce (ms)" && sed -n '/^| N,D,V/,/^JSON/p' "$OUT/flce_peers.log" | head -60 \
-  && grep -h "kernels (ms)" "$OUT/flce_peers.log" | cut -c1-400
+  && grep -hE "kernels \(ms\)|timeline \(ms\)" "$OUT/flce_peers.log" | cut -c1-700
 want attention && echo "--- attention (TFLOP/s)" && sed -n '/^| B,H,Hkv/,$p' "$OUT/attention_peers.log" | head -40 \
   && echo "--- forward kernels at the base clock" && grep -E "measure|^  [a-zA-Z_].*\(|gpu__time|sm__cycles|inst_executed|sm__throughput" "$OUT/fwd_clock.log" | cut -c1-160 | head -40
 cat "$SUMMARY"

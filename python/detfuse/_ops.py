@@ -293,6 +293,18 @@ def register() -> bool:
         # does not promote t: the product is computed in fp32 and rounded to t's dtype.
         return t * g.to(torch.float32)
 
+    def _scale_both(g, dX, dW):
+        # loss.backward() gives g = 1: then dX and dW are the gradients as they
+        # are, and the product (a read and a write of dW, ~1 GiB at a 128k
+        # vocabulary, and as much extra memory) is skipped. Knowing g costs one
+        # synchronisation, as Liger-Kernel's check of its grad_output does. Traced
+        # backward graphs (torch.compile: fake or functional tensors) keep the
+        # product: its value is not known while tracing.
+        traced = type(g) is not torch.Tensor or bool(getattr(torch.compiler, "is_compiling", lambda: False)())
+        if not traced and g.numel() == 1 and bool(g == 1):
+            return dX, dW
+        return _scale(g, dX), _scale(g, dW)
+
     def fb_setup(ctx, inputs, output):
         _, _, dX, dW = output
         ctx.save_for_backward(dX, dW)
@@ -300,7 +312,7 @@ def register() -> bool:
 
     def fb_backward(ctx, g_loss, g_lse, g_dX, g_dW):
         dX, dW = ctx.saved_tensors
-        return (_scale(g_loss, dX), _scale(g_loss, dW), None) + (None,) * _FLCE_OPTS
+        return _scale_both(g_loss, dX, dW) + (None,) + (None,) * _FLCE_OPTS
 
     torch.library.register_autograd("detfuse::flce_forward_backward", fb_backward, setup_context=fb_setup)
 
@@ -342,7 +354,7 @@ def register() -> bool:
         if reduction == "none":
             return torch.ops.detfuse.flce_backward(x, w, y, lse, g_loss, *ctx.opts) + (None,) * (1 + _FLCE_OPTS)
         dX, dW = torch.ops.detfuse.flce_backward(x, w, y, lse, g_loss, *ctx.opts)
-        return (_scale(g_loss, dX), _scale(g_loss, dW), None) + (None,) * _FLCE_OPTS
+        return _scale_both(g_loss, dX, dW) + (None,) + (None,) * _FLCE_OPTS
 
     torch.library.register_autograd("detfuse::flce_forward", f_backward, setup_context=f_setup)
 

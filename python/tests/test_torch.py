@@ -167,6 +167,29 @@ class GpuTest(unittest.TestCase):
             digests.add((detfuse.digest(x.grad), detfuse.digest(w.grad)))
         self.assertEqual(len(digests), 1, digests)
 
+    def test_upstream_gradient_of_one_returns_the_kernels_gradients_unaliased(self):
+        # With g = 1 the backward hands the forward's dX, dW to autograd as they
+        # are (no scaled copy). Accumulation must still be autograd's: three
+        # backwards of one graph (retain_graph) give 3 x the gradient, exactly
+        # (d + d = 2d, 2d + d and 3 * d both the rounding of the exact 3d), which
+        # fails if w.grad shared storage with the saved gradient.
+        for variant in ("heuristic", "flce.bf16.cublaslt.owning.mb1024"):
+            with self.subTest(variant=variant):
+                x, w, y = self.make()
+                x.requires_grad_()
+                w.requires_grad_()
+                loss = dt.linear_cross_entropy(x, w, y, variant=variant)
+                loss.backward(retain_graph=True)
+                once_x, once_w = x.grad.clone(), w.grad.clone()
+                loss.backward(retain_graph=True)
+                loss.backward()
+                self.assertTrue(torch.equal(x.grad, (once_x.float() * 3).to(x.dtype)))
+                self.assertTrue(torch.equal(w.grad, (once_w.float() * 3).to(w.dtype)))
+                x.grad = w.grad = None
+                dt.linear_cross_entropy(x, w, y, variant=variant).backward()
+                self.assertTrue(torch.equal(x.grad, once_x))
+                self.assertTrue(torch.equal(w.grad, once_w))
+
     def test_main_grad_sums_dW_in_fp32_without_a_weight_grad(self):
         # main_grad += dW in the forward; the same variant without main_grad
         # gives the bf16 rounding of the same fp32 sums (through its fp32
