@@ -309,8 +309,14 @@ def register() -> bool:
         _, _, dX, dW = output
         ctx.save_for_backward(dX, dW)
         ctx.mark_non_differentiable(output[1], dX, dW)
+        # The non-differentiable outputs get no gradient: without this autograd
+        # would fill a zero tensor of each one's shape for the backward (a dW-sized
+        # fill, 0.3 ms at a 128k vocabulary, measured in session 9's profile).
+        ctx.set_materialize_grads(False)
 
     def fb_backward(ctx, g_loss, g_lse, g_dX, g_dW):
+        if g_loss is None:  # the loss is not in the graph being differentiated
+            return (None, None, None) + (None,) * _FLCE_OPTS
         dX, dW = ctx.saved_tensors
         return _scale_both(g_loss, dX, dW) + (None,) + (None,) * _FLCE_OPTS
 
