@@ -293,17 +293,18 @@ def register() -> bool:
         # does not promote t: the product is computed in fp32 and rounded to t's dtype.
         return t * g.to(torch.float32)
 
-    def _scale_both(g, dX, dW):
-        # loss.backward() gives g = 1: then dX and dW are the gradients as they
-        # are, and the product (a read and a write of dW, ~1 GiB at a 128k
-        # vocabulary, and as much extra memory) is skipped. Knowing g costs one
-        # synchronisation, as Liger-Kernel's check of its grad_output does. Traced
-        # backward graphs (torch.compile: fake or functional tensors) keep the
-        # product: its value is not known while tracing.
-        traced = type(g) is not torch.Tensor or bool(getattr(torch.compiler, "is_compiling", lambda: False)())
-        if not traced and g.numel() == 1 and bool(g == 1):
-            return dX, dW
-        return _scale(g, dX), _scale(g, dW)
+    def _is_one(g):
+        # loss.backward() gives g = 1: then dX and dW need no product (a read and
+        # a write of dW, ~1 GiB at a 128k vocabulary: 2.3-2.7 ms in session 9's
+        # profile, and as much extra memory). Knowing g costs one synchronisation,
+        # as Liger-Kernel's check of its grad_output does. Traced graphs
+        # (torch.compile: fake or functional tensors) and meta tensors keep the
+        # product: the value is not known there.
+        if type(g) is not torch.Tensor or g.is_meta or g.numel() != 1:
+            return False
+        if bool(getattr(torch.compiler, "is_compiling", lambda: False)()):
+            return False
+        return bool(g == 1)
 
     def fb_setup(ctx, inputs, output):
         _, _, dX, dW = output
@@ -313,12 +314,23 @@ def register() -> bool:
         # would fill a zero tensor of each one's shape for the backward (a dW-sized
         # fill, 0.3 ms at a 128k vocabulary, measured in session 9's profile).
         ctx.set_materialize_grads(False)
+        ctx.handed_over = False
 
     def fb_backward(ctx, g_loss, g_lse, g_dX, g_dW):
         if g_loss is None:  # the loss is not in the graph being differentiated
             return (None, None, None) + (None,) * _FLCE_OPTS
+        if ctx.handed_over:
+            # The first backward gave autograd the forward's dX and dW
+            # themselves (x.grad and weight.grad may be them and be added to in
+            # place), so they cannot serve a second one.
+            raise RuntimeError("linear_cross_entropy: a second backward through the same graph (retain_graph=True): "
+                               "the gradients computed in the forward were handed to autograd by the first one; "
+                               "use grad_in_forward=False to differentiate one loss more than once")
         dX, dW = ctx.saved_tensors
-        return _scale_both(g_loss, dX, dW) + (None,) + (None,) * _FLCE_OPTS
+        if _is_one(g_loss):
+            ctx.handed_over = True
+            return (dX, dW, None) + (None,) * _FLCE_OPTS
+        return (_scale(g_loss, dX), _scale(g_loss, dW), None) + (None,) * _FLCE_OPTS
 
     torch.library.register_autograd("detfuse::flce_forward_backward", fb_backward, setup_context=fb_setup)
 
@@ -360,7 +372,9 @@ def register() -> bool:
         if reduction == "none":
             return torch.ops.detfuse.flce_backward(x, w, y, lse, g_loss, *ctx.opts) + (None,) * (1 + _FLCE_OPTS)
         dX, dW = torch.ops.detfuse.flce_backward(x, w, y, lse, g_loss, *ctx.opts)
-        return _scale_both(g_loss, dX, dW) + (None,) + (None,) * _FLCE_OPTS
+        if _is_one(g_loss):  # fresh tensors of this backward: no product needed
+            return (dX, dW, None) + (None,) * _FLCE_OPTS
+        return (_scale(g_loss, dX), _scale(g_loss, dW), None) + (None,) * _FLCE_OPTS
 
     torch.library.register_autograd("detfuse::flce_forward", f_backward, setup_context=f_setup)
 

@@ -172,6 +172,11 @@ def linear_cross_entropy(x, weight, target, *, bias=None, ignore_index=-100, red
     or bf16 dW is made. The returned loss must get an upstream gradient of 1
     (loss.backward(), or a sum with other terms); the backward raises
     otherwise. Needs grad_in_forward and reduction 'mean' or 'sum'.
+    grad_in_forward (the default): dX and dW are computed in the forward and
+    handed to autograd as they are when the loss's upstream gradient is 1 (one
+    synchronisation in the backward to know it; any other value scales them),
+    so the loss can be differentiated once: a second backward through the same
+    graph (retain_graph=True) raises; grad_in_forward=False allows it.
     Runs the custom ops torch.ops.detfuse.flce_* (torch.compile traces them,
     fullgraph=True included)."""
     torch = _torch()

@@ -167,12 +167,13 @@ class GpuTest(unittest.TestCase):
             digests.add((detfuse.digest(x.grad), detfuse.digest(w.grad)))
         self.assertEqual(len(digests), 1, digests)
 
-    def test_upstream_gradient_of_one_returns_the_kernels_gradients_unaliased(self):
-        # With g = 1 the backward hands the forward's dX, dW to autograd as they
-        # are (no scaled copy). Accumulation must still be autograd's: three
-        # backwards of one graph (retain_graph) give 3 x the gradient, exactly
-        # (d + d = 2d, 2d + d and 3 * d both the rounding of the exact 3d), which
-        # fails if w.grad shared storage with the saved gradient.
+    def test_upstream_gradient_of_one_hands_over_the_forwards_gradients(self):
+        # With g = 1 the backward gives autograd the forward's dX, dW as they are
+        # (no scaled copy): the same bits as the scaled path's product by 1. A
+        # second backward through the graph cannot use them again (x.grad and
+        # weight.grad may be them, added to in place) and says so; with
+        # grad_in_forward=False three backwards of one graph give 3 x the
+        # gradient exactly (d + d = 2d; 2d + d and 3 * d both round the exact 3d).
         for variant in ("heuristic", "flce.bf16.cublaslt.owning.mb1024"):
             with self.subTest(variant=variant):
                 x, w, y = self.make()
@@ -181,14 +182,20 @@ class GpuTest(unittest.TestCase):
                 loss = dt.linear_cross_entropy(x, w, y, variant=variant)
                 loss.backward(retain_graph=True)
                 once_x, once_w = x.grad.clone(), w.grad.clone()
-                loss.backward(retain_graph=True)
-                loss.backward()
-                self.assertTrue(torch.equal(x.grad, (once_x.float() * 3).to(x.dtype)))
-                self.assertTrue(torch.equal(w.grad, (once_w.float() * 3).to(w.dtype)))
+                with self.assertRaisesRegex(RuntimeError, r"second backward through the same graph"):
+                    loss.backward()
                 x.grad = w.grad = None
                 dt.linear_cross_entropy(x, w, y, variant=variant).backward()
                 self.assertTrue(torch.equal(x.grad, once_x))
                 self.assertTrue(torch.equal(w.grad, once_w))
+                x.grad = w.grad = None
+                loss = dt.linear_cross_entropy(x, w, y, variant=variant, grad_in_forward=False)
+                loss.backward(retain_graph=True)
+                once_x, once_w = x.grad.clone(), w.grad.clone()
+                loss.backward(retain_graph=True)
+                loss.backward()
+                self.assertTrue(torch.equal(x.grad, (once_x.float() * 3).to(x.dtype)))
+                self.assertTrue(torch.equal(w.grad, (once_w.float() * 3).to(w.dtype)))
 
     def test_main_grad_sums_dW_in_fp32_without_a_weight_grad(self):
         # main_grad += dW in the forward; the same variant without main_grad
