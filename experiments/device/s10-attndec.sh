@@ -5,9 +5,10 @@
 # query block; ordered: the semaphore counts two adds per key block;
 # kernels/attention/wgmma/README.md "dc1") on the H200. Run from the repo root
 # with a Release build in ./build (DETFUSE_WGMMA=ON); logs under
-# /tmp/s10-attndec, tarred into $OUT/s10-attndec.tar.gz at the end; about
-# 2 minutes (the timeouts add up to under 4). Stages (each runs whatever the
-# one before returned; exit codes in summary.txt):
+# /tmp/s10-attndec, tarred into $OUT/s10-attndec.tar.gz at the end (the
+# report also as $OUT/s10-attndec-report.txt); about 2 minutes expected (the
+# timeouts add up to 7 1/2). Stages (each runs whatever the one before
+# returned; exit codes in summary.txt):
 #   1. the pds layout test (CPU: dc1's 226 KB storage, its dQ split by keys)
 #      and the GPU tests: the registry test (37 backward variants, the dc1
 #      names, sp1's workspace, refused with 8 KB less shared memory),
@@ -45,27 +46,15 @@ run tests_dc1 60 "$TW" --gtest_filter='AttentionWgmmaBwd.*:AttentionWgmmaBwdGpu.
 run tests_sp_pds 60 "$TW" --gtest_filter='AttentionWgmmaBwdGpu.Sp*:AttentionWgmmaBwdGpu.Pds2*:AttentionWgmmaBwdGpu.Pds3*'
 # 2. ordered (14 variants) and every backward variant on every case
 run tests_ordered 45 "$TW" --gtest_filter='AttentionWgmmaBwdGpu.OrderedManyKeyBlocks:AttentionWgmmaBwdGpu.SanitizerSizedWindowOrdered'
-run tests_all_bwd 45 "$TW" --gtest_filter='AttentionWgmmaBwdGpu.MatchesFloat64ReferenceAndRepeats'
+run tests_all_bwd 80 "$TW" --gtest_filter='AttentionWgmmaBwdGpu.MatchesFloat64ReferenceAndRepeats'
 
 # 3. registers and spills of the d128 kv kernels (sp1, dc1: both configurations in one object)
 OBJ=$B/kernels/attention/wgmma/CMakeFiles/detfuse_attention_wgmma.dir
-{
-  for o in bwd_kv_d128_br64_st2_ots2_sp1 bwd_kv_d128_br64_st2_ats2_sp1 bwd_kv_d128_br64_st2_ts2_sp1_dc1; do
-    f=$OBJ/$o.cu.o
-    if [ -f "$f" ] && command -v cuobjdump > /dev/null; then
-      echo "$o STL $(cuobjdump -sass "$f" | grep -c STL)"
-      cuobjdump -res-usage "$f" | grep -A1 "attention_bwd_kv" | grep -o 'REG:[0-9]* STACK:[0-9]* SHARED:[0-9]*'
-    else
-      echo "$o: no object or no cuobjdump"
-    fi
-  done
-} > "$OUT/regs.log" 2>&1
+obj_regs "$OBJ" bwd_kv_d128_br64_st2_ots2_sp1 bwd_kv_d128_br64_st2_ats2_sp1 bwd_kv_d128_br64_st2_ts2_sp1_dc1 \
+  > "$OUT/regs.log" 2>&1
 
 # 4. sanitizers (the two dc1 variants, the sanitizer-sized cases)
-F='AttentionWgmmaBwdGpu.Dc1SanitizerSized'
-run memcheck_dc1 30 compute-sanitizer --tool memcheck --error-exitcode 9 "$TW" --gtest_filter="$F"
-run racecheck_dc1 40 compute-sanitizer --tool racecheck --error-exitcode 9 "$TW" --gtest_filter="$F"
-run synccheck_dc1 30 compute-sanitizer --tool synccheck --error-exitcode 9 "$TW" --gtest_filter="$F"
+sanitize3 dc1 "$TW" --gtest_filter='AttentionWgmmaBwdGpu.Dc1SanitizerSized'
 
 # 5. bench: dc1 beside sp1 and pds2 (d128)
 W=attention.bf16.wgmma
@@ -93,11 +82,7 @@ run digest20_d128 20 "$DF" bench attention --shape 2,16,8,2304,2304,128 --causal
   grep -hiE "rror|invalid|resources" "$OUT"/bench*.log "$OUT"/digest20*.log | head -10
   echo "--- summary (fwd+bwd TFLOP/s, B=4 H=32 S=4096 d=128, 3 repeats; dQ#: distinct dQ digests)"
   printf '%-58s %14s %14s\n' variant "d128" "d128 causal"
-  for v in $NAMES; do
-    a=$(awk -v n="$W.$v" '$1 == n { print $6 " (" $9 ")" }' "$OUT/bench_d128.log")
-    c=$(awk -v n="$W.$v" '$1 == n { print $6 " (" $9 ")" }' "$OUT/bench_d128_causal.log")
-    printf '%-58s %14s %14s\n' "$v" "${a:-missing}" "${c:-missing}"
-  done
+  bench_table "$W" "$OUT/bench_d128.log" "$OUT/bench_d128_causal.log" $NAMES
   dg=$(awk -v n="$W.ordered.br64_bc128_st2_tma1_pds2_sp1_dc1_d128" '$1 == n { print $9 }' "$OUT/digest20_d128.log")
   echo "digest20 (2,16,8,2304 d128 causal, ordered dc1, 20 repeats): dQ# ${dg:-missing} (1 expected)"
   echo "--- runs"

@@ -100,6 +100,24 @@ TEST(AttentionWgmmaPds, StackedDsTilesMatchStores) {
   check_stacked_layout<KvD64Br128St2OTS3>();
 }
 
+// The dQ product's C partition (MmaDQpds over the BR x D part, thread t of
+// `threads`) puts value i of thread t at (dq_row(t, i), dq_col(t, i)): the
+// fragment order the tile stores and the convert kernel rely on.
+template <class K_>
+void expect_dq_fragment_is_mma_c(int threads) {
+  constexpr int BR = K_::BR, D = K_::D;
+  typename K_::MmaDQpds mma;
+  for (int t = 0; t < threads; ++t) {
+    auto thr = mma.get_thread_slice(t);
+    auto coord = thr.partition_C(cute::make_identity_tensor(cute::Shape<cute::Int<BR>, cute::Int<D>>{}));
+    ASSERT_EQ(int(cute::size(coord)), K_::kDqPerThread);
+    for (int i = 0; i < K_::kDqPerThread; ++i) {
+      EXPECT_EQ(int(cute::get<0>(coord(i))), K_::dq_row(t, i)) << t << "," << i;
+      EXPECT_EQ(int(cute::get<1>(coord(i))), K_::dq_col(t, i)) << t << "," << i;
+    }
+  }
+}
+
 // pds3's dQ product reads dS (queries x keys) through the transposed view,
 // warpgroup w its queries [64 w, 64 w + 64): the tiled MMA's A partition of
 // thread t addresses only rows of its warpgroup's half, and the two halves
@@ -129,17 +147,7 @@ TEST(AttentionWgmmaPds, Pds3DqSplitByQueries) {
   int once = 0;
   for (int s : seen) once += s == 1;
   EXPECT_EQ(once, BR * D) << "dq_row / dq_col do not cover the 128 x 64 tile once";
-  // The MMA's own C layout agrees with dq_row / dq_col (value i of thread t).
-  typename K_::MmaDQpds mma;
-  for (int t = 0; t < 256; ++t) {
-    auto thr = mma.get_thread_slice(t);
-    auto coord = thr.partition_C(cute::make_identity_tensor(cute::Shape<cute::Int<BR>, cute::Int<D>>{}));
-    ASSERT_EQ(int(cute::size(coord)), K_::kDqPerThread);
-    for (int i = 0; i < K_::kDqPerThread; ++i) {
-      EXPECT_EQ(int(cute::get<0>(coord(i))), K_::dq_row(t, i)) << t << "," << i;
-      EXPECT_EQ(int(cute::get<1>(coord(i))), K_::dq_col(t, i)) << t << "," << i;
-    }
-  }
+  expect_dq_fragment_is_mma_c<K_>(256);
 }
 
 // pds2 shared storage (pds3: the same at BR = 128, 32 KB tiles): two dS^T tiles then P^T (16 KB each, 1024-byte
@@ -269,18 +277,13 @@ void check_dc1_dq_split() {
     EXPECT_EQ(bad_ds, 0) << "warpgroup " << wg << " reads dS^T rows other than its own keys";
     EXPECT_EQ(bad_k, 0) << "warpgroup " << wg << " reads K rows other than its own keys";
   }
+  expect_dq_fragment_is_mma_c<K_>(128);  // each warpgroup's part: threads 0 .. 127 of its slice
   std::vector<int> seen(BR * D, 0), seen_off(BR * D, 0);
-  typename K_::MmaDQpds mma;
   for (int t = 0; t < 128; ++t) {
-    auto thr = mma.get_thread_slice(t);
-    auto coord = thr.partition_C(cute::make_identity_tensor(cute::Shape<cute::Int<BR>, cute::Int<D>>{}));
-    ASSERT_EQ(int(cute::size(coord)), K_::kDqPerThread);
     for (int i = 0; i < K_::kDqPerThread; ++i) {
       // Thread t of either warpgroup: the same place in its own tile.
       EXPECT_EQ(K_::dq_row(t, i), K_::dq_row(t + 128, i));
       EXPECT_EQ(K_::dq_col(t, i), K_::dq_col(t + 128, i));
-      EXPECT_EQ(int(cute::get<0>(coord(i))), K_::dq_row(t, i)) << t << "," << i;
-      EXPECT_EQ(int(cute::get<1>(coord(i))), K_::dq_col(t, i)) << t << "," << i;
       const int r = K_::dq_row(t, i), c = K_::dq_col(t, i);
       ASSERT_TRUE(r >= 0 && r < BR && c >= 0 && c < D) << r << "," << c;
       ++seen[r * D + c];

@@ -453,6 +453,15 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
     cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);  // visible to the bulk copy
     detail::named_arrive(K_::kBarFull + qb, K_::kBarDqThreads);
   };
+  // pds2: this warpgroup's 128 threads (its own rows of P^T, dc1 of dS^T
+  // too, stored), barrier 2 or 3 (constant ids: one in a register was a
+  // spilled register).
+  [[maybe_unused]] auto own_rows_sync = [&]() {
+    if (wg == 0)
+      detail::named_sync(K_::kBarLse, 128);
+    else
+      detail::named_sync(K_::kBarP, 128);
+  };
   for (int g = 0; g < p.group; ++g) {
     const int h = hk * p.group + g;
     const int64_t bh = int64_t(b) * p.H + h;
@@ -552,11 +561,7 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
       }
       cutlass::arch::fence_view_async_shared();  // generic-proxy stores before the wgmma reads
       if constexpr (K_::kPds2) {
-        // Each warpgroup's dV product reads its own 64 rows of P^T only.
-        if (wg == 0)
-          detail::named_sync(K_::kBarLse, 128);
-        else
-          detail::named_sync(K_::kBarP, 128);
+        own_rows_sync();  // each warpgroup's dV product reads its own 64 rows of P^T only
       } else {
         detail::named_sync(K_::kBarP, 256);
       }
@@ -587,11 +592,7 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
       }
       cutlass::arch::fence_view_async_shared();
       if constexpr (K_::kDc) {
-        // dc1: dK and dQ of this warpgroup read its own 64 dS^T rows only.
-        if (wg == 0)
-          detail::named_sync(K_::kBarLse, 128);
-        else
-          detail::named_sync(K_::kBarP, 128);
+        own_rows_sync();  // dc1: dK and dQ of this warpgroup read its own 64 dS^T rows only
       } else {
         detail::named_sync(1, 256);  // both warpgroups' dS^T: dQ reads every key
       }
