@@ -383,6 +383,9 @@ __host__ __device__ constexpr int pt3_offset(int base, int sw, int k, int h) {
 // released there, after its S^T wait); S^T and dP^T start from write-only
 // accumulators (wg_gemm_fresh_n64). sp2 (K_::kSp2): the dQ part, scaled, is
 // handed to the writer warp in the next block, right after its S^T issue.
+// dc1 (K_::kDc, on sp1): each warpgroup's dQ part over its own 64 keys (the
+// d = 64 K split) into its own dQ tile, its dS^T rows ordered by its own
+// barrier: nothing in the walk waits for the other warpgroup.
 template <class K_, class PipeL, class Acc>
 __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typename K_::SharedStorage& ss,
                                                typename K_::Pipeline& pipe_q, typename K_::Pipeline& pipe_do,
