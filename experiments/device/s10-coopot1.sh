@@ -11,7 +11,8 @@
 #      N untouched; N % 8 != 0 and an odd ldc falling back), the new configs'
 #      layout cases (the fp32 store: their fallbacks), the two new FLCE variants
 #      against the float64 reference;
-#   3. compute-sanitizer memcheck, racecheck, synccheck on the sanitizer-sized case;
+#   3. compute-sanitizer memcheck, racecheck, synccheck on the cooperative
+#      sanitizer-sized case, memcheck on ping-pong's (its epilogue code moved);
 #   4. wgmma_probe, the logits alone (bf16 out, ex16, ex16 softcap 30; TF/s),
 #      every "logits" row (ping ot1 beside the coop rows) at the Llama chunk
 #      4096,4096,128256 and the Gemma-2 chunk 2048,2304,256000;
@@ -32,22 +33,23 @@ DEF=$LT.bm128_bn128_bk64_c2_st5_pp1_ot1_ex16_mb1024
 C2T=$LT.bm128_bn256_bk64_c2_st4_pp0_ot1_ex16_mb1024
 C12T=$LT.bm256_bn128_bk64_c12_st4_pp0_ot1_ex16_mb1024
 run cpu 30 bash -c "$B/tests/engines/test_engines_epi_tma_layout && $B/tests/flce/test_flce_variants"
-run engines 90 $TE --gtest_filter='GemmWgmma.TmaEpilogue*:GemmWgmma.WgCoop256c2t_*:GemmWgmma.WgCoop256x128c12t_*'
+run engines 120 $TE --gtest_filter='GemmWgmma.TmaEpilogue*:GemmWgmma.WgCoop256c2t_*:GemmWgmma.WgCoop256x128c12t_*'
 run flce 90 $B/tests/flce/test_flce_gpu --gtest_filter="*bm128_bn256_bk64_c2_st4_pp0_ot1_ex16_mb1024*:*bm256_bn128_bk64_c12_st4_pp0_ot1_ex16_mb1024*"
 for t in memcheck racecheck synccheck; do
   sanitize $t 60 $TE --gtest_filter='GemmWgmma.TmaEpilogueSanitizerSizedCoop'
 done
-run probe_llama 45 $B/experiments/wgmma_probe 4096 4096 128256 5 logits
-run probe_gemma 45 $B/experiments/wgmma_probe 2048 2304 256000 5 logits
+sanitize memcheck 60 $TE --gtest_filter='GemmWgmma.TmaEpilogueSanitizerSized'  # ping-pong, after the shared code's change
+run probe_llama 40 $B/experiments/wgmma_probe 4096 4096 128256 5 logits
+run probe_gemma 40 $B/experiments/wgmma_probe 2048 2304 256000 5 logits
 for s in 16384,4096,128256 8192,2304,256000 4096,4096,128256; do
-  run "bench_flce_${s//,/x}" 60 "$CLI" bench flce --shape "$s" --repeats 3 --variant $DEF --variant $C2T --variant $C12T
+  run "bench_flce_${s//,/x}" 50 "$CLI" bench flce --shape "$s" --repeats 3 --variant $DEF --variant $C2T --variant $C12T
 done
 {
   echo
   cat "$OUT/gpu.txt"
   echo "--- tests"
   test_report cpu engines flce
-  echo "sanitizer runs with 0 errors (of 3): $(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/sanitize.log")"
+  echo "sanitizer runs with 0 errors (of 4): $(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/sanitize.log")"
   grep "ERROR SUMMARY" "$OUT/sanitize.log" | grep -v " 0 errors"
   echo "--- logits alone (ms, TF/s); session 9: ping c2 ot1 ex16 661 (Gemma-2) / 626 (Llama), cuBLASLt 690 / 679"
   grep -h "^shape" "$OUT"/probe_*.log

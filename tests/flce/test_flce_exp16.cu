@@ -89,7 +89,9 @@ TEST(FlceExp16, HybridPlanAtTheIssueShapes) {
     for (const Plan& pl : {FlceDriver<WgmmaExpLtEngine, WgPing128c2>::plan(w.p, FlceMode::forward_backward, sp),
                            FlceDriver<WgmmaExpLtEngine, WgPing128c22>::plan(w.p, FlceMode::forward_backward, sp),
                            FlceDriver<WgmmaExpLtEngine, WgCoop256c22>::plan(w.p, FlceMode::forward_backward, sp),
-                           FlceDriver<WgmmaExpLtEngine, WgCoop256c2>::plan(w.p, FlceMode::forward_backward, sp)}) {
+                           FlceDriver<WgmmaExpLtEngine, WgCoop256c2>::plan(w.p, FlceMode::forward_backward, sp),
+                           FlceDriver<WgmmaExpLtEngine, WgCoop256c2t>::plan(w.p, FlceMode::forward_backward, sp),
+                           FlceDriver<WgmmaExpLtEngine, WgCoop256x128c12t>::plan(w.p, FlceMode::forward_backward, sp)}) {
       EXPECT_EQ(pl.chunk_rows, w.rows) << w.p.shape();
       EXPECT_EQ(w.p.N % pl.chunk_rows, 0) << w.p.shape();
       EXPECT_EQ(pl.dx_splits, 1) << w.p.shape();
