@@ -168,5 +168,11 @@ int main(int argc, char** argv) {
   probe_logits<WgPing128c2t>("logits ping bm128_bn128_c2_st5_ot1", N, D, V, b, reps, only);
   probe_logits<WgPing128c22>("logits ping bm128_bn128_c22_st6", N, D, V, b, reps, only);
   probe_logits<WgPing128c22t>("logits ping bm128_bn128_c22_st5_ot1", N, D, V, b, reps, only);
+  // The cooperative tiles with the TMA store (two passes through one 32 KiB
+  // shared tile, 4 stages) beside their register epilogues (session 10).
+  probe_logits<WgCoop256c2>("logits coop bm128_bn256_c2_st4", N, D, V, b, reps, only);
+  probe_logits<WgCoop256c2t>("logits coop bm128_bn256_c2_st4_ot1", N, D, V, b, reps, only);
+  probe_logits<WgCoop256x128c12>("logits coop bm256_bn128_c12_st4", N, D, V, b, reps, only);
+  probe_logits<WgCoop256x128c12t>("logits coop bm256_bn128_c12_st4_ot1", N, D, V, b, reps, only);
   return 0;
 }

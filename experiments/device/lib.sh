@@ -51,3 +51,42 @@ test_report() {
   done
   for f in "$@"; do grep -hE "Failure|error:" "$OUT/$f.log"; done | head -10
 }
+
+# obj_regs DIR OBJ...: for each object DIR/OBJ.cu.o, its STL count and each
+# kernel's REG / STACK / SHARED (cuobjdump, where present).
+obj_regs() {
+  local dir=$1 o f
+  shift
+  for o in "$@"; do
+    f=$dir/$o.cu.o
+    if [ -f "$f" ] && command -v cuobjdump > /dev/null; then
+      echo "$o STL $(cuobjdump -sass "$f" | grep -c STL)"
+      cuobjdump -res-usage "$f" | grep -o 'REG:[0-9]* STACK:[0-9]* SHARED:[0-9]*'
+    else
+      echo "$o: no object or no cuobjdump"
+    fi
+  done
+}
+
+# sanitize3 NAME CMD...: memcheck, racecheck and synccheck of CMD (exit 9 on
+# any error; 30, 40 and 30 s) into $OUT/{memcheck,racecheck,synccheck}_NAME.log.
+sanitize3() {
+  local name=$1
+  shift
+  run "memcheck_$name" 30 compute-sanitizer --tool memcheck --error-exitcode 9 "$@"
+  run "racecheck_$name" 40 compute-sanitizer --tool racecheck --error-exitcode 9 "$@"
+  run "synccheck_$name" 30 compute-sanitizer --tool synccheck --error-exitcode 9 "$@"
+}
+
+# bench_table PREFIX LOG_A LOG_B NAME...: for each PREFIX.NAME, the fwd+bwd
+# TFLOP/s (column 6) and distinct dQ digests (column 9) of `detfuse bench
+# attention` in two logs (e.g. non-causal and causal), one row each.
+bench_table() {
+  local w=$1 la=$2 lb=$3 v a c
+  shift 3
+  for v in "$@"; do
+    a=$(awk -v n="$w.$v" '$1 == n { print $6 " (" $9 ")" }' "$la")
+    c=$(awk -v n="$w.$v" '$1 == n { print $6 " (" $9 ")" }' "$lb")
+    printf '%-58s %14s %14s\n' "$v" "${a:-missing}" "${c:-missing}"
+  done
+}

@@ -77,21 +77,32 @@ namespace detfuse::flce {
 // bytes for 2 x BM x BN x BK flops; ping-pong 128x128 in 2x1 clusters, 85
 // flop/byte; in 2x2 clusters, 128 (as cuBLAS's 256x128 in 1x2 clusters).
 //
-// EPI_TMA (param ot1, ping-pong only): the kernel has the bf16 epilogues
-// (logits_exp16, store_bf16) alone, each writing the warpgroup's tile into its
-// 128-byte swizzled shared tile (BM x BN bf16) for one thread's TMA store,
-// clipped at M and N, running on under the next mainloop (the row statistics
-// keep direct stores); any other epilogue, or a C that TMA cannot store, runs
-// the register configuration WgTmaFallback<Cfg>. The two shared tiles
-// (2 x 32 KiB at 128x128) come out of the ring: 5 stages of 32 KiB + 64 KiB =
-// 224 KiB of the H200's 227 KiB per block (6 stages would need 256 KiB).
+// EPI_TMA (param ot1): the kernel has the bf16 epilogues (logits_exp16,
+// store_bf16) alone, each writing its tile into a 128-byte swizzled shared
+// tile for one thread's TMA store, clipped at M and N (the row statistics keep
+// direct stores); any other epilogue, or a C that TMA cannot store, runs the
+// register configuration WgTmaFallback<Cfg>.
+//   ping-pong: one BM x BN shared tile per consumer warpgroup, its store
+//     running on under the next mainloop; the two tiles (2 x 32 KiB at
+//     128x128) come out of the ring: 5 stages of 32 KiB + 64 KiB = 224 KiB of
+//     the H200's 227 KiB per block (6 stages would need 256 KiB);
+//   cooperative: one 32 KiB shared tile of BM x EPI_N (128 x 128 at 128x256,
+//     256 x 64 at 256x128) that both warpgroups fill, the BM x BN tile going
+//     out in BN / EPI_N passes (the second waits until the first store has
+//     read the tile): 4 stages of 48 KiB + 32 KiB = 224 KiB (a whole 64 KiB
+//     tile would need 256 KiB).
 template <int BM_, int BN_, int BK_, int CM_, int STAGES_, bool PP_ = false, int CN_ = 1, bool ET_ = false>
 struct WgConfig {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, CLUSTER_M = CM_, CLUSTER_N = CN_, STAGES = STAGES_;
   static constexpr bool PINGPONG = PP_;
   static constexpr bool EPI_TMA = ET_;
-  static_assert(!ET_ || PP_, "the TMA epilogue keeps one shared tile per ping-pong consumer warpgroup");
   static constexpr int CONSUMERS = 2;
+  // EPI_TMA: the shared C tiles (BM x EPI_N bf16, EPI_TILES of them) and the
+  // passes of EPI_N columns a BM x BN tile goes out in.
+  static constexpr int EPI_N = PP_ ? BN_ : (16384 / BM_ < BN_ ? 16384 / BM_ : BN_);
+  static constexpr int EPI_TILES = PP_ ? CONSUMERS : 1;
+  static constexpr int EPI_PASSES = BN_ / EPI_N;
+  static_assert(!ET_ || (EPI_N % 64 == 0 && BN_ % EPI_N == 0), "whole 64-column TMA boxes in every pass");
   static constexpr int THREADS = 128 * (1 + CONSUMERS);
   static_assert(PP_ ? (BM == 64 || BM == 128) : (BM == 128 || BM == 256),
                 "cooperative: two warpgroups of BM/2 rows; ping-pong: one warpgroup of BM rows per tile");
@@ -104,8 +115,9 @@ struct WgConfig {
   static_assert(STAGES >= 2, "the TMA ring needs at least two stages");
   // Shared memory of the ring (the pipeline barriers add a few hundred bytes).
   static constexpr size_t ring_bytes() { return size_t(STAGES) * (BM + BN) * BK * 2; }
-  // EPI_TMA: one bf16 BM x BN tile per consumer warpgroup.
-  static constexpr size_t epi_tile_bytes() { return EPI_TMA ? size_t(CONSUMERS) * BM * BN * 2 : 0; }
+  // EPI_TMA: ping-pong, one bf16 BM x BN tile per consumer warpgroup;
+  // cooperative, one BM x EPI_N tile (32 KiB).
+  static constexpr size_t epi_tile_bytes() { return EPI_TMA ? size_t(EPI_TILES) * BM * EPI_N * 2 : 0; }
   // The ring and the epilogue tiles (can_run's check against the device).
   static constexpr size_t tile_smem_bytes() { return ring_bytes() + epi_tile_bytes(); }
 };
@@ -236,15 +248,16 @@ struct Kernel {
   // Threads that consume (and release) each stage of the ring.
   static constexpr int kStageConsumers = Cfg::PINGPONG ? 128 : 128 * Cfg::CONSUMERS;
 
-  // EPI_TMA: a consumer warpgroup's bf16 output tile in shared memory, 128-byte
-  // swizzled along N (64 bf16 = one swizzle row; 8 x 64 atoms, column-major
-  // over the tile) as the TMA store reads it; C is N-contiguous, so its N is
-  // the atom's K mode.
+  // EPI_TMA: a shared bf16 output tile (BM x EPI_N: a ping-pong warpgroup's
+  // whole tile, or one pass of a cooperative tile), 128-byte swizzled along N
+  // (64 bf16 = one swizzle row; 8 x 64 atoms, column-major over the tile) as
+  // the TMA store reads it; C is N-contiguous, so its N is the atom's K mode.
   using SmemLayoutC =
-      decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<cutlass::bfloat16_t>{}, Shape<Int<Cfg::BM>, Int<Cfg::BN>>{}));
+      decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<cutlass::bfloat16_t>{}, Shape<Int<Cfg::BM>, Int<Cfg::EPI_N>>{}));
   static constexpr int kCElems = cosize_v<SmemLayoutC>;
   struct EpiTiles {
-    cute::array_aligned<cutlass::bfloat16_t, Cfg::CONSUMERS * kCElems, 1024> c;  // warpgroup g's tile at g * kCElems
+    // Ping-pong: warpgroup g's tile at g * kCElems; cooperative: the one tile.
+    cute::array_aligned<cutlass::bfloat16_t, Cfg::EPI_TILES * kCElems, 1024> c;
   };
   struct NoEpiTiles {};
   // The epilogue tiles as an (empty unless EPI_TMA) base: the other
@@ -259,7 +272,7 @@ struct Kernel {
 
   // EPI_TMA: the tensor map of C for the TMA store, (N, M) bf16 with row
   // stride ldc, boxes of 64 columns (one 128-byte swizzle row) x BM rows: a
-  // tile goes out as BN / 64 boxes, one per 64-column half of SmemLayoutC.
+  // pass goes out as EPI_N / 64 boxes, one per 64-column block of SmemLayoutC.
   // Encoded by the launcher with the exact extent N, so the hardware clips a
   // tile at M and N exactly (CuTe's make_tma_copy rounded the inner extent up
   // to a multiple of 8 columns: it wrote up to 7 columns past N).
@@ -411,34 +424,46 @@ struct Kernel {
   static CUTE_HOST_DEVICE int c_tile_base(int r0, int c0, int dc) {
     return r0 * 64 + c0 + ((dc & 56) ^ ((r0 & 7) << 3));
   }
-  static CUTE_HOST_DEVICE int c_tile_step(int dr, int dc) { return dr * 64 + (dc / 64) * (Cfg::BM * 64); }
+  // dc % EPI_N: the column within its pass (cooperative EPI_TMA: the pass
+  // dc / EPI_N; (dc & 56) is the same in every pass, EPI_N being a multiple of 64).
+  static CUTE_HOST_DEVICE int c_tile_step(int dr, int dc) {
+    return dr * 64 + ((dc % Cfg::EPI_N) / 64) * (Cfg::BM * 64);
+  }
   static CUTE_HOST_DEVICE int c_tile_offset(int r0, int c0, int dr, int dc) {
     return c_tile_base(r0, c0, dc) + c_tile_step(dr, dc);
   }
 
-  // EPI_TMA: named barrier over the 128 threads of this consumer warpgroup.
+  // EPI_TMA: named barrier over the threads that share a C tile: the 128 of
+  // this consumer warpgroup (ping-pong), the 256 of both (cooperative).
   static __device__ __forceinline__ void epi_sync() {
-    const int id = kEpiBarrier0 + int(threadIdx.x / 128) - 1;
-    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(128) : "memory");
+    if constexpr (Cfg::PINGPONG) {
+      const int id = kEpiBarrier0 + int(threadIdx.x / 128) - 1;
+      asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(128) : "memory");
+    } else {
+      asm volatile("bar.sync %0, %1;" ::"r"(kEpiBarrier0), "r"(128 * Cfg::CONSUMERS) : "memory");
+    }
   }
-  // EPI_TMA, before the warpgroup writes its shared tile: the TMA store that
-  // last read it (issued by the warpgroup's thread 0) is done reading.
+  // EPI_TMA, before the threads write their shared tile: the TMA store that
+  // last read it (issued by the thread of mma_tid 0) is done reading.
   static __device__ __forceinline__ void tma_tile_acquire(int mma_tid) {
     if (mma_tid == 0) tma_store_wait<0>();
     epi_sync();
   }
-  // EPI_TMA, after the warpgroup wrote its tile: the writes made visible to
-  // the async proxy, then one thread stores tile (tm, tn) of C, one TMA box
-  // per 64-column half (at BM x 64 elements apart in SmemLayoutC).
+  // EPI_TMA, after the threads wrote their tile: the writes made visible to
+  // the async proxy, then one thread stores pass `pass` of tile (tm, tn) of C
+  // (columns pass * EPI_N ..; the whole tile in ping-pong), one TMA box per
+  // 64-column block (at BM x 64 elements apart in SmemLayoutC).
   static __device__ __forceinline__ void tma_tile_store(const Params& P, cutlass::bfloat16_t* sc, int mma_tid,
-                                                        const Unit& w) {
+                                                        const Unit& w, int pass) {
     if constexpr (Cfg::EPI_TMA) {
       cutlass::arch::fence_view_async_shared();
       epi_sync();
       if (mma_tid == 0) {
+        const int n = w.tn * Cfg::BN + pass * Cfg::EPI_N;
         CUTE_UNROLL
-        for (int b = 0; b < Cfg::BN / kTmaBoxN; ++b)
-          SM90_TMA_STORE_2D::copy(&P.tma_c, sc + b * Cfg::BM * kTmaBoxN, w.tn * Cfg::BN + b * kTmaBoxN, w.tm * Cfg::BM);
+        for (int b = 0; b < Cfg::EPI_N / kTmaBoxN; ++b)
+          if (Cfg::PINGPONG || n + b * kTmaBoxN < P.N)  // a cooperative tile's pass may lie wholly past N
+            SM90_TMA_STORE_2D::copy(&P.tma_c, sc + b * Cfg::BM * kTmaBoxN, n + b * kTmaBoxN, w.tm * Cfg::BM);
         tma_store_arrive();
       }
     }
@@ -447,7 +472,8 @@ struct Kernel {
   // EPI_TMA: the epilogue of one consumer thread, the bf16 kinds only
   // (logits_exp16, store_bf16; the launcher sends every other kind, and a C
   // that TMA cannot store, to the register-epilogue configuration), every pair
-  // into the warpgroup's shared tile, then one TMA store of the tile.
+  // into the shared tile, then one TMA store of the tile (cooperative: of each
+  // EPI_N-column pass, the statistics' values held in the accumulators meanwhile).
   //
   // Why not the shared path inside the general epilogue (session 8): the TMA
   // and the direct stores behind a run-time flag, softcap's tanhf, and bounds
@@ -485,12 +511,16 @@ struct Kernel {
       const int m = row_of(r / 2, r % 2);
       yt[r] = ex16 && m < M ? e.y[m] : -1;
     }
-    // The 8 shared-store bases of this thread (c_tile_base), in bytes.
+    // The 8 shared-store bases of this thread (c_tile_base), in bytes (set by
+    // set_bases before the first put_pair: cooperative ex16 only after the
+    // statistics, so that they do not hold 8 registers meanwhile).
     const int r0 = get<0>(tCcD(0)), c0 = get<1>(tCcD(0));
-    const uint32_t s0 = cast_smem_ptr_to_uint(sc);
     uint32_t sbase[8];
-    CUTE_UNROLL
-    for (int k = 0; k < 8; ++k) sbase[k] = s0 + 2u * uint32_t(c_tile_base(r0, c0, 8 * k));
+    auto set_bases = [&]() {
+      const uint32_t s0 = cast_smem_ptr_to_uint(sc);
+      CUTE_UNROLL
+      for (int k = 0; k < 8; ++k) sbase[k] = s0 + 2u * uint32_t(c_tile_base(r0, c0, 8 * k));
+    };
     auto put_pair = [&](const auto& coord, float v0, float v1) {  // coord of v in acc and tCcD
       const auto c = tCcD(coord);
       const int dr = get<0>(c) - r0, dc = get<1>(c) - c0;  // constants once unrolled
@@ -498,13 +528,31 @@ struct Kernel {
       const __nv_bfloat162 v = __floats2bfloat162_rn(v0, v1);
       asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(*reinterpret_cast<const uint32_t*>(&v)) : "memory");
     };
-    tma_tile_acquire(mma_tid);
+    // The tile from the accumulators, pass by pass (cooperative: EPI_N columns
+    // a pass through the one shared tile; ping-pong: one pass, the whole tile).
+    auto store_passes = [&]() {
+      set_bases();
+      CUTE_UNROLL
+      for (int pass = 0; pass < Cfg::EPI_PASSES; ++pass) {
+        tma_tile_acquire(mma_tid);
+        CUTE_UNROLL
+        for (int i = 0; i < size(acc); i += 2)
+          if ((get<1>(tCcD(i)) - c0) / Cfg::EPI_N == pass) put_pair(i, acc(i), acc(i + 1));  // constant once unrolled
+        tma_tile_store(P, sc, mma_tid, w, pass);
+      }
+    };
+    // Ping-pong: the values go into the shared tile as the statistics form
+    // them; cooperative (several passes): back into the accumulators, then
+    // store_passes.
+    constexpr bool kOnePass = Cfg::EPI_PASSES == 1;
 
     if (!ex16) {
-      CUTE_UNROLL
-      for (int i = 0; i < size(acc); i += 2) put_pair(i, acc(i), acc(i + 1));
-      tma_tile_store(P, sc, mma_tid, w);
+      store_passes();
       return;
+    }
+    if constexpr (kOnePass) {
+      set_bases();
+      tma_tile_acquire(mma_tid);
     }
 
     // logits_exp16: the same operations, in the same order per row, as the
@@ -574,7 +622,12 @@ struct Kernel {
               if (!kRagged || n < N) se[r] += e0, sz[r] += z0;
               if (!kRagged || n + 1 < N) se[r] += e1, sz[r] += z1;
               // Every value, also past M or N: the tensor map clips the store.
-              put_pair(make_coord(make_coord(0, h, j), mm, mn), e0, e1);
+              if constexpr (kOnePass) {
+                put_pair(make_coord(make_coord(0, h, j), mm, mn), e0, e1);
+              } else {
+                acc(make_coord(make_coord(0, h, j), mm, mn)) = e0;
+                acc(make_coord(make_coord(1, h, j), mm, mn)) = e1;
+              }
             }
           }
         }
@@ -596,7 +649,10 @@ struct Kernel {
       rows(std::false_type{});
     else
       rows(std::true_type{});
-    tma_tile_store(P, sc, mma_tid, w);
+    if constexpr (kOnePass)
+      tma_tile_store(P, sc, mma_tid, w, 0);
+    else
+      store_passes();
   }
 
   // Epilogue of one consumer thread over its accumulator fragment. sc: the
@@ -951,7 +1007,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
     const int my_parity = warp_group - 1;
     // EPI_TMA: this warpgroup's shared C tile (null otherwise).
     cutlass::bfloat16_t* sc = nullptr;
-    if constexpr (Cfg::EPI_TMA) sc = ss.c.data() + (warp_group - 1) * K_::kCElems;
+    if constexpr (Cfg::EPI_TMA) sc = ss.c.data() + (Cfg::PINGPONG ? (warp_group - 1) * K_::kCElems : 0);
     PipelineState read;
     typename K_::TiledMma tiled_mma;
     int seq = 0;

@@ -20,6 +20,8 @@ void register_flce(Registry& r) {
   flce::register_flce_wgmmalt_coop256c22(r);
   flce::register_flce_wgmmalt_ping128c2t(r);
   flce::register_flce_wgmmalt_ping128c22t(r);
+  flce::register_flce_wgmmalt_coop256c2t(r);
+  flce::register_flce_wgmmalt_coop256x128c12t(r);
 #endif
   flce::register_flce_cublaslt(r);
   flce::register_flce_f32_bm128_bn128(r);

@@ -47,6 +47,8 @@ void register_flce_wgmmalt_ping128c22(Registry& r);
 void register_flce_wgmmalt_coop256c22(Registry& r);
 void register_flce_wgmmalt_ping128c2t(Registry& r);
 void register_flce_wgmmalt_ping128c22t(Registry& r);
+void register_flce_wgmmalt_coop256c2t(Registry& r);
+void register_flce_wgmmalt_coop256x128c12t(Registry& r);
 #endif
 void register_flce_cublaslt(Registry& r);
 void register_flce_f32_bm128_bn128(Registry& r);

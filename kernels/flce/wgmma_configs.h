@@ -41,18 +41,34 @@ using WgPing128c2t = WgConfig<128, 128, 64, 2, 5, true, 1, true>;
 // The same in 2x2 clusters (the c22 multicast, variant token c22 ... ot1).
 using WgPing128c22t = WgConfig<128, 128, 64, 2, 5, true, 2, true>;
 
+// Cooperative 128x256x64 in 2x1 clusters with the TMA store (ot1): the
+// 128 x 256 tile goes out as two 128-column passes through one 32 KiB shared
+// tile, 4 stages (4 x 48 + 32 = 224 KiB). Session 9's H200 figures for
+// CUTLASS's own kernels put this tile (690 TFLOP/s at the Llama chunk) over
+// ping-pong 128x128 (our ot1: 626).
+using WgCoop256c2t = WgConfig<128, 256, 64, 2, 4, false, 1, true>;
+// Cooperative 256x128x64 in 1x2 clusters (A multicast along the cluster's N
+// pair; each consumer warpgroup owns 128 rows) with the TMA store: two 64-column
+// passes through one 32 KiB shared tile (256 x 64), 4 stages. CUTLASS's best
+// at the Gemma-2 chunk (757 TFLOP/s, session 9). Its register-epilogue
+// configuration (the fallback), logits layout only:
+using WgCoop256x128c12t = WgConfig<256, 128, 64, 1, 4, false, 2, true>;
+using WgCoop256x128c12 = WgConfig<256, 128, 64, 1, 4, false, 2>;
+
 // What an EPI_TMA launch runs when it cannot take the TMA store (an epilogue
 // other than the bf16 ones, a C that is not a TMA tensor): the same tile,
 // cluster and ping-pong with the register epilogue (6 stages; the ring's
 // depth changes no wgmma, so the same bits).
-template <>
-struct WgTmaFallback<WgPing128c2t> {
-  using type = WgPing128c2;
-};
-template <>
-struct WgTmaFallback<WgPing128c22t> {
-  using type = WgPing128c22;
-};
+#define DETFUSE_WG_TMA_FALLBACK(CFG, FALLBACK) \
+  template <>                                  \
+  struct WgTmaFallback<CFG> {                  \
+    using type = FALLBACK;                     \
+  };
+DETFUSE_WG_TMA_FALLBACK(WgPing128c2t, WgPing128c2)
+DETFUSE_WG_TMA_FALLBACK(WgPing128c22t, WgPing128c22)
+DETFUSE_WG_TMA_FALLBACK(WgCoop256c2t, WgCoop256c2)
+DETFUSE_WG_TMA_FALLBACK(WgCoop256x128c12t, WgCoop256x128c12)
+#undef DETFUSE_WG_TMA_FALLBACK
 
 // The three operand layouts of the FLCE products (gemm.cuh): logits (K, K),
 // dX (K, MN), dW (MN, MN).
@@ -77,5 +93,8 @@ DETFUSE_WGMMA_INSTANCES(extern, WgCoop256c22)
   PREFIX template void launch_gemm_wgmma<CFG, Major::K, Major::K>(const GemmParams&, const WgEpilogue&, int, cudaStream_t);
 DETFUSE_WGMMA_LOGITS_INSTANCE(extern, WgPing128c2t)
 DETFUSE_WGMMA_LOGITS_INSTANCE(extern, WgPing128c22t)
+DETFUSE_WGMMA_LOGITS_INSTANCE(extern, WgCoop256c2t)
+DETFUSE_WGMMA_LOGITS_INSTANCE(extern, WgCoop256x128c12t)
+DETFUSE_WGMMA_LOGITS_INSTANCE(extern, WgCoop256x128c12)
 
 }  // namespace detfuse::flce

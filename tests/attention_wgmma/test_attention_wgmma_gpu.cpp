@@ -72,21 +72,33 @@ std::vector<const AttentionVariant*> pds_variants(int pds = 1, int sp = 0) {
 
 // sp1: pds2 with dQ before dK and dK left in flight into the next query
 // block; sp2: sp1 with block m's dQ part handed over in block m + 1. sp = 0:
-// both.
+// both. Without the dc token (dc_variants).
 std::vector<const AttentionVariant*> sp_variants(int sp = 0) {
   std::vector<const AttentionVariant*> out;
   for (const auto* v : wgmma_bwd_variants())
-    if (sp == 0 ? param(*v, "sp") >= 1 : param(*v, "sp") == sp) out.push_back(v);
+    if ((sp == 0 ? param(*v, "sp") >= 1 : param(*v, "sp") == sp) && param(*v, "dc") < 1) out.push_back(v);
   return out;
 }
 
-// The pds2 variant an sp variant reorders (its name without the sp token).
-std::string sp_base_name(const std::string& n) {
+// dc1: sp1 d128 with the consumer warpgroups decoupled (dQ over each one's
+// own keys, one dQ tile per warpgroup, two bulk adds per query block).
+std::vector<const AttentionVariant*> dc_variants() {
+  std::vector<const AttentionVariant*> out;
+  for (const auto* v : wgmma_bwd_variants())
+    if (param(*v, "dc") == 1) out.push_back(v);
+  return out;
+}
+
+// A name without its "_<token><digit>" part: the variant a schedule
+// variant reorders (sp: the pds2 one; dc: the sp1 one).
+std::string without_token(const std::string& n, const std::string& token) {
   std::string b = n;
-  const size_t at = b.find("_sp");
-  if (at != std::string::npos) b.erase(at, 4);
+  const size_t at = b.find("_" + token);
+  if (at != std::string::npos) b.erase(at, token.size() + 2);
   return b;
 }
+std::string sp_base_name(const std::string& n) { return without_token(n, "sp"); }
+std::string dc_base_name(const std::string& n) { return without_token(n, "dc"); }
 
 #define REQUIRE_SM90()                                                                        \
   do {                                                                                        \
@@ -449,9 +461,9 @@ TEST(AttentionWgmmaGpu, TmaOStoresNoRowPastSq) {
 
 // ------------------------------------------------------------------ backward
 
-TEST(AttentionWgmmaBwd, ThirtyFiveVariantsRunBothModesWithReasonsAndWorkspace) {
+TEST(AttentionWgmmaBwd, ThirtySevenVariantsRunBothModesWithReasonsAndWorkspace) {
   const auto vs = wgmma_bwd_variants();
-  ASSERT_EQ(vs.size(), 35u);
+  ASSERT_EQ(vs.size(), 37u);
   DeviceInfo h200;
   h200.cc_major = 9;
   h200.cc_minor = 0;
@@ -503,9 +515,9 @@ TEST(AttentionWgmmaBwd, ThirtyFiveVariantsRunBothModesWithReasonsAndWorkspace) {
     EXPECT_EQ(v->workspace_bytes(p, AttentionMode::backward), attention::d_bytes(p) + extra);
   }
   EXPECT_EQ(owning, 6);
-  EXPECT_EQ(atomic, 13);
+  EXPECT_EQ(atomic, 14);
   EXPECT_EQ(partials, 3);
-  EXPECT_EQ(ordered, 13);
+  EXPECT_EQ(ordered, 14);
   EXPECT_EQ(pds_variants().size(), 6u);
   for (const auto* v : pds_variants()) {
     SCOPED_TRACE(v->desc.name);
@@ -554,6 +566,32 @@ TEST(AttentionWgmmaBwd, ThirtyFiveVariantsRunBothModesWithReasonsAndWorkspace) {
     AttentionProblem p;
     p.B = 2, p.H = 8, p.Hkv = 2, p.Sq = 1000, p.Sk = 700, p.d = 128, p.causal = true;
     EXPECT_EQ(v->workspace_bytes(p, AttentionMode::backward), base->workspace_bytes(p, AttentionMode::backward));
+  }
+  // dc1: sp1 d128 with the warpgroups decoupled (the dc token after sp),
+  // ordered and atomic; sp1's workspace (one tile-blocked dQ accumulator, both
+  // warpgroups' parts added into it), but 227 KB of shared memory (one dQ tile
+  // per warpgroup): refused with the reason where a block may have 8 KB less,
+  // where sp1 still runs.
+  EXPECT_EQ(dc_variants().size(), 2u);
+  for (const char* n : {"attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_dc1_d128",
+                        "attention.bf16.wgmma.atomic.br64_bc128_st2_tma1_pds2_sp1_dc1_d128"}) {
+    const auto* v = builtin_registry().find_attention(n);
+    ASSERT_NE(v, nullptr) << n;
+    EXPECT_EQ(param(*v, "pds"), 2);
+    EXPECT_EQ(param(*v, "sp"), 1);
+    EXPECT_EQ(v->desc.deterministic, v->desc.strategy == "ordered");
+    const auto* base = builtin_registry().find_attention(dc_base_name(n));
+    ASSERT_NE(base, nullptr) << dc_base_name(n);
+    AttentionProblem p;
+    p.B = 2, p.H = 8, p.Hkv = 2, p.Sq = 1000, p.Sk = 700, p.d = 128, p.causal = true;
+    EXPECT_EQ(v->workspace_bytes(p, AttentionMode::backward), base->workspace_bytes(p, AttentionMode::backward));
+    EXPECT_FALSE(v->can_run(p, AttentionMode::backward, h200).has_value());
+    DeviceInfo small = h200;
+    small.max_smem_per_block_optin = 232448 - 8192;
+    EXPECT_FALSE(base->can_run(p, AttentionMode::backward, small).has_value());
+    const auto why = v->can_run(p, AttentionMode::backward, small);
+    ASSERT_TRUE(why.has_value()) << n;
+    EXPECT_NE(why->find("shared"), std::string::npos) << *why;
   }
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.owning.br64_bc128_st3_qbc64_qst3_d128"), nullptr);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst3_d64"), nullptr);
@@ -705,7 +743,7 @@ TEST(AttentionWgmmaBwdGpu, SanitizerSizedWindowOrdered) {
   std::vector<const AttentionVariant*> vs;
   for (const auto* v : wgmma_bwd_variants())
     if (v->desc.strategy == "ordered") vs.push_back(v);
-  ASSERT_EQ(vs.size(), 13u);
+  ASSERT_EQ(vs.size(), 14u);
   const Case cases[] = {{1, 2, 1, 150, 331, false, 0.0, "sanitizer: window 100, softcap 2, non-causal", 2.0, 100}};
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 4200, /*repeats=*/2), int(vs.size()));
 }
@@ -718,7 +756,7 @@ TEST(AttentionWgmmaBwdGpu, OrderedManyKeyBlocks) {
   std::vector<const AttentionVariant*> vs;
   for (const auto* v : wgmma_bwd_variants())
     if (v->desc.strategy == "ordered") vs.push_back(v);
-  ASSERT_EQ(vs.size(), 13u);
+  ASSERT_EQ(vs.size(), 14u);
   const Case cases[] = {
       {2, 8, 4, 640, 2304, false, 0.0, "ordered: 18 key blocks, GQA 2:1"},
       {2, 8, 4, 2100, 2304, true, 0.0, "ordered: 18 key blocks, causal Sq < Sk, odd Sq"},
@@ -768,6 +806,24 @@ void check_pds_twenty_repeats(const std::vector<const AttentionVariant*>& vs, ui
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), seed0, /*repeats=*/20), int(vs.size() * std::size(cases)));
 }
 
+// The cases of the pds2, pds3, sp and dc1 tests below (the device scripts'
+// filters: AttentionWgmmaBwdGpu.Pds2*, .Pds3*, .Sp*, .Dc1*): every backward
+// case, then 18 key blocks (GQA, causal with odd Sq, softcap + window) and
+// 4100 queries over 1000 keys: 65 query blocks of 64 per key block (33 of
+// 128), which reuse both dS^T tiles of pds2 / pds3 many times, wrap the
+// two-stage Q / dO ring 32 times with sp's Q stage held one block longer and
+// let dc1's warpgroups drift over the whole walk.
+void check_schedule_cases(const std::vector<const AttentionVariant*>& vs, uint64_t seed0) {
+  EXPECT_EQ(check_backward(vs, kBwdCases, std::size(kBwdCases), seed0), int(vs.size() * std::size(kBwdCases)));
+  const Case many[] = {
+      {2, 8, 4, 640, 2304, false, 0.0, "18 key blocks, GQA 2:1"},
+      {2, 8, 4, 2100, 2304, true, 0.0, "18 key blocks, causal Sq < Sk, odd Sq"},
+      {1, 4, 2, 2100, 2304, true, 0.0, "window 700, causal, softcap 20", 20.0, 700},
+      {1, 2, 1, 4100, 1000, true, 0.0, "4100 queries over 1000 keys, causal Sq > Sk"},
+  };
+  EXPECT_EQ(check_backward(vs, many, std::size(many), seed0 + 100), int(vs.size() * std::size(many)));
+}
+
 TEST(AttentionWgmmaBwdGpu, PdsSanitizerSized) {
   REQUIRE_SM90();
   check_pds_sanitizer_sized(pds_variants(1), 6200);
@@ -785,14 +841,7 @@ TEST(AttentionWgmmaBwdGpu, Pds2MatchesFloat64Reference) {
   REQUIRE_SM90();
   const auto vs = pds_variants(2);
   ASSERT_EQ(vs.size(), 4u);
-  EXPECT_EQ(check_backward(vs, kBwdCases, std::size(kBwdCases), 7000), int(vs.size() * std::size(kBwdCases)));
-  const Case many[] = {
-      {2, 8, 4, 640, 2304, false, 0.0, "pds2: 18 key blocks, GQA 2:1"},
-      {2, 8, 4, 2100, 2304, true, 0.0, "pds2: 18 key blocks, causal Sq < Sk, odd Sq"},
-      {1, 4, 2, 2100, 2304, true, 0.0, "pds2: window 700, causal, softcap 20", 20.0, 700},
-      {1, 2, 1, 4100, 1000, true, 0.0, "pds2: 65 query blocks per key block (both dS^T tiles reused), causal Sq > Sk"},
-  };
-  EXPECT_EQ(check_backward(vs, many, std::size(many), 7100), int(vs.size() * std::size(many)));
+  check_schedule_cases(vs, 7000);
 }
 
 TEST(AttentionWgmmaBwdGpu, Pds2SanitizerSized) {
@@ -815,14 +864,7 @@ TEST(AttentionWgmmaBwdGpu, Pds3MatchesFloat64Reference) {
   REQUIRE_SM90();
   const auto vs = pds_variants(3);
   ASSERT_EQ(vs.size(), 2u);
-  EXPECT_EQ(check_backward(vs, kBwdCases, std::size(kBwdCases), 8000), int(vs.size() * std::size(kBwdCases)));
-  const Case many[] = {
-      {2, 8, 4, 640, 2304, false, 0.0, "pds3: 18 key blocks, GQA 2:1"},
-      {2, 8, 4, 2100, 2304, true, 0.0, "pds3: 18 key blocks, causal Sq < Sk, odd Sq"},
-      {1, 4, 2, 2100, 2304, true, 0.0, "pds3: window 700, causal, softcap 20", 20.0, 700},
-      {1, 2, 1, 4100, 1000, true, 0.0, "pds3: 33 query blocks per key block (both dS^T tiles reused), causal Sq > Sk"},
-  };
-  EXPECT_EQ(check_backward(vs, many, std::size(many), 8100), int(vs.size() * std::size(many)));
+  check_schedule_cases(vs, 8000);
 }
 
 TEST(AttentionWgmmaBwdGpu, Pds3SanitizerSized) {
@@ -835,24 +877,75 @@ TEST(AttentionWgmmaBwdGpu, Pds3TwentyRepeats) {
   check_pds_twenty_repeats(pds_variants(3), 8300);
 }
 
+// Each variant of vs against its base (base_of(name)) on a causal GQA problem
+// with 18 key blocks and on softcap + window, from one forward (the base's):
+// dK and dV bitwise equal always; dQ too where dq_equal says so (the variant
+// and its base deterministic and summing in the same order). Returns the
+// pairs compared.
+int check_bits_equal_base(const std::vector<const AttentionVariant*>& vs,
+                          std::string (*base_of)(const std::string&), bool dq_equal, uint64_t seed0) {
+  const DeviceInfo& dev = cached_device(0);
+  const Case cases[] = {
+      {2, 4, 2, 2100, 2304, true, 0.0, "18 key blocks, causal Sq < Sk, GQA 2:1"},
+      {1, 4, 2, 1000, 1300, true, 0.0, "window 300, causal, softcap 20", 20.0, 300},
+  };
+  int compared = 0;
+  for (const auto* v : vs) {
+    const std::string bn = base_of(v->desc.name);
+    const auto* base = builtin_registry().find_attention(bn);
+    EXPECT_NE(base, nullptr) << bn;
+    if (base == nullptr) continue;
+    for (size_t ci = 0; ci < std::size(cases); ++ci) {
+      const AttentionProblem p = problem_of(cases[ci], param(*v, "d"));
+      SCOPED_TRACE(v->desc.name + " against " + bn + " on " + p.key() + " (" + cases[ci].what + ")");
+      EXPECT_FALSE(v->can_run(p, AttentionMode::backward, dev).has_value());
+      if (v->can_run(p, AttentionMode::backward, dev)) continue;
+      const reference::AttentionInputs in = reference::make_attention_inputs(p, seed0 + ci);
+      const size_t nq = in.Q.size(), nk = in.K.size(), nl = size_t(p.B * p.H * p.Sq);
+      DeviceBuffer<uint16_t> Q(nq), K(nk), V(nk), dO(nq), O(nq), dQ(nq), dK(nk), dV(nk);
+      DeviceBuffer<float> L(nl);
+      Q.upload(bf16_bits(in.Q));
+      K.upload(bf16_bits(in.K));
+      V.upload(bf16_bits(in.V));
+      dO.upload(bf16_bits(in.dO));
+      // One forward (the base's) feeds both backwards.
+      AttentionArgs f;
+      f.Q = Q.data(), f.K = K.data(), f.V = V.data(), f.O = O.data(), f.lse = L.data();
+      base->launch(p, AttentionMode::forward, f, nullptr);
+      EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      std::string digests[2][3];
+      const AttentionVariant* pair[2] = {base, v};
+      for (int k = 0; k < 2; ++k) {
+        DeviceBytes ws(pair[k]->workspace_bytes(p, AttentionMode::backward));
+        AttentionArgs a;
+        a.Q = Q.data(), a.K = K.data(), a.V = V.data(), a.dO = dO.data(), a.O_in = O.data(), a.lse_in = L.data();
+        a.dQ = dQ.data(), a.dK = dK.data(), a.dV = dV.data();
+        a.workspace = ws.get(), a.workspace_size = ws.bytes();
+        for (auto* b : {&dQ, &dK, &dV}) EXPECT_EQ(cudaMemset(b->data(), 0xff, b->bytes()), cudaSuccess);
+        EXPECT_EQ(cudaMemset(ws.get(), 0xff, ws.bytes()), cudaSuccess);
+        pair[k]->launch(p, AttentionMode::backward, a, nullptr);
+        EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        digests[k][0] = digest_device(dQ.data(), dQ.bytes()).hex();
+        digests[k][1] = digest_device(dK.data(), dK.bytes()).hex();
+        digests[k][2] = digest_device(dV.data(), dV.bytes()).hex();
+      }
+      if (dq_equal && v->desc.deterministic) EXPECT_EQ(digests[0][0], digests[1][0]) << "dQ bits differ from the base's";
+      EXPECT_EQ(digests[0][1], digests[1][1]) << "dK bits differ from the base's";
+      EXPECT_EQ(digests[0][2], digests[1][2]) << "dV bits differ from the base's";
+      ++compared;
+    }
+  }
+  return compared;
+}
+
 // The sp variants (pds2 d128 with dQ issued before dK and dK left in
 // flight into the next query block, the Q stage released one block later;
-// sp2: the dQ part handed over one block later too): the pds2 cases (the
-// device script's filter: AttentionWgmmaBwdGpu.Sp*). 65 query blocks per key
-// block wrap the two-stage Q / dO ring 32 times with the Q stage held one
-// block longer.
+// sp2: the dQ part handed over one block later too).
 TEST(AttentionWgmmaBwdGpu, SpMatchesFloat64Reference) {
   REQUIRE_SM90();
   const auto vs = sp_variants();
   ASSERT_EQ(vs.size(), 3u);
-  EXPECT_EQ(check_backward(vs, kBwdCases, std::size(kBwdCases), 9000), int(vs.size() * std::size(kBwdCases)));
-  const Case many[] = {
-      {2, 8, 4, 640, 2304, false, 0.0, "sp1: 18 key blocks, GQA 2:1"},
-      {2, 8, 4, 2100, 2304, true, 0.0, "sp1: 18 key blocks, causal Sq < Sk, odd Sq"},
-      {1, 4, 2, 2100, 2304, true, 0.0, "sp1: window 700, causal, softcap 20", 20.0, 700},
-      {1, 2, 1, 4100, 1000, true, 0.0, "sp1: 65 query blocks per key block, causal Sq > Sk"},
-  };
-  EXPECT_EQ(check_backward(vs, many, std::size(many), 9100), int(vs.size() * std::size(many)));
+  check_schedule_cases(vs, 9000);
 }
 
 TEST(AttentionWgmmaBwdGpu, SpSanitizerSized) {
@@ -868,60 +961,41 @@ TEST(AttentionWgmmaBwdGpu, SpTwentyRepeats) {
 // sp1 and sp2 reorder when the products are issued and waited on and when
 // the dQ part is handed over, not what they compute nor the order of any
 // fp32 operation: ordered sp gives pds2's bits for dQ, dK and dV, atomic sp
-// pds2's dK and dV (its dQ is added in arrival order), on a causal GQA
-// problem with 18 key blocks and on softcap + window.
+// pds2's dK and dV (its dQ is added in arrival order).
 TEST(AttentionWgmmaBwdGpu, SpBitwiseEqualsPds2) {
   REQUIRE_SM90();
-  const DeviceInfo& dev = cached_device(0);
-  const Case cases[] = {
-      {2, 4, 2, 2100, 2304, true, 0.0, "18 key blocks, causal Sq < Sk, GQA 2:1"},
-      {1, 4, 2, 1000, 1300, true, 0.0, "window 300, causal, softcap 20", 20.0, 300},
-  };
-  int compared = 0;
-  for (const auto* v : sp_variants()) {
-    const std::string bn = sp_base_name(v->desc.name);
-    const auto* base = builtin_registry().find_attention(bn);
-    ASSERT_NE(base, nullptr) << bn;
-    for (size_t ci = 0; ci < std::size(cases); ++ci) {
-      const AttentionProblem p = problem_of(cases[ci], param(*v, "d"));
-      SCOPED_TRACE(v->desc.name + " against " + bn + " on " + p.key() + " (" + cases[ci].what + ")");
-      ASSERT_FALSE(v->can_run(p, AttentionMode::backward, dev).has_value());
-      const reference::AttentionInputs in = reference::make_attention_inputs(p, 9400 + ci);
-      const size_t nq = in.Q.size(), nk = in.K.size(), nl = size_t(p.B * p.H * p.Sq);
-      DeviceBuffer<uint16_t> Q(nq), K(nk), V(nk), dO(nq), O(nq), dQ(nq), dK(nk), dV(nk);
-      DeviceBuffer<float> L(nl);
-      Q.upload(bf16_bits(in.Q));
-      K.upload(bf16_bits(in.K));
-      V.upload(bf16_bits(in.V));
-      dO.upload(bf16_bits(in.dO));
-      // One forward (the base's) feeds both backwards.
-      AttentionArgs f;
-      f.Q = Q.data(), f.K = K.data(), f.V = V.data(), f.O = O.data(), f.lse = L.data();
-      base->launch(p, AttentionMode::forward, f, nullptr);
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      std::string digests[2][3];
-      const AttentionVariant* pair[2] = {base, v};
-      for (int k = 0; k < 2; ++k) {
-        DeviceBytes ws(pair[k]->workspace_bytes(p, AttentionMode::backward));
-        AttentionArgs a;
-        a.Q = Q.data(), a.K = K.data(), a.V = V.data(), a.dO = dO.data(), a.O_in = O.data(), a.lse_in = L.data();
-        a.dQ = dQ.data(), a.dK = dK.data(), a.dV = dV.data();
-        a.workspace = ws.get(), a.workspace_size = ws.bytes();
-        for (auto* b : {&dQ, &dK, &dV}) ASSERT_EQ(cudaMemset(b->data(), 0xff, b->bytes()), cudaSuccess);
-        ASSERT_EQ(cudaMemset(ws.get(), 0xff, ws.bytes()), cudaSuccess);
-        pair[k]->launch(p, AttentionMode::backward, a, nullptr);
-        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        digests[k][0] = digest_device(dQ.data(), dQ.bytes()).hex();
-        digests[k][1] = digest_device(dK.data(), dK.bytes()).hex();
-        digests[k][2] = digest_device(dV.data(), dV.bytes()).hex();
-      }
-      if (v->desc.deterministic) EXPECT_EQ(digests[0][0], digests[1][0]) << "dQ bits differ from pds2's";
-      EXPECT_EQ(digests[0][1], digests[1][1]) << "dK bits differ from pds2's";
-      EXPECT_EQ(digests[0][2], digests[1][2]) << "dV bits differ from pds2's";
-      ++compared;
-    }
-  }
-  EXPECT_EQ(compared, 6);
+  EXPECT_EQ(check_bits_equal_base(sp_variants(), sp_base_name, /*dq_equal=*/true, 9400), 6);
+}
+
+// The dc1 variants (sp1 d128 with the consumer warpgroups decoupled: each
+// forms dQ over its own 64 keys from its own dS^T rows, one dQ tile per
+// warpgroup, two bulk adds per query block; ordered: the semaphore counts two
+// adds per key block, warpgroup 0's first).
+TEST(AttentionWgmmaBwdGpu, Dc1MatchesFloat64Reference) {
+  REQUIRE_SM90();
+  const auto vs = dc_variants();
+  ASSERT_EQ(vs.size(), 2u);
+  check_schedule_cases(vs, 9500);
+}
+
+TEST(AttentionWgmmaBwdGpu, Dc1SanitizerSized) {
+  REQUIRE_SM90();
+  check_pds_sanitizer_sized(dc_variants(), 9700);
+}
+
+// 20 repeats, one digest (ordered: dQ too) at 18 key blocks, causal and not.
+TEST(AttentionWgmmaBwdGpu, Dc1TwentyRepeats) {
+  REQUIRE_SM90();
+  check_pds_twenty_repeats(dc_variants(), 9800);
+}
+
+// dc1 changes how dQ is grouped (two 64-key parts per key block added one
+// after the other instead of one 128-key part), so its dQ bits differ from
+// sp1's; dK and dV are the same products on the same operands in the same
+// order: sp1's bits, ordered and atomic.
+TEST(AttentionWgmmaBwdGpu, Dc1BitwiseDkDvEqualSp1) {
+  REQUIRE_SM90();
+  EXPECT_EQ(check_bits_equal_base(dc_variants(), dc_base_name, /*dq_equal=*/false, 9900), 4);
 }
 
 // The partials variant's chunked launches, on a registry with a 1 MiB slab

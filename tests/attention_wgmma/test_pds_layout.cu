@@ -100,6 +100,24 @@ TEST(AttentionWgmmaPds, StackedDsTilesMatchStores) {
   check_stacked_layout<KvD64Br128St2OTS3>();
 }
 
+// The dQ product's C partition (MmaDQpds over the BR x D part, thread t of
+// `threads`) puts value i of thread t at (dq_row(t, i), dq_col(t, i)): the
+// fragment order the tile stores and the convert kernel rely on.
+template <class K_>
+void expect_dq_fragment_is_mma_c(int threads) {
+  constexpr int BR = K_::BR, D = K_::D;
+  typename K_::MmaDQpds mma;
+  for (int t = 0; t < threads; ++t) {
+    auto thr = mma.get_thread_slice(t);
+    auto coord = thr.partition_C(cute::make_identity_tensor(cute::Shape<cute::Int<BR>, cute::Int<D>>{}));
+    ASSERT_EQ(int(cute::size(coord)), K_::kDqPerThread);
+    for (int i = 0; i < K_::kDqPerThread; ++i) {
+      EXPECT_EQ(int(cute::get<0>(coord(i))), K_::dq_row(t, i)) << t << "," << i;
+      EXPECT_EQ(int(cute::get<1>(coord(i))), K_::dq_col(t, i)) << t << "," << i;
+    }
+  }
+}
+
 // pds3's dQ product reads dS (queries x keys) through the transposed view,
 // warpgroup w its queries [64 w, 64 w + 64): the tiled MMA's A partition of
 // thread t addresses only rows of its warpgroup's half, and the two halves
@@ -129,17 +147,7 @@ TEST(AttentionWgmmaPds, Pds3DqSplitByQueries) {
   int once = 0;
   for (int s : seen) once += s == 1;
   EXPECT_EQ(once, BR * D) << "dq_row / dq_col do not cover the 128 x 64 tile once";
-  // The MMA's own C layout agrees with dq_row / dq_col (value i of thread t).
-  typename K_::MmaDQpds mma;
-  for (int t = 0; t < 256; ++t) {
-    auto thr = mma.get_thread_slice(t);
-    auto coord = thr.partition_C(cute::make_identity_tensor(cute::Shape<cute::Int<BR>, cute::Int<D>>{}));
-    ASSERT_EQ(int(cute::size(coord)), K_::kDqPerThread);
-    for (int i = 0; i < K_::kDqPerThread; ++i) {
-      EXPECT_EQ(int(cute::get<0>(coord(i))), K_::dq_row(t, i)) << t << "," << i;
-      EXPECT_EQ(int(cute::get<1>(coord(i))), K_::dq_col(t, i)) << t << "," << i;
-    }
-  }
+  expect_dq_fragment_is_mma_c<K_>(256);
 }
 
 // pds2 shared storage (pds3: the same at BR = 128, 32 KB tiles): two dS^T tiles then P^T (16 KB each, 1024-byte
@@ -206,6 +214,110 @@ TEST(AttentionWgmmaPds, SpIsPds2Storage) {
   EXPECT_TRUE(BwdKv<KvD128Br64St2OTS2P2>::kSp2);
   EXPECT_FALSE(BwdKv<KvD128Br64St2OTS2P>::kSp2);
 }
+// dc1 (sp1 d128 with the consumer warpgroups decoupled): one dS^T tile, P^T
+// right after it (16 KB each, 1024-byte aligned), one fp32 dQ tile per
+// warpgroup (32 KB each): K, V 64 KB + Q / dO 64 KB + 16 + 16 + 64 KB = 224 KB;
+// with the LSE / D ring (1 KB), the barriers, kv_bar and m_stop 230508 bytes,
+// 231424 (226 KB) after the 1024-byte alignment: with the 1 KB every sm_90
+// block reserves, the 227 KB (232448 bytes) a block may have.
+template <class Cfg>
+void check_dc1_storage() {
+  using K_ = BwdKv<Cfg>;
+  using S = typename K_::SharedStorage;
+  constexpr int BR = K_::BR, BC = K_::BC, D = K_::D, ST = K_::ST;
+  static_assert(K_::kDc && K_::kSp && !K_::kSp2 && K_::kPds2);
+  static_assert(K_::kDsBufs == 1 && K_::kDqBufs == 2 && K_::kDqAdds == 2);
+  static_assert(!K_::kDqSplitN && !K_::kDqWhole && K_::kDqWriters == 128 && K_::kDqPerThread == D / 2);
+  static_assert(K_::kBarDqThreads == 128 + 32, "full / empty barriers: one warpgroup and the writer warp");
+  EXPECT_EQ(sizeof(S), size_t(226 * 1024));
+  EXPECT_EQ(sizeof(S) + 1024, size_t(232448));
+  EXPECT_EQ(int(Cfg::kSmemBytes), 224 * 1024);
+  EXPECT_EQ(int(Cfg::kSmemBytes), 2 * (2 * BC * D + 2 * ST * BR * D + 2 * BR * BC) + 2 * BR * D * 4);
+  alignas(1024) static unsigned char raw[sizeof(S)];
+  S& s = *reinterpret_cast<S*>(raw);
+  const auto at = [](const void* p) { return size_t(static_cast<const char*>(p) - reinterpret_cast<const char*>(raw)); };
+  EXPECT_EQ(at(s.dst(0)) % 1024, 0u);
+  EXPECT_EQ(at(s.pt()) - at(s.dst(0)), size_t(BC * BR * 2)) << "P^T right after the one dS^T tile";
+  EXPECT_EQ(at(s.pt()) % 1024, 0u);
+  EXPECT_GE(at(&s.dqs[0][0]) - at(s.pt()), size_t(BC * BR * 2)) << "P^T (16 KB) before the dQ tiles";
+  EXPECT_EQ(sizeof(s.dqs), size_t(2 * BR * D * sizeof(float)));
+  EXPECT_EQ(at(&s.dqs[1][0]) - at(&s.dqs[0][0]), size_t(BR * D * sizeof(float)));
+  EXPECT_EQ(at(&s.dqs[0][0]) % 16, 0u);  // bulk copy sources
+  for (int i = 0; i < ST; ++i) {
+    EXPECT_EQ(at(&s.lse2[0][i][0]) % 16, 0u);
+    EXPECT_EQ(at(&s.dvec[0][i][0]) % 16, 0u);
+  }
+}
+
+// dc1's dQ product per warpgroup: dS (64 queries x its own 64 keys) K (its
+// own 64 keys x 128), through the transposed views, read only from its own
+// rows of the dS^T tile and of K; the part's C fragment (dq_row, dq_col,
+// inverted by the convert kernel) a bijection onto the 64 x 128 tile, and its
+// tile offsets a permutation of the tile.
+template <class Cfg>
+void check_dc1_dq_split() {
+  using K_ = BwdKv<Cfg>;
+  using T = typename K_::T;
+  constexpr int BR = K_::BR, BC = K_::BC, D = K_::D;
+  alignas(1024) static T ds[2 * BC * BR];
+  alignas(1024) static T k[BC * D];
+  auto sdS = cute::make_tensor(cute::make_smem_ptr(ds), typename K_::SmemPtT2{});  // (BR, BC, 2)
+  auto sK = cute::make_tensor(cute::make_smem_ptr(k), typename K_::SmemK{});       // (BC, D)
+  auto sKt = cute::make_tensor(cute::make_smem_ptr(k), typename K_::SmemKt{});     // (D, BC)
+  for (int wg = 0; wg < 2; ++wg) {
+    // The kernel's views (kv_consume_pds, the K-split branch), dS^T tile 0.
+    auto sdS_half = cute::local_tile(sdS(cute::_, cute::_, 0), cute::Shape<cute::Int<BR>, cute::_64>{},
+                                     cute::make_coord(0, wg));
+    auto sKt_half = cute::local_tile(sKt, cute::Shape<cute::Int<D>, cute::_64>{}, cute::make_coord(0, wg));
+    int bad_ds = 0, bad_k = 0;
+    for (int q = 0; q < BR; ++q)
+      for (int kk = 0; kk < 64; ++kk) bad_ds += &sdS_half(q, kk) != ds + K_::pt_offset(64 * wg + kk, q);
+    for (int d = 0; d < D; ++d)
+      for (int kk = 0; kk < 64; ++kk) bad_k += &sKt_half(d, kk) != &sK(64 * wg + kk, d);
+    EXPECT_EQ(bad_ds, 0) << "warpgroup " << wg << " reads dS^T rows other than its own keys";
+    EXPECT_EQ(bad_k, 0) << "warpgroup " << wg << " reads K rows other than its own keys";
+  }
+  expect_dq_fragment_is_mma_c<K_>(128);  // each warpgroup's part: threads 0 .. 127 of its slice
+  std::vector<int> seen(BR * D, 0), seen_off(BR * D, 0);
+  for (int t = 0; t < 128; ++t) {
+    for (int i = 0; i < K_::kDqPerThread; ++i) {
+      // Thread t of either warpgroup: the same place in its own tile.
+      EXPECT_EQ(K_::dq_row(t, i), K_::dq_row(t + 128, i));
+      EXPECT_EQ(K_::dq_col(t, i), K_::dq_col(t + 128, i));
+      const int r = K_::dq_row(t, i), c = K_::dq_col(t, i);
+      ASSERT_TRUE(r >= 0 && r < BR && c >= 0 && c < D) << r << "," << c;
+      ++seen[r * D + c];
+      const int off = K_::dq_tile_offset(t, i);
+      ASSERT_TRUE(off >= 0 && off < BR * D) << off;
+      ++seen_off[off];
+    }
+  }
+  int once = 0, once_off = 0;
+  for (int x : seen) once += x == 1;
+  for (int x : seen_off) once_off += x == 1;
+  EXPECT_EQ(once, BR * D) << "dq_row / dq_col do not cover the 64 x 128 tile once";
+  EXPECT_EQ(once_off, BR * D) << "dq_tile_offset is not a permutation of the tile";
+}
+
+TEST(AttentionWgmmaPds, Dc1Storage) {
+  check_dc1_storage<KvD128Br64St2OTS2PD>();
+  check_dc1_storage<KvD128Br64St2ATS2PD>();
+  check_pt_layout<KvD128Br64St2OTS2PD>();
+  EXPECT_EQ(KvD128Br64St2OTS2PD::DC, 1);
+  EXPECT_EQ(KvD128Br64St2OTS2PD::SP, 1);
+  EXPECT_EQ(KvD128Br64St2OTS2P::DC, 0);
+  EXPECT_EQ(KvD128Br64St2OT::DC, 0);
+  EXPECT_FALSE(BwdKv<KvD128Br64St2OTS2P>::kDc);
+  // sp1 keeps the N split over both warpgroups and its storage.
+  EXPECT_TRUE(BwdKv<KvD128Br64St2OTS2P>::kDqSplitN);
+  EXPECT_EQ(BwdKv<KvD128Br64St2OTS2P>::kDqAdds, 1);
+  EXPECT_EQ(BwdKv<KvD128Br64St2OTS2P>::kBarDqThreads, 256 + 32);
+}
+
+TEST(AttentionWgmmaPds, Dc1DqSplitByKeys) {
+  check_dc1_dq_split<KvD128Br64St2OTS2PD>();
+}
+
 TEST(AttentionWgmmaPds, Pds3SharedStorage) {
   check_pds2_storage<KvD64Br128St2OTS3>(1);
   check_pds2_storage<KvD64Br128St2ATS3>(1);

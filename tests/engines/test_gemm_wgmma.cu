@@ -34,6 +34,9 @@ using flce::WgPing128c22;
 using flce::WgCoop256c22;
 using flce::WgPing128c2t;
 using flce::WgPing128c22t;
+using flce::WgCoop256c2t;
+using flce::WgCoop256x128c12;
+using flce::WgCoop256x128c12t;
 
 #define DETFUSE_REQUIRE_SM90()                                                            \
   do {                                                                                    \
@@ -95,6 +98,11 @@ DETFUSE_WGMMA_CONFIG_TESTS(WgCoop256c22)
 // instantiated): the fp32 store keeps the direct stores.
 DETFUSE_WGMMA_LAYOUT_TEST(WgPing128c2t, K, K)
 DETFUSE_WGMMA_LAYOUT_TEST(WgPing128c22t, K, K)
+// The cooperative EPI_TMA configurations (4 stages, two store passes); the
+// fp32 store runs their fallbacks, WgCoop256c2 and WgCoop256x128c12 (the
+// latter's only layout test: 1x2 clusters, 256-row tiles).
+DETFUSE_WGMMA_LAYOUT_TEST(WgCoop256c2t, K, K)
+DETFUSE_WGMMA_LAYOUT_TEST(WgCoop256x128c12t, K, K)
 
 // The grouped raster over 2x2 cluster tiles: 641 rows (6 row tiles, 3 cluster
 // rows), 771 columns (7 column tiles, 4 cluster columns, the last overhanging
@@ -398,15 +406,20 @@ TEST(GemmWgmma, TmaEpilogueSameBitsAsRegisters) {
   tma_epilogue_cases<WgPing128c2, WgPing128c2t>();
 }
 
-// For compute-sanitizer (memcheck, racecheck): the ragged case and one where
-// each warpgroup stores several tiles (8 x 50 tiles, 200 cluster units: every
-// CTA of the H200's 66 clusters takes 3 or more), both epilogues, 2x1 clusters.
+// For compute-sanitizer (memcheck, racecheck): a ragged case (N) and one
+// where each CTA stores several tiles (ping 128x128: 8 x 50 tiles, 200
+// cluster units, every CTA of the H200's 66 clusters takes 3 or more), both
+// epilogues.
+template <class Ref, class Tma>
+void sanitizer_cases(int ragged_n, int64_t ragged_ldc) {
+  for (bool ex16 : {true, false}) {
+    check_tma_epilogue_bits<Ref, Tma>(261, ragged_n, 136, ragged_ldc, ex16, 0.f, 1 << 30);
+    check_tma_epilogue_bits<Ref, Tma>(1024, 6400, 64, 6408, ex16, 0.f, 1 << 30);
+  }
+}
 TEST(GemmWgmma, TmaEpilogueSanitizerSized) {
   DETFUSE_REQUIRE_SM90();
-  for (bool ex16 : {true, false}) {
-    check_tma_epilogue_bits<WgPing128c2, WgPing128c2t>(261, 1031, 136, 1048, ex16, 0.f, 1 << 30);
-    check_tma_epilogue_bits<WgPing128c2, WgPing128c2t>(1024, 6400, 64, 6408, ex16, 0.f, 1 << 30);
-  }
+  sanitizer_cases<WgPing128c2, WgPing128c2t>(1031, 1048);
 }
 
 // ex16 in forward mode (no chunk: C null, the statistics alone): an ot1
@@ -447,6 +460,29 @@ TEST(GemmWgmma, TmaEpilogueForwardStatisticsOnly) {
 TEST(GemmWgmma, TmaEpilogueSameBitsAsRegisters2x2) {
   DETFUSE_REQUIRE_SM90();
   tma_epilogue_cases<WgPing128c22, WgPing128c22t>();
+}
+
+// The cooperative tiles with the TMA store, against the register epilogue of
+// the same tile (the statistics are per BN-column tile): 128x256 in 2x1
+// clusters (two 128-column passes; N = 16000 leaves the last tile's second
+// pass wholly past N) and 256x128 in 1x2 clusters (two 64-column passes; 2000
+// rows: the last row tile ragged, 1000 columns: its second pass ragged).
+TEST(GemmWgmma, TmaEpilogueSameBitsAsRegistersCoop256) {
+  DETFUSE_REQUIRE_SM90();
+  tma_epilogue_cases<WgCoop256c2, WgCoop256c2t>();
+}
+TEST(GemmWgmma, TmaEpilogueSameBitsAsRegistersCoop256x128) {
+  DETFUSE_REQUIRE_SM90();
+  tma_epilogue_cases<WgCoop256x128c12, WgCoop256x128c12t>();
+}
+
+// For compute-sanitizer: the cooperative tiles, the ragged case on the TMA
+// path (N = 1000, N % 8 == 0: the last column tile's second pass ragged) and
+// one with several tiles per CTA.
+TEST(GemmWgmma, TmaEpilogueSanitizerSizedCoop) {
+  DETFUSE_REQUIRE_SM90();
+  sanitizer_cases<WgCoop256c2, WgCoop256c2t>(1000, 1008);
+  sanitizer_cases<WgCoop256x128c12, WgCoop256x128c12t>(1000, 1008);
 }
 
 }  // namespace

@@ -89,7 +89,9 @@ TEST(FlceExp16, HybridPlanAtTheIssueShapes) {
     for (const Plan& pl : {FlceDriver<WgmmaExpLtEngine, WgPing128c2>::plan(w.p, FlceMode::forward_backward, sp),
                            FlceDriver<WgmmaExpLtEngine, WgPing128c22>::plan(w.p, FlceMode::forward_backward, sp),
                            FlceDriver<WgmmaExpLtEngine, WgCoop256c22>::plan(w.p, FlceMode::forward_backward, sp),
-                           FlceDriver<WgmmaExpLtEngine, WgCoop256c2>::plan(w.p, FlceMode::forward_backward, sp)}) {
+                           FlceDriver<WgmmaExpLtEngine, WgCoop256c2>::plan(w.p, FlceMode::forward_backward, sp),
+                           FlceDriver<WgmmaExpLtEngine, WgCoop256c2t>::plan(w.p, FlceMode::forward_backward, sp),
+                           FlceDriver<WgmmaExpLtEngine, WgCoop256x128c12t>::plan(w.p, FlceMode::forward_backward, sp)}) {
       EXPECT_EQ(pl.chunk_rows, w.rows) << w.p.shape();
       EXPECT_EQ(w.p.N % pl.chunk_rows, 0) << w.p.shape();
       EXPECT_EQ(pl.dx_splits, 1) << w.p.shape();
@@ -111,8 +113,9 @@ TEST(FlceExp16, HybridRegisteredOwningAtItsBudgets) {
     EXPECT_FALSE(v.desc.study_only) << v.desc.name;  // tuned by default
   }
   // ping-pong 128x128 and coop 128x256, c2 and c22; ping-pong 128x128 with the
-  // TMA epilogue (ot1), c2 and c22
-  EXPECT_EQ(n, int(6 * kHybridChunkMiB.size()));
+  // TMA epilogue (ot1), c2 and c22; at mb1024 alone, coop 128x256 c2 and coop
+  // 256x128 c12 with the TMA epilogue
+  EXPECT_EQ(n, int(6 * kHybridChunkMiB.size()) + 2);
   EXPECT_NE(builtin_registry().find_flce("flce.bf16.wgmmalt.owning.bm128_bn128_bk64_c2_st6_pp1_ex16_mb1024"), nullptr);
   EXPECT_NE(builtin_registry().find_flce("flce.bf16.wgmmalt.owning.bm128_bn256_bk64_c2_st4_pp0_ex16_mb1920"), nullptr);
   // The 2x2 cluster spelled in the name (c: CM then CN when CN > 1).
@@ -124,6 +127,12 @@ TEST(FlceExp16, HybridRegisteredOwningAtItsBudgets) {
   EXPECT_NE(builtin_registry().find_flce("flce.bf16.wgmmalt.owning.bm128_bn128_bk64_c2_st5_pp1_ot1_ex16_mb1920"), nullptr);
   EXPECT_NE(builtin_registry().find_flce("flce.bf16.wgmmalt.owning.bm128_bn128_bk64_c22_st5_pp1_ot1_ex16_mb1024"), nullptr);
   EXPECT_NE(builtin_registry().find_flce("flce.bf16.wgmmalt.owning.bm128_bn128_bk64_c22_st5_pp1_ot1_ex16_mb1920"), nullptr);
+  // The cooperative tiles with the TMA epilogue (two passes through one 32 KiB
+  // shared tile, 4 stages), at 1024 MiB only (1920 breaks the 1.2 GiB bar).
+  EXPECT_NE(builtin_registry().find_flce("flce.bf16.wgmmalt.owning.bm128_bn256_bk64_c2_st4_pp0_ot1_ex16_mb1024"), nullptr);
+  EXPECT_NE(builtin_registry().find_flce("flce.bf16.wgmmalt.owning.bm256_bn128_bk64_c12_st4_pp0_ot1_ex16_mb1024"), nullptr);
+  EXPECT_EQ(builtin_registry().find_flce("flce.bf16.wgmmalt.owning.bm128_bn256_bk64_c2_st4_pp0_ot1_ex16_mb1920"), nullptr);
+  EXPECT_EQ(builtin_registry().find_flce("flce.bf16.wgmmalt.owning.bm256_bn128_bk64_c12_st4_pp0_ot1_ex16_mb1920"), nullptr);
   // No other name carries the token.
   for (const auto& v : builtin_registry().flce())
     if (v.desc.name.find("_ot1_") != std::string::npos) EXPECT_EQ(v.desc.engine, "wgmmalt") << v.desc.name;

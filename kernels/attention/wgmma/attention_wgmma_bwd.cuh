@@ -85,8 +85,17 @@ struct BwdKv {
   // only after S^T (m + 1) has been issued (kv_consume_pds).
   static constexpr bool kSp2 = Cfg::SP == 2;
   static_assert(!kSp2 || D == 128, "sp2: d = 128 (one dQ tile written by all 256 consumers)");
-  static constexpr int kDsBufs = kPds2 ? 2 : 1;
-  static constexpr int kDqBufs = (kPds2 && D == 128) || kPds3 ? 1 : 2;
+  // dc1 (sp1 d128, BwdKvPdsConfig): the warpgroups decoupled. dQ split by
+  // keys (each warpgroup a 64 x D part from its own 64 keys, as d = 64), one
+  // fp32 dQ tile per warpgroup (tile wg), one dS^T tile (own rows), no
+  // barrier over both warpgroups; the writer warp adds tile 0 then tile 1.
+  static constexpr bool kDc = Cfg::DC == 1;
+  static_assert(!kDc || (kSp && !kSp2 && D == 128), "dc1: sp1 at d = 128");
+  static constexpr int kDsBufs = kPds2 && !kDc ? 2 : 1;
+  static constexpr int kDqBufs = kDc ? 2 : (kPds2 && D == 128) || kPds3 ? 1 : 2;
+  // Bulk adds per query block of a CTA (the writer warp), and what the
+  // ordered semaphore of a query block counts per key block.
+  static constexpr int kDqAdds = kDc ? 2 : 1;
   static_assert(!kPds || BR == 64 || (kPds3 && BR == 128 && D == 64),
                 "pds: P^T and dS^T rows of 64 queries (pds3: 128, two swizzle atoms; pt_offset)");
   static_assert(DQ == 0 || BR == 64 || kPds3, "dQ in the kv kernel at BR != 64: pds3 only");
@@ -107,7 +116,7 @@ struct BwdKv {
   // view), K = 128 keys. d = 64: a 32-column split would cut a swizzle atom,
   // so each warpgroup takes the 64 keys it owns (K split; both add their
   // 64 x 64 parts, twice the atomics of d = 128 per element).
-  static constexpr bool kDqSplitN = D == 128;
+  static constexpr bool kDqSplitN = D == 128 && !kDc;
   // pds3 (d = 64, BR = 128): M = 128 queries split over the two warpgroups
   // (64 each, N = 64, K = all 128 keys): each writes its own rows of the dQ
   // tile, no exchange (FlashAttention-4's AtomLayoutMdQ = 2 at d64).
@@ -123,13 +132,14 @@ struct BwdKv {
           Layout<Shape<_1, _1, _1>>{}))>;
   static constexpr int kDqPerThread = kDqSplitN ? D / 4 : D / 2;
   // TMA dQ: threads writing the shared tile (d = 64: warpgroup 0, after the
-  // other's part is added), each kDqPerThread values; value i of thread t at
-  // (i / 2) * 2 kDqWriters + 2 t + i % 2 (consecutive threads, consecutive
-  // float2: no bank conflicts). Named barriers: full[b] 4 + b, empty[b] 6 + b,
-  // the 256 consumers and the writer warp.
+  // other's part is added; dc1: each warpgroup its own tile), each
+  // kDqPerThread values; value i of thread t at (i / 2) * 2 kDqWriters + 2 t
+  // + i % 2 (consecutive threads, consecutive float2: no bank conflicts).
+  // Named barriers: full[b] 4 + b, empty[b] 6 + b, the 256 consumers and the
+  // writer warp (dc1: tile b's warpgroup, 128 threads, and the writer warp).
   static constexpr int kDqWriters = kDqWhole ? 256 : 128;
   static_assert(DQ == 0 || kDqWriters * kDqPerThread == BR * D, "the writers cover the tile");
-  static constexpr int kBarFull = 4, kBarEmpty = 6, kBarDqThreads = 256 + 32;
+  static constexpr int kBarFull = 4, kBarEmpty = 6, kBarDqThreads = (kDc ? 128 : 256) + 32;
   // pds2 at d = 64: warpgroup 1 stores its scaled dQ part into the tile and
   // arrives on 8 + buf; warpgroup 0 waits there and adds its own in place.
   static constexpr int kBarXch = 8;
@@ -193,6 +203,8 @@ struct BwdKv {
   // spilled register).
   // pds2: barrier 2 (warpgroup 0) and 3 (warpgroup 1) over 128 threads, each
   // warpgroup's own P^T rows stored before its dV product reads them.
+  // dc1: the same two per-warpgroup barriers also order each warpgroup's
+  // own dS^T rows before its dK and dQ products (no barrier 1).
   static constexpr int kBarLse = 2, kBarP = 3;
   // Element offset of (key r, query c) in an SmemPt tile: rows of 64 queries
   // (128 bytes, one GMMA::Layout_K_SW128_Atom row), atoms of 8 rows stacked
@@ -371,6 +383,9 @@ __host__ __device__ constexpr int pt3_offset(int base, int sw, int k, int h) {
 // released there, after its S^T wait); S^T and dP^T start from write-only
 // accumulators (wg_gemm_fresh_n64). sp2 (K_::kSp2): the dQ part, scaled, is
 // handed to the writer warp in the next block, right after its S^T issue.
+// dc1 (K_::kDc, on sp1): each warpgroup's dQ part over its own 64 keys (the
+// d = 64 K split) into its own dQ tile, its dS^T rows ordered by its own
+// barrier: nothing in the walk waits for the other warpgroup.
 template <class K_, class PipeL, class Acc>
 __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typename K_::SharedStorage& ss,
                                                typename K_::Pipeline& pipe_q, typename K_::Pipeline& pipe_do,
@@ -441,6 +456,15 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
     cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);  // visible to the bulk copy
     detail::named_arrive(K_::kBarFull + qb, K_::kBarDqThreads);
   };
+  // pds2: this warpgroup's 128 threads (its own rows of P^T, dc1 of dS^T
+  // too, stored), barrier 2 or 3 (constant ids: one in a register was a
+  // spilled register).
+  [[maybe_unused]] auto own_rows_sync = [&]() {
+    if (wg == 0)
+      detail::named_sync(K_::kBarLse, 128);
+    else
+      detail::named_sync(K_::kBarP, 128);
+  };
   for (int g = 0; g < p.group; ++g) {
     const int h = hk * p.group + g;
     const int64_t bh = int64_t(b) * p.H + h;
@@ -489,8 +513,10 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
       const float* lse2 = ss.lse2[0][sb];
       const float* dd = ss.dvec[0][sb];
       // pds2: dS^T tile of this block's parity (the other may still be read
-      // by the other warpgroup's dQ product of the previous block).
-      const int dsb = K_::kPds2 ? buf : 0;
+      // by the other warpgroup's dQ product of the previous block). dc1: one
+      // tile, each warpgroup reading only its own rows: its dK (m - 1), the
+      // last product to read them, is retired by the S^T wait before the stores.
+      const int dsb = K_::kPds2 && !K_::kDc ? buf : 0;
       __nv_bfloat16* const ds_base = reinterpret_cast<__nv_bfloat16*>(ss.ds.data()) + dsb * (BC * BR);
       warpgroup_wait<1>();  // S^T done (sp1: and, issued before it, the previous block's dK)
       if constexpr (K_::kSp) {
@@ -538,11 +564,7 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
       }
       cutlass::arch::fence_view_async_shared();  // generic-proxy stores before the wgmma reads
       if constexpr (K_::kPds2) {
-        // Each warpgroup's dV product reads its own 64 rows of P^T only.
-        if (wg == 0)
-          detail::named_sync(K_::kBarLse, 128);
-        else
-          detail::named_sync(K_::kBarP, 128);
+        own_rows_sync();  // each warpgroup's dV product reads its own 64 rows of P^T only
       } else {
         detail::named_sync(K_::kBarP, 256);
       }
@@ -572,7 +594,11 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
         }
       }
       cutlass::arch::fence_view_async_shared();
-      detail::named_sync(1, 256);  // both warpgroups' dS^T: dQ reads every key
+      if constexpr (K_::kDc) {
+        own_rows_sync();  // dc1: dK and dQ of this warpgroup read its own 64 dS^T rows only
+      } else {
+        detail::named_sync(1, 256);  // both warpgroups' dS^T: dQ reads every key
+      }
       if constexpr (K_::kPds3) {
         // Every consumer warp has read this block's LSE and D (P, softcap,
         // dS: before the barrier above; the release is one thread per
@@ -593,7 +619,8 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
         Tensor tQrdSb = tQrdS(_, _, _, dsb);
         detail::wg_gemm<true, false>(mma_dq, tQrdSb, tQrK, tdQacc);
       } else {
-        // d = 64: each warpgroup its own 64 keys (K split), summed below.
+        // d = 64: each warpgroup its own 64 keys (K split), summed below;
+        // dc1 (d = 128): the same split, each part added by the writer warp.
         auto thr_dq = mma_dq.get_thread_slice(t);
         Tensor sdS_half = local_tile(sdS(_, _, dsb), Shape<Int<BR>, _64>{}, make_coord(0, wg));
         Tensor sKt_half = local_tile(sKt, Shape<Int<D>, _64>{}, make_coord(0, wg));
@@ -624,18 +651,20 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
         ++st;
         continue;  // block it's dQ part: handed over in the next block (or after the walk)
       }
-      const int qb = K_::kPds2 ? it % K_::kDqBufs : buf;  // the dQ tile
+      // The dQ tile (dc1: the warpgroup's own, written once per block).
+      const int qb = K_::kDc ? wg : K_::kPds2 ? it % K_::kDqBufs : buf;
       if constexpr (K_::kPds2) {
         // No barrier here: the next block writes the other dS^T tile, and
         // this one again only after both warpgroups have passed the next
         // block's dS^T barrier (so both have finished this block's dQ product).
-        // The writer warp has read tile qb (iteration it - kDqBufs).
-        if (it >= K_::kDqBufs) detail::named_sync(K_::kBarEmpty + qb, K_::kBarDqThreads);
+        // The writer warp has read tile qb (iteration it - kDqBufs; dc1: it - 1).
+        if (it >= K_::kDqBufs / K_::kDqAdds) detail::named_sync(K_::kBarEmpty + qb, K_::kBarDqThreads);
         float* tile = ss.dqs[qb];
-        if constexpr (K_::kDqWhole) {
+        if constexpr (K_::kDqWhole || K_::kDc) {
+          const int wt = K_::kDc ? t : ctid;  // dc1: each tile written by its warpgroup's 128 threads
           CUTLASS_PRAGMA_UNROLL
           for (int i = 0; i < size(tdQacc); i += 2)
-            *reinterpret_cast<float2*>(tile + K_::dq_tile_offset(ctid, i)) =
+            *reinterpret_cast<float2*>(tile + K_::dq_tile_offset(wt, i)) =
                 make_float2(tdQacc(i) * p.scale, tdQacc(i + 1) * p.scale);
         } else if (wg == 1) {
           // d = 64: warpgroup 1's scaled part first, then warpgroup 0 adds
@@ -784,52 +813,58 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
     if constexpr (K_::kTma) {
       if (tid / 32 == 1 && iters > 0) {
         // The dQ writer: one bulk add per (query head, query block), in the
-        // consumers' order.
+        // consumers' order (dc1: two, warpgroup 0's tile then warpgroup 1's).
         const int lane = tid % 32;
         int it = 0;
         for (int g = 0; g < p.group; ++g) {
           const int64_t bh = int64_t(b) * p.H + hk * p.group + g;
           for (int m = K_::m_first(m_begin, ss.m_stop); m != K_::m_end(m_begin, ss.m_stop); m += K_::kMStep, ++it) {
-            const int buf = it % K_::kDqBufs;
-            detail::named_sync(K_::kBarFull + buf, K_::kBarDqThreads);
-            if (lane == 0) {
-              int* flag = p.sem + bh * p.m_blocks + m;
-              if constexpr (K_::kOrderedDq) {
-                const int turn = n_block - K_::n_lo(p, m);  // key blocks n_lo(m) .. n_block - 1 add first
-                int seen;
-                do {
-                  asm volatile("ld.global.acquire.gpu.b32 %0, [%1];" : "=r"(seen) : "l"(flag) : "memory");
-                } while (seen != turn);
-                cuda::ptx::fence_proxy_async(cuda::ptx::space_global);  // our bulk add after theirs
-              }
-              cuda::ptx::cp_reduce_async_bulk(cuda::ptx::space_global, cuda::ptx::space_shared, cuda::ptx::op_add,
-                                              p.dq + (bh * p.m_blocks + m) * (BR * D), &ss.dqs[buf][0],
-                                              uint32_t(BR * D * sizeof(float)));
-              cuda::ptx::cp_async_bulk_commit_group();
-              if constexpr (K_::kPds2) {
-                // The tile read: the consumers may write it again (released
-                // below, before the semaphore: with one tile at d = 128 they
-                // would otherwise wait for the whole add to land in L2).
-                cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<0>{});
-              } else if constexpr (K_::kOrderedDq) {
-                // Done writing (not only reading): then the next key block may add.
-                cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<0>{});
-                cuda::ptx::fence_proxy_async(cuda::ptx::space_global);
-                asm volatile("fence.acq_rel.gpu;\n\tred.relaxed.gpu.global.add.s32 [%0], 1;" ::"l"(flag) : "memory");
-              } else {
-                cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<0>{});
-              }
-            }
-            __syncwarp();
-            // The consumers wait for buffer buf again at iteration it + kDqBufs.
-            if (it + K_::kDqBufs < iters) detail::named_arrive(K_::kBarEmpty + buf, K_::kBarDqThreads);
-            if constexpr (K_::kPds2 && K_::kOrderedDq) {
+            for (int w = 0; w < K_::kDqAdds; ++w) {
+              const int buf = K_::kDc ? w : it % K_::kDqBufs;
+              detail::named_sync(K_::kBarFull + buf, K_::kBarDqThreads);
               if (lane == 0) {
-                // Done writing (not only reading): then the next key block may add.
-                int* flag = p.sem + bh * p.m_blocks + m;  // (recomputed: the writer runs on 24 registers)
-                cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<0>{});
-                cuda::ptx::fence_proxy_async(cuda::ptx::space_global);
-                asm volatile("fence.acq_rel.gpu;\n\tred.relaxed.gpu.global.add.s32 [%0], 1;" ::"l"(flag) : "memory");
+                int* flag = p.sem + bh * p.m_blocks + m;
+                if constexpr (K_::kOrderedDq) {
+                  // Key blocks n_lo(m) .. n_block - 1 add first (dc1: two adds
+                  // each, and warpgroup 0's of this key block before 1's).
+                  const int turn = K_::kDqAdds * (n_block - K_::n_lo(p, m)) + w;
+                  int seen;
+                  do {
+                    asm volatile("ld.global.acquire.gpu.b32 %0, [%1];" : "=r"(seen) : "l"(flag) : "memory");
+                  } while (seen != turn);
+                  cuda::ptx::fence_proxy_async(cuda::ptx::space_global);  // our bulk add after theirs
+                }
+                cuda::ptx::cp_reduce_async_bulk(cuda::ptx::space_global, cuda::ptx::space_shared, cuda::ptx::op_add,
+                                                p.dq + (bh * p.m_blocks + m) * (BR * D), &ss.dqs[buf][0],
+                                                uint32_t(BR * D * sizeof(float)));
+                cuda::ptx::cp_async_bulk_commit_group();
+                if constexpr (K_::kPds2) {
+                  // The tile read: the consumers may write it again (released
+                  // below, before the semaphore: with one tile at d = 128 they
+                  // would otherwise wait for the whole add to land in L2).
+                  cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<0>{});
+                } else if constexpr (K_::kOrderedDq) {
+                  // Done writing (not only reading): then the next key block may add.
+                  cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<0>{});
+                  cuda::ptx::fence_proxy_async(cuda::ptx::space_global);
+                  asm volatile("fence.acq_rel.gpu;\n\tred.relaxed.gpu.global.add.s32 [%0], 1;" ::"l"(flag) : "memory");
+                } else {
+                  cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<0>{});
+                }
+              }
+              __syncwarp();
+              // The consumers wait for buffer buf again at iteration it + kDqBufs
+              // (dc1: it + 1, each warpgroup its own tile).
+              if (it + K_::kDqBufs / K_::kDqAdds < iters) detail::named_arrive(K_::kBarEmpty + buf, K_::kBarDqThreads);
+              if constexpr (K_::kPds2 && K_::kOrderedDq) {
+                if (lane == 0) {
+                  // Done writing (not only reading): then the next add may
+                  // come (dc1: this key block's other part, or the next key block).
+                  int* flag = p.sem + bh * p.m_blocks + m;  // (recomputed: the writer runs on 24 registers)
+                  cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<0>{});
+                  cuda::ptx::fence_proxy_async(cuda::ptx::space_global);
+                  asm volatile("fence.acq_rel.gpu;\n\tred.relaxed.gpu.global.add.s32 [%0], 1;" ::"l"(flag) : "memory");
+                }
               }
             }
           }

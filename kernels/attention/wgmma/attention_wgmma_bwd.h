@@ -43,6 +43,7 @@ struct BwdKvConfig {
   static constexpr int D = D_, BR = BR_, BC = 128, STAGES = STAGES_, DQ = DQ_;
   static constexpr int PDS = 0;  // BwdKvPdsConfig below
   static constexpr int SP = 0;   // BwdKvPdsConfig below
+  static constexpr int DC = 0;   // BwdKvPdsConfig below
   static constexpr bool DQ_ATOMIC = DQ == 1 || DQ == 4, DQ_PARTIALS = DQ == 2, DQ_ORDERED = DQ == 3 || DQ == 5;
   static constexpr bool DQ_TMA = DQ == 4 || DQ == 5;
   static_assert(D == 64 || D == 128, "head dim 64 or 128");
@@ -101,21 +102,35 @@ struct BwdKvConfig {
 // S^T (m + 1) is issued, so the tile store and the wait for the writer's
 // previous read run under dK (m) and S^T (m + 1); the last block's after the
 // walk. Registers at the hand-off: dV, dK, the dQ part, S^T (192).
-template <int D_, int BR_, int STAGES_, int DQ_, int PDS_ = 1, int SP_ = 0>
+// DC 1 (`dc1`, d = 128, on sp1: the consumer warpgroups decoupled): each
+// warpgroup forms dQ over its own 64 keys (K split, as d = 64: a 64 x 128
+// fp32 part from its own dS^T rows only), so no barrier between the
+// warpgroups remains in the walk (each waits for its own dS^T and P^T rows
+// on its own named barrier) and they may drift apart by up to the Q / dO
+// ring. One dS^T tile again (each warpgroup rewrites its own rows only after
+// its own dK and dQ products that read them have completed), one fp32 dQ
+// tile per warpgroup: K, V 64 KB + Q/dO 64 KB + dS^T 16 KB + P^T 16 KB + dQ
+// 2 x 32 KB = 224 KB (229376 bytes). The writer warp adds the two parts of a
+// query block with two bulk adds; ordered: the semaphore counts two adds per
+// key block (warpgroup 0, then 1, of key block n before key block n + 1).
+template <int D_, int BR_, int STAGES_, int DQ_, int PDS_ = 1, int SP_ = 0, int DC_ = 0>
 struct BwdKvPdsConfig : BwdKvConfig<D_, BR_, STAGES_, DQ_> {
   using Base = BwdKvConfig<D_, BR_, STAGES_, DQ_>;
   static constexpr int PDS = PDS_;
   static constexpr int SP = SP_;
+  static constexpr int DC = DC_;
   static_assert(PDS >= 1 && PDS <= 3, "pds 1, 2 or 3");
   static_assert(SP == 0 || ((SP == 1 || SP == 2) && PDS == 2 && BR_ == 64),
                 "sp1, sp2: pds2 (the dS^T double buffer they rely on, 64 x 64 S^T / dP^T)");
+  static_assert(DC == 0 || (DC == 1 && SP == 1 && D_ == 128),
+                "dc1: d = 128 on sp1 (d = 64 splits dQ by keys already)");
   static_assert(Base::DQ_TMA, "pds: P^T and dS^T in shared memory, TMA dQ only");
   static_assert(PDS == 3 ? (Base::BR == 128 && D_ == 64) : Base::BR == 64,
                 "pds1, pds2: P^T and dS^T rows of 64 queries (one 128-byte swizzle row); pds3: d = 64, BR = 128");
-  // fp32 dQ tiles: two, except pds2 at d = 128 and pds3 (one).
-  static constexpr int kDqBufs = (PDS == 2 && D_ == 128) || PDS == 3 ? 1 : 2;
-  // + P^T (BC x BR, bf16), + a second dS^T for pds2 and pds3.
-  static constexpr int kSmemTiles = Base::kSmemTiles + (PDS >= 2 ? 2 : 1) * 2 * Base::BR * Base::BC;
+  // fp32 dQ tiles: two, except pds2 at d = 128 and pds3 (one); dc1: one per warpgroup.
+  static constexpr int kDqBufs = DC == 1 ? 2 : (PDS == 2 && D_ == 128) || PDS == 3 ? 1 : 2;
+  // + P^T (BC x BR, bf16), + a second dS^T for pds2 and pds3 (not dc1).
+  static constexpr int kSmemTiles = Base::kSmemTiles + (PDS >= 2 && DC == 0 ? 2 : 1) * 2 * Base::BR * Base::BC;
   static constexpr int kSmemBytes = kSmemTiles + kDqBufs * Base::BR * Base::D * 4;
   static_assert(kSmemBytes + 1024 <= 227 * 1024, "shared memory above the 227 KB of an sm_90 block");
 };
@@ -185,6 +200,10 @@ using KvD128Br64St2OTS2P = BwdKvPdsConfig<128, 64, 2, 5, 2, 1>;
 // sp2: sp1, and the dQ part of block m handed to the writer warp in block
 // m + 1, once S^T (m + 1) is issued behind dK (m) (ordered only).
 using KvD128Br64St2OTS2P2 = BwdKvPdsConfig<128, 64, 2, 5, 2, 2>;
+// dc1: sp1 with the consumer warpgroups decoupled (dQ over each one's own
+// keys, one dQ tile per warpgroup, two bulk adds per query block).
+using KvD128Br64St2ATS2PD = BwdKvPdsConfig<128, 64, 2, 4, 2, 1, 1>;
+using KvD128Br64St2OTS2PD = BwdKvPdsConfig<128, 64, 2, 5, 2, 1, 1>;
 using DqD128Bc64St2 = BwdDqConfig<128, 64, 2>;
 using DqD64Bc128St2 = BwdDqConfig<64, 128, 2>;
 using DqD128Bc64St3 = BwdDqConfig<128, 64, 3>;  // owning: a third block shape per head dim
@@ -257,6 +276,8 @@ DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2OTS3)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2ATS2P)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2P)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2P2)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2ATS2PD)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2PD)
 DETFUSE_ATTN_WGMMA_DQ_INSTANCES(extern, DqD128Bc64St2)
 DETFUSE_ATTN_WGMMA_DQ_INSTANCES(extern, DqD64Bc128St2)
 DETFUSE_ATTN_WGMMA_DQ_INSTANCES(extern, DqD128Bc64St3)

@@ -20,7 +20,10 @@
 //                                    pds2 with dQ before dK and dK left in
 //                                    flight into the next query block; `sp2`:
 //                                    sp1 with the dQ part handed over after
-//                                    the next block's S^T), owning:
+//                                    the next block's S^T; `dc1`: sp1 d128
+//                                    with the consumer warpgroups decoupled,
+//                                    dQ over each one's own keys, one dQ
+//                                    tile each), owning:
 //                                    the dq kernel over query blocks.
 #include <algorithm>
 #include <climits>
@@ -152,6 +155,7 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
   if constexpr (Kv::DQ_TMA) v.desc.params.push_back({"tma", 1});
   if constexpr (Kv::PDS != 0) v.desc.params.push_back({"pds", Kv::PDS});
   if constexpr (Kv::SP != 0) v.desc.params.push_back({"sp", Kv::SP});
+  if constexpr (Kv::DC != 0) v.desc.params.push_back({"dc", Kv::DC});
   if constexpr (kDq == 0) {
     static_assert(Dq::D == Kv::D, "one head dim");
     v.desc.params.push_back({"qbc", Dq::BC});
@@ -185,7 +189,10 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
                    (Kv::PDS >= 2 ? ", dS^T double-buffered, LSE and D brought by the producer with Q and dO" : "") +
                    (Kv::PDS == 3 ? ", 128 queries per step (dQ = dS K split by queries over the warpgroups)" : "") +
                    (Kv::SP >= 1 ? ", dQ before dK and dK left in flight into the next query block" : "") +
-                   (Kv::SP == 2 ? ", the dQ part handed over once the next block's S^T is issued" : "");
+                   (Kv::SP == 2 ? ", the dQ part handed over once the next block's S^T is issued" : "") +
+                   (Kv::DC == 1 ? ", consumer warpgroups decoupled (dQ over each one's own 64 keys, one dQ tile and "
+                                  "one bulk add each)"
+                                : "");
   v.can_run = [kMiB](const AttentionProblem& p, AttentionMode mode,
                      const DeviceInfo& dev) -> std::optional<std::string> {
     size_t smem = fwd_smem_bytes<Fwd>();
@@ -362,6 +369,11 @@ void register_attention_wgmma(Registry& r) {
   // sp2 (sp1, and the dQ part of block m handed to the writer warp in block
   // m + 1 behind S^T (m + 1)): ordered only, last until measured.
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2P2, void>(r);
+  // dc1 (sp1 d128 with the consumer warpgroups decoupled: dQ over each one's
+  // own keys, two bulk adds per query block): last until measured
+  // (experiments/device/s10-attndec.sh).
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2PD, void>(r);
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2ATS2PD, void>(r);
 }
 
 void register_attention_wgmma_partials(Registry& r, int partials_mib) {
