@@ -94,10 +94,13 @@ const FlceVariant& heuristic_variant(const FlceProblem& p, FlceMode mode, const 
   //
   // bf16 on compute capability 9.0 (sm_90a built): the hybrid engine
   // `wgmmalt` (ex16 logits and row statistics on wgmma, dX and dW on
-  // cuBLASLt), ping-pong 128x128 in 2x1 clusters, owning, mb1024, with the
-  // logits stored through shared memory and a TMA store (`ot1`, session 9:
-  // 81.32 / 48.48 ms at the Llama / Gemma-2 heads against the register
-  // epilogue's 85.26 / 51.78 in the same H200 call). Before that, measured on
+  // cuBLASLt), cooperative 256x128 tiles in 1x2 clusters, owning, mb1024, with
+  // the logits stored through shared memory and a TMA store (`ot1`; session
+  // 10, `detfuse bench flce`, 3 repeats, one H200 call: 79.40 / 47.82 / 19.78 ms
+  // at the Llama / Gemma-2 / 4096-row heads against session 9's ping-pong
+  // 128x128 `ot1` 82.82 / 48.09 / 20.26 and the 128x256 `ot1` 80.11 / 48.03 /
+  // 19.84). Session 9's `ot1` gave 81.32 / 48.48 against the register
+  // epilogue's 85.26 / 51.78 in the same H200 call. Before that, measured on
   // an H200 (forward_backward, fp32 dW; experiments/flce_bench_log.md,
   // sessions 7 and 8), ms at 4096,4096,128256 / 16384,4096,128256 /
   // 8192,2304,256000:

@@ -37,7 +37,7 @@ void run(const FlceVariant& v, const FlceProblem& p, FlceMode mode, const FlceAr
 // nothing was tuned): the fastest deterministic family by design. For bf16 on
 // compute capability 9.0 with the wgmma engine built, kHybridDefault; where it
 // cannot run, the cuBLASLt owning variant at 1024 MiB.
-inline constexpr const char* kHybridDefault = "flce.bf16.wgmmalt.owning.bm128_bn128_bk64_c2_st5_pp1_ot1_ex16_mb1024";
+inline constexpr const char* kHybridDefault = "flce.bf16.wgmmalt.owning.bm256_bn128_bk64_c12_st4_pp0_ot1_ex16_mb1024";
 const FlceVariant& heuristic_variant(const FlceProblem& p, FlceMode mode, const DeviceInfo& dev);
 
 // Entry points on the heuristic's choice (tuner/ adds the tuned selection).

@@ -268,7 +268,7 @@ class GpuTest(unittest.TestCase):
         # engine's owning variant at 1024 MiB; fp32 the FMA owning one.
         # chosen_variant must say so, and running "heuristic" must give the
         # bits of running that variant by name.
-        hybrid = "flce.bf16.wgmmalt.owning.bm128_bn128_bk64_c2_st5_pp1_ot1_ex16_mb1024"
+        hybrid = "flce.bf16.wgmmalt.owning.bm256_bn128_bk64_c12_st4_pp0_ot1_ex16_mb1024"
         on_hopper = torch.cuda.get_device_capability() == (9, 0) and hybrid in detfuse.variants()
         want = {torch.bfloat16: hybrid if on_hopper else "flce.bf16.cublaslt.owning.mb1024",
                 torch.float32: "flce.fp32.fma.owning.bm128_bn128_bk8_tm8_tn8_mb1024"}
