@@ -266,11 +266,12 @@ def profile_kernels(step):
     out, acts, t0 = {}, [], None
     for e in prof.events():
         tr = e.time_range
-        if str(getattr(e, "device_type", "")).endswith("CUDA") and tr.elapsed_us() > 0:
+        if e.name == "flce_peers_step":  # the host range (its GPU-side copy spans the whole step)
+            if not str(getattr(e, "device_type", "")).endswith("CUDA"):
+                t0 = tr.start
+        elif str(getattr(e, "device_type", "")).endswith("CUDA") and tr.elapsed_us() > 0:
             out[e.name] = out.get(e.name, 0.0) + tr.elapsed_us() / 1e3
             acts.append((tr.start, tr.end, e.name))
-        elif e.name == "flce_peers_step":
-            t0 = tr.start
     if acts:
         acts.sort()
         busy, gaps, cur_s, cur_e, prev = 0.0, [], acts[0][0], acts[0][1], acts[0][2]
