@@ -266,56 +266,20 @@ __global__ void __launch_bounds__(ROW_THREADS) row_kernel(const RowPass r, const
   }
 }
 
-// Bytes in flight: a thread loads kExpInFlight groups of 8 columns (16 bytes,
-// kExpStride columns apart) at once, and the next such step's groups before it
-// computes and stores the current ones (the chunk is written in place, so the
-// compiler cannot hoist a later load above an earlier store by itself), so
-// loads stay in flight while a step computes. Session 9's pass, one step in
-// flight at a time, moved ~2.3 TB/s on the H200 (3.6 ms of a Llama-head step):
-// latency, not bandwidth. 61 / 64 registers (two blocks of 512 a multiprocessor),
-// no spills; issuing the first step before the statistics are combined spilled.
-// Each element's arithmetic is unchanged (the same bits).
-constexpr int kExpInFlight = 4;
-constexpr int kExpStride = ROW_THREADS * 8;
-constexpr int kExpStep = kExpStride * kExpInFlight;
-
-__device__ __forceinline__ void exp16_load(const __nv_bfloat16* E, int j0, int V, bool any, uint4 (&raw)[kExpInFlight]) {
-#pragma unroll
-  for (int u = 0; u < kExpInFlight; ++u) {
-    const int j = j0 + u * kExpStride;
-    raw[u] = any && j < V ? __ldcs(reinterpret_cast<const uint4*>(E + j)) : make_uint4(0u, 0u, 0u, 0u);
-  }
-}
-
 // The row pass over bf16 e = exp(z - m_tile) (RowPass::exp16). LSE and loss
 // come from the epilogue's per-tile statistics (combined in the same fixed
 // order as row_kernel's), the target logit from the statistics of its tile;
 // the gradient is written over e in place (each thread its own 8 columns).
-// kCap: softcap on (its factor per element; a separate instantiation, so the
-// common kernel keeps the registers for two steps of loads).
-template <bool kCap>
-__global__ void __launch_bounds__(ROW_THREADS, 2) row_kernel_exp16(const RowPass r, const RowConsts c) {
+__global__ void __launch_bounds__(ROW_THREADS) row_kernel_exp16(const RowPass r, const RowConsts c) {
   const int row = blockIdx.x;
   const int64_t gi = r.row0 + row;
   auto* E = reinterpret_cast<__nv_bfloat16*>(const_cast<float*>(r.L)) + int64_t(row) * r.ldl;
   const float4* st = reinterpret_cast<const float4*>(r.stats) + int64_t(row) * r.stats_cols;
   const int V = int(c.V);
-  const int ldl = int(r.ldl);
   const int64_t t = r.y[gi];
   const bool valid = t >= 0 && t < c.V;
-
-  float coef = 0.f;
-  if (valid && r.write_grad) {
-    coef = c.grad_output;
-    if (c.reduction == 0) {
-      int64_t nv = r.counts[0];
-      coef = nv > 0 ? coef / float(nv) : 0.f;
-    } else if (c.reduction == 2) {
-      coef *= r.dloss[gi];
-    }
-  }
-  const bool any = coef != 0.f;
   const float zt = valid ? st[t / r.stats_bn].w : 0.f;
+
   __shared__ typename RowReduce::TempStorage tmp;
   float lse;
   if (r.lse_in) {
@@ -339,24 +303,44 @@ __global__ void __launch_bounds__(ROW_THREADS, 2) row_kernel_exp16(const RowPass
   }
   if (!r.write_grad) return;
 
+  float coef = 0.f;
+  if (valid) {
+    coef = c.grad_output;
+    if (c.reduction == 0) {
+      int64_t nv = r.counts[0];
+      coef = nv > 0 ? coef / float(nv) : 0.f;
+    } else if (c.reduction == 2) {
+      coef *= r.dloss[gi];
+    }
+  }
   const float pscale = 1.f + 2.f * c.zscale * lse;
   const float smooth = c.eps / float(c.V);
-  uint4 cur[kExpInFlight];
-  int j0 = threadIdx.x * 8;
-  exp16_load(E, j0, V, any, cur);
-  for (; j0 < ldl; j0 += kExpStep) {
-    uint4 nxt[kExpInFlight];
-    const bool more = j0 + kExpStep < ldl;
-    if (more) exp16_load(E, j0 + kExpStep, V, any, nxt);
+  const int ldl = int(r.ldl);
+  // 8 columns (16 bytes) a group; stats_bn is a multiple of 8, so a group lies
+  // in one tile. A thread loads kInFlight groups (kStride columns apart)
+  // before it computes and stores any: the chunk is written in place, so the
+  // compiler cannot move a later load above an earlier store, and with one
+  // load in flight a thread the pass ran at ~2.1 TB/s on the H200 (latency,
+  // not bandwidth); each element's arithmetic is unchanged.
+  constexpr int kInFlight = 4;
+  constexpr int kStride = ROW_THREADS * 8;
+  const bool any = coef != 0.f;
+  for (int j0 = threadIdx.x * 8; j0 < ldl; j0 += kStride * kInFlight) {
+    uint4 raw[kInFlight];
 #pragma unroll
-    for (int u = 0; u < kExpInFlight; ++u) {
-      const int j = j0 + u * kExpStride;
+    for (int u = 0; u < kInFlight; ++u) {
+      const int j = j0 + u * kStride;
+      raw[u] = any && j < V ? __ldcs(reinterpret_cast<const uint4*>(E + j)) : make_uint4(0u, 0u, 0u, 0u);
+    }
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      const int j = j0 + u * kStride;
       if (j >= ldl) break;
       float g[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
       if (any && j < V) {
         const float4 s = st[j / r.stats_bn];
         const float a = expf(s.x - lse);  // exp(m_tile - lse)
-        const __nv_bfloat16* e = reinterpret_cast<const __nv_bfloat16*>(&cur[u]);
+        const __nv_bfloat16* e = reinterpret_cast<const __nv_bfloat16*>(&raw[u]);
 #pragma unroll
         for (int q = 0; q < 8; ++q) {
           const int jj = j + q;
@@ -365,7 +349,7 @@ __global__ void __launch_bounds__(ROW_THREADS, 2) row_kernel_exp16(const RowPass
             // The target's probability from its exact logit; the others from e.
             const float pj = jj == t ? expf(zt - lse) : ej * a;
             float d = pscale * pj - smooth - (jj == t ? 1.f - c.eps : 0.f);
-            if constexpr (kCap) {
+            if (c.softcap > 0.f) {
               // z from e (2^-9 relative in e is 2^-9 absolute in z); e == 0
               // (z more than ~92 below the tile max, only with caps above 46):
               // z is not known, its bound is used (the factor lies in [0, 1]).
@@ -382,10 +366,6 @@ __global__ void __launch_bounds__(ROW_THREADS, 2) row_kernel_exp16(const RowPass
 #pragma unroll
       for (int q = 0; q < 4; ++q) o[q] = __floats2bfloat162_rn(g[2 * q], g[2 * q + 1]);
       *reinterpret_cast<uint4*>(E + j) = out;  // columns [V, ldl) become zeros
-    }
-    if (more) {
-#pragma unroll
-      for (int u = 0; u < kExpInFlight; ++u) cur[u] = nxt[u];
     }
   }
 }
@@ -690,10 +670,7 @@ void launch_row_pass(const FlceProblem& p, const RowPass& r, cudaStream_t stream
     if (!r.stats || r.stats_bn <= 0 || r.stats_bn % 8 != 0)
       throw Error("row pass: bf16 exp(z - m_tile) needs the per-tile statistics and a tile width multiple of 8");
     if (r.write_grad && !r.grad_bf16) throw Error("row pass: bf16 exp(z - m_tile) takes a bf16 gradient in place");
-    if (c.softcap > 0.f)
-      row_kernel_exp16<true><<<r.rows, ROW_THREADS, 0, stream>>>(r, c);
-    else
-      row_kernel_exp16<false><<<r.rows, ROW_THREADS, 0, stream>>>(r, c);
+    row_kernel_exp16<<<r.rows, ROW_THREADS, 0, stream>>>(r, c);
   } else if (r.logits_bf16) {
     if (!r.X || !r.W) throw Error("row pass: bf16 logits need X and W (the exact target and maximum logits)");
     if (r.write_grad && !r.grad_bf16) throw Error("row pass: bf16 logits take a bf16 gradient in place");
