@@ -169,9 +169,9 @@ class GpuTest(unittest.TestCase):
 
     def test_upstream_gradient_of_one_hands_over_the_forwards_gradients(self):
         # With g = 1 the backward gives autograd the forward's dX, dW as they are
-        # (no scaled copy): the same bits as the scaled path's product by 1. A
-        # second backward through the graph cannot use them again (x.grad and
-        # weight.grad may be them, added to in place) and says so; with
+        # (no scaled copy). A second backward through the retained graph adds
+        # them into x.grad / weight.grad, which are them: 2 x, exact; a third
+        # finds the saved tensors changed and PyTorch refuses it; with
         # grad_in_forward=False three backwards of one graph give 3 x the
         # gradient exactly (d + d = 2d; 2d + d and 3 * d both round the exact 3d).
         for variant in ("heuristic", "flce.bf16.cublaslt.owning.mb1024"):
@@ -182,8 +182,11 @@ class GpuTest(unittest.TestCase):
                 loss = dt.linear_cross_entropy(x, w, y, variant=variant)
                 loss.backward(retain_graph=True)
                 once_x, once_w = x.grad.clone(), w.grad.clone()
-                with self.assertRaisesRegex(RuntimeError, r"second backward through the same graph"):
-                    loss.backward()
+                loss.backward(retain_graph=True)  # into w.grad, which is the saved dW: 2 x, exactly
+                self.assertTrue(torch.equal(x.grad, (once_x.float() * 2).to(x.dtype)))
+                self.assertTrue(torch.equal(w.grad, (once_w.float() * 2).to(w.dtype)))
+                with self.assertRaisesRegex(RuntimeError, r"modified by an inplace operation"):
+                    loss.backward()  # the saved gradients were added to in place: refused, not reused
                 x.grad = w.grad = None
                 dt.linear_cross_entropy(x, w, y, variant=variant).backward()
                 self.assertTrue(torch.equal(x.grad, once_x))
