@@ -174,9 +174,12 @@ def linear_cross_entropy(x, weight, target, *, bias=None, ignore_index=-100, red
     otherwise. Needs grad_in_forward and reduction 'mean' or 'sum'.
     grad_in_forward (the default): dX and dW are computed in the forward and
     handed to autograd as they are when the loss's upstream gradient is 1 (one
-    synchronisation in the backward to know it; any other value scales them),
-    so the loss can be differentiated once: a second backward through the same
-    graph (retain_graph=True) raises; grad_in_forward=False allows it.
+    synchronisation in the backward to know it; any other value scales a
+    copy), so x.grad and weight.grad may be those tensors. Through a retained
+    graph (retain_graph=True) a second backward adds into them (the right
+    sum); after anything changed them in place PyTorch refuses a further
+    backward of the graph (its saved-tensor version check). grad_in_forward=False
+    recomputes in the backward: any number of backwards.
     Runs the custom ops torch.ops.detfuse.flce_* (torch.compile traces them,
     fullgraph=True included)."""
     torch = _torch()
