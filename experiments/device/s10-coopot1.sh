@@ -49,7 +49,8 @@ done
   cat "$OUT/gpu.txt"
   echo "--- tests"
   test_report cpu engines flce
-  echo "sanitizer runs with 0 errors (of 4): $(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/sanitize.log")"
+  # memcheck / synccheck print "ERROR SUMMARY: 0 errors", racecheck "RACECHECK SUMMARY: 0 hazards displayed (0 errors"
+  echo "sanitizer runs with 0 errors (of 4): $(grep -cE 'ERROR SUMMARY: 0 errors|SUMMARY: 0 hazards displayed \(0 errors' "$OUT/sanitize.log")"
   grep "ERROR SUMMARY" "$OUT/sanitize.log" | grep -v " 0 errors"
   echo "--- logits alone (ms, TF/s); session 9: ping c2 ot1 ex16 661 (Gemma-2) / 626 (Llama), cuBLASLt 690 / 679"
   grep -h "^shape" "$OUT"/probe_*.log
