@@ -1,4 +1,4 @@
-// Development probe: the exact fp32 GEMM engine (kernels/flce/gemm_f32.cuh,
+// Development probe: the exact fp32 GEMM engine (kernels/flce/gemm_fma.cuh,
 // engine `fma`) against cuBLASLt SGEMM (CUBLAS_COMPUTE_32F, no TF32) at S^3,
 // on the three FLCE operand layouts. Prints milliseconds and TFLOP/s of each
 // config (median of 7 after a warm-up) and the relative norm difference from
@@ -15,7 +15,7 @@
 #include "kernels/baseline/lt_matmul.h"
 #include "kernels/common/buffer.h"
 #include "kernels/common/timer.h"
-#include "kernels/flce/gemm_f32.cuh"
+#include "kernels/flce/gemm_fma.cuh"
 
 using namespace detfuse;
 

@@ -1,5 +1,5 @@
 // CPU emulation of the fp32 FLCE variants (engine `fma`, strategies owning and
-// partials): kernels/flce/driver.cuh with gemm_f32.cuh, the fp32 row pass and
+// partials): kernels/flce/driver.cuh with gemm_fma.cuh, the fp32 row pass and
 // loss reduction of rowwise.cu (arithmetic shared through
 // kernels/flce/rowwise_portable.h) and the ordered partial sums, replayed
 // operation for operation. Built with -ffp-contract=off.
@@ -136,7 +136,7 @@ std::vector<EmulatedOutput> emulate_flce(const std::string& variant, const FlceP
   const pp::RowOptions o{float(p.label_smoothing), float(p.lse_square_scale), float(p.softcap), float(p.grad_output),
                          float(V)};
   const int red = p.reduction == Reduction::mean ? 0 : p.reduction == Reduction::sum ? 1 : 2;
-  // gemm_f32.cuh reads a split's k range in BK slices, zeros past its end: a
+  // gemm_fma.cuh reads a split's k range in BK slices, zeros past its end: a
   // chain of len terms not a multiple of BK ends with fma(0, 0, acc) = acc + 0,
   // which turns a -0 (an fma result that underflowed from below) into +0.
   auto pad = [bk](float* acc, int64_t n, int64_t len) {

@@ -7,7 +7,7 @@
 //   logits  Z  = X W^T : A = X  [Nc, D] Major::K,  B = W [V, D] Major::K
 //   dX      G W       : A = G  [Nc, V] Major::K,  B = W [V, D] Major::MN
 //   dW      G^T X     : A = G  [Nc, V] Major::MN, B = X [Nc, D] Major::MN
-// Engines: gemm_f32.cuh (`fma`: exact fp32 FMA, no TF32), gemm_bf16.cuh
+// Engines: gemm_fma.cuh (`fma`: exact fp32 FMA, no TF32), gemm_mma.cuh
 // (`mma`: mma.sync m16n8k16, bf16 in, fp32 acc) and gemm_wgmma.cuh (`wgmma`:
 // sm_90a TMA + wgmma). Each takes GemmParams and an epilogue functor called
 // once per in-range element with its split index; engine_*.cuh adapt them (and
@@ -156,7 +156,7 @@ struct EpiPartial {
   }
 };
 
-// Engine entry points (defined in gemm_bf16.cuh / gemm_f32.cuh, instantiated
+// Engine entry points (defined in gemm_mma.cuh / gemm_fma.cuh, instantiated
 // in the per-variant .cu files). They throw detfuse::Error on launch failure.
 template <class Cfg, Major AM, Major BM, class Epi>
 void launch_gemm_bf16(const GemmParams& p, const Epi& epi, cudaStream_t stream);

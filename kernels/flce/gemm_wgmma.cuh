@@ -3,7 +3,7 @@
 // through a multi-stage shared-memory ring on mbarriers (see gemm.cuh for the
 // contract every engine follows).
 //
-// Why this shape. The mma.sync engine (gemm_bf16.cuh) reaches 300-330 TFLOP/s
+// Why this shape. The mma.sync engine (gemm_mma.cuh) reaches 300-330 TFLOP/s
 // on the FLCE products because every warp moves its own fragments through
 // registers; wgmma reads both operands straight from swizzled shared memory and
 // a single producer thread issues bulk tensor copies, which is how cuBLAS

@@ -5,9 +5,9 @@
 namespace detfuse {
 
 void register_flce(Registry& r) {
-  flce::register_flce_bf16_bm128_bn128(r);
-  flce::register_flce_bf16_bm128_bn256(r);
-  flce::register_flce_bf16_bm64_bn128(r);
+  flce::register_flce_mma_bm128_bn128(r);
+  flce::register_flce_mma_bm128_bn256(r);
+  flce::register_flce_mma_bm64_bn128(r);
 #if defined(DETFUSE_HAVE_WGMMA)
   flce::register_flce_wgmma_coop256c2(r);
   flce::register_flce_wgmma_coop256c1(r);
@@ -24,9 +24,9 @@ void register_flce(Registry& r) {
   flce::register_flce_wgmmalt_coop256x128c12t(r);
 #endif
   flce::register_flce_cublaslt(r);
-  flce::register_flce_f32_bm128_bn128(r);
-  flce::register_flce_f32_bm128_bn64(r);
-  flce::register_flce_f32_bm64_bn64(r);
+  flce::register_flce_fma_bm128_bn128(r);
+  flce::register_flce_fma_bm128_bn64(r);
+  flce::register_flce_fma_bm64_bn64(r);
 }
 
 }  // namespace detfuse

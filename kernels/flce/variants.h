@@ -32,9 +32,9 @@ constexpr int kChunkMiB = 1024;
 constexpr int kSplits = 4;
 constexpr int kSlabRows = 8192;
 
-void register_flce_bf16_bm128_bn128(Registry& r);
-void register_flce_bf16_bm128_bn256(Registry& r);
-void register_flce_bf16_bm64_bn128(Registry& r);
+void register_flce_mma_bm128_bn128(Registry& r);
+void register_flce_mma_bm128_bn256(Registry& r);
+void register_flce_mma_bm64_bn128(Registry& r);
 #if defined(DETFUSE_HAVE_WGMMA)
 void register_flce_wgmma_coop256c2(Registry& r);
 void register_flce_wgmma_coop256c1(Registry& r);
@@ -51,8 +51,8 @@ void register_flce_wgmmalt_coop256c2t(Registry& r);
 void register_flce_wgmmalt_coop256x128c12t(Registry& r);
 #endif
 void register_flce_cublaslt(Registry& r);
-void register_flce_f32_bm128_bn128(Registry& r);
-void register_flce_f32_bm128_bn64(Registry& r);
-void register_flce_f32_bm64_bn64(Registry& r);
+void register_flce_fma_bm128_bn128(Registry& r);
+void register_flce_fma_bm128_bn64(Registry& r);
+void register_flce_fma_bm64_bn64(Registry& r);
 
 }  // namespace detfuse::flce

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "kernels/flce/driver.cuh"
-#include "kernels/flce/engine_bf16.cuh"
+#include "kernels/flce/engine_mma.cuh"
 #include "kernels/flce/engine_cublaslt.h"
-#include "kernels/flce/engine_f32.cuh"
+#include "kernels/flce/engine_fma.cuh"
 #include "kernels/flce/engine_wgmma.cuh"
 #include "kernels/flce/variants.h"
 #include "kernels/flce/wgmma_configs.h"

@@ -32,7 +32,7 @@
 #include "kernels/common/timer.h"
 #include "kernels/flce/device_case.h"
 #include "kernels/flce/driver.cuh"
-#include "kernels/flce/engine_bf16.cuh"
+#include "kernels/flce/engine_mma.cuh"
 #include "kernels/flce/flce.h"
 #include "kernels/registry.h"
 #include "reference/inputs.h"

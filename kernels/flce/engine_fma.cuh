@@ -18,7 +18,7 @@
 
 #include "kernels/common/device_info.h"
 #include "kernels/common/problem.h"
-#include "kernels/flce/gemm_f32.cuh"
+#include "kernels/flce/gemm_fma.cuh"
 
 namespace detfuse::flce {
 
@@ -33,7 +33,7 @@ struct F32Engine {
 
   template <class Cfg, Major AM, Major BM, class Epi>
   static void gemm(const GemmParams& p, const Epi& e, int /*group_m*/, cudaStream_t s) {
-    if constexpr (std::is_same_v<Epi, EpiStoreLogits>)  // portable softcap (gemm_f32.cuh)
+    if constexpr (std::is_same_v<Epi, EpiStoreLogits>)  // portable softcap (gemm_fma.cuh)
       launch_gemm_f32<Cfg, AM, BM, EpiStoreLogitsPortable>(p, EpiStoreLogitsPortable{e.C, e.ldc, e.softcap}, s);
     else
       launch_gemm_f32<Cfg, AM, BM, Epi>(p, e, s);

@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/flce/gemm_f32.cuh"
+#include "kernels/flce/gemm_fma.cuh"
 #include "tests/engines/gemm_check.h"
 #include "tests/gpu_test.h"
 

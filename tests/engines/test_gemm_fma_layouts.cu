@@ -3,7 +3,7 @@
 // against a float64 GEMM; relative norm error < 1e-5, outputs poisoned first.
 #include <gtest/gtest.h>
 
-#include "kernels/flce/gemm_f32.cuh"
+#include "kernels/flce/gemm_fma.cuh"
 #include "tests/engines/gemm_check.h"
 #include "tests/gpu_test.h"
 

@@ -1,13 +1,13 @@
-// FLCE bf16 tensor-core variants with 128x128x32 block tiles (2x4 warps, 4 stages):
+// FLCE bf16 tensor-core variants with 128x256x32 block tiles (2x4 warps, 3 stages):
 // one file per tile shape so the instantiations compile in parallel.
 #include "kernels/flce/driver.cuh"
-#include "kernels/flce/engine_bf16.cuh"
+#include "kernels/flce/engine_mma.cuh"
 #include "kernels/flce/variants.h"
 
 namespace detfuse::flce {
 
-void register_flce_bf16_bm128_bn128(Registry& r) {
-  using Cfg = TcConfig<128, 128, 32, 2, 4, 4>;
+void register_flce_mma_bm128_bn256(Registry& r) {
+  using Cfg = TcConfig<128, 256, 32, 2, 4, 3>;
   register_tile_config<Bf16Engine, Cfg>(r, kOwningChunkMiB, kChunkMiB, kSplits, kSlabRows);
 }
 

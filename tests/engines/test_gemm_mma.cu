@@ -10,7 +10,7 @@
 // not NaN as in the fp32 tests).
 #include <gtest/gtest.h>
 
-#include "kernels/flce/gemm_bf16.cuh"
+#include "kernels/flce/gemm_mma.cuh"
 #include "tests/engines/gemm_check.h"
 #include "tests/gpu_test.h"
 

@@ -12,7 +12,7 @@
 
 #include "kernels/common/device_info.h"
 #include "kernels/common/problem.h"
-#include "kernels/flce/gemm_bf16.cuh"
+#include "kernels/flce/gemm_mma.cuh"
 
 namespace detfuse::flce {
 
