@@ -366,8 +366,9 @@ def register() -> bool:
         reduction = ctx.opts[1]
         if reduction == "none":
             return torch.ops.detfuse.flce_backward(x, w, y, lse, g_loss, *ctx.opts) + (None,) * (1 + _FLCE_OPTS)
+        one = _is_one(g_loss)  # read before the launch: the sync waits for the forward only
         dX, dW = torch.ops.detfuse.flce_backward(x, w, y, lse, g_loss, *ctx.opts)
-        if _is_one(g_loss):  # fresh tensors of this backward: no product needed
+        if one:  # fresh tensors of this backward: no product needed
             return (dX, dW, None) + (None,) * _FLCE_OPTS
         return (_scale(g_loss, dX), _scale(g_loss, dW), None) + (None,) * _FLCE_OPTS
 
