@@ -251,8 +251,8 @@ def measure_peer(factory, x, w, y, ref, reps):
 
 
 def profile_kernels(step):
-    """One step under torch.profiler (after a warm-up): GPU ms summed per kernel
-    name, and the step's timeline: "span" (first GPU activity to last), "busy"
+    """One step under torch.profiler (after a warm-up): (GPU ms summed per kernel
+    name, the step's timeline or None). The timeline: "span" (first GPU activity to last), "busy"
     (the union of GPU activity), "lead" (the step's start on the host to its first
     GPU activity) and the four largest idle gaps between GPU activities, each with
     the names around it: what of a step is not kernel time, and where."""
@@ -263,7 +263,7 @@ def profile_kernels(step):
         with record_function("flce_peers_step"):
             step()
             torch.cuda.synchronize()
-    out, acts, t0 = {}, [], None
+    out, acts, t0, timeline = {}, [], None, None
     for e in prof.events():
         tr = e.time_range
         if e.name == "flce_peers_step":  # the host range (its GPU-side copy spans the whole step)
@@ -283,11 +283,11 @@ def profile_kernels(step):
             if a_e >= cur_e:
                 cur_e, prev = a_e, name
         busy += cur_e - cur_s
-        out["_timeline"] = {
+        timeline = {
             "span_ms": (cur_e - acts[0][0]) / 1e3, "busy_ms": busy / 1e3,
             "lead_ms": (acts[0][0] - t0) / 1e3 if t0 is not None else None,
             "gaps": [{"ms": g / 1e3, "after": a[:60], "before": b[:60]} for g, a, b in sorted(gaps, reverse=True)[:4]]}
-    return out
+    return out, timeline
 
 
 def measure_3gemm(x, w, reps):
@@ -389,9 +389,8 @@ def main():
                                                               if len(rows[n].get("round_ms", [])) > rnd), flush=True)
         if args.profile:
             for name, step in steps.items():
-                rows[name]["kernels_ms"] = profile_kernels(step)
+                rows[name]["kernels_ms"], tl = profile_kernels(step)
                 x.grad = w.grad = None
-                tl = rows[name]["kernels_ms"].pop("_timeline", None)
                 top = sorted(rows[name]["kernels_ms"].items(), key=lambda kv: -kv[1])[:8]
                 print(f"  {shape} {name} kernels (ms): " + "; ".join(f"{k[:70]} {v:.2f}" for k, v in top), flush=True)
                 if tl:
