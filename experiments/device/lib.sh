@@ -52,16 +52,25 @@ test_report() {
   for f in "$@"; do grep -hE "Failure|error:" "$OUT/$f.log"; done | head -10
 }
 
-# obj_regs DIR OBJ...: for each object DIR/OBJ.cu.o, its STL count and each
-# kernel's REG / STACK / SHARED (cuobjdump, where present).
+# obj_regs DIR OBJ...: for each configuration OBJ (its source OBJ.cu), the STL
+# count and REG / STACK / SHARED of each kernel of the object that holds it
+# (cuobjdump, where present): DIR/OBJ.cu.o, or with batched compiler calls
+# (cmake/cuda_batches.cmake) the DIR/<batch>.cu.o whose generated source
+# #includes OBJ.cu (the batch's other configurations are listed too).
 obj_regs() {
-  local dir=$1 o f
+  local dir=$1 o f src
   shift
   for o in "$@"; do
     f=$dir/$o.cu.o
+    if [ ! -f "$f" ]; then
+      src=$(grep -l "/$o\.cu\"" "$dir"/../../*.cu 2> /dev/null | head -1)
+      [ -n "$src" ] && f=$dir/$(basename "$src").o
+    fi
     if [ -f "$f" ] && command -v cuobjdump > /dev/null; then
-      echo "$o STL $(cuobjdump -sass "$f" | grep -c STL)"
-      cuobjdump -res-usage "$f" | grep -o 'REG:[0-9]* STACK:[0-9]* SHARED:[0-9]*'
+      echo "$o in $(basename "$f"):"
+      cuobjdump -sass "$f" | awk '/Function :/ {fn = $3} /STL/ {n[fn]++} /Function :/ {seen[fn] = 1}
+        END {for (k in seen) print "  " k " STL " (n[k] + 0)}'
+      cuobjdump -res-usage "$f" | grep -oE 'Function [^:]*:|REG:[0-9]* STACK:[0-9]* SHARED:[0-9]*' | paste - - | sed 's/^/  /'
     else
       echo "$o: no object or no cuobjdump"
     fi
