@@ -4,14 +4,23 @@ import statistics
 import torch
 
 
-def time_ms(fn, warmup, reps):
-    """fn() timed with CUDA events after `warmup` calls: (median ms, every sample)."""
+def time_ms(fn, warmup, reps, host_hidden_ms=0.0):
+    """fn() timed with CUDA events after `warmup` calls: (median ms, every sample).
+
+    Each sample: event, fn(), event, synchronise; so the host's time from the
+    first event to fn's first kernel is in it. With host_hidden_ms > 0 a GPU
+    spin of about that long (torch.cuda._sleep, 2e6 cycles a ms: at least that
+    long at clocks up to 2 GHz) is queued before the first event: a host that
+    issues fn's first kernel within it leaves only GPU time (and the waits of
+    any synchronisation inside fn) between the events."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
     samples = []
     for _ in range(reps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if host_hidden_ms > 0:
+            torch.cuda._sleep(int(host_hidden_ms * 2e6))
         a.record()
         fn()
         b.record()
