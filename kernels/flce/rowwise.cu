@@ -348,19 +348,20 @@ __global__ void __launch_bounds__(ROW_THREADS) row_kernel_exp16(const RowPass r,
   const float gt = coef * (pscale * expf(zt - lse) - smooth - (1.f - c.eps));  // the target's dz
   for (int j0 = threadIdx.x * 8; j0 < ldl; j0 += kStride * kInFlight) {
     uint4 raw[kInFlight];
+    float mt[kInFlight];  // each group's m_tile, loaded here too: the stores below may alias it for the compiler
 #pragma unroll
     for (int u = 0; u < kInFlight; ++u) {
       const int j = j0 + u * kStride;
       raw[u] = j < V ? __ldcs(reinterpret_cast<const uint4*>(E + j)) : make_uint4(0u, 0u, 0u, 0u);
+      mt[u] = j < V ? st[j >> c.bn_shift].x : 0.f;  // its tile (stats_bn a power of two: launch_row_pass)
     }
 #pragma unroll
     for (int u = 0; u < kInFlight; ++u) {
       const int j = j0 + u * kStride;
       if (j >= ldl) break;
-      const int k = j >> c.bn_shift;  // the group's tile (stats_bn a power of two: launch_row_pass)
       float g[8];
       if constexpr (!SOFTCAP) {
-        const float A = cp * expf(st[k].x - lse);  // (coef pscale) exp(m_tile - lse)
+        const float A = cp * expf(mt[u] - lse);  // (coef pscale) exp(m_tile - lse)
         const uint32_t w[4] = {raw[u].x, raw[u].y, raw[u].z, raw[u].w};
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
@@ -372,8 +373,7 @@ __global__ void __launch_bounds__(ROW_THREADS) row_kernel_exp16(const RowPass r,
           for (int q = 0; q < 8; ++q) g[q] = j + q < V ? (j + q == ti ? gt : g[q]) : 0.f;
         }
       } else {
-        const float4 s = st[k];
-        const float a = expf(s.x - lse);  // exp(m_tile - lse)
+        const float a = expf(mt[u] - lse);  // exp(m_tile - lse)
         const __nv_bfloat16* e = reinterpret_cast<const __nv_bfloat16*>(&raw[u]);
 #pragma unroll
         for (int q = 0; q < 8; ++q) {
@@ -387,7 +387,7 @@ __global__ void __launch_bounds__(ROW_THREADS) row_kernel_exp16(const RowPass r,
             // z from e (2^-9 relative in e is 2^-9 absolute in z); e == 0
             // (z more than ~92 below the tile max, only with caps above 46):
             // z is not known, its bound is used (the factor lies in [0, 1]).
-            const float z = jj == t ? zt : ej > 0.f ? s.x + logf(ej) : fmaxf(-c.softcap, s.x - 92.f);
+            const float z = jj == t ? zt : ej > 0.f ? mt[u] + logf(ej) : fmaxf(-c.softcap, mt[u] - 92.f);
             const float u2 = z / c.softcap;
             d *= 1.f - u2 * u2;
             g[q] = coef * d;
