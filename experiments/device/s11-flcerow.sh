@@ -22,11 +22,8 @@
 # Each step runs under a timeout and the script goes on past a failing one
 # (its exit code is in summary.txt).
 set -uo pipefail
-FINAL_OUT=${OUT:-out}
-mkdir -p "$FINAL_OUT"
-export OUT=/tmp/s11-flcerow
-rm -rf "$OUT"
 source "$(dirname "$0")/lib.sh"
+logs_in_tmp s11-flcerow
 gpu_line "$OUT/gpu.txt"
 B=build; CLI=$B/detfuse; TG=$B/tests/flce/test_flce_gpu
 DEF=flce.bf16.wgmmalt.owning.bm256_bn128_bk64_c12_st4_pp0_ot1_ex16_mb1024
@@ -60,5 +57,4 @@ run ncu_step_4096 60 $NCU --metrics gpu__time_duration.sum --csv -c 40 \
   echo "--- steps"
   cat "$SUMMARY"
 } | tee "$OUT/report.txt"
-tar -czf "$FINAL_OUT/s11-flcerow.tar.gz" -C /tmp s11-flcerow
-cp "$OUT/report.txt" "$FINAL_OUT/s11-flcerow-report.txt"
+pack_logs s11-flcerow
