@@ -7,6 +7,10 @@
 #            to $OUT/LOG.log, adds a line to $SUMMARY and prints it; returns RC.
 #   sanitize TOOL TIMEOUT CMD...  run() of compute-sanitizer --tool TOOL into sanitize.log.
 #   gpu_line FILE  appends the GPU's name, driver and clocks to FILE.
+#   logs_in_tmp NAME  logs go to /tmp/NAME (emptied) from here on; the folder
+#            that comes back is kept as FINAL_OUT for pack_logs.
+#   pack_logs NAME  tars /tmp/NAME into $FINAL_OUT/NAME.tar.gz and copies its
+#            report.txt to $FINAL_OUT/NAME-report.txt.
 #   test_report NAME...  for each $OUT/NAME.log of a gtest run: its PASSED /
 #            FAILED lines, then any failure or error line of them all.
 #   PYTHONPATH     the peers' site (experiments/peers/install.sh) and ./python.
@@ -37,6 +41,20 @@ run() {
 sanitize() {
   local tool=$1 t=$2; shift 2
   run sanitize "$t" compute-sanitizer --tool "$tool" --error-exitcode 9 "$@"
+}
+
+logs_in_tmp() {
+  FINAL_OUT=$OUT
+  export OUT=/tmp/$1
+  rm -rf "$OUT"
+  mkdir -p "$OUT"
+  SUMMARY="$OUT/summary.txt"
+  : > "$SUMMARY"
+}
+
+pack_logs() {
+  tar -czf "$FINAL_OUT/$1.tar.gz" -C /tmp "$1"
+  cp "$OUT/report.txt" "$FINAL_OUT/$1-report.txt"
 }
 
 gpu_line() {

@@ -153,6 +153,7 @@ struct RowConsts {
   float softcap;
   float grad_output;
   int reduction;   // 0 mean, 1 sum, 2 none
+  int bn_shift;    // exp16: log2(stats_bn)
 };
 
 template <bool BF16>
@@ -270,6 +271,19 @@ __global__ void __launch_bounds__(ROW_THREADS) row_kernel(const RowPass r, const
 // come from the epilogue's per-tile statistics (combined in the same fixed
 // order as row_kernel's), the target logit from the statistics of its tile;
 // the gradient is written over e in place (each thread its own 8 columns).
+//
+// Without softcap (SOFTCAP false) a column j other than the target gets
+//   dz_j = fma(e_j, A_tile, B),  A_tile = (coef pscale) exp(m_tile - lse),  B = -(coef eps/V)
+// (one rounding fewer than coef ((pscale (e_j a)) - eps/V): session 11), the
+// target the row constant coef (pscale exp(z_y - lse) - eps/V - (1 - eps)).
+// A group of 8 columns is converted by shifts and masks (bf16 is the top half
+// of an fp32), 8 FFMAs and 4 bf16x2 packs; only the group holding the target
+// and a group crossing V (the tail) take the per-column selects after it. The
+// kernel was issue-bound (session 10's ncu: 9.7 cycles an issued instruction,
+// DRAM 61%), so the instructions per element are what this removes.
+// With softcap (SOFTCAP true): the per-column arithmetic of session 9, the
+// factor 1 - (z/cap)^2 with z from e (the softcap test hoisted to the launch).
+template <bool SOFTCAP>
 __global__ void __launch_bounds__(ROW_THREADS) row_kernel_exp16(const RowPass r, const RowConsts c) {
   const int row = blockIdx.x;
   const int64_t gi = r.row0 + row;
@@ -313,50 +327,69 @@ __global__ void __launch_bounds__(ROW_THREADS) row_kernel_exp16(const RowPass r,
       coef *= r.dloss[gi];
     }
   }
-  const float pscale = 1.f + 2.f * c.zscale * lse;
-  const float smooth = c.eps / float(c.V);
   const int ldl = int(r.ldl);
   // 8 columns (16 bytes) a group; stats_bn is a multiple of 8, so a group lies
   // in one tile. A thread loads kInFlight groups (kStride columns apart)
   // before it computes and stores any: the chunk is written in place, so the
   // compiler cannot move a later load above an earlier store, and with one
   // load in flight a thread the pass ran at ~2.1 TB/s on the H200 (latency,
-  // not bandwidth); each element's arithmetic is unchanged.
+  // not bandwidth).
   constexpr int kInFlight = 4;
   constexpr int kStride = ROW_THREADS * 8;
-  const bool any = coef != 0.f;
+  if (coef == 0.f) {  // the whole row (uniform in the block): +0 everywhere, nothing read
+    for (int j = threadIdx.x * 8; j < ldl; j += kStride) *reinterpret_cast<uint4*>(E + j) = make_uint4(0u, 0u, 0u, 0u);
+    return;
+  }
+  const float pscale = 1.f + 2.f * c.zscale * lse;
+  const float smooth = c.eps / float(c.V);
+  const int ti = int(t);                  // valid: coef != 0
+  const float cp = coef * pscale;         // A_tile = cp exp(m_tile - lse)
+  const float B = -(coef * smooth);
+  const float gt = coef * (pscale * expf(zt - lse) - smooth - (1.f - c.eps));  // the target's dz
   for (int j0 = threadIdx.x * 8; j0 < ldl; j0 += kStride * kInFlight) {
     uint4 raw[kInFlight];
+    float mt[kInFlight];  // each group's m_tile, loaded here too: the stores below may alias it for the compiler
 #pragma unroll
     for (int u = 0; u < kInFlight; ++u) {
       const int j = j0 + u * kStride;
-      raw[u] = any && j < V ? __ldcs(reinterpret_cast<const uint4*>(E + j)) : make_uint4(0u, 0u, 0u, 0u);
+      raw[u] = j < V ? __ldcs(reinterpret_cast<const uint4*>(E + j)) : make_uint4(0u, 0u, 0u, 0u);
+      mt[u] = j < V ? st[j >> c.bn_shift].x : 0.f;  // its tile (stats_bn a power of two: launch_row_pass)
     }
 #pragma unroll
     for (int u = 0; u < kInFlight; ++u) {
       const int j = j0 + u * kStride;
       if (j >= ldl) break;
-      float g[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-      if (any && j < V) {
-        const float4 s = st[j / r.stats_bn];
-        const float a = expf(s.x - lse);  // exp(m_tile - lse)
+      float g[8];
+      if constexpr (!SOFTCAP) {
+        const float A = cp * expf(mt[u] - lse);  // (coef pscale) exp(m_tile - lse)
+        const uint32_t w[4] = {raw[u].x, raw[u].y, raw[u].z, raw[u].w};
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          g[2 * q] = fmaf(__uint_as_float(w[q] << 16), A, B);              // low bf16 of the word
+          g[2 * q + 1] = fmaf(__uint_as_float(w[q] & 0xffff0000u), A, B);  // high bf16
+        }
+        if (j + 8 > V || unsigned(ti - j) < 8u) {  // the tail group (zeros from V on), the target's group
+#pragma unroll
+          for (int q = 0; q < 8; ++q) g[q] = j + q < V ? (j + q == ti ? gt : g[q]) : 0.f;
+        }
+      } else {
+        const float a = expf(mt[u] - lse);  // exp(m_tile - lse)
         const __nv_bfloat16* e = reinterpret_cast<const __nv_bfloat16*>(&raw[u]);
 #pragma unroll
         for (int q = 0; q < 8; ++q) {
           const int jj = j + q;
+          g[q] = 0.f;
           if (jj < V) {
             const float ej = __bfloat162float(e[q]);
             // The target's probability from its exact logit; the others from e.
             const float pj = jj == t ? expf(zt - lse) : ej * a;
             float d = pscale * pj - smooth - (jj == t ? 1.f - c.eps : 0.f);
-            if (c.softcap > 0.f) {
-              // z from e (2^-9 relative in e is 2^-9 absolute in z); e == 0
-              // (z more than ~92 below the tile max, only with caps above 46):
-              // z is not known, its bound is used (the factor lies in [0, 1]).
-              const float z = jj == t ? zt : ej > 0.f ? s.x + logf(ej) : fmaxf(-c.softcap, s.x - 92.f);
-              const float u2 = z / c.softcap;
-              d *= 1.f - u2 * u2;
-            }
+            // z from e (2^-9 relative in e is 2^-9 absolute in z); e == 0
+            // (z more than ~92 below the tile max, only with caps above 46):
+            // z is not known, its bound is used (the factor lies in [0, 1]).
+            const float z = jj == t ? zt : ej > 0.f ? mt[u] + logf(ej) : fmaxf(-c.softcap, mt[u] - 92.f);
+            const float u2 = z / c.softcap;
+            d *= 1.f - u2 * u2;
             g[q] = coef * d;
           }
         }
@@ -665,12 +698,18 @@ void launch_row_pass(const FlceProblem& p, const RowPass& r, cudaStream_t stream
               float(p.lse_square_scale),
               float(p.softcap),
               float(p.grad_output),
-              p.reduction == Reduction::mean ? 0 : p.reduction == Reduction::sum ? 1 : 2};
+              p.reduction == Reduction::mean ? 0 : p.reduction == Reduction::sum ? 1 : 2,
+              -1};
   if (r.exp16) {
-    if (!r.stats || r.stats_bn <= 0 || r.stats_bn % 8 != 0)
-      throw Error("row pass: bf16 exp(z - m_tile) needs the per-tile statistics and a tile width multiple of 8");
+    if (!r.stats || r.stats_bn < 8 || (r.stats_bn & (r.stats_bn - 1)) != 0)
+      throw Error("row pass: bf16 exp(z - m_tile) needs the per-tile statistics and a tile width that is a power of "
+                  "two, at least 8");
     if (r.write_grad && !r.grad_bf16) throw Error("row pass: bf16 exp(z - m_tile) takes a bf16 gradient in place");
-    row_kernel_exp16<<<r.rows, ROW_THREADS, 0, stream>>>(r, c);
+    c.bn_shift = __builtin_ctz(unsigned(r.stats_bn));
+    if (c.softcap > 0.f)
+      row_kernel_exp16<true><<<r.rows, ROW_THREADS, 0, stream>>>(r, c);
+    else
+      row_kernel_exp16<false><<<r.rows, ROW_THREADS, 0, stream>>>(r, c);
   } else if (r.logits_bf16) {
     if (!r.X || !r.W) throw Error("row pass: bf16 logits need X and W (the exact target and maximum logits)");
     if (r.write_grad && !r.grad_bf16) throw Error("row pass: bf16 logits take a bf16 gradient in place");

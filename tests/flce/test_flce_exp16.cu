@@ -102,6 +102,33 @@ TEST(FlceExp16, HybridPlanAtTheIssueShapes) {
   }
 }
 
+// Issue 17's "1.04 GiB extra" of the default at the Llama head with main_grad
+// (dW accumulated into the caller's fp32 buffer: no accumulator of ours), region
+// by region, and why no larger chunk fits the 1.2 GiB bar there: fewer than
+// four chunks of 16384 rows needs 5462 rows (5632 on the 256-row grid), whose
+// bf16 chunk alone is 1.35 GiB (kernels/flce/README.md, session 11).
+TEST(FlceExp16, DefaultWorkspaceAtTheLlamaHeadAndNoFewerChunksWithinTheBar) {
+  using D = FlceDriver<WgmmaExpLtEngine, WgCoop256x128c12t>;
+  FlceProblem p = flce_shape(16384, 4096, 128256);
+  p.accumulate_dW = true;
+  const size_t bar = size_t(1.2 * 1024 * 1024 * 1024);
+  const Plan pl = D::plan(p, FlceMode::forward_backward, StrategyParams{Strategy::owning, 1024, 1, 0});
+  auto r256 = [](int64_t b) { return size_t((b + 255) / 256 * 256); };
+  const int64_t tiles = (p.V + WgCoop256x128c12t::BN - 1) / WgCoop256x128c12t::BN;
+  EXPECT_EQ(pl.chunk_rows, 4096);
+  EXPECT_EQ(pl.stats_cols, tiles);
+  EXPECT_EQ(pl.dw_acc, pl.partials) << "no dW accumulator of ours with main_grad";
+  EXPECT_EQ(pl.total, r256(3 * 8) + r256(p.N * 4) + r256(pl.chunk_rows * pl.Vp * 2) + r256(pl.chunk_rows * tiles * 16))
+      << "counts, loss rows, the bf16 chunk, the statistics; nothing else";
+  EXPECT_LE(pl.total, bar);
+  for (int mib = 1024; mib <= 2048; mib += 64) {
+    const Plan q = D::plan(p, FlceMode::forward_backward, StrategyParams{Strategy::owning, mib, 1, 0});
+    const int64_t chunks = (p.N + q.chunk_rows - 1) / q.chunk_rows;
+    if (chunks < 4) EXPECT_GT(q.total, bar) << "mb" << mib << ": " << chunks << " chunks";
+    else EXPECT_EQ(chunks, 4) << "mb" << mib;
+  }
+}
+
 TEST(FlceExp16, HybridRegisteredOwningAtItsBudgets) {
   int n = 0;
   for (const auto& v : builtin_registry().flce()) {

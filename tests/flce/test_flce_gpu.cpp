@@ -37,6 +37,7 @@ struct Case {
   FlceProblem p;
   FlceInputOptions opts;
   uint64_t seed = 1;
+  std::vector<int64_t> targets;  // when set: y[i] = targets[i] for the first rows (the rest as drawn)
 };
 
 // The cases every variant runs (dtype set per variant).
@@ -93,6 +94,20 @@ std::vector<Case> cases() {
     c.p.label_smoothing = 0.05;
     cs.push_back(c);
   }
+  {
+    // Every option but softcap, reduction sum, targets placed at the edges of
+    // 8-column groups and of 128- and 256-column tiles, and three in the last
+    // group, which V (2051 = 8 * 256 + 3) cuts short: the ex16 row pass forms
+    // these groups apart from the common ones (kernels/flce/README.md, session 11).
+    Case c{"zloss_smoothing_sum_edge_targets", flce_shape(40, 96, 2051), {}, 19};
+    c.p.reduction = Reduction::sum;
+    c.p.label_smoothing = 0.1;
+    c.p.lse_square_scale = 1e-3;
+    c.p.grad_output = 0.7;
+    c.opts.ignore_fraction = 0.1;
+    c.targets = {0, 7, 8, 127, 128, 255, 256, 1023, 1024, 2040, 2047, 2048, 2049, 2050, c.p.ignore_index, 2050, 5};
+    cs.push_back(c);
+  }
   return cs;
 }
 
@@ -108,6 +123,7 @@ const Expected& expected(const Case& c) {
   if (it != cache.end()) return *it->second;
   auto e = std::make_unique<Expected>();
   e->in = reference::make_flce_inputs(c.p, c.seed, c.opts);
+  for (size_t i = 0; i < c.targets.size() && i < e->in.y.size(); ++i) e->in.y[i] = c.targets[i];
   e->ref = reference::flce_reference(c.p, e->in, /*backward=*/true);
   return *cache.emplace(key, std::move(e)).first->second;
 }
@@ -274,6 +290,38 @@ std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Registry, FlceVariantTest, ::testing::ValuesIn(variant_names()), test_name);
+
+// The ex16 row pass (row_kernel_exp16) of the default hybrid variant at a size
+// compute-sanitizer runs in seconds (memcheck, racecheck, synccheck:
+// experiments/device/s11-flcerow.sh): softcap off (the common groups, the
+// target's group, the tail group of V = 1031) and on (the per-column path),
+// against the float64 reference.
+TEST(FlceEx16RowPass, SanitizerSized) {
+  DETFUSE_REQUIRE_GPU();
+  const FlceVariant* v = builtin_registry().find_flce(flce::kHybridDefault);
+  if (!v) GTEST_SKIP() << "built without the wgmma engine";
+  for (double cap : {0.0, 20.0}) {
+    Case c{cap > 0 ? "ex16_sanitizer_sized_softcap" : "ex16_sanitizer_sized", flce_shape(24, 64, 1031), {}, 23};
+    c.p.label_smoothing = 0.1;
+    c.p.lse_square_scale = 1e-3;
+    c.p.softcap = cap;
+    c.targets = {0, 1023, 1024, 1030, c.p.ignore_index, 127, 128, 7, 8};
+    if (auto why = v->can_run(c.p, FlceMode::forward_backward, query_device(0))) GTEST_SKIP() << *why;
+    SCOPED_TRACE(c.name);
+    const Expected& e = expected(c);
+    const Tol tol = tolerance(c);
+    flce::DeviceCase dc(c.p, e.in.X, e.in.W, e.in.y, e.in.dloss);
+    dc.poison();
+    flce::run(*v, c.p, FlceMode::forward_backward, dc.args(FlceMode::forward_backward));
+    DETFUSE_CUDA_CHECK(cudaDeviceSynchronize());
+    const auto dX = dc.dX(), dW = dc.dW();
+    expect_all_finite(dX, "dX");
+    expect_all_finite(dW, "dW");
+    EXPECT_LE(loss_error(dc.loss(), e.ref, c.p), tol.loss);
+    EXPECT_LE(reference::rel_norm_error(dX, e.ref.dX), tol.grad);
+    EXPECT_LE(reference::rel_norm_error(dW, e.ref.dW), tol.grad);
+  }
+}
 
 // ----------------------------------------------------------------- bad input
 class FlceBadInput : public ::testing::Test {
