@@ -365,6 +365,22 @@ __device__ __forceinline__ void wg_gemm_fresh_n64(TiledMma& mma, TA const& tA, T
   warpgroup_commit_batch();
   warpgroup_fence_operand(tC);
 }
+// rs1: the k steps of half HQ (0, 1) of a register-sourced product into an
+// existing accumulator (one wgmma group): the two halves issued in order sum
+// the k steps as wg_gemm<false, true> does.
+template <int HQ, class TiledMma, class TA, class TB, class TC>
+__device__ __forceinline__ void wg_gemm_rs_half(TiledMma& mma, TA& tA, TB const& tB, TC& tC) {
+  constexpr int kHalf = decltype(size<2>(tA))::value / 2;
+  warpgroup_fence_operand(tA);
+  warpgroup_fence_operand(tC);
+  warpgroup_arrive();
+  mma.accumulate_ = GMMA::ScaleOut::One;
+  CUTLASS_PRAGMA_UNROLL
+  for (int k = 0; k < kHalf; ++k) cute::gemm(mma, tA(_, _, HQ * kHalf + k), tB(_, _, HQ * kHalf + k), tC);
+  warpgroup_commit_batch();
+  warpgroup_fence_operand(tC);
+  warpgroup_fence_operand(tA);
+}
 // rs1: values v, v + 1 of a bf16 A fragment (value v of the 64 x BR C
 // fragment of S^T or dP^T is value v of the A fragment of a K = BR product).
 template <class TA>
@@ -571,35 +587,44 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
         tSrS(v) = e;
       }
       if constexpr (K_::kRs) {
-        // rs1: dP^T waited on first, then per value pair P^T and dS^T (from
-        // P^T in fp32, the operations of pds3's stores below) rounded to bf16
-        // into the A fragments, and dV, dK issued: at the peak S^T, dP^T, dV,
-        // dK (192 fp32 registers, as pds3), each pair freeing 4 of them for 2.
-        // (dV issued from bf16 P^T before the dS^T code put P^T's 32
-        // registers on top of those 192: 284 bytes spilled.)
+        // rs1: dP^T waited on first, then per half of the queries (k steps
+        // 0 .. 3, 4 .. 7 of the K = 128 products): P^T and dS^T (from P^T in
+        // fp32, the operations of pds3's stores below) rounded to bf16 into
+        // the A fragments, dV issued on that half, dS^T stored for dQ, dK
+        // issued on that half. Registers at the peak: S^T, dP^T, dV, dK (192
+        // fp32, as pds3), each value pair freeing 4 of them for 2, and the
+        // first half's products run while the second half is formed. Each
+        // accumulator still sums its k steps in ascending order: pds3's bits.
+        // (dV issued on all of P^T before dS^T was formed put P^T's 32
+        // registers on top of the 192: 284 bytes spilled.)
         warpgroup_wait<0>();  // dP^T done
-        CUTLASS_PRAGMA_UNROLL
-        for (int v = 0; v < BR / 2; v += 2) {
-          const int j = 8 * (v / 4) + col_lane;
-          const float2 d2 = *reinterpret_cast<const float2*>(dd + j);
-          float p0 = tSrS(v), p1 = tSrS(v + 1);
-          detail::set_a_pair(tPr, v, __floats2bfloat162_rn(p0, p1));
-          if (p.softcap) {
-            p0 *= detail::softcap_grad(p0, lse2[j], p.cap_t);
-            p1 *= detail::softcap_grad(p1, lse2[j + 1], p.cap_t);
+        // (hq a compile-time constant: through a loop index the fragments were
+        // indexed at run time, 768 bytes of stack.)
+        auto half = [&](auto hq_c) {
+          constexpr int hq = decltype(hq_c)::value;
+          // dS^T also to shared memory for dQ (pds3's layout) as formed,
+          // before dK is issued: the A registers of a wgmma in flight may not be read.
+          const int base = detail::opaque(kl0 * 64 + col_lane), sw = detail::opaque((kl0 & 7) << 3);
+          CUTLASS_PRAGMA_UNROLL
+          for (int v = hq * BR / 4; v < (hq + 1) * BR / 4; v += 2) {
+            const int j = 8 * (v / 4) + col_lane;
+            const float2 d2 = *reinterpret_cast<const float2*>(dd + j);
+            float p0 = tSrS(v), p1 = tSrS(v + 1);
+            detail::set_a_pair(tPr, v, __floats2bfloat162_rn(p0, p1));
+            if (p.softcap) {
+              p0 *= detail::softcap_grad(p0, lse2[j], p.cap_t);
+              p1 *= detail::softcap_grad(p1, lse2[j + 1], p.cap_t);
+            }
+            const __nv_bfloat162 ds2 = __floats2bfloat162_rn(p0 * (tSrdP(v) - d2.x), p1 * (tSrdP(v + 1) - d2.y));
+            *reinterpret_cast<__nv_bfloat162*>(ds_base + pt3_offset<BC>(base, sw, v / 4, (v / 2) % 2)) = ds2;
+            detail::set_a_pair(tdSr, v, ds2);
           }
-          detail::set_a_pair(tdSr, v, __floats2bfloat162_rn(p0 * (tSrdP(v) - d2.x), p1 * (tSrdP(v + 1) - d2.y)));
-        }
-        detail::wg_gemm<false, true>(mma_kvr, tPr, tKVRrdO(_, _, _, st.index()), tdVacc);  // no store, no barrier
-        // dS^T to shared memory for dQ (pds3's layout), before dK is issued:
-        // the A registers of a wgmma in flight may not be read.
-        const int base = detail::opaque(kl0 * 64 + col_lane), sw = detail::opaque((kl0 & 7) << 3);
-        CUTLASS_PRAGMA_UNROLL
-        for (int v = 0; v < BR / 2; v += 2)
-          *reinterpret_cast<uint32_t*>(ds_base + pt3_offset<BC>(base, sw, v / 4, (v / 2) % 2)) =
-              uint32_t(tdSr(v).raw()) | uint32_t(tdSr(v + 1).raw()) << 16;
-        // dK from the registers now; only dQ waits for the dS^T barrier.
-        detail::wg_gemm<false, true>(mma_kvr, tdSr, tKVRrQ(_, _, _, st.index()), tdKacc);
+          detail::wg_gemm_rs_half<hq>(mma_kvr, tPr, tKVRrdO(_, _, _, st.index()), tdVacc);  // no store, no barrier
+          // dK from the registers now; only dQ waits for the dS^T barrier.
+          detail::wg_gemm_rs_half<hq>(mma_kvr, tdSr, tKVRrQ(_, _, _, st.index()), tdKacc);
+        };
+        half(Int<0>{});
+        half(Int<1>{});
       } else {
         // P^T (bf16) to this warpgroup's rows of the tile: values v, v + 1 are
         // queries j, j + 1 of one key, one 32-bit store (4 lanes fill 16 bytes
