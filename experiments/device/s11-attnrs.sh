@@ -23,7 +23,7 @@
 #      repeats: rs1 ordered / atomic beside pds3 and pds2; 20 repeats of the
 #      ordered rs1 variant at 18 key blocks (dQ# must be 1).
 # Look for: PASSED (no FAILED), "ERROR SUMMARY: 0 errors" three times, a hang
-# (exit 124), the table last (prediction in the README: ordered rs1 ~330 / ~285
+# (exit 124), the table last (prediction in the README: ordered rs1 ~335 / ~280
 # against pds3's 263 causal).
 set -uo pipefail
 B=${BUILD:-build}

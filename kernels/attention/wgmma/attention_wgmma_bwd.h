@@ -120,8 +120,10 @@ struct BwdKvConfig {
 // warpgroup is, value for value, the A fragment of a K = BR product). P^T
 // never goes to shared memory (no P^T tile, no barrier before dV); dS^T still
 // does, for dQ = dS K (queries as M), but dK is issued from registers before
-// the dS^T barrier. The P^T tile's 32 KB give the LSE / D ring the Q / dO
-// depth again (pds3 had one stage).
+// the dS^T barrier. dP^T is waited on first; then per half of the queries P^T
+// and dS^T are converted pair by pair and dV, dK issued on that half (peak
+// S^T, dP^T, dV, dK = 192 fp32 registers, as pds3; 0 spills). The P^T tile's
+// 32 KB give the LSE / D ring the Q / dO depth again (pds3 had one stage).
 template <int D_, int BR_, int STAGES_, int DQ_, int PDS_ = 1, int SP_ = 0, int DC_ = 0, int RS_ = 0>
 struct BwdKvPdsConfig : BwdKvConfig<D_, BR_, STAGES_, DQ_> {
   using Base = BwdKvConfig<D_, BR_, STAGES_, DQ_>;
