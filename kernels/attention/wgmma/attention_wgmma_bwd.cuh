@@ -95,7 +95,7 @@ struct BwdKv {
   // registers (MmaKV, RS): no P^T tile, dK issued before the dS^T barrier,
   // the LSE / D ring at the Q / dO depth again (kLOne false).
   static constexpr bool kRs = Cfg::RS == 1;
-  static_assert(!kRs || (kPds3 && !kSp), "rs1: pds3");
+  static_assert(!kRs || ((kPds3 || (kPds2 && D == 128)) && !kSp && !kDc), "rs1: pds3, or pds2 at d = 128");
   static constexpr int kDsBufs = kPds2 && !kDc ? 2 : 1;
   static constexpr int kDqBufs = kDc ? 2 : (kPds2 && D == 128) || kPds3 ? 1 : 2;
   // Bulk adds per query block of a CTA (the writer warp), and what the
@@ -602,9 +602,11 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
         // indexed at run time, 768 bytes of stack.)
         auto half = [&](auto hq_c) {
           constexpr int hq = decltype(hq_c)::value;
-          // dS^T also to shared memory for dQ (pds3's layout) as formed,
-          // before dK is issued: the A registers of a wgmma in flight may not be read.
-          const int base = detail::opaque(kl0 * 64 + col_lane), sw = detail::opaque((kl0 & 7) << 3);
+          // dS^T also to shared memory for dQ (pds3's / pds2's layout) as
+          // formed, before dK is issued: the A registers of a wgmma in flight
+          // may not be read.
+          [[maybe_unused]] const int base = detail::opaque(kl0 * 64 + col_lane);
+          [[maybe_unused]] const int sw = detail::opaque((kl0 & 7) << 3);
           CUTLASS_PRAGMA_UNROLL
           for (int v = hq * BR / 4; v < (hq + 1) * BR / 4; v += 2) {
             const int j = 8 * (v / 4) + col_lane;
@@ -616,7 +618,9 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
               p1 *= detail::softcap_grad(p1, lse2[j + 1], p.cap_t);
             }
             const __nv_bfloat162 ds2 = __floats2bfloat162_rn(p0 * (tSrdP(v) - d2.x), p1 * (tSrdP(v + 1) - d2.y));
-            *reinterpret_cast<__nv_bfloat162*>(ds_base + pt3_offset<BC>(base, sw, v / 4, (v / 2) % 2)) = ds2;
+            const int at = K_::kPds3 ? pt3_offset<BC>(base, sw, v / 4, (v / 2) % 2)
+                                     : K_::pt_offset(kl0, j) + 8 * 64 * ((v / 2) % 2);
+            *reinterpret_cast<__nv_bfloat162*>(ds_base + at) = ds2;
             detail::set_a_pair(tdSr, v, ds2);
           }
           detail::wg_gemm_rs_half<hq>(mma_kvr, tPr, tKVRrdO(_, _, _, st.index()), tdVacc);  // no store, no barrier

@@ -136,7 +136,8 @@ struct BwdKvPdsConfig : BwdKvConfig<D_, BR_, STAGES_, DQ_> {
                 "sp1, sp2: pds2 (the dS^T double buffer they rely on, 64 x 64 S^T / dP^T)");
   static_assert(DC == 0 || (DC == 1 && SP == 1 && D_ == 128),
                 "dc1: d = 128 on sp1 (d = 64 splits dQ by keys already)");
-  static_assert(RS == 0 || (RS == 1 && PDS == 3 && SP == 0), "rs1: pds3 (d = 64, BR = 128)");
+  static_assert(RS == 0 || (RS == 1 && SP == 0 && DC == 0 && (PDS == 3 || (PDS == 2 && D_ == 128))),
+                "rs1: pds3 (d = 64, BR = 128) or pds2 at d = 128");
   static_assert(Base::DQ_TMA, "pds: P^T and dS^T in shared memory, TMA dQ only");
   static_assert(PDS == 3 ? (Base::BR == 128 && D_ == 64) : Base::BR == 64,
                 "pds1, pds2: P^T and dS^T rows of 64 queries (one 128-byte swizzle row); pds3: d = 64, BR = 128");
@@ -210,6 +211,9 @@ using KvD64Br128St2OTS3 = BwdKvPdsConfig<64, 128, 2, 5, 3>;
 // rs1: pds3 with dV and dK from registers (P^T, dS^T as the wgmma A fragment).
 using KvD64Br128St2ATS3R = BwdKvPdsConfig<64, 128, 2, 4, 3, 0, 0, 1>;
 using KvD64Br128St2OTS3R = BwdKvPdsConfig<64, 128, 2, 5, 3, 0, 0, 1>;
+// rs1 at d = 128: pds2 (BR = 64) with dV and dK from registers.
+using KvD128Br64St2ATS2R = BwdKvPdsConfig<128, 64, 2, 4, 2, 0, 0, 1>;
+using KvD128Br64St2OTS2R = BwdKvPdsConfig<128, 64, 2, 5, 2, 0, 0, 1>;
 // sp1: pds2 (d128) with dQ issued before dK and dK left in flight into the
 // next query block (FlashAttention-3's order).
 using KvD128Br64St2ATS2P = BwdKvPdsConfig<128, 64, 2, 4, 2, 1>;
@@ -292,6 +296,8 @@ DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2ATS3)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2OTS3)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2ATS3R)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2OTS3R)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2ATS2R)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2R)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2ATS2P)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2P)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2P2)
