@@ -91,7 +91,8 @@ std::vector<const AttentionVariant*> dc_variants() {
   return out;
 }
 
-// rs1: pds3 d64 with dV and dK from registers (P^T, dS^T as wgmma A fragments).
+// rs1: pds3 d64 and pds2 d128 with dV and dK from registers (P^T, dS^T as
+// wgmma A fragments).
 std::vector<const AttentionVariant*> rs_variants() {
   std::vector<const AttentionVariant*> out;
   for (const auto* v : wgmma_bwd_variants())
@@ -472,9 +473,9 @@ TEST(AttentionWgmmaGpu, TmaOStoresNoRowPastSq) {
 
 // ------------------------------------------------------------------ backward
 
-TEST(AttentionWgmmaBwd, ThirtyNineVariantsRunBothModesWithReasonsAndWorkspace) {
+TEST(AttentionWgmmaBwd, FortyOneVariantsRunBothModesWithReasonsAndWorkspace) {
   const auto vs = wgmma_bwd_variants();
-  ASSERT_EQ(vs.size(), 39u);
+  ASSERT_EQ(vs.size(), 41u);
   DeviceInfo h200;
   h200.cc_major = 9;
   h200.cc_minor = 0;
@@ -526,9 +527,9 @@ TEST(AttentionWgmmaBwd, ThirtyNineVariantsRunBothModesWithReasonsAndWorkspace) {
     EXPECT_EQ(v->workspace_bytes(p, AttentionMode::backward), attention::d_bytes(p) + extra);
   }
   EXPECT_EQ(owning, 6);
-  EXPECT_EQ(atomic, 15);
+  EXPECT_EQ(atomic, 16);
   EXPECT_EQ(partials, 3);
-  EXPECT_EQ(ordered, 15);
+  EXPECT_EQ(ordered, 16);
   EXPECT_EQ(pds_variants().size(), 6u);
   for (const auto* v : pds_variants()) {
     SCOPED_TRACE(v->desc.name);
@@ -604,25 +605,29 @@ TEST(AttentionWgmmaBwd, ThirtyNineVariantsRunBothModesWithReasonsAndWorkspace) {
     ASSERT_TRUE(why.has_value()) << n;
     EXPECT_NE(why->find("shared"), std::string::npos) << *why;
   }
-  // rs1: pds3 with dV, dK from registers (the rs token last); pds3's
-  // workspace, 32 KB less shared memory (no P^T tile; a second LSE / D stage).
-  EXPECT_EQ(rs_variants().size(), 2u);
+  // rs1: pds3 (d64) and pds2 (d128) with dV, dK from registers (the rs
+  // token last); the base's workspace, less shared memory (no P^T tile).
+  EXPECT_EQ(rs_variants().size(), 4u);
   for (const char* n : {"attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_rs1_d64",
-                        "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_rs1_d64"}) {
+                        "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_rs1_d64",
+                        "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_rs1_d128",
+                        "attention.bf16.wgmma.atomic.br64_bc128_st2_tma1_pds2_rs1_d128"}) {
     const auto* v = builtin_registry().find_attention(n);
     ASSERT_NE(v, nullptr) << n;
-    EXPECT_EQ(param(*v, "pds"), 3);
+    const int d = int(param(*v, "d"));
+    EXPECT_EQ(param(*v, "pds"), d == 64 ? 3 : 2);
     EXPECT_EQ(v->desc.deterministic, v->desc.strategy == "ordered");
     const auto* base = builtin_registry().find_attention(rs_base_name(n));
     ASSERT_NE(base, nullptr) << rs_base_name(n);
     AttentionProblem p;
-    p.B = 2, p.H = 8, p.Hkv = 2, p.Sq = 1000, p.Sk = 700, p.d = 64, p.causal = true;
+    p.B = 2, p.H = 8, p.Hkv = 2, p.Sq = 1000, p.Sk = 700, p.d = d, p.causal = true;
     EXPECT_EQ(v->workspace_bytes(p, AttentionMode::backward), base->workspace_bytes(p, AttentionMode::backward));
-    // Runs where a block may have 16 KB less than the H200's opt-in maximum, where pds3 does not.
+    // Runs where a block may have 16 KB less than the H200's opt-in maximum
+    // (d64: where pds3 does not).
     DeviceInfo small = h200;
     small.max_smem_per_block_optin = 232448 - 16384;
     EXPECT_FALSE(v->can_run(p, AttentionMode::backward, small).has_value());
-    EXPECT_TRUE(base->can_run(p, AttentionMode::backward, small).has_value());
+    if (d == 64) EXPECT_TRUE(base->can_run(p, AttentionMode::backward, small).has_value());
   }
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.owning.br64_bc128_st3_qbc64_qst3_d128"), nullptr);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst3_d64"), nullptr);
@@ -774,7 +779,7 @@ TEST(AttentionWgmmaBwdGpu, SanitizerSizedWindowOrdered) {
   std::vector<const AttentionVariant*> vs;
   for (const auto* v : wgmma_bwd_variants())
     if (v->desc.strategy == "ordered") vs.push_back(v);
-  ASSERT_EQ(vs.size(), 15u);
+  ASSERT_EQ(vs.size(), 16u);
   const Case cases[] = {{1, 2, 1, 150, 331, false, 0.0, "sanitizer: window 100, softcap 2, non-causal", 2.0, 100}};
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 4200, /*repeats=*/2), int(vs.size()));
 }
@@ -787,7 +792,7 @@ TEST(AttentionWgmmaBwdGpu, OrderedManyKeyBlocks) {
   std::vector<const AttentionVariant*> vs;
   for (const auto* v : wgmma_bwd_variants())
     if (v->desc.strategy == "ordered") vs.push_back(v);
-  ASSERT_EQ(vs.size(), 15u);
+  ASSERT_EQ(vs.size(), 16u);
   const Case cases[] = {
       {2, 8, 4, 640, 2304, false, 0.0, "ordered: 18 key blocks, GQA 2:1"},
       {2, 8, 4, 2100, 2304, true, 0.0, "ordered: 18 key blocks, causal Sq < Sk, odd Sq"},
@@ -1029,13 +1034,14 @@ TEST(AttentionWgmmaBwdGpu, Dc1BitwiseDkDvEqualSp1) {
   EXPECT_EQ(check_bits_equal_base(dc_variants(), dc_base_name, /*dq_equal=*/false, 9900), 4);
 }
 
-// The rs1 variants (pds3 d64 with dV += P^T dO and dK += dS^T Q from
-// registers: no P^T tile, dK issued before the dS^T barrier, two LSE / D
-// stages): pds3's cases (the device script's filter: AttentionWgmmaBwdGpu.Rs1*).
+// The rs1 variants (pds3 d64 and pds2 d128 with dV += P^T dO and dK += dS^T Q
+// from registers: no P^T tile, dK issued before the dS^T barrier; d64 with
+// two LSE / D stages): the pds3 / pds2 cases (the device script's filter:
+// AttentionWgmmaBwdGpu.Rs1*).
 TEST(AttentionWgmmaBwdGpu, Rs1MatchesFloat64Reference) {
   REQUIRE_SM90();
   const auto vs = rs_variants();
-  ASSERT_EQ(vs.size(), 2u);
+  ASSERT_EQ(vs.size(), 4u);
   check_schedule_cases(vs, 10000);
 }
 
@@ -1051,12 +1057,13 @@ TEST(AttentionWgmmaBwdGpu, Rs1TwentyRepeats) {
 }
 
 // rs1 takes the A operands of dV and dK from registers instead of shared
-// memory: the same bf16 values (P^T, dS^T rounded as pds3 rounds them), the
-// same products in the same k order, dS^T for dQ stored as pds3 stores it:
-// pds3's bits for dK, dV (and dQ where deterministic: ordered).
-TEST(AttentionWgmmaBwdGpu, Rs1BitwiseEqualsPds3) {
+// memory: the same bf16 values (P^T, dS^T rounded as pds3 / pds2 round them),
+// the same products in the same k order, dS^T for dQ stored as the base
+// stores it: the base's bits for dK, dV (and dQ where deterministic:
+// ordered). Base: pds3 at d64, pds2 at d128 (the name without rs1).
+TEST(AttentionWgmmaBwdGpu, Rs1BitwiseEqualsBase) {
   REQUIRE_SM90();
-  EXPECT_EQ(check_bits_equal_base(rs_variants(), rs_base_name, /*dq_equal=*/true, 10400), 4);
+  EXPECT_EQ(check_bits_equal_base(rs_variants(), rs_base_name, /*dq_equal=*/true, 10400), 8);
 }
 
 // The partials variant's chunked launches, on a registry with a 1 MiB slab

@@ -369,20 +369,23 @@ void check_rs_a_is_c() {
 TEST(AttentionWgmmaPds, Rs1AFragmentIsCFragment) {
   check_rs_a_is_c<KvD64Br128St2OTS3R>();
   check_rs_a_is_c<KvD64Br128St2ATS3R>();
+  check_rs_a_is_c<KvD128Br64St2OTS2R>();
+  check_rs_a_is_c<KvD128Br64St2ATS2R>();
 }
 
-// rs1's storage: pds3's without the P^T tile (32 KB), with two LSE / D
-// stages (the Q / dO depth) again: K, V 32 KB + Q / dO 64 KB + dS^T 2 x 32 KB
-// + one dQ tile 32 KB = 192 KB.
-template <class Cfg, class Pds3>
-void check_rs1_storage() {
+// rs1's storage: the base's (pds3 at d64, pds2 at d128) without the P^T
+// tile, with LSE / D stages of the Q / dO depth (d64: two again): d64 K, V
+// 32 KB + Q / dO 64 KB + dS^T 2 x 32 KB + one dQ tile 32 KB = 192 KB; d128
+// K, V 64 KB + Q / dO 64 KB + dS^T 2 x 16 KB + one dQ tile 32 KB = 192 KB.
+template <class Cfg, class Base>
+void check_rs1_storage(size_t bytes) {
   using K_ = BwdKv<Cfg>;
   using S = typename K_::SharedStorage;
   constexpr int BR = K_::BR, BC = K_::BC, D = K_::D, ST = K_::ST;
-  static_assert(K_::kRs && K_::kPds3 && !K_::kLOne && !K_::kSp && K_::kDqSplitM);
+  static_assert(K_::kRs && K_::kPds2 && !K_::kLOne && !K_::kSp && !K_::kDc);
   static_assert(K_::kLStages == ST && K_::kDsBufs == 2 && K_::kDqBufs == 1);
   EXPECT_EQ(int(Cfg::kSmemBytes), 192 * 1024);
-  EXPECT_EQ(int(Cfg::kSmemBytes), int(Pds3::kSmemBytes) - 2 * BC * BR);
+  EXPECT_EQ(int(Cfg::kSmemBytes), int(Base::kSmemBytes) - 2 * BC * BR);
   alignas(1024) static unsigned char raw[sizeof(S)];
   S& s = *reinterpret_cast<S*>(raw);
   const auto at = [](const void* p) { return size_t(static_cast<const char*>(p) - reinterpret_cast<const char*>(raw)); };
@@ -396,17 +399,21 @@ void check_rs1_storage() {
     EXPECT_EQ(at(&s.lse2[0][i][0]) % 16, 0u);
     EXPECT_EQ(at(&s.dvec[0][i][0]) % 16, 0u);
   }
-  // + two LSE / D stages 2 KB + the barriers (Q, dO, LSE / D: 2 stages
-  // each), kv_bar, m_stop: 198764 bytes, 199680 (195 KB) after the 1024-byte
-  // alignment: 31 KB below pds3's.
-  EXPECT_EQ(sizeof(S), size_t(195 * 1024));
-  EXPECT_LE(sizeof(S) + 1024, sizeof(typename BwdKv<Pds3>::SharedStorage) + 1024 - 16384);
+  EXPECT_EQ(sizeof(S), bytes);
+  EXPECT_LE(sizeof(S) + 16384, sizeof(typename BwdKv<Base>::SharedStorage)) << "at least the P^T tile below the base";
 }
 
 TEST(AttentionWgmmaPds, Rs1Storage) {
-  check_rs1_storage<KvD64Br128St2OTS3R, KvD64Br128St2OTS3>();
-  check_rs1_storage<KvD64Br128St2ATS3R, KvD64Br128St2ATS3>();
+  // d64: + two LSE / D stages 2 KB + the barriers (Q, dO, LSE / D: 2 stages
+  // each), kv_bar, m_stop: 198764 bytes, 199680 (195 KB) after the 1024-byte
+  // alignment: 31 KB below pds3's. d128: + 1 KB of LSE / D and the same
+  // barriers: 197740 bytes, 198656 (194 KB), 15 KB below pds2's.
+  check_rs1_storage<KvD64Br128St2OTS3R, KvD64Br128St2OTS3>(195 * 1024);
+  check_rs1_storage<KvD64Br128St2ATS3R, KvD64Br128St2ATS3>(195 * 1024);
+  check_rs1_storage<KvD128Br64St2OTS2R, KvD128Br64St2OTS2>(194 * 1024);
+  check_rs1_storage<KvD128Br64St2ATS2R, KvD128Br64St2ATS2>(194 * 1024);
   check_stacked_layout<KvD64Br128St2OTS3R>();
+  check_stacked_layout<KvD128Br64St2OTS2R>();
   EXPECT_EQ(KvD64Br128St2OTS3R::RS, 1);
   EXPECT_EQ(KvD64Br128St2OTS3::RS, 0);
   EXPECT_EQ(KvD128Br64St2OTS2P::RS, 0);

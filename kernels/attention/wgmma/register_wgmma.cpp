@@ -23,8 +23,8 @@
 //                                    the next block's S^T; `dc1`: sp1 d128
 //                                    with the consumer warpgroups decoupled,
 //                                    dQ over each one's own keys, one dQ
-//                                    tile each; `rs1`: pds3 with dV and dK
-//                                    from registers), owning:
+//                                    tile each; `rs1`: pds3 / pds2 with dV
+//                                    and dK from registers), owning:
 //                                    the dq kernel over query blocks.
 #include <algorithm>
 #include <climits>
@@ -380,10 +380,13 @@ void register_attention_wgmma(Registry& r) {
   // (experiments/device/s10-attndec.sh).
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2PD, void>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2ATS2PD, void>(r);
-  // rs1 (pds3 with dV += P^T dO and dK += dS^T Q from registers, no P^T
-  // tile, two LSE / D stages): last until measured (experiments/device/s11-attnrs.sh).
+  // rs1 (pds3 at d64, pds2 at d128, with dV += P^T dO and dK += dS^T Q from
+  // registers, no P^T tile; d64: two LSE / D stages): last until measured
+  // (experiments/device/s11-attnrs.sh).
   add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2OTS3R, void>(r);
   add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2ATS3R, void>(r);
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2R, void>(r);
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2ATS2R, void>(r);
 }
 
 void register_attention_wgmma_partials(Registry& r, int partials_mib) {
