@@ -91,9 +91,10 @@ struct BwdKv {
   // barrier over both warpgroups; the writer warp adds tile 0 then tile 1.
   static constexpr bool kDc = Cfg::DC == 1;
   static_assert(!kDc || (kSp && !kSp2 && D == 128), "dc1: sp1 at d = 128");
-  // rs1 (pds3, BwdKvPdsConfig): dV += P^T dO and dK += dS^T Q with A from
-  // registers (MmaKV, RS): no P^T tile, dK issued before the dS^T barrier,
-  // the LSE / D ring at the Q / dO depth again (kLOne false).
+  // rs1 (pds3, or pds2 at d = 128; BwdKvPdsConfig): dV += P^T dO and
+  // dK += dS^T Q with A from registers (MmaKV, RS): no P^T tile, dK issued
+  // before the dS^T barrier; pds3: the LSE / D ring at the Q / dO depth
+  // again (kLOne false).
   static constexpr bool kRs = Cfg::RS == 1;
   static_assert(!kRs || ((kPds3 || (kPds2 && D == 128)) && !kSp && !kDc), "rs1: pds3, or pds2 at d = 128");
   static constexpr int kDsBufs = kPds2 && !kDc ? 2 : 1;
@@ -416,7 +417,7 @@ __host__ __device__ constexpr int pt3_offset(int base, int sw, int k, int h) {
 // dc1 (K_::kDc, on sp1): each warpgroup's dQ part over its own 64 keys (the
 // d = 64 K split) into its own dQ tile, its dS^T rows ordered by its own
 // barrier: nothing in the walk waits for the other warpgroup.
-// rs1 (K_::kRs, pds3): P^T and dS^T also converted to bf16 A fragments in
+// rs1 (K_::kRs, pds3 or pds2 at d = 128): P^T and dS^T also converted to bf16 A fragments in
 // registers; dV and dK read them there (RS), P^T is never stored and dK is
 // issued before the dS^T barrier (which only dQ then waits for).
 template <class K_, class PipeL, class Acc>
@@ -587,14 +588,15 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
         tSrS(v) = e;
       }
       if constexpr (K_::kRs) {
-        // rs1: dP^T waited on first, then per half of the queries (k steps
-        // 0 .. 3, 4 .. 7 of the K = 128 products): P^T and dS^T (from P^T in
-        // fp32, the operations of pds3's stores below) rounded to bf16 into
-        // the A fragments, dV issued on that half, dS^T stored for dQ, dK
+        // rs1: dP^T waited on first, then per half of the queries (the first,
+        // then the second half of the k steps of the K = BR products): P^T and
+        // dS^T (from P^T in fp32, the operations of the stores below) rounded
+        // to bf16 into the A fragments, dS^T also stored for dQ, dV and dK
         // issued on that half. Registers at the peak: S^T, dP^T, dV, dK (192
-        // fp32, as pds3), each value pair freeing 4 of them for 2, and the
-        // first half's products run while the second half is formed. Each
-        // accumulator still sums its k steps in ascending order: pds3's bits.
+        // fp32, as pds3 / pds2), each value pair freeing 4 of them for 2, and
+        // the first half's products run while the second half is formed. Each
+        // accumulator still sums its k steps in ascending order: the base's
+        // bits (pds3 at d = 64, pds2 at d = 128).
         // (dV issued on all of P^T before dS^T was formed put P^T's 32
         // registers on top of the 192: 284 bytes spilled.)
         warpgroup_wait<0>();  // dP^T done

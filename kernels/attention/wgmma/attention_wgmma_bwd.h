@@ -114,16 +114,17 @@ struct BwdKvConfig {
 // 2 x 32 KB = 224 KB (229376 bytes). The writer warp adds the two parts of a
 // query block with two bulk adds; ordered: the semaphore counts two adds per
 // key block (warpgroup 0, then 1, of key block n before key block n + 1).
-// RS 1 (`rs1`, pds3 at d = 64: FlashAttention-3's Mma_dKV_is_RS): dV += P^T dO
-// and dK += dS^T Q take their A operand from registers (the S^T / dP^T
-// accumulators converted to bf16 in place: the 64 x BR C fragment of a
+// RS 1 (`rs1`, pds3 at d = 64 or pds2 at d = 128: FlashAttention-3's
+// Mma_dKV_is_RS): dV += P^T dO and dK += dS^T Q take their A operand from
+// registers (the S^T / dP^T accumulators converted to bf16: the 64 x BR C fragment of a
 // warpgroup is, value for value, the A fragment of a K = BR product). P^T
 // never goes to shared memory (no P^T tile, no barrier before dV); dS^T still
 // does, for dQ = dS K (queries as M), but dK is issued from registers before
 // the dS^T barrier. dP^T is waited on first; then per half of the queries P^T
 // and dS^T are converted pair by pair and dV, dK issued on that half (peak
 // S^T, dP^T, dV, dK = 192 fp32 registers, as pds3; 0 spills). The P^T tile's
-// 32 KB give the LSE / D ring the Q / dO depth again (pds3 had one stage).
+// 32 KB (d = 64) give the LSE / D ring the Q / dO depth again (pds3 had one
+// stage); at d = 128 pds2's storage less its 16 KB P^T tile.
 template <int D_, int BR_, int STAGES_, int DQ_, int PDS_ = 1, int SP_ = 0, int DC_ = 0, int RS_ = 0>
 struct BwdKvPdsConfig : BwdKvConfig<D_, BR_, STAGES_, DQ_> {
   using Base = BwdKvConfig<D_, BR_, STAGES_, DQ_>;
