@@ -25,7 +25,7 @@
 #      pds2; 20 repeats of the ordered rs1 variants at 18 key blocks (dQ# must be 1).
 # Look for: PASSED (no FAILED), "ERROR SUMMARY: 0 errors" three times, a hang
 # (exit 124), the tables last (prediction in the README: ordered rs1 d64 ~335 /
-# ~280 against pds3's 263 causal; d128 ~460 / ~383 against sp1's 454 / 379).
+# ~280 against pds3's 263 causal; d128 ~458 / ~381 against sp1's 454 / 379).
 set -uo pipefail
 B=${BUILD:-build}
 FINAL_OUT=${OUT:-out}
@@ -52,26 +52,29 @@ OBJ=$B/kernels/attention/wgmma/CMakeFiles/detfuse_attention_wgmma.dir
 obj_regs "$OBJ" bwd_kv_d64_br128_st2_ots3_rs1 bwd_kv_d64_br128_st2_ats3_rs1 bwd_kv_d64_br128_st2_ots3 \
   bwd_kv_d64_br128_st2_ats3 bwd_kv_d128_br64_st2_ts2_rs1 > "$OUT/regs.log" 2>&1
 
-# 4. sanitizers (the two rs1 variants, the sanitizer-sized cases)
+# 4. sanitizers (the four rs1 variants, the sanitizer-sized cases)
 sanitize3 rs1 "$TW" --gtest_filter='AttentionWgmmaBwdGpu.Rs1SanitizerSized'
 
-# 5. bench: rs1 beside pds3 and pds2 (d64)
+# 5. bench: rs1 beside pds3 and pds2 (d64), beside sp1 (the heuristic's) and
+# pds2 (rs1's base) at d128
 W=attention.bf16.wgmma
 NAMES="ordered.br128_bc128_st2_tma1_pds3_rs1_d64 atomic.br128_bc128_st2_tma1_pds3_rs1_d64
        ordered.br128_bc128_st2_tma1_pds3_d64 atomic.br128_bc128_st2_tma1_pds3_d64
        ordered.br64_bc128_st2_tma1_pds2_d64 atomic.br64_bc128_st2_tma1_pds2_d64"
-V64=""
-for n in $NAMES; do V64="$V64 --variant $W.$n"; done
-run bench_d64 30 "$DF" bench attention --shape 4,32,32,4096,4096,64 $V64 --repeats 3
-run bench_d64_causal 30 "$DF" bench attention --shape 4,32,32,4096,4096,64 --causal $V64 --repeats 3
-# d128: rs1 beside sp1 (the heuristic's) and pds2 (rs1's base)
 N128="ordered.br64_bc128_st2_tma1_pds2_rs1_d128 atomic.br64_bc128_st2_tma1_pds2_rs1_d128
       ordered.br64_bc128_st2_tma1_pds2_sp1_d128 atomic.br64_bc128_st2_tma1_pds2_sp1_d128
       ordered.br64_bc128_st2_tma1_pds2_d128 atomic.br64_bc128_st2_tma1_pds2_d128"
-V128=""
-for n in $N128; do V128="$V128 --variant $W.$n"; done
-run bench_d128 30 "$DF" bench attention --shape 4,32,32,4096,4096,128 $V128 --repeats 3
-run bench_d128_causal 30 "$DF" bench attention --shape 4,32,32,4096,4096,128 --causal $V128 --repeats 3
+# bench_both TAG SHAPE NAME...: $W.NAME at SHAPE, non-causal then causal, 3
+# repeats, into bench_TAG.log and bench_TAG_causal.log
+bench_both() {
+  local tag=$1 shape=$2 n vs=""
+  shift 2
+  for n in "$@"; do vs="$vs --variant $W.$n"; done
+  run "bench_$tag" 30 "$DF" bench attention --shape "$shape" $vs --repeats 3
+  run "bench_${tag}_causal" 30 "$DF" bench attention --shape "$shape" --causal $vs --repeats 3
+}
+bench_both d64 4,32,32,4096,4096,64 $NAMES
+bench_both d128 4,32,32,4096,4096,128 $N128
 # 20 repeats, one dQ digest (the dQ# column) for ordered rs1 at 18 key blocks of
 # 128 (B=2, H=16, Hkv=8, S=2304, causal)
 run digest20_d64 20 "$DF" bench attention --shape 2,16,8,2304,2304,64 --causal \
