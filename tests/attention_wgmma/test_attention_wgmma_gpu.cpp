@@ -62,11 +62,13 @@ int64_t param(const AttentionVariant& v, const std::string& key) {
 
 // The kv kernels with P^T and dS^T through shared memory (param pds = 1;
 // pds_variants(2): dS^T double-buffered, LSE / D by the producer), without
-// the sp token (sp = 0) or with it (sp_variants).
+// the sp token (sp = 0) or with it (sp_variants), without the rs token
+// (rs_variants).
 std::vector<const AttentionVariant*> pds_variants(int pds = 1, int sp = 0) {
   std::vector<const AttentionVariant*> out;
   for (const auto* v : wgmma_bwd_variants())
-    if (param(*v, "pds") == pds && std::max<int64_t>(param(*v, "sp"), 0) == sp) out.push_back(v);
+    if (param(*v, "pds") == pds && std::max<int64_t>(param(*v, "sp"), 0) == sp && param(*v, "rs") < 1)
+      out.push_back(v);
   return out;
 }
 
@@ -89,6 +91,15 @@ std::vector<const AttentionVariant*> dc_variants() {
   return out;
 }
 
+// rs1: pds3 d64 and pds2 d128 with dV and dK from registers (P^T, dS^T as
+// wgmma A fragments).
+std::vector<const AttentionVariant*> rs_variants() {
+  std::vector<const AttentionVariant*> out;
+  for (const auto* v : wgmma_bwd_variants())
+    if (param(*v, "rs") == 1) out.push_back(v);
+  return out;
+}
+
 // A name without its "_<token><digit>" part: the variant a schedule
 // variant reorders (sp: the pds2 one; dc: the sp1 one).
 std::string without_token(const std::string& n, const std::string& token) {
@@ -99,6 +110,7 @@ std::string without_token(const std::string& n, const std::string& token) {
 }
 std::string sp_base_name(const std::string& n) { return without_token(n, "sp"); }
 std::string dc_base_name(const std::string& n) { return without_token(n, "dc"); }
+std::string rs_base_name(const std::string& n) { return without_token(n, "rs"); }
 
 #define REQUIRE_SM90()                                                                        \
   do {                                                                                        \
@@ -461,9 +473,9 @@ TEST(AttentionWgmmaGpu, TmaOStoresNoRowPastSq) {
 
 // ------------------------------------------------------------------ backward
 
-TEST(AttentionWgmmaBwd, ThirtySevenVariantsRunBothModesWithReasonsAndWorkspace) {
+TEST(AttentionWgmmaBwd, FortyOneVariantsRunBothModesWithReasonsAndWorkspace) {
   const auto vs = wgmma_bwd_variants();
-  ASSERT_EQ(vs.size(), 37u);
+  ASSERT_EQ(vs.size(), 41u);
   DeviceInfo h200;
   h200.cc_major = 9;
   h200.cc_minor = 0;
@@ -515,9 +527,9 @@ TEST(AttentionWgmmaBwd, ThirtySevenVariantsRunBothModesWithReasonsAndWorkspace) 
     EXPECT_EQ(v->workspace_bytes(p, AttentionMode::backward), attention::d_bytes(p) + extra);
   }
   EXPECT_EQ(owning, 6);
-  EXPECT_EQ(atomic, 14);
+  EXPECT_EQ(atomic, 16);
   EXPECT_EQ(partials, 3);
-  EXPECT_EQ(ordered, 14);
+  EXPECT_EQ(ordered, 16);
   EXPECT_EQ(pds_variants().size(), 6u);
   for (const auto* v : pds_variants()) {
     SCOPED_TRACE(v->desc.name);
@@ -592,6 +604,30 @@ TEST(AttentionWgmmaBwd, ThirtySevenVariantsRunBothModesWithReasonsAndWorkspace) 
     const auto why = v->can_run(p, AttentionMode::backward, small);
     ASSERT_TRUE(why.has_value()) << n;
     EXPECT_NE(why->find("shared"), std::string::npos) << *why;
+  }
+  // rs1: pds3 (d64) and pds2 (d128) with dV, dK from registers (the rs
+  // token last); the base's workspace, less shared memory (no P^T tile).
+  EXPECT_EQ(rs_variants().size(), 4u);
+  for (const char* n : {"attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_rs1_d64",
+                        "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_rs1_d64",
+                        "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_rs1_d128",
+                        "attention.bf16.wgmma.atomic.br64_bc128_st2_tma1_pds2_rs1_d128"}) {
+    const auto* v = builtin_registry().find_attention(n);
+    ASSERT_NE(v, nullptr) << n;
+    const int d = int(param(*v, "d"));
+    EXPECT_EQ(param(*v, "pds"), d == 64 ? 3 : 2);
+    EXPECT_EQ(v->desc.deterministic, v->desc.strategy == "ordered");
+    const auto* base = builtin_registry().find_attention(rs_base_name(n));
+    ASSERT_NE(base, nullptr) << rs_base_name(n);
+    AttentionProblem p;
+    p.B = 2, p.H = 8, p.Hkv = 2, p.Sq = 1000, p.Sk = 700, p.d = d, p.causal = true;
+    EXPECT_EQ(v->workspace_bytes(p, AttentionMode::backward), base->workspace_bytes(p, AttentionMode::backward));
+    // Runs where a block may have 16 KB less than the H200's opt-in maximum
+    // (d64: where pds3 does not).
+    DeviceInfo small = h200;
+    small.max_smem_per_block_optin = 232448 - 16384;
+    EXPECT_FALSE(v->can_run(p, AttentionMode::backward, small).has_value());
+    if (d == 64) EXPECT_TRUE(base->can_run(p, AttentionMode::backward, small).has_value());
   }
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.owning.br64_bc128_st3_qbc64_qst3_d128"), nullptr);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst3_d64"), nullptr);
@@ -743,7 +779,7 @@ TEST(AttentionWgmmaBwdGpu, SanitizerSizedWindowOrdered) {
   std::vector<const AttentionVariant*> vs;
   for (const auto* v : wgmma_bwd_variants())
     if (v->desc.strategy == "ordered") vs.push_back(v);
-  ASSERT_EQ(vs.size(), 14u);
+  ASSERT_EQ(vs.size(), 16u);
   const Case cases[] = {{1, 2, 1, 150, 331, false, 0.0, "sanitizer: window 100, softcap 2, non-causal", 2.0, 100}};
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 4200, /*repeats=*/2), int(vs.size()));
 }
@@ -756,7 +792,7 @@ TEST(AttentionWgmmaBwdGpu, OrderedManyKeyBlocks) {
   std::vector<const AttentionVariant*> vs;
   for (const auto* v : wgmma_bwd_variants())
     if (v->desc.strategy == "ordered") vs.push_back(v);
-  ASSERT_EQ(vs.size(), 14u);
+  ASSERT_EQ(vs.size(), 16u);
   const Case cases[] = {
       {2, 8, 4, 640, 2304, false, 0.0, "ordered: 18 key blocks, GQA 2:1"},
       {2, 8, 4, 2100, 2304, true, 0.0, "ordered: 18 key blocks, causal Sq < Sk, odd Sq"},
@@ -996,6 +1032,38 @@ TEST(AttentionWgmmaBwdGpu, Dc1TwentyRepeats) {
 TEST(AttentionWgmmaBwdGpu, Dc1BitwiseDkDvEqualSp1) {
   REQUIRE_SM90();
   EXPECT_EQ(check_bits_equal_base(dc_variants(), dc_base_name, /*dq_equal=*/false, 9900), 4);
+}
+
+// The rs1 variants (pds3 d64 and pds2 d128 with dV += P^T dO and dK += dS^T Q
+// from registers: no P^T tile, dK issued before the dS^T barrier; d64 with
+// two LSE / D stages): the pds3 / pds2 cases (the device script's filter:
+// AttentionWgmmaBwdGpu.Rs1*).
+TEST(AttentionWgmmaBwdGpu, Rs1MatchesFloat64Reference) {
+  REQUIRE_SM90();
+  const auto vs = rs_variants();
+  ASSERT_EQ(vs.size(), 4u);
+  check_schedule_cases(vs, 10000);
+}
+
+TEST(AttentionWgmmaBwdGpu, Rs1SanitizerSized) {
+  REQUIRE_SM90();
+  check_pds_sanitizer_sized(rs_variants(), 10200);
+}
+
+// 20 repeats, one digest (ordered: dQ too) at 18 key blocks, causal and not.
+TEST(AttentionWgmmaBwdGpu, Rs1TwentyRepeats) {
+  REQUIRE_SM90();
+  check_pds_twenty_repeats(rs_variants(), 10300);
+}
+
+// rs1 takes the A operands of dV and dK from registers instead of shared
+// memory: the same bf16 values (P^T, dS^T rounded as pds3 / pds2 round them),
+// the same products in the same k order, dS^T for dQ stored as the base
+// stores it: the base's bits for dK, dV (and dQ where deterministic:
+// ordered). Base: pds3 at d64, pds2 at d128 (the name without rs1).
+TEST(AttentionWgmmaBwdGpu, Rs1BitwiseEqualsBase) {
+  REQUIRE_SM90();
+  EXPECT_EQ(check_bits_equal_base(rs_variants(), rs_base_name, /*dq_equal=*/true, 10400), 8);
 }
 
 // The partials variant's chunked launches, on a registry with a 1 MiB slab

@@ -169,7 +169,7 @@ void check_pds2_storage(size_t dq_tiles) {
   EXPECT_GE(at(&s.dqs[0][0]) - at(s.pt()), size_t(BC * BR * 2)) << "P^T (16 KB) before the dQ tiles";
   EXPECT_EQ(sizeof(s.dqs), dq_tiles * BR * D * sizeof(float));
   // pds3: one LSE / D stage (two would not fit).
-  const int lst = K_::kPds3 ? 1 : ST;
+  const int lst = K_::kLOne ? 1 : ST;
   EXPECT_EQ(K_::kLStages, lst);
   EXPECT_EQ(sizeof(s.lse2), size_t(lst) * BR * sizeof(float));
   EXPECT_EQ(sizeof(s.dvec), size_t(lst) * BR * sizeof(float));
@@ -328,6 +328,97 @@ TEST(AttentionWgmmaPds, Pds3SharedStorage) {
   // alignment, + the 1 KB every sm_90 block reserves = 227 KB. (Two LSE / D
   // stages: 231532 bytes, 232448 after alignment: 1 KB over.)
   EXPECT_EQ(sizeof(BwdKv<KvD64Br128St2OTS3>::SharedStorage), size_t(226 * 1024));
+}
+
+// rs1 (pds3 with dV, dK from registers): value v of a consumer thread's S^T
+// (or dP^T) C fragment, 64 keys x BR queries per warpgroup, is value v of
+// its A fragment of dV += P^T dO (K = BR), the same (key, query) element:
+// what the kernel's element-wise conversion (detail::set_a_pair) relies on.
+template <class Cfg>
+void check_rs_a_is_c() {
+  using K_ = BwdKv<Cfg>;
+  constexpr int BR = K_::BR, BC = K_::BC;
+  typename K_::MmaSdP mma_sdp;
+  typename K_::MmaKV mma_kv;
+  const auto id = cute::make_identity_tensor(cute::Shape<cute::Int<BC>, cute::Int<BR>>{});
+  int bad = 0, values = 0;
+  std::vector<int> seen(BC * BR, 0);
+  for (int t = 0; t < K_::kConsumers; ++t) {
+    const auto c = mma_sdp.get_thread_slice(t).partition_C(id);
+    const auto a = mma_kv.get_thread_slice(t).partition_A(id);
+    ASSERT_EQ(int(cute::size(c)), BR / 2);
+    ASSERT_EQ(int(cute::size(a)), BR / 2);
+    // The kernel's fragments: partition_fragment_C and partition_shape_A.
+    EXPECT_EQ(int(cute::size(cute::partition_shape_A(mma_kv, cute::Shape<cute::Int<BC>, cute::Int<BR>>{}))),
+              int(cute::size(a)));  // the kernel's tPr / tdSr
+    for (int v = 0; v < BR / 2; ++v) {
+      const int r = cute::get<0>(c(v)), q = cute::get<1>(c(v));
+      bad += r != int(cute::get<0>(a(v))) || q != int(cute::get<1>(a(v)));
+      ASSERT_TRUE(r >= 0 && r < BC && q >= 0 && q < BR);
+      ++seen[r * BR + q];
+      ++values;
+    }
+  }
+  EXPECT_EQ(bad, 0) << "an A fragment value is not the C fragment value of the same index";
+  int once = 0;
+  for (int x : seen) once += x == 1;
+  EXPECT_EQ(once, BC * BR) << "the consumers' fragments do not cover the 128 x BR tile once";
+  EXPECT_EQ(values, BC * BR);
+}
+
+TEST(AttentionWgmmaPds, Rs1AFragmentIsCFragment) {
+  check_rs_a_is_c<KvD64Br128St2OTS3R>();
+  check_rs_a_is_c<KvD64Br128St2ATS3R>();
+  check_rs_a_is_c<KvD128Br64St2OTS2R>();
+  check_rs_a_is_c<KvD128Br64St2ATS2R>();
+}
+
+// rs1's storage: the base's (pds3 at d64, pds2 at d128) without the P^T
+// tile, with LSE / D stages of the Q / dO depth (d64: two again): d64 K, V
+// 32 KB + Q / dO 64 KB + dS^T 2 x 32 KB + one dQ tile 32 KB = 192 KB; d128
+// K, V 64 KB + Q / dO 64 KB + dS^T 2 x 16 KB + one dQ tile 32 KB = 192 KB.
+template <class Cfg, class Base>
+void check_rs1_storage(size_t bytes) {
+  using K_ = BwdKv<Cfg>;
+  using S = typename K_::SharedStorage;
+  constexpr int BR = K_::BR, BC = K_::BC, D = K_::D, ST = K_::ST;
+  static_assert(K_::kRs && K_::kPds2 && !K_::kLOne && !K_::kSp && !K_::kDc);
+  static_assert(K_::kLStages == ST && K_::kDsBufs == 2 && K_::kDqBufs == 1);
+  EXPECT_EQ(int(Cfg::kSmemBytes), 192 * 1024);
+  EXPECT_EQ(int(Cfg::kSmemBytes), int(Base::kSmemBytes) - 2 * BC * BR);
+  alignas(1024) static unsigned char raw[sizeof(S)];
+  S& s = *reinterpret_cast<S*>(raw);
+  const auto at = [](const void* p) { return size_t(static_cast<const char*>(p) - reinterpret_cast<const char*>(raw)); };
+  EXPECT_EQ(at(s.dst(0)) % 1024, 0u);
+  EXPECT_EQ(at(s.dst(1)) - at(s.dst(0)), size_t(BC * BR * 2));
+  EXPECT_EQ(sizeof(s.ds), size_t(2 * BC * BR * 2)) << "two dS^T tiles, no P^T";
+  EXPECT_EQ(sizeof(s.dqs), size_t(BR * D * sizeof(float)));
+  EXPECT_EQ(sizeof(s.lse2), size_t(ST) * BR * sizeof(float));
+  EXPECT_EQ(sizeof(s.dvec), size_t(ST) * BR * sizeof(float));
+  for (int i = 0; i < ST; ++i) {
+    EXPECT_EQ(at(&s.lse2[0][i][0]) % 16, 0u);
+    EXPECT_EQ(at(&s.dvec[0][i][0]) % 16, 0u);
+  }
+  EXPECT_EQ(sizeof(S), bytes);
+  EXPECT_LE(sizeof(S) + 16384, sizeof(typename BwdKv<Base>::SharedStorage)) << "at least the P^T tile below the base";
+}
+
+TEST(AttentionWgmmaPds, Rs1Storage) {
+  // d64: + two LSE / D stages 2 KB + the barriers (Q, dO, LSE / D: 2 stages
+  // each), kv_bar, m_stop: 198764 bytes, 199680 (195 KB) after the 1024-byte
+  // alignment: 31 KB below pds3's. d128: + 1 KB of LSE / D and the same
+  // barriers: 197740 bytes, 198656 (194 KB), 15 KB below pds2's.
+  check_rs1_storage<KvD64Br128St2OTS3R, KvD64Br128St2OTS3>(195 * 1024);
+  check_rs1_storage<KvD64Br128St2ATS3R, KvD64Br128St2ATS3>(195 * 1024);
+  check_rs1_storage<KvD128Br64St2OTS2R, KvD128Br64St2OTS2>(194 * 1024);
+  check_rs1_storage<KvD128Br64St2ATS2R, KvD128Br64St2ATS2>(194 * 1024);
+  check_stacked_layout<KvD64Br128St2OTS3R>();
+  check_stacked_layout<KvD128Br64St2OTS2R>();
+  EXPECT_EQ(KvD64Br128St2OTS3R::RS, 1);
+  EXPECT_EQ(KvD64Br128St2OTS3::RS, 0);
+  EXPECT_EQ(KvD128Br64St2OTS2P::RS, 0);
+  EXPECT_FALSE(BwdKv<KvD64Br128St2OTS3>::kRs);
+  EXPECT_TRUE(BwdKv<KvD64Br128St2OTS3>::kLOne);
 }
 
 // pds2 staging workspace: LSE and D padded to whole query blocks, two

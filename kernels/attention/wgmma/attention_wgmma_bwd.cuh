@@ -91,6 +91,12 @@ struct BwdKv {
   // barrier over both warpgroups; the writer warp adds tile 0 then tile 1.
   static constexpr bool kDc = Cfg::DC == 1;
   static_assert(!kDc || (kSp && !kSp2 && D == 128), "dc1: sp1 at d = 128");
+  // rs1 (pds3, or pds2 at d = 128; BwdKvPdsConfig): dV += P^T dO and
+  // dK += dS^T Q with A from registers (MmaKV, RS): no P^T tile, dK issued
+  // before the dS^T barrier; pds3: the LSE / D ring at the Q / dO depth
+  // again (kLOne false).
+  static constexpr bool kRs = Cfg::RS == 1;
+  static_assert(!kRs || ((kPds3 || (kPds2 && D == 128)) && !kSp && !kDc), "rs1: pds3, or pds2 at d = 128");
   static constexpr int kDsBufs = kPds2 && !kDc ? 2 : 1;
   static constexpr int kDqBufs = kDc ? 2 : (kPds2 && D == 128) || kPds3 ? 1 : 2;
   // Bulk adds per query block of a CTA (the writer warp), and what the
@@ -223,7 +229,8 @@ struct BwdKv {
   // would put the storage 108 bytes over 227 KB - 1 KB), released right after
   // the dS^T stores (its last read), so the next block's copies land under
   // this block's dK and dQ products and the next S^T, dP^T.
-  static constexpr int kLStages = kPds3 ? 1 : ST;
+  static constexpr bool kLOne = kPds3 && !kRs;  // one LSE / D stage, released after the dS^T barrier
+  static constexpr int kLStages = kLOne ? 1 : ST;
   using PipelineL = cutlass::PipelineTmaAsync<kLStages>;
   // Ordered dQ: thread 0 of the consumers spins on a flag (acquire) and
   // releases it after named barrier 1 over the 256 consumer threads.
@@ -247,8 +254,8 @@ struct BwdKv {
     cute::array_aligned<T, cosize_v<SmemQ>, 1024> dO;
     // dS (pds: dS^T, SmemPt, kDsBufs of them, then P^T at pt(): all 1024-byte
     // aligned, 16 KB each).
-    cute::array_aligned<T, (DQ != 0 ? kDsBufs * cosize_v<SmemDS> : 8) + (kPds ? cosize_v<SmemPt> : 0), 1024> ds;
-    __host__ __device__ T* pt() { return ds.data() + kDsBufs * cosize_v<SmemDS>; }
+    cute::array_aligned<T, (DQ != 0 ? kDsBufs * cosize_v<SmemDS> : 8) + (kPds && !kRs ? cosize_v<SmemPt> : 0), 1024> ds;
+    __host__ __device__ T* pt() { return ds.data() + kDsBufs * cosize_v<SmemDS>; }  // (rs1: none)
     __host__ __device__ T* dst(int i) { return ds.data() + i * cosize_v<SmemDS>; }  // pds dS^T tile i
     alignas(128) float dqs[kTma ? kDqBufs : 1][kTma ? BR * D : 4];  // TMA dQ: the shared tile(s)
     // Per consumer warpgroup (pds: one copy for both, to fit 227 KB at d128),
@@ -359,6 +366,30 @@ __device__ __forceinline__ void wg_gemm_fresh_n64(TiledMma& mma, TA const& tA, T
   warpgroup_commit_batch();
   warpgroup_fence_operand(tC);
 }
+// rs1: the k steps of half HQ (0, 1) of a register-sourced product into an
+// existing accumulator (one wgmma group): the two halves issued in order sum
+// the k steps as wg_gemm<false, true> does.
+template <int HQ, class TiledMma, class TA, class TB, class TC>
+__device__ __forceinline__ void wg_gemm_rs_half(TiledMma& mma, TA& tA, TB const& tB, TC& tC) {
+  constexpr int kHalf = decltype(size<2>(tA))::value / 2;
+  warpgroup_fence_operand(tA);
+  warpgroup_fence_operand(tC);
+  warpgroup_arrive();
+  mma.accumulate_ = GMMA::ScaleOut::One;
+  CUTLASS_PRAGMA_UNROLL
+  for (int k = 0; k < kHalf; ++k) cute::gemm(mma, tA(_, _, HQ * kHalf + k), tB(_, _, HQ * kHalf + k), tC);
+  warpgroup_commit_batch();
+  warpgroup_fence_operand(tC);
+  warpgroup_fence_operand(tA);
+}
+// rs1: values v, v + 1 of a bf16 A fragment (value v of the 64 x BR C
+// fragment of S^T or dP^T is value v of the A fragment of a K = BR product).
+template <class TA>
+__device__ __forceinline__ void set_a_pair(TA& tA, int v, __nv_bfloat162 two) {
+  using T = typename TA::value_type;
+  tA(v) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[0]);
+  tA(v + 1) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[1]);
+}
 }  // namespace detail
 
 // pds3 (BR = 128): the element offset of (key kl0 + 8 h, query 8 k + col_lane)
@@ -386,6 +417,9 @@ __host__ __device__ constexpr int pt3_offset(int base, int sw, int k, int h) {
 // dc1 (K_::kDc, on sp1): each warpgroup's dQ part over its own 64 keys (the
 // d = 64 K split) into its own dQ tile, its dS^T rows ordered by its own
 // barrier: nothing in the walk waits for the other warpgroup.
+// rs1 (K_::kRs, pds3 or pds2 at d = 128): P^T and dS^T also converted to bf16 A fragments in
+// registers; dV and dK read them there (RS), P^T is never stored and dK is
+// issued before the dS^T barrier (which only dQ then waits for).
 template <class K_, class PipeL, class Acc>
 __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typename K_::SharedStorage& ss,
                                                typename K_::Pipeline& pipe_q, typename K_::Pipeline& pipe_do,
@@ -428,6 +462,11 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
   Tensor tKVrdS = thr_kv.partition_fragment_A(sdSt);                               // (MMA, 1, BR/16, 2)
   Tensor tKVrdO = thr_kv.partition_fragment_B(sdOt);  // (MMA, 1, BR/16, ST)
   Tensor tKVrQ = thr_kv.partition_fragment_B(sQt);
+  // rs1: the register-sourced form of the dV, dK products (B as above).
+  typename K_::MmaKV mma_kvr;
+  auto thr_kvr = mma_kvr.get_thread_slice(ctid);
+  Tensor tKVRrdO = thr_kvr.partition_fragment_B(sdOt);  // (MMA, 1, BR/16, ST)
+  Tensor tKVRrQ = thr_kvr.partition_fragment_B(sQt);
 
   PipelineState st;
   [[maybe_unused]] typename K_::PipelineL::PipelineState stl;  // pds3: the one-stage LSE / D ring
@@ -483,6 +522,11 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
       Tensor tSrS = partition_fragment_C(mma_sdp, Shape<Int<BC>, Int<BR>>{});
       Tensor tSrdP = partition_fragment_C(mma_sdp, Shape<Int<BC>, Int<BR>>{});
       static_assert(decltype(size(tSrS))::value == BR / 2, "64 x BR scores per warpgroup");
+      // rs1: P^T and dS^T as A fragments (bf16; value v is value v of the C
+      // fragment tSrS: the k16 A fragment of a 64 x 16 slice is the C
+      // fragment of its two 8-column groups, see the kernel's tPr).
+      [[maybe_unused]] Tensor tPr = make_tensor<T>(partition_shape_A(mma_kvr, Shape<Int<BC>, Int<BR>>{}));
+      [[maybe_unused]] Tensor tdSr = make_tensor<T>(partition_shape_A(mma_kvr, Shape<Int<BC>, Int<BR>>{}));
       pipe_q.consumer_wait(st);
       if constexpr (K_::kSp)  // fresh accumulators: see wg_gemm_fresh_n64 (the previous dK is in flight)
         detail::wg_gemm_fresh_n64(mma_sdp, tSrK, tSrQ(_, _, _, st.index()), tSrS);
@@ -505,11 +549,11 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
         }
         detail::named_sync(K_::kBarLse, 256);
       }
-      if constexpr (K_::kPds3)
+      if constexpr (K_::kLOne)
         pipe_l.consumer_wait(stl);  // this block's LSE and D
       else if constexpr (K_::kPds2)
         pipe_l.consumer_wait(st);
-      const int sb = K_::kPds3 ? 0 : K_::kPds2 ? st.index() : buf;
+      const int sb = K_::kLOne ? 0 : K_::kPds2 ? st.index() : buf;
       const float* lse2 = ss.lse2[0][sb];
       const float* dd = ss.dvec[0][sb];
       // pds2: dS^T tile of this block's parity (the other may still be read
@@ -543,54 +587,100 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
         }
         tSrS(v) = e;
       }
-      // P^T (bf16) to this warpgroup's rows of the tile: values v, v + 1 are
-      // queries j, j + 1 of one key, one 32-bit store (4 lanes fill 16 bytes
-      // of a row, the swizzle spreads the 8 rows of a warp over the banks).
-      // (Addresses from the tile bases in shared memory, swizzled by hand:
-      // through cute's swizzled pointer they became generic 64-bit stores.)
-      // Keys kl0 + 8 are 512 elements on (the swizzle reads row % 8 only):
-      // one address per 8-query chunk.
-      if constexpr (K_::kPds3) {
-        const int base = detail::opaque(kl0 * 64 + col_lane), sw = detail::opaque((kl0 & 7) << 3);
-        CUTLASS_PRAGMA_UNROLL
-        for (int v = 0; v < BR / 2; v += 2)
-          *reinterpret_cast<__nv_bfloat162*>(pt_base + pt3_offset<BC>(base, sw, v / 4, (v / 2) % 2)) =
-              __floats2bfloat162_rn(tSrS(v), tSrS(v + 1));
+      if constexpr (K_::kRs) {
+        // rs1: dP^T waited on first, then per half of the queries (the first,
+        // then the second half of the k steps of the K = BR products): P^T and
+        // dS^T (from P^T in fp32, the operations of the stores below) rounded
+        // to bf16 into the A fragments, dS^T also stored for dQ, dV and dK
+        // issued on that half. Registers at the peak: S^T, dP^T, dV, dK (192
+        // fp32, as pds3 / pds2), each value pair freeing 4 of them for 2, and
+        // the first half's products run while the second half is formed. Each
+        // accumulator still sums its k steps in ascending order: the base's
+        // bits (pds3 at d = 64, pds2 at d = 128).
+        // (dV issued on all of P^T before dS^T was formed put P^T's 32
+        // registers on top of the 192: 284 bytes spilled.)
+        warpgroup_wait<0>();  // dP^T done
+        // (hq a compile-time constant: through a loop index the fragments were
+        // indexed at run time, 768 bytes of stack.)
+        auto half = [&](auto hq_c) {
+          constexpr int hq = decltype(hq_c)::value;
+          // dS^T also to shared memory for dQ (pds3's / pds2's layout) as
+          // formed, before dK is issued: the A registers of a wgmma in flight
+          // may not be read.
+          [[maybe_unused]] const int base = detail::opaque(kl0 * 64 + col_lane);
+          [[maybe_unused]] const int sw = detail::opaque((kl0 & 7) << 3);
+          CUTLASS_PRAGMA_UNROLL
+          for (int v = hq * BR / 4; v < (hq + 1) * BR / 4; v += 2) {
+            const int j = 8 * (v / 4) + col_lane;
+            const float2 d2 = *reinterpret_cast<const float2*>(dd + j);
+            float p0 = tSrS(v), p1 = tSrS(v + 1);
+            detail::set_a_pair(tPr, v, __floats2bfloat162_rn(p0, p1));
+            if (p.softcap) {
+              p0 *= detail::softcap_grad(p0, lse2[j], p.cap_t);
+              p1 *= detail::softcap_grad(p1, lse2[j + 1], p.cap_t);
+            }
+            const __nv_bfloat162 ds2 = __floats2bfloat162_rn(p0 * (tSrdP(v) - d2.x), p1 * (tSrdP(v + 1) - d2.y));
+            const int at = K_::kPds3 ? pt3_offset<BC>(base, sw, v / 4, (v / 2) % 2)
+                                     : K_::pt_offset(kl0, j) + 8 * 64 * ((v / 2) % 2);
+            *reinterpret_cast<__nv_bfloat162*>(ds_base + at) = ds2;
+            detail::set_a_pair(tdSr, v, ds2);
+          }
+          detail::wg_gemm_rs_half<hq>(mma_kvr, tPr, tKVRrdO(_, _, _, st.index()), tdVacc);  // no store, no barrier
+          // dK from the registers now; only dQ waits for the dS^T barrier.
+          detail::wg_gemm_rs_half<hq>(mma_kvr, tdSr, tKVRrQ(_, _, _, st.index()), tdKacc);
+        };
+        half(Int<0>{});
+        half(Int<1>{});
       } else {
-        CUTLASS_PRAGMA_UNROLL
-        for (int v = 0; v < BR / 2; v += 2)
-          *reinterpret_cast<__nv_bfloat162*>(pt_base + K_::pt_offset(kl0, 8 * (v / 4) + col_lane) +
-                                             8 * 64 * ((v / 2) % 2)) = __floats2bfloat162_rn(tSrS(v), tSrS(v + 1));
-      }
-      cutlass::arch::fence_view_async_shared();  // generic-proxy stores before the wgmma reads
-      if constexpr (K_::kPds2) {
-        own_rows_sync();  // each warpgroup's dV product reads its own 64 rows of P^T only
-      } else {
-        detail::named_sync(K_::kBarP, 256);
-      }
-      detail::wg_gemm<false, false>(mma_kv, tKVrP, tKVrdO(_, _, _, st.index()), tdVacc);
-      if (p.softcap) {
-        // P^T times 1 - t^2, t recovered from P^T and the LSE (as the other kv kernels).
-        CUTLASS_PRAGMA_UNROLL
-        for (int v = 0; v < BR / 2; ++v)
-          tSrS(v) *= detail::softcap_grad(tSrS(v), lse2[8 * (v / 4) + col_lane + (v % 2)], p.cap_t);
-      }
-      warpgroup_wait<1>();  // dP^T done (dV may still run)
-      if constexpr (K_::kPds3) {
-        const int base = detail::opaque(kl0 * 64 + col_lane), sw = detail::opaque((kl0 & 7) << 3);
-        CUTLASS_PRAGMA_UNROLL
-        for (int v = 0; v < BR / 2; v += 2) {
-          const float2 d2 = *reinterpret_cast<const float2*>(dd + 8 * (v / 4) + col_lane);
-          *reinterpret_cast<__nv_bfloat162*>(ds_base + pt3_offset<BC>(base, sw, v / 4, (v / 2) % 2)) =
-              __floats2bfloat162_rn(tSrS(v) * (tSrdP(v) - d2.x), tSrS(v + 1) * (tSrdP(v + 1) - d2.y));
+        // P^T (bf16) to this warpgroup's rows of the tile: values v, v + 1 are
+        // queries j, j + 1 of one key, one 32-bit store (4 lanes fill 16 bytes
+        // of a row, the swizzle spreads the 8 rows of a warp over the banks).
+        // (Addresses from the tile bases in shared memory, swizzled by hand:
+        // through cute's swizzled pointer they became generic 64-bit stores.)
+        // Keys kl0 + 8 are 512 elements on (the swizzle reads row % 8 only):
+        // one address per 8-query chunk.
+        if constexpr (K_::kPds3) {
+          const int base = detail::opaque(kl0 * 64 + col_lane), sw = detail::opaque((kl0 & 7) << 3);
+          CUTLASS_PRAGMA_UNROLL
+          for (int v = 0; v < BR / 2; v += 2)
+            *reinterpret_cast<__nv_bfloat162*>(pt_base + pt3_offset<BC>(base, sw, v / 4, (v / 2) % 2)) =
+                __floats2bfloat162_rn(tSrS(v), tSrS(v + 1));
+        } else {
+          CUTLASS_PRAGMA_UNROLL
+          for (int v = 0; v < BR / 2; v += 2)
+            *reinterpret_cast<__nv_bfloat162*>(pt_base + K_::pt_offset(kl0, 8 * (v / 4) + col_lane) +
+                                               8 * 64 * ((v / 2) % 2)) = __floats2bfloat162_rn(tSrS(v), tSrS(v + 1));
         }
-      } else {
-        CUTLASS_PRAGMA_UNROLL
-        for (int v = 0; v < BR / 2; v += 2) {
-          const int j = 8 * (v / 4) + col_lane;
-          const float2 d2 = *reinterpret_cast<const float2*>(dd + j);
-          *reinterpret_cast<__nv_bfloat162*>(ds_base + K_::pt_offset(kl0, j) + 8 * 64 * ((v / 2) % 2)) =
-              __floats2bfloat162_rn(tSrS(v) * (tSrdP(v) - d2.x), tSrS(v + 1) * (tSrdP(v + 1) - d2.y));
+        cutlass::arch::fence_view_async_shared();  // generic-proxy stores before the wgmma reads
+        if constexpr (K_::kPds2) {
+          own_rows_sync();  // each warpgroup's dV product reads its own 64 rows of P^T only
+        } else {
+          detail::named_sync(K_::kBarP, 256);
+        }
+        detail::wg_gemm<false, false>(mma_kv, tKVrP, tKVrdO(_, _, _, st.index()), tdVacc);
+        if (p.softcap) {
+          // P^T times 1 - t^2, t recovered from P^T and the LSE (as the other kv kernels).
+          CUTLASS_PRAGMA_UNROLL
+          for (int v = 0; v < BR / 2; ++v)
+            tSrS(v) *= detail::softcap_grad(tSrS(v), lse2[8 * (v / 4) + col_lane + (v % 2)], p.cap_t);
+        }
+        warpgroup_wait<1>();  // dP^T done (dV may still run)
+        if constexpr (K_::kPds3) {
+          const int base = detail::opaque(kl0 * 64 + col_lane), sw = detail::opaque((kl0 & 7) << 3);
+          CUTLASS_PRAGMA_UNROLL
+          for (int v = 0; v < BR / 2; v += 2) {
+            const float2 d2 = *reinterpret_cast<const float2*>(dd + 8 * (v / 4) + col_lane);
+            *reinterpret_cast<__nv_bfloat162*>(ds_base + pt3_offset<BC>(base, sw, v / 4, (v / 2) % 2)) =
+                __floats2bfloat162_rn(tSrS(v) * (tSrdP(v) - d2.x), tSrS(v + 1) * (tSrdP(v + 1) - d2.y));
+          }
+        } else {
+          CUTLASS_PRAGMA_UNROLL
+          for (int v = 0; v < BR / 2; v += 2) {
+            const int j = 8 * (v / 4) + col_lane;
+            const float2 d2 = *reinterpret_cast<const float2*>(dd + j);
+            *reinterpret_cast<__nv_bfloat162*>(ds_base + K_::pt_offset(kl0, j) + 8 * 64 * ((v / 2) % 2)) =
+                __floats2bfloat162_rn(tSrS(v) * (tSrdP(v) - d2.x), tSrS(v + 1) * (tSrdP(v + 1) - d2.y));
+          }
         }
       }
       cutlass::arch::fence_view_async_shared();
@@ -599,7 +689,7 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
       } else {
         detail::named_sync(1, 256);  // both warpgroups' dS^T: dQ reads every key
       }
-      if constexpr (K_::kPds3) {
+      if constexpr (K_::kLOne) {
         // Every consumer warp has read this block's LSE and D (P, softcap,
         // dS: before the barrier above; the release is one thread per
         // warpgroup, so not before it): the next block's may come.
@@ -607,7 +697,8 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
         ++stl;
       }
       Tensor tKVrdSb = tKVrdS(_, _, _, dsb);
-      if constexpr (!K_::kSp) detail::wg_gemm<false, false>(mma_kv, tKVrdSb, tKVrQ(_, _, _, st.index()), tdKacc);
+      if constexpr (!K_::kSp && !K_::kRs)
+        detail::wg_gemm<false, false>(mma_kv, tKVrdSb, tKVrQ(_, _, _, st.index()), tdKacc);
       Tensor tdQacc = partition_fragment_C(mma_dq, Shape<Int<BR>, Int<D>>{});
       static_assert(decltype(size(tdQacc))::value == K_::kDqPerThread, "dQ part per thread");
       if constexpr (K_::kDqWhole) {
@@ -643,7 +734,7 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
         warpgroup_wait<0>();  // dV, dK, dQ part done: the Q and dO stages, P^T and dS^T are free
         pipe_q.consumer_release(st);
         pipe_do.consumer_release(st);
-        if constexpr (K_::kPds2 && !K_::kPds3) pipe_l.consumer_release(st);
+        if constexpr (K_::kPds2 && !K_::kLOne) pipe_l.consumer_release(st);
       }
       if constexpr (K_::kSp2) {
         CUTLASS_PRAGMA_UNROLL

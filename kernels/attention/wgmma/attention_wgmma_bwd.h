@@ -44,6 +44,7 @@ struct BwdKvConfig {
   static constexpr int PDS = 0;  // BwdKvPdsConfig below
   static constexpr int SP = 0;   // BwdKvPdsConfig below
   static constexpr int DC = 0;   // BwdKvPdsConfig below
+  static constexpr int RS = 0;   // BwdKvPdsConfig below
   static constexpr bool DQ_ATOMIC = DQ == 1 || DQ == 4, DQ_PARTIALS = DQ == 2, DQ_ORDERED = DQ == 3 || DQ == 5;
   static constexpr bool DQ_TMA = DQ == 4 || DQ == 5;
   static_assert(D == 64 || D == 128, "head dim 64 or 128");
@@ -113,24 +114,39 @@ struct BwdKvConfig {
 // 2 x 32 KB = 224 KB (229376 bytes). The writer warp adds the two parts of a
 // query block with two bulk adds; ordered: the semaphore counts two adds per
 // key block (warpgroup 0, then 1, of key block n before key block n + 1).
-template <int D_, int BR_, int STAGES_, int DQ_, int PDS_ = 1, int SP_ = 0, int DC_ = 0>
+// RS 1 (`rs1`, pds3 at d = 64 or pds2 at d = 128: FlashAttention-3's
+// Mma_dKV_is_RS): dV += P^T dO and dK += dS^T Q take their A operand from
+// registers (the S^T / dP^T accumulators converted to bf16: the 64 x BR C fragment of a
+// warpgroup is, value for value, the A fragment of a K = BR product). P^T
+// never goes to shared memory (no P^T tile, no barrier before dV); dS^T still
+// does, for dQ = dS K (queries as M), but dK is issued from registers before
+// the dS^T barrier. dP^T is waited on first; then per half of the queries P^T
+// and dS^T are converted pair by pair and dV, dK issued on that half (peak
+// S^T, dP^T, dV, dK = 192 fp32 registers, as pds3; 0 spills). The P^T tile's
+// 32 KB (d = 64) give the LSE / D ring the Q / dO depth again (pds3 had one
+// stage); at d = 128 pds2's storage less its 16 KB P^T tile.
+template <int D_, int BR_, int STAGES_, int DQ_, int PDS_ = 1, int SP_ = 0, int DC_ = 0, int RS_ = 0>
 struct BwdKvPdsConfig : BwdKvConfig<D_, BR_, STAGES_, DQ_> {
   using Base = BwdKvConfig<D_, BR_, STAGES_, DQ_>;
   static constexpr int PDS = PDS_;
   static constexpr int SP = SP_;
   static constexpr int DC = DC_;
+  static constexpr int RS = RS_;
   static_assert(PDS >= 1 && PDS <= 3, "pds 1, 2 or 3");
   static_assert(SP == 0 || ((SP == 1 || SP == 2) && PDS == 2 && BR_ == 64),
                 "sp1, sp2: pds2 (the dS^T double buffer they rely on, 64 x 64 S^T / dP^T)");
   static_assert(DC == 0 || (DC == 1 && SP == 1 && D_ == 128),
                 "dc1: d = 128 on sp1 (d = 64 splits dQ by keys already)");
+  static_assert(RS == 0 || (RS == 1 && SP == 0 && DC == 0 && (PDS == 3 || (PDS == 2 && D_ == 128))),
+                "rs1: pds3 (d = 64, BR = 128) or pds2 at d = 128");
   static_assert(Base::DQ_TMA, "pds: P^T and dS^T in shared memory, TMA dQ only");
   static_assert(PDS == 3 ? (Base::BR == 128 && D_ == 64) : Base::BR == 64,
                 "pds1, pds2: P^T and dS^T rows of 64 queries (one 128-byte swizzle row); pds3: d = 64, BR = 128");
   // fp32 dQ tiles: two, except pds2 at d = 128 and pds3 (one); dc1: one per warpgroup.
   static constexpr int kDqBufs = DC == 1 ? 2 : (PDS == 2 && D_ == 128) || PDS == 3 ? 1 : 2;
-  // + P^T (BC x BR, bf16), + a second dS^T for pds2 and pds3 (not dc1).
-  static constexpr int kSmemTiles = Base::kSmemTiles + (PDS >= 2 && DC == 0 ? 2 : 1) * 2 * Base::BR * Base::BC;
+  // + P^T (BC x BR, bf16; not rs1), + a second dS^T for pds2 and pds3 (not dc1).
+  static constexpr int kSmemTiles =
+      Base::kSmemTiles + ((PDS >= 2 && DC == 0 ? 2 : 1) - (RS == 1 ? 1 : 0)) * 2 * Base::BR * Base::BC;
   static constexpr int kSmemBytes = kSmemTiles + kDqBufs * Base::BR * Base::D * 4;
   static_assert(kSmemBytes + 1024 <= 227 * 1024, "shared memory above the 227 KB of an sm_90 block");
 };
@@ -193,6 +209,12 @@ using KvD64Br64St2OTS2 = BwdKvPdsConfig<64, 64, 2, 5, 2>;
 // pds3: d = 64 at 128 queries per step (pds2's protocol, dQ split by queries).
 using KvD64Br128St2ATS3 = BwdKvPdsConfig<64, 128, 2, 4, 3>;
 using KvD64Br128St2OTS3 = BwdKvPdsConfig<64, 128, 2, 5, 3>;
+// rs1: pds3 with dV and dK from registers (P^T, dS^T as the wgmma A fragment).
+using KvD64Br128St2ATS3R = BwdKvPdsConfig<64, 128, 2, 4, 3, 0, 0, 1>;
+using KvD64Br128St2OTS3R = BwdKvPdsConfig<64, 128, 2, 5, 3, 0, 0, 1>;
+// rs1 at d = 128: pds2 (BR = 64) with dV and dK from registers.
+using KvD128Br64St2ATS2R = BwdKvPdsConfig<128, 64, 2, 4, 2, 0, 0, 1>;
+using KvD128Br64St2OTS2R = BwdKvPdsConfig<128, 64, 2, 5, 2, 0, 0, 1>;
 // sp1: pds2 (d128) with dQ issued before dK and dK left in flight into the
 // next query block (FlashAttention-3's order).
 using KvD128Br64St2ATS2P = BwdKvPdsConfig<128, 64, 2, 4, 2, 1>;
@@ -273,6 +295,10 @@ DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br64St2ATS2)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br64St2OTS2)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2ATS3)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2OTS3)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2ATS3R)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2OTS3R)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2ATS2R)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2R)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2ATS2P)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2P)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2P2)

@@ -23,7 +23,8 @@
 //                                    the next block's S^T; `dc1`: sp1 d128
 //                                    with the consumer warpgroups decoupled,
 //                                    dQ over each one's own keys, one dQ
-//                                    tile each), owning:
+//                                    tile each; `rs1`: pds3 / pds2 with dV
+//                                    and dK from registers), owning:
 //                                    the dq kernel over query blocks.
 #include <algorithm>
 #include <climits>
@@ -156,6 +157,7 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
   if constexpr (Kv::PDS != 0) v.desc.params.push_back({"pds", Kv::PDS});
   if constexpr (Kv::SP != 0) v.desc.params.push_back({"sp", Kv::SP});
   if constexpr (Kv::DC != 0) v.desc.params.push_back({"dc", Kv::DC});
+  if constexpr (Kv::RS != 0) v.desc.params.push_back({"rs", Kv::RS});
   if constexpr (kDq == 0) {
     static_assert(Dq::D == Kv::D, "one head dim");
     v.desc.params.push_back({"qbc", Dq::BC});
@@ -185,7 +187,11 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
                                  "order behind a semaphore per query block + convert pass"
                                : ", dQ by a query-block kernel (128 rows, " + std::to_string(qbc_of<Dq>()) +
                                      "-key tiles) walking the key blocks in order") +
-                   (Kv::PDS != 0 ? "; P^T and dS^T through shared memory (dV, dK, dQ by wgmma SS)" : "") +
+                   (Kv::PDS != 0 && Kv::RS == 0 ? "; P^T and dS^T through shared memory (dV, dK, dQ by wgmma SS)"
+                                                : "") +
+                   (Kv::RS == 1 ? "; P^T and dS^T as wgmma A fragments in registers (dV, dK by wgmma RS), dS^T "
+                                  "also through shared memory for dQ (SS)"
+                                : "") +
                    (Kv::PDS >= 2 ? ", dS^T double-buffered, LSE and D brought by the producer with Q and dO" : "") +
                    (Kv::PDS == 3 ? ", 128 queries per step (dQ = dS K split by queries over the warpgroups)" : "") +
                    (Kv::SP >= 1 ? ", dQ before dK and dK left in flight into the next query block" : "") +
@@ -374,6 +380,13 @@ void register_attention_wgmma(Registry& r) {
   // (experiments/device/s10-attndec.sh).
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2PD, void>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2ATS2PD, void>(r);
+  // rs1 (pds3 at d64, pds2 at d128, with dV += P^T dO and dK += dS^T Q from
+  // registers, no P^T tile; d64: two LSE / D stages): last until measured
+  // (experiments/device/s11-attnrs.sh).
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2OTS3R, void>(r);
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2ATS3R, void>(r);
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2R, void>(r);
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2ATS2R, void>(r);
 }
 
 void register_attention_wgmma_partials(Registry& r, int partials_mib) {
