@@ -67,7 +67,8 @@ const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMo
   // backward (fwd+bwd TFLOP/s): `ordered` pds2 443.4 at d128 (causal 371.3)
   // against owning 411.2 (364.7), d64 304.7 (causal 249.5) against owning
   // 283.4 (248.9); session 8: `ordered` pds3 (128 queries a step) at d64
-  // causal 263.3 against pds2 250.0 (non-causal not measured: pds2 stays);
+  // causal 263.3 against pds2 250.0; session 11, non-causal: pds3 331.4
+  // against pds2 303.5 (one run of 3 repeats each), so pds3 at d64 either way;
   // session 9: d128 `ordered` sp1 (pds2 with dQ before dK, dK in flight into
   // the next query block; the same bits) 451.0 (causal 377.4) against pds2
   // 447.3 (373.5), one run of 3 repeats each: within the noise, never slower;
@@ -82,10 +83,13 @@ const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMo
       preferred.push_back(p.d == 128  ? "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp0_ps1_rd1_ot1_d128"
                           : p.causal ? "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_rd1_ot1_d64"
                                      : "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_d64");
-    if (!gqa)
+    if (!gqa) {
       preferred.push_back(p.d == 128 ? "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_d128"
-                          : p.causal ? "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_d64"
-                                     : "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_d64");
+                                     : "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_d64");
+      // pds3 takes the whole 227 KB of an H100/H200 block; where less is
+      // available, pds2 (its can_run says which).
+      if (p.d == 64) preferred.push_back("attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_d64");
+    }
     preferred.push_back(p.d == 128 ? "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst2_d128"
                                    : "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst3_d64");
   }
