@@ -57,6 +57,15 @@ pack_logs() {
   cp "$OUT/report.txt" "$FINAL_OUT/$1-report.txt"
 }
 
+# attention_bins: B (the build, $BUILD or ./build), TW (the attention wgmma
+# test binary) and DF (the detfuse command) for the attention device scripts.
+attention_bins() {
+  B=${BUILD:-build}
+  TW=$B/tests/attention_wgmma/test_attention_wgmma
+  DF=$B/detfuse
+  [ -x "$DF" ] || DF=$B/cli/detfuse
+}
+
 gpu_line() {
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv >> "$1" 2>&1
 }

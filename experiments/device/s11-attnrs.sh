@@ -27,17 +27,10 @@
 # (exit 124), the tables last (prediction in the README: ordered rs1 d64 ~335 /
 # ~280 against pds3's 263 causal; d128 ~458 / ~381 against sp1's 454 / 379).
 set -uo pipefail
-B=${BUILD:-build}
-FINAL_OUT=${OUT:-out}
-mkdir -p "$FINAL_OUT"
-OUT=/tmp/s11-attnrs
-rm -rf "$OUT"
 source "$(dirname "$0")/lib.sh"
+logs_in_tmp s11-attnrs
 gpu_line "$OUT/gpu.txt"
-
-TW=$B/tests/attention_wgmma/test_attention_wgmma
-DF=$B/detfuse
-[ -x "$DF" ] || DF=$B/cli/detfuse
+attention_bins
 
 # 1. tests
 run layout_cpu 10 "$B/tests/attention_wgmma/test_attention_wgmma_pds_layout"
@@ -104,5 +97,4 @@ run digest20_d128 20 "$DF" bench attention --shape 2,16,8,2304,2304,128 --causal
   echo "--- runs"
   cat "$SUMMARY"
 } | tee "$OUT/report.txt"
-cp "$OUT/report.txt" "$FINAL_OUT/s11-attnrs-report.txt"
-tar -czf "$FINAL_OUT/s11-attnrs.tar.gz" -C /tmp s11-attnrs
+pack_logs s11-attnrs
