@@ -4,7 +4,8 @@
 // tiles t = c, c + gridDim.x, c + 2 gridDim.x, ... and this header's pure
 // function maps t to the (query block, head, batch) it computes. Plain C++ on
 // the host (tests/attention_wgmma/test_fwd_tile_order.cpp checks it on the
-// CPU) and inlined in the kernel.
+// CPU) and inlined in the kernel through FwdTileScheduler (CUDA only), which
+// also serves the one-tile-per-CTA grid of the other configurations.
 //
 //   non-causal: head-major, query block fastest (t = bh * m_blocks + m): the
 //               CTAs of one wave work on a few heads at a time, so those heads'
@@ -63,6 +64,34 @@ struct FwdTileOrder {
     return FwdTile{m, bh - b * H, b};
   }
 };
+
+#if defined(__CUDACC__)
+// The tiles of one CTA in the forward kernel, walked as
+//   for (int t = s.t_first; t < s.t_end; t += s.t_step) s.tile(t) ...
+// by the producer and the consumers alike. Persistent: t = blockIdx.x + k
+// gridDim.x in the order of FwdTileOrder (Params::order); else the one tile of
+// (blockIdx.x, y, z), causal: the longest query blocks (the last) start first.
+// Params: the forward's (fields order, causal, m_blocks; attention_wgmma.cuh).
+template <bool kPersistent, class Params>
+struct FwdTileScheduler {
+  const Params& p;
+  int t_first, t_end, t_step;
+
+  __device__ __forceinline__ explicit FwdTileScheduler(const Params& params)
+      : p(params),
+        t_first(kPersistent ? int(blockIdx.x) : 0),
+        t_end(kPersistent ? params.order.tiles() : 1),
+        t_step(kPersistent ? int(gridDim.x) : 1) {}
+
+  __device__ __forceinline__ FwdTile tile(int t) const {
+    if constexpr (kPersistent) {
+      return p.order(t);
+    } else {
+      return FwdTile{p.causal ? p.m_blocks - 1 - int(blockIdx.x) : int(blockIdx.x), int(blockIdx.y), int(blockIdx.z)};
+    }
+  }
+};
+#endif
 
 // The causal group size: as many (batch, head) pairs as keep their K and V
 // (kv_bytes_per_kv_head = 2 * Sk * d * 2 bytes) within half of the L2 cache
