@@ -78,6 +78,9 @@ compile() {
   echo "$cmd" > "$dir/$b.cmd"
   (cd "$build" && eval "$cmd") > "$dir/$b.log" 2>&1 || { echo "compile failed: $dir/$b.log"; return 1; }
   mv "$dir/keep-$b/$b.ptx" "$dir/$b.ptx" && rm -rf "$dir/keep-$b"
+  # Registers and spills: ptxas -v on the PTX apart (-Xptxas=-v in the
+  # command would write "-v" into the cubin's recorded ptxas options).
+  "$(dirname "${cmd%% *}")/ptxas" -arch=sm_90a -O3 -v "$dir/$b.ptx" -o /dev/null > "$dir/$b.ptxas" 2>&1
   $disasm "$dir/$b.cubin" > "$dir/$b.sass" || { echo "$disasm failed on $dir/$b.cubin"; return 1; }
 }
 
@@ -134,5 +137,9 @@ for b in "${batches[@]}"; do
   cmp -s "$ob/$b.cubin" "$ot/$b.cubin" || cubin=different
   n=$(grep -c '\.entry ' "$ot/$b.ptx")
   echo "$b: $n kernels, PTX $ptx ($(wc -l < "$ot/$b.ptx") lines), SASS $sass ($(grep -c '^ */\*[0-9a-f]*\*/' "$ot/$b.sass") instructions), cubin bytes $cubin"
+  # ptxas -v of the target: registers and spill stores + loads per kernel.
+  awk '/Compiling entry function/ { fn = $(NF - 2) } /bytes spill stores/ { sp = $5 + $9 }
+       /Used [0-9]+ registers/ { for (i = 1; i < NF; ++i) if ($(i + 1) == "registers,") r = $i;
+                                 printf "    %s: %s registers, %s spill bytes\n", fn, r, sp }' "$ot/$b.ptxas"
 done
 exit $rc

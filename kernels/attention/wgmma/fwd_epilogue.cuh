@@ -30,6 +30,15 @@ struct FwdEpilogue {
   using Params = typename K_::Params;
   using SharedStorage = typename K_::SharedStorage;
 
+  // Row r's full sum: the partial sums of the four threads of a quad (lanes
+  // 4 i .. 4 i + 3 hold the row's columns 2 (l % 4) + 8 j, + 1).
+  __device__ __forceinline__ static float row_total(const float (&row_sum)[2], int r) {
+    float s = row_sum[r];
+    s += __shfl_xor_sync(0xffffffffu, s, 1);
+    s += __shfl_xor_sync(0xffffffffu, s, 2);
+    return s;
+  }
+
   // Tile (m_block, h, b) of one consumer thread (ctid among the 256; rows
   // row0 and row0 + 8, columns col_lane + 8 j of O): thr_pv its slice of the
   // P V TiledMMA, tOrO its O accumulators (persistent: the stores run under
@@ -54,9 +63,7 @@ struct FwdEpilogue {
       float inv[2];
       CUTLASS_PRAGMA_UNROLL
       for (int r = 0; r < 2; ++r) {
-        float s = row_sum[r];
-        s += __shfl_xor_sync(0xffffffffu, s, 1);
-        s += __shfl_xor_sync(0xffffffffu, s, 2);
+        const float s = row_total(row_sum, r);
         const bool seen = s > 0.f;
         inv[r] = seen ? 1.f / s : 0.f;
         const int row = row0 + 8 * r;
@@ -83,9 +90,7 @@ struct FwdEpilogue {
     } else {
       CUTLASS_PRAGMA_UNROLL
       for (int r = 0; r < 2; ++r) {
-        float s = row_sum[r];
-        s += __shfl_xor_sync(0xffffffffu, s, 1);
-        s += __shfl_xor_sync(0xffffffffu, s, 2);
+        const float s = row_total(row_sum, r);
         const bool seen = s > 0.f;
         const float inv = seen ? 1.f / s : 0.f;
         const int row = row0 + 8 * r;
