@@ -6,30 +6,35 @@
 #
 #   experiments/ptx_identity.sh [-o DIR] BASE-REV [TARGET-REV|.] [BATCH...]
 #
-#   BASE-REV    a commit (git archive'd into DIR/base), e.g. main
+#   BASE-REV    a commit (git archive'd into DIR/src-<commit>), e.g. main
 #   TARGET-REV  a commit, or "." (default): this working tree as it is
 #   BATCH       batch names of ./build (a configured build dir of this tree),
 #               e.g. attention_wgmma_fwd_0; default: every attention_wgmma_fwd_*
-#               (pass attention_wgmma_bwd_3 ... for the backward)
+#               (pass attention_wgmma_bwd_3 ... for the backward). Both trees
+#               are compiled with this build's batch files and commands, so
+#               the batch must hold the same configurations in both.
 #   -o DIR      work/output folder (default /tmp/ptx_identity)
 #
-# Identical means: equal after the _INTERNAL_ names of unnamed-namespace
-# globals are made equal (norm below; they carry cicc's process id, so no two
-# compilations agree on them); "cubin bytes" reports the raw comparison.
+# Identical means: equal after the names of unnamed-namespace globals
+# (_INTERNAL_..., _GLOBAL__N_...) are made equal (norm below; they carry cicc's
+# process id, so no two compilations agree on them); "cubin bytes" reports the
+# raw comparison (the symbol tables hold those names).
 # Differences: diff DIR/out-<base commit>/<batch>.sass.norm DIR/out-worktree/...
 #
 # The nvcc command is the one ninja runs for the batch object (ninja -t
 # commands), with -lineinfo and the dependency-file flags dropped, the tree's
 # include root replaced, and `-c SRC -o OBJ` replaced by `-cubin -keep` (the
 # kept .ptx is the PTX the cubin came from). A batch compiled once for a
-# revision is reused (DIR/out-<commit>/<batch>.ptx); delete DIR to redo. SASS
-# is compared as nvdisasm (or cuobjdump -sass) prints it, and the cubins
-# byte for byte.
+# commit is reused (DIR/out-<commit>/<batch>.ptx); delete DIR to redo. SASS
+# is compared as nvdisasm (or cuobjdump -sass) prints it. Under each batch:
+# the target's kernels' registers and spill bytes (ptxas -v on its PTX).
 # Compiles one batch at a time (2-core machines). Exit 0: all identical.
+# First use: session 11, the forward in role files (kernels/attention/wgmma/
+# README.md "Structure").
 set -uo pipefail
 out=/tmp/ptx_identity
 if [ "${1:-}" = "-o" ]; then out=$2; shift 2; fi
-[ $# -ge 1 ] || { sed -n 2,22p "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n 2,30p "$0"; exit 2; }
 base=$1; shift
 target=.
 if [ $# -ge 1 ] && { [ "$1" = . ] || git rev-parse -q --verify "$1^{commit}" >/dev/null; }; then target=$1; shift; fi
