@@ -63,22 +63,24 @@ int64_t param(const AttentionVariant& v, const std::string& key) {
 // The kv kernels with P^T and dS^T through shared memory (param pds = 1;
 // pds_variants(2): dS^T double-buffered, LSE / D by the producer), without
 // the sp token (sp = 0) or with it (sp_variants), without the rs token
-// (rs_variants).
+// (rs_variants), without the spt token (spt_variants).
 std::vector<const AttentionVariant*> pds_variants(int pds = 1, int sp = 0) {
   std::vector<const AttentionVariant*> out;
   for (const auto* v : wgmma_bwd_variants())
-    if (param(*v, "pds") == pds && std::max<int64_t>(param(*v, "sp"), 0) == sp && param(*v, "rs") < 1)
+    if (param(*v, "pds") == pds && std::max<int64_t>(param(*v, "sp"), 0) == sp && param(*v, "rs") < 1 &&
+        param(*v, "spt") < 1)
       out.push_back(v);
   return out;
 }
 
 // sp1: pds2 with dQ before dK and dK left in flight into the next query
 // block; sp2: sp1 with block m's dQ part handed over in block m + 1. sp = 0:
-// both. Without the dc token (dc_variants).
+// both. Without the dc token (dc_variants) and the spt token (spt_variants).
 std::vector<const AttentionVariant*> sp_variants(int sp = 0) {
   std::vector<const AttentionVariant*> out;
   for (const auto* v : wgmma_bwd_variants())
-    if ((sp == 0 ? param(*v, "sp") >= 1 : param(*v, "sp") == sp) && param(*v, "dc") < 1) out.push_back(v);
+    if ((sp == 0 ? param(*v, "sp") >= 1 : param(*v, "sp") == sp) && param(*v, "dc") < 1 && param(*v, "spt") < 1)
+      out.push_back(v);
   return out;
 }
 
@@ -100,6 +102,15 @@ std::vector<const AttentionVariant*> rs_variants() {
   return out;
 }
 
+// spt1: ordered pds3 d64, pds2 d64 / d128 and sp1 d128 with the dQ adds in
+// FlashAttention-3's order (kernels/attention/wgmma/bwd_dq_order.h).
+std::vector<const AttentionVariant*> spt_variants() {
+  std::vector<const AttentionVariant*> out;
+  for (const auto* v : wgmma_bwd_variants())
+    if (param(*v, "spt") == 1) out.push_back(v);
+  return out;
+}
+
 // A name without its "_<token><digit>" part: the variant a schedule
 // variant reorders (sp: the pds2 one; dc: the sp1 one).
 std::string without_token(const std::string& n, const std::string& token) {
@@ -111,6 +122,7 @@ std::string without_token(const std::string& n, const std::string& token) {
 std::string sp_base_name(const std::string& n) { return without_token(n, "sp"); }
 std::string dc_base_name(const std::string& n) { return without_token(n, "dc"); }
 std::string rs_base_name(const std::string& n) { return without_token(n, "rs"); }
+std::string spt_base_name(const std::string& n) { return without_token(n, "spt"); }
 
 #define REQUIRE_SM90()                                                                        \
   do {                                                                                        \
@@ -473,9 +485,9 @@ TEST(AttentionWgmmaGpu, TmaOStoresNoRowPastSq) {
 
 // ------------------------------------------------------------------ backward
 
-TEST(AttentionWgmmaBwd, FortyOneVariantsRunBothModesWithReasonsAndWorkspace) {
+TEST(AttentionWgmmaBwd, FortyFiveVariantsRunBothModesWithReasonsAndWorkspace) {
   const auto vs = wgmma_bwd_variants();
-  ASSERT_EQ(vs.size(), 41u);
+  ASSERT_EQ(vs.size(), 45u);
   DeviceInfo h200;
   h200.cc_major = 9;
   h200.cc_minor = 0;
@@ -529,7 +541,7 @@ TEST(AttentionWgmmaBwd, FortyOneVariantsRunBothModesWithReasonsAndWorkspace) {
   EXPECT_EQ(owning, 6);
   EXPECT_EQ(atomic, 16);
   EXPECT_EQ(partials, 3);
-  EXPECT_EQ(ordered, 16);
+  EXPECT_EQ(ordered, 20);
   EXPECT_EQ(pds_variants().size(), 6u);
   for (const auto* v : pds_variants()) {
     SCOPED_TRACE(v->desc.name);
@@ -628,6 +640,32 @@ TEST(AttentionWgmmaBwd, FortyOneVariantsRunBothModesWithReasonsAndWorkspace) {
     small.max_smem_per_block_optin = 232448 - 16384;
     EXPECT_FALSE(v->can_run(p, AttentionMode::backward, small).has_value());
     if (d == 64) EXPECT_TRUE(base->can_run(p, AttentionMode::backward, small).has_value());
+  }
+  // spt1: the ordered pds3 d64, sp1 d128 and pds2 d64 / d128 kv kernels with
+  // FlashAttention-3's order of the dQ adds (the spt token last): the base's
+  // workspace and shared memory, ordered (deterministic) only.
+  EXPECT_EQ(spt_variants().size(), 4u);
+  for (const char* n : {"attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_spt1_d64",
+                        "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_spt1_d128",
+                        "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_spt1_d64",
+                        "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_spt1_d128"}) {
+    const auto* v = builtin_registry().find_attention(n);
+    ASSERT_NE(v, nullptr) << n;
+    EXPECT_TRUE(v->desc.deterministic);
+    EXPECT_EQ(param(*v, "tma"), 1);
+    EXPECT_GE(param(*v, "pds"), 2);
+    const auto* base = builtin_registry().find_attention(spt_base_name(n));
+    ASSERT_NE(base, nullptr) << spt_base_name(n);
+    for (bool causal : {true, false}) {
+      AttentionProblem p;
+      p.B = 2, p.H = 8, p.Hkv = 2, p.Sq = 1000, p.Sk = 700, p.d = param(*v, "d"), p.causal = causal;
+      EXPECT_EQ(v->workspace_bytes(p, AttentionMode::backward), base->workspace_bytes(p, AttentionMode::backward));
+      EXPECT_FALSE(v->can_run(p, AttentionMode::backward, h200).has_value());
+      DeviceInfo small = h200;
+      small.max_smem_per_block_optin = 232448 - 1024;
+      EXPECT_EQ(v->can_run(p, AttentionMode::backward, small).has_value(),
+                base->can_run(p, AttentionMode::backward, small).has_value());
+    }
   }
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.owning.br64_bc128_st3_qbc64_qst3_d128"), nullptr);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst3_d64"), nullptr);
@@ -779,7 +817,7 @@ TEST(AttentionWgmmaBwdGpu, SanitizerSizedWindowOrdered) {
   std::vector<const AttentionVariant*> vs;
   for (const auto* v : wgmma_bwd_variants())
     if (v->desc.strategy == "ordered") vs.push_back(v);
-  ASSERT_EQ(vs.size(), 16u);
+  ASSERT_EQ(vs.size(), 20u);
   const Case cases[] = {{1, 2, 1, 150, 331, false, 0.0, "sanitizer: window 100, softcap 2, non-causal", 2.0, 100}};
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 4200, /*repeats=*/2), int(vs.size()));
 }
@@ -792,7 +830,7 @@ TEST(AttentionWgmmaBwdGpu, OrderedManyKeyBlocks) {
   std::vector<const AttentionVariant*> vs;
   for (const auto* v : wgmma_bwd_variants())
     if (v->desc.strategy == "ordered") vs.push_back(v);
-  ASSERT_EQ(vs.size(), 16u);
+  ASSERT_EQ(vs.size(), 20u);
   const Case cases[] = {
       {2, 8, 4, 640, 2304, false, 0.0, "ordered: 18 key blocks, GQA 2:1"},
       {2, 8, 4, 2100, 2304, true, 0.0, "ordered: 18 key blocks, causal Sq < Sk, odd Sq"},
@@ -918,20 +956,23 @@ TEST(AttentionWgmmaBwdGpu, Pds3TwentyRepeats) {
 // dK and dV bitwise equal always; dQ too where dq_equal says so (the variant
 // and its base deterministic and summing in the same order). Returns the
 // pairs compared.
+// (other_cases: those instead of the two.)
 int check_bits_equal_base(const std::vector<const AttentionVariant*>& vs,
-                          std::string (*base_of)(const std::string&), bool dq_equal, uint64_t seed0) {
+                          std::string (*base_of)(const std::string&), bool dq_equal, uint64_t seed0,
+                          const std::vector<Case>& other_cases = {}) {
   const DeviceInfo& dev = cached_device(0);
-  const Case cases[] = {
+  std::vector<Case> cases = {
       {2, 4, 2, 2100, 2304, true, 0.0, "18 key blocks, causal Sq < Sk, GQA 2:1"},
       {1, 4, 2, 1000, 1300, true, 0.0, "window 300, causal, softcap 20", 20.0, 300},
   };
+  if (!other_cases.empty()) cases = other_cases;
   int compared = 0;
   for (const auto* v : vs) {
     const std::string bn = base_of(v->desc.name);
     const auto* base = builtin_registry().find_attention(bn);
     EXPECT_NE(base, nullptr) << bn;
     if (base == nullptr) continue;
-    for (size_t ci = 0; ci < std::size(cases); ++ci) {
+    for (size_t ci = 0; ci < cases.size(); ++ci) {
       const AttentionProblem p = problem_of(cases[ci], param(*v, "d"));
       SCOPED_TRACE(v->desc.name + " against " + bn + " on " + p.key() + " (" + cases[ci].what + ")");
       EXPECT_FALSE(v->can_run(p, AttentionMode::backward, dev).has_value());
@@ -1064,6 +1105,125 @@ TEST(AttentionWgmmaBwdGpu, Rs1TwentyRepeats) {
 TEST(AttentionWgmmaBwdGpu, Rs1BitwiseEqualsBase) {
   REQUIRE_SM90();
   EXPECT_EQ(check_bits_equal_base(rs_variants(), rs_base_name, /*dq_equal=*/true, 10400), 8);
+}
+
+// spt1 (issue 16): the ordered pds2 / pds3 kv kernels with the dQ adds in
+// FlashAttention-3's order (kernels/attention/wgmma/bwd_dq_order.h: causal,
+// query blocks ascending from the diagonal, the key block on the diagonal
+// first, the grid's last key block first; non-causal without a window, each
+// key block starting on its own query block and walking them cyclically;
+// otherwise today's order). Every backward case, the many-key-block ones
+// (shift over 18 key blocks, causal Sq < Sk, window) and 4100 queries over
+// 1000 keys (the device script's filter: AttentionWgmmaBwdGpu.Spt1*).
+TEST(AttentionWgmmaBwdGpu, Spt1MatchesFloat64Reference) {
+  REQUIRE_SM90();
+  const auto vs = spt_variants();
+  ASSERT_EQ(vs.size(), 4u);
+  check_schedule_cases(vs, 11000);
+  // Non-causal Sq > Sk and Sq < Sk with more key blocks than query blocks of
+  // 128 (key blocks that share a start in the shift order), GQA 4:1.
+  const Case shift[] = {
+      {1, 8, 2, 3000, 700, false, 0.0, "shift: Sq > Sk, 6 key blocks, GQA 4:1"},
+      {1, 4, 1, 300, 2900, false, 0.0, "shift: 23 key blocks over 3 (5) query blocks, GQA 4:1"},
+  };
+  EXPECT_EQ(check_backward(vs, shift, std::size(shift), 11100), int(vs.size() * std::size(shift)));
+}
+
+// Sanitizer-sized (memcheck / racecheck / synccheck), the heuristic's two
+// bases with spt1 (pds3 d64, sp1 d128; the other two run the same code with
+// other constants): causal GQA with rows that see no key (the causal order),
+// non-causal without a window (the shift order: 3 key blocks over 3 query
+// blocks of 64, 2 of 128) and softcap + window non-causal (today's order).
+TEST(AttentionWgmmaBwdGpu, Spt1SanitizerSized) {
+  REQUIRE_SM90();
+  std::vector<const AttentionVariant*> vs;
+  for (const char* n : {"attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_spt1_d64",
+                        "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_spt1_d128"}) {
+    vs.push_back(builtin_registry().find_attention(n));
+    ASSERT_NE(vs.back(), nullptr) << n;
+  }
+  const Case cases[] = {
+      {1, 4, 2, 150, 131, true, 0.0, "sanitizer: causal GQA 2:1, Sq > Sk, odd lengths"},
+      {1, 4, 2, 150, 331, false, 0.0, "sanitizer: non-causal GQA 2:1, Sq < Sk (shift)"},
+      {1, 2, 1, 150, 331, false, 0.0, "sanitizer: window 100, softcap 2, non-causal", 2.0, 100},
+  };
+  EXPECT_EQ(check_backward(vs, cases, std::size(cases), 11200, /*repeats=*/2), int(vs.size() * std::size(cases)));
+}
+
+// 20 repeats, one digest of dQ, dK and dV at 18 key blocks, causal and not.
+TEST(AttentionWgmmaBwdGpu, Spt1TwentyRepeats) {
+  REQUIRE_SM90();
+  check_pds_twenty_repeats(spt_variants(), 11300);
+}
+
+// spt1 reorders only the dQ adds: dK and dV bitwise the base's (causal,
+// window + softcap, non-causal shift); dQ bitwise the base's where today's
+// order is kept (non-causal with a window), and sp1 spt1's dQ bitwise pds2
+// spt1's (the same order of the same adds, as sp1 and pds2).
+TEST(AttentionWgmmaBwdGpu, Spt1BitwiseDkDvEqualBase) {
+  REQUIRE_SM90();
+  const std::vector<Case> cases = {
+      {2, 4, 2, 2100, 2304, true, 0.0, "18 key blocks, causal Sq < Sk, GQA 2:1"},
+      {1, 4, 2, 1000, 1300, true, 0.0, "window 300, causal, softcap 20", 20.0, 300},
+      {2, 4, 2, 1100, 2304, false, 0.0, "18 key blocks, non-causal (shift), GQA 2:1"},
+  };
+  EXPECT_EQ(check_bits_equal_base(spt_variants(), spt_base_name, /*dq_equal=*/false, 11400, cases), 12);
+  const std::vector<Case> kept = {
+      {1, 4, 2, 640, 2304, false, 0.0, "window 500, non-causal: today's order", 0.0, 500}};
+  EXPECT_EQ(check_bits_equal_base(spt_variants(), spt_base_name, /*dq_equal=*/true, 11500, kept), 4);
+  std::vector<const AttentionVariant*> sp;
+  for (const auto* v : spt_variants())
+    if (param(*v, "sp") == 1) sp.push_back(v);
+  ASSERT_EQ(sp.size(), 1u);
+  EXPECT_EQ(check_bits_equal_base(sp, sp_base_name, /*dq_equal=*/true, 11600, cases), 3);
+}
+
+// The new order changes dQ's bits where it applies (else spt1 would be a
+// second name for the same sums): causal and shift dQ digests differ from
+// the base's on both 18-key-block cases of every variant (~1M dQ elements
+// each, fp32 sums of 18 parts in another order: some bf16 results differ; an
+// equal dQ would mean the order never reached the kernel).
+TEST(AttentionWgmmaBwdGpu, Spt1ChangesDqOrder) {
+  REQUIRE_SM90();
+  const DeviceInfo& dev = cached_device(0);
+  const Case cases[] = {
+      {2, 4, 2, 2100, 2304, true, 0.0, "18 key blocks, causal Sq < Sk, GQA 2:1"},
+      {2, 4, 2, 1100, 2304, false, 0.0, "18 key blocks, non-causal (shift), GQA 2:1"},
+  };
+  for (const auto* v : spt_variants()) {
+    const auto* base = builtin_registry().find_attention(spt_base_name(v->desc.name));
+    ASSERT_NE(base, nullptr);
+    for (const Case& c : cases) {
+      const AttentionProblem p = problem_of(c, param(*v, "d"));
+      SCOPED_TRACE(v->desc.name + " on " + p.key());
+      ASSERT_FALSE(v->can_run(p, AttentionMode::backward, dev).has_value());
+      const reference::AttentionInputs in = reference::make_attention_inputs(p, 11700);
+      const size_t nq = in.Q.size(), nk = in.K.size(), nl = size_t(p.B * p.H * p.Sq);
+      DeviceBuffer<uint16_t> Q(nq), K(nk), V(nk), dO(nq), O(nq), dQ(nq), dK(nk), dV(nk);
+      DeviceBuffer<float> L(nl);
+      Q.upload(bf16_bits(in.Q));
+      K.upload(bf16_bits(in.K));
+      V.upload(bf16_bits(in.V));
+      dO.upload(bf16_bits(in.dO));
+      AttentionArgs f;
+      f.Q = Q.data(), f.K = K.data(), f.V = V.data(), f.O = O.data(), f.lse = L.data();
+      base->launch(p, AttentionMode::forward, f, nullptr);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      std::string dq[2];
+      const AttentionVariant* pair[2] = {base, v};
+      for (int k = 0; k < 2; ++k) {
+        DeviceBytes ws(pair[k]->workspace_bytes(p, AttentionMode::backward));
+        AttentionArgs a;
+        a.Q = Q.data(), a.K = K.data(), a.V = V.data(), a.dO = dO.data(), a.O_in = O.data(), a.lse_in = L.data();
+        a.dQ = dQ.data(), a.dK = dK.data(), a.dV = dV.data();
+        a.workspace = ws.get(), a.workspace_size = ws.bytes();
+        pair[k]->launch(p, AttentionMode::backward, a, nullptr);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        dq[k] = digest_device(dQ.data(), dQ.bytes()).hex();
+      }
+      EXPECT_NE(dq[0], dq[1]) << "dQ summed in the same order as the base's";
+    }
+  }
 }
 
 // The partials variant's chunked launches, on a registry with a 1 MiB slab

@@ -57,6 +57,7 @@
 
 #include "kernels/attention/wgmma/attention_wgmma.cuh"
 #include "kernels/attention/wgmma/attention_wgmma_bwd.h"
+#include "kernels/attention/wgmma/bwd_dq_order.h"
 
 namespace detfuse::attention::wg {
 
@@ -246,6 +247,13 @@ struct BwdKv {
   static constexpr int kMStep = kOrderedDq ? -1 : 1;
   __device__ static int m_first(int m_begin, int m_blocks) { return kOrderedDq ? m_blocks - 1 : m_begin; }
   __device__ static int m_end(int m_begin, int m_blocks) { return kOrderedDq ? m_begin - 1 : m_blocks; }
+  // spt1 (issue 16, bwd_dq_order.h): the ordered pds2 / pds3 kernels take the
+  // order at run time (Params::order; 0 is the walk above, bit for bit). Every
+  // role walks u = u_first, u_first + u_step, ... != u_end (written to shared
+  // memory by thread 0 at the start: the producer and the writer run on 24
+  // registers), u_step 1, and works on m = walk_m(u). The other kernels keep the loop
+  // above unchanged (an index loop cost the atomic kernels spills).
+  static constexpr bool kOrderRt = kOrderedDq && kPds2;
 
   struct SharedStorage {
     cute::array_aligned<T, cosize_v<SmemK>, 1024> k;
@@ -271,6 +279,8 @@ struct BwdKv {
     int m_stop;  // the end of the producer's and the dQ writer's query-block walks (they run on 24
                  // registers; measured: fewer spills than with it in a register there, while the
                  // consumers keep theirs in a register: d64 atomic 8 bytes instead of 104)
+    int u_first, u_end;  // kOrderRt: the walk (bwd_dq_order.h dq_walk)
+    int turn_base;       // kOrderRt: dq_turn_base
   };
   // The launch asks for sizeof(SharedStorage) of dynamic shared memory; the
   // 1 KB that cuobjdump -res-usage reports as every sm_90 kernel's static
@@ -305,7 +315,34 @@ struct BwdKv {
     float cap_k, cap_c, cap_t;           // cap_t = 1 / (softcap log2 e)
     const float* lse2s;                  // pds2: [B, H, m_blocks, BR] LSE log2 e (+inf: P = 0)
     const float* dvecs;                  // pds2: [B, H, m_blocks, BR] D (0 past Sq)
+    int order;                           // kOrderRt: DqOrder (bwd_dq_order.h); 0 otherwise
+    int turn_a, turn_b, turn_cap, turn_base0;  // kOrderRt: dq_turn_line, and its c as
+    unsigned turn_mul;                         // dq_div
+    int turn_sh32;
   };
+
+  // The walk (see kOrderRt): its first and end u, its step and the query block of u.
+  __device__ static int u_first(const SharedStorage& ss, int m_begin, int m_stop) {
+    if constexpr (kOrderRt) return ss.u_first; else return m_first(m_begin, m_stop);
+  }
+  __device__ static int u_end(const SharedStorage& ss, int m_begin, int m_stop) {
+    if constexpr (kOrderRt) return ss.u_end; else return m_end(m_begin, m_stop);
+  }
+  __device__ static int u_step(const Params& p) {
+    if constexpr (kOrderRt) return 1; else return kMStep;
+  }
+  __device__ static int walk_m(const Params& p, int u) {
+    if constexpr (kOrderRt) return dq_walk_m(u, p.m_blocks); else return u;
+  }
+  // Ordered dQ: the semaphore value of query block m (step u of the walk) at
+  // which key block n adds its part (times kDqAdds); kOrderRt: every order's
+  // turn as dq_turn_at's line (bwd_dq_order.h), no branch on the order.
+  __device__ static int dq_turn(const Params& p, const SharedStorage& ss, int n, int m, int u) {
+    if constexpr (kOrderRt)
+      return dq_turn_at(p.turn_a, p.turn_b, p.turn_mul, p.turn_sh32, p.turn_cap, ss.turn_base, u);
+    else
+      return n - n_lo(p, m);
+  }
 
   // The first key block that walks query block m (ordered dQ: the key blocks
   // n_lo(m) .. n - 1 add their parts before key block n). Without a window
@@ -507,7 +544,8 @@ __device__ __forceinline__ void kv_consume_pds(const typename K_::Params& p, typ
   for (int g = 0; g < p.group; ++g) {
     const int h = hk * p.group + g;
     const int64_t bh = int64_t(b) * p.H + h;
-    for (int m = K_::m_first(m_begin, m_stop); m != K_::m_end(m_begin, m_stop); m += K_::kMStep, ++it) {
+    for (int u = K_::u_first(ss, m_begin, m_stop); u != K_::u_end(ss, m_begin, m_stop); u += K_::u_step(p), ++it) {
+      const int m = K_::walk_m(p, u);
       const int q0 = m * BR, buf = it % 2;
       // LSE (log2 units, +inf where P must be 0) and D of the BR rows: loaded
       // by warpgroup 0, one copy for both (double-buffered: the other buffer
@@ -831,7 +869,9 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
 
   const int tid = threadIdx.x;
   const int warp_group = tid / 128;
-  const int n_block = p.kb_begin + int(blockIdx.x);
+  // (spt1 causal: the last key block first, bwd_dq_order.h)
+  const int n_block =
+      p.kb_begin + (K_::kOrderRt ? dq_walk_key_block(p.order, int(blockIdx.x), p.kb_count) : int(blockIdx.x));
   const int unit = p.unit_begin + int(blockIdx.y);
   const int hk = unit % p.Hkv, b = unit / p.Hkv;
 
@@ -860,6 +900,12 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
     cute::prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
     Barrier::init(&ss.kv_bar, 1);
     ss.m_stop = m_stop;
+    if constexpr (K_::kOrderRt) {
+      const DqWalk w = dq_walk(p.order, n_block, m_begin, m_stop, p.m_blocks, p.kb_count);
+      ss.u_first = w.u_first;
+      ss.u_end = w.u_end;
+      ss.turn_base = dq_turn_base(p.order, n_block, p.m_blocks, p.kb_count, p.turn_base0);
+    }
   }
   typename Pipeline::Params pp;
   pp.role = warp_group == 0 ? (tid == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::NonParticipant)
@@ -909,7 +955,9 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
         int it = 0;
         for (int g = 0; g < p.group; ++g) {
           const int64_t bh = int64_t(b) * p.H + hk * p.group + g;
-          for (int m = K_::m_first(m_begin, ss.m_stop); m != K_::m_end(m_begin, ss.m_stop); m += K_::kMStep, ++it) {
+          for (int u = K_::u_first(ss, m_begin, ss.m_stop); u != K_::u_end(ss, m_begin, ss.m_stop);
+               u += K_::u_step(p), ++it) {
+            const int m = K_::walk_m(p, u);
             for (int w = 0; w < K_::kDqAdds; ++w) {
               const int buf = K_::kDc ? w : it % K_::kDqBufs;
               detail::named_sync(K_::kBarFull + buf, K_::kBarDqThreads);
@@ -918,7 +966,7 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
                 if constexpr (K_::kOrderedDq) {
                   // Key blocks n_lo(m) .. n_block - 1 add first (dc1: two adds
                   // each, and warpgroup 0's of this key block before 1's).
-                  const int turn = K_::kDqAdds * (n_block - K_::n_lo(p, m)) + w;
+                  const int turn = K_::kDqAdds * K_::dq_turn(p, ss, n_block, m, u) + w;
                   int seen;
                   do {
                     asm volatile("ld.global.acquire.gpu.b32 %0, [%1];" : "=r"(seen) : "l"(flag) : "memory");
@@ -970,7 +1018,9 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
         for (int g = 0; g < p.group; ++g) {
           const int64_t bhm = (int64_t(b) * p.H + hk * p.group + g) * p.m_blocks;
 #pragma unroll 1
-          for (int m = K_::m_first(m_begin, ss.m_stop); m != K_::m_end(m_begin, ss.m_stop); m += K_::kMStep) {
+          for (int u = K_::u_first(ss, m_begin, ss.m_stop); u != K_::u_end(ss, m_begin, ss.m_stop);
+               u += K_::u_step(p)) {
+            const int m = K_::walk_m(p, u);
             pipe_l.producer_acquire(sl);
             uint64_t* bar = pipe_l.producer_get_barrier(sl);
             SM90_BULK_COPY_G2S::copy(p.lse2s + (bhm + m) * BR, bar, &ss.lse2[0][sl.index()][0],
@@ -1012,7 +1062,9 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
         if constexpr (K_::kPds) {
           // Not unrolled: unrolled (4x), its 24 registers spilled.
 #pragma unroll 1
-          for (int m = K_::m_first(m_begin, ss.m_stop); m != K_::m_end(m_begin, ss.m_stop); m += K_::kMStep) load(m);
+          for (int u = K_::u_first(ss, m_begin, ss.m_stop); u != K_::u_end(ss, m_begin, ss.m_stop);
+               u += K_::u_step(p))
+            load(K_::walk_m(p, u));
         } else {
           for (int m = K_::m_first(m_begin, ss.m_stop); m != K_::m_end(m_begin, ss.m_stop); m += K_::kMStep) load(m);
         }
@@ -1645,7 +1697,7 @@ size_t bwd_dq_smem_bytes() {
 template <class Cfg>
 void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const float* Dvec, float* dq,
                    cudaStream_t stream, int64_t kb_begin, int64_t kb_count, int64_t unit_begin, int64_t units,
-                   int* sem, float* stage) {
+                   int* sem, float* stage, bool spt) {
   using K_ = BwdKv<Cfg>;
   using T = typename K_::T;
   detail::check_ptr(a.Q, "Q");
@@ -1686,7 +1738,8 @@ void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const flo
       sem,
       0, 0, 0,
       opt.window, opt.softcap, opt.cap_k, opt.cap_c, opt.cap_t,
-      nullptr, nullptr};
+      nullptr, nullptr,
+      kDqOrderDesc, 0, 0, 0, 0, 1u, 0};
   const int64_t n_kb = (pr.Sk + Cfg::BC - 1) / Cfg::BC;
   if (kb_count < 0) kb_count = n_kb - kb_begin;
   if (units < 0) units = pr.B * pr.Hkv - unit_begin;
@@ -1702,6 +1755,20 @@ void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const flo
   int dev = 0, sms = 0;
   DETFUSE_CUDA_CHECK(cudaGetDevice(&dev));
   DETFUSE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  // spt1 (bwd_dq_order.h): the causal or shift order where it applies, else
+  // today's (the ordered pds2 / pds3 kernels only).
+  if (spt && !K_::kOrderRt) throw Error("attention wgmma backward: spt1 needs an ordered pds2 / pds3 kv kernel");
+  if constexpr (K_::kOrderRt) {
+    P.order = dq_order_for(spt, pr.causal, opt.window, int(n_kb), P.m_blocks, sms);
+    const DqTurnLine l = dq_turn_line(P.order, Cfg::BR, Cfg::BC, Sq, Sk, opt.window, P.m_blocks, int(n_kb));
+    const DqDiv dv = dq_div(l.c);
+    P.turn_a = l.a;
+    P.turn_b = l.b;
+    P.turn_cap = l.cap;
+    P.turn_base0 = l.base0;
+    P.turn_mul = dv.mul;
+    P.turn_sh32 = dv.sh32;
+  }
   if constexpr (K_::kPds2) {
     // The padded LSE and D (pds_stage_bytes: two halves, 256-byte aligned).
     const int64_t rows = pr.B * pr.H, n = rows * int64_t(P.m_blocks) * Cfg::BR;

@@ -248,11 +248,13 @@ size_t bwd_dq_smem_bytes();
 // one launch; DQ 4 / 5: adds into dq, the tile-blocked accumulator
 // (dq_tile_acc_bytes, zeroed by the caller; 5: in key-block order counted in
 // sem), then writes args.dQ (bf16) from it. pds2 (Cfg::PDS == 2): stage,
-// pds_stage_bytes of workspace, receives the padded LSE and D first.
+// pds_stage_bytes of workspace, receives the padded LSE and D first. spt
+// (`spt1`, DQ 5 with pds2 / pds3 only): the dQ adds in FlashAttention-3's
+// order where it applies (bwd_dq_order.h; other dQ bits than without).
 template <class Cfg>
 void launch_bwd_kv(const AttentionProblem& p, const AttentionArgs& args, const float* Dvec, float* dq,
                    cudaStream_t stream, int64_t kb_begin = 0, int64_t kb_count = -1, int64_t unit_begin = 0,
-                   int64_t units = -1, int* sem = nullptr, float* stage = nullptr);
+                   int64_t units = -1, int* sem = nullptr, float* stage = nullptr, bool spt = false);
 // Enqueues the dq kernel: writes args.dQ (bf16).
 template <class Cfg>
 void launch_bwd_dq(const AttentionProblem& p, const AttentionArgs& args, const float* Dvec, cudaStream_t stream);
@@ -260,7 +262,7 @@ void launch_bwd_dq(const AttentionProblem& p, const AttentionArgs& args, const f
 #define DETFUSE_ATTN_WGMMA_KV_INSTANCES(PREFIX, CFG)                                                      \
   PREFIX template size_t bwd_kv_smem_bytes<CFG>();                                                        \
   PREFIX template void launch_bwd_kv<CFG>(const AttentionProblem&, const AttentionArgs&, const float*, float*, \
-                                          cudaStream_t, int64_t, int64_t, int64_t, int64_t, int*, float*);
+                                          cudaStream_t, int64_t, int64_t, int64_t, int64_t, int*, float*, bool);
 #define DETFUSE_ATTN_WGMMA_DQ_INSTANCES(PREFIX, CFG) \
   PREFIX template size_t bwd_dq_smem_bytes<CFG>();   \
   PREFIX template void launch_bwd_dq<CFG>(const AttentionProblem&, const AttentionArgs&, const float*, cudaStream_t);

@@ -24,7 +24,10 @@
 //                                    with the consumer warpgroups decoupled,
 //                                    dQ over each one's own keys, one dQ
 //                                    tile each; `rs1`: pds3 / pds2 with dV
-//                                    and dK from registers), owning:
+//                                    and dK from registers; `spt1`: ordered
+//                                    pds2 / pds3 with FlashAttention-3's
+//                                    order of the dQ adds, bwd_dq_order.h),
+//                                    owning:
 //                                    the dq kernel over query blocks.
 #include <algorithm>
 #include <climits>
@@ -138,7 +141,9 @@ void add(Registry& r) {
 // (Kv::DQ: 0 owning, 1 atomic, 2 partials, 3 ordered, 4 / 5 atomic / ordered by
 // TMA bulk reductions, param tma1), Dq the owning dq kernel's (void
 // otherwise). Partials: slab bound kPartialsMiB (variants.h), as the portable family.
-template <class Fwd, class Kv, class Dq>
+// kSpt (`spt1`, ordered pds2 / pds3): the same kv kernel with the dQ adds in
+// FlashAttention-3's order (a run-time flag of the kernel, bwd_dq_order.h).
+template <class Fwd, class Kv, class Dq, bool kSpt = false>
 void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
   constexpr int kDq = Kv::DQ;  // the dQ mechanism; its strategy:
   constexpr Strategy kStrategy = kDq == 0        ? Strategy::owning
@@ -147,6 +152,7 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
                                                  : Strategy::ordered;
   static_assert((kDq == 0) == !std::is_void_v<Dq>, "owning: a dq kernel; atomic, partials, ordered: none");
   static_assert(Fwd::D == Kv::D, "one head dim");
+  static_assert(!kSpt || (kDq == 5 && Kv::PDS >= 2), "spt1: the ordered pds2 / pds3 kv kernels");
   AttentionVariant v;
   v.desc.family = Family::attention;
   v.desc.dtype = DType::bf16;
@@ -158,6 +164,7 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
   if constexpr (Kv::SP != 0) v.desc.params.push_back({"sp", Kv::SP});
   if constexpr (Kv::DC != 0) v.desc.params.push_back({"dc", Kv::DC});
   if constexpr (Kv::RS != 0) v.desc.params.push_back({"rs", Kv::RS});
+  if constexpr (kSpt) v.desc.params.push_back({"spt", 1});
   if constexpr (kDq == 0) {
     static_assert(Dq::D == Kv::D, "one head dim");
     v.desc.params.push_back({"qbc", Dq::BC});
@@ -198,7 +205,11 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
                    (Kv::SP == 2 ? ", the dQ part handed over once the next block's S^T is issued" : "") +
                    (Kv::DC == 1 ? ", consumer warpgroups decoupled (dQ over each one's own 64 keys, one dQ tile and "
                                   "one bulk add each)"
-                                : "");
+                                : "") +
+                   (kSpt ? "; dQ adds in FlashAttention-3's order (causal: query blocks ascending from the "
+                           "diagonal, the diagonal key block first; non-causal: each key block starting on its "
+                           "own query block)"
+                         : "");
   v.can_run = [kMiB](const AttentionProblem& p, AttentionMode mode,
                      const DeviceInfo& dev) -> std::optional<std::string> {
     size_t smem = fwd_smem_bytes<Fwd>();
@@ -264,7 +275,7 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
       DETFUSE_CUDA_CHECK(cudaMemsetAsync(acc, 0, zeroed, s));
       // pds2, pds3: the padded LSE / D after them (written by launch_bwd_kv).
       float* stage = Kv::PDS >= 2 ? reinterpret_cast<float*>(rest + zeroed) : nullptr;
-      launch_bwd_kv<Kv>(p, a, Dvec, acc, s, 0, -1, 0, -1, sem, stage);
+      launch_bwd_kv<Kv>(p, a, Dvec, acc, s, 0, -1, 0, -1, sem, stage, kSpt);
     } else if constexpr (kDq == 2) {
       const auto plan = plan_partials(p, Kv::BC, size_t(kMiB) << 20);
       if (!plan) throw Error("attention wgmma backward: the partials slab bound is too small for this problem");
@@ -387,6 +398,13 @@ void register_attention_wgmma(Registry& r) {
   add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2ATS3R, void>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2R, void>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2ATS2R, void>(r);
+  // spt1 (issue 16: FlashAttention-3's order of the ordered dQ adds, a
+  // run-time flag of the same kv kernels): last until measured
+  // (experiments/device/s12-attnorder.sh).
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2OTS3, void, true>(r);
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2P, void, true>(r);
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br64St2OTS2, void, true>(r);
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2, void, true>(r);
 }
 
 void register_attention_wgmma_partials(Registry& r, int partials_mib) {
