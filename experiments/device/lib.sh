@@ -13,6 +13,9 @@
 #            report.txt to $FINAL_OUT/NAME-report.txt.
 #   test_report NAME...  for each $OUT/NAME.log of a gtest run: its PASSED /
 #            FAILED lines, then any failure or error line of them all.
+#   bench_both, bench_table, obj_regs, sanitize3, attention_bins: the
+#            attention device scripts' bench, register and sanitizer steps
+#            (each described where it is defined).
 #   PYTHONPATH     the peers' site (experiments/peers/install.sh) and ./python.
 # The binaries: ./build (a Release build, or dist/build.tar.xz from pack.sh,
 # unpacked here when ./build is absent).
@@ -112,6 +115,17 @@ sanitize3() {
   run "memcheck_$name" 30 compute-sanitizer --tool memcheck --error-exitcode 9 "$@"
   run "racecheck_$name" 40 compute-sanitizer --tool racecheck --error-exitcode 9 "$@"
   run "synccheck_$name" 30 compute-sanitizer --tool synccheck --error-exitcode 9 "$@"
+}
+
+# bench_both TAG SHAPE NAME...: `$DF bench attention` of $W.NAME (W: the
+# variant prefix, DF: attention_bins) at SHAPE, non-causal then causal, 3
+# repeats (40 s each), into $OUT/bench_TAG.log and bench_TAG_causal.log.
+bench_both() {
+  local tag=$1 shape=$2 n vs=""
+  shift 2
+  for n in "$@"; do vs="$vs --variant $W.$n"; done
+  run "bench_$tag" 40 "$DF" bench attention --shape "$shape" $vs --repeats 3
+  run "bench_${tag}_causal" 40 "$DF" bench attention --shape "$shape" --causal $vs --repeats 3
 }
 
 # bench_table PREFIX LOG_A LOG_B NAME...: for each PREFIX.NAME, the fwd+bwd

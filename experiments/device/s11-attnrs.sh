@@ -57,15 +57,6 @@ NAMES="ordered.br128_bc128_st2_tma1_pds3_rs1_d64 atomic.br128_bc128_st2_tma1_pds
 N128="ordered.br64_bc128_st2_tma1_pds2_rs1_d128 atomic.br64_bc128_st2_tma1_pds2_rs1_d128
       ordered.br64_bc128_st2_tma1_pds2_sp1_d128 atomic.br64_bc128_st2_tma1_pds2_sp1_d128
       ordered.br64_bc128_st2_tma1_pds2_d128 atomic.br64_bc128_st2_tma1_pds2_d128"
-# bench_both TAG SHAPE NAME...: $W.NAME at SHAPE, non-causal then causal, 3
-# repeats, into bench_TAG.log and bench_TAG_causal.log
-bench_both() {
-  local tag=$1 shape=$2 n vs=""
-  shift 2
-  for n in "$@"; do vs="$vs --variant $W.$n"; done
-  run "bench_$tag" 30 "$DF" bench attention --shape "$shape" $vs --repeats 3
-  run "bench_${tag}_causal" 30 "$DF" bench attention --shape "$shape" --causal $vs --repeats 3
-}
 bench_both d64 4,32,32,4096,4096,64 $NAMES
 bench_both d128 4,32,32,4096,4096,128 $N128
 # 20 repeats, one dQ digest (the dQ# column) for ordered rs1 at 18 key blocks of

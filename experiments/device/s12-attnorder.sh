@@ -47,8 +47,8 @@ run tests_ordered 60 "$TW" --gtest_filter='AttentionWgmmaBwdGpu.OrderedManyKeyBl
 run tests_pds 60 "$TW" --gtest_filter='AttentionWgmmaBwdGpu.Pds2*:AttentionWgmmaBwdGpu.Pds3*:AttentionWgmmaBwdGpu.Sp*'
 run tests_all_bwd 80 "$TW" --gtest_filter='AttentionWgmmaBwdGpu.MatchesFloat64ReferenceAndRepeats'
 
-# 3. registers and spills of the kv kernels that carry the flag, and the
-# atomic pds3 (unchanged code)
+# 3. registers and spills of the kv kernels that carry the flag (the batches
+# list their neighbours too: the atomic ones, unchanged code)
 OBJ=$B/kernels/attention/wgmma/CMakeFiles/detfuse_attention_wgmma.dir
 obj_regs "$OBJ" bwd_kv_d64_br128_st2_ots3 bwd_kv_d128_br64_st2_ots2_sp1 bwd_kv_d64_br64_st2_ots2 \
   bwd_kv_d128_br64_st2_ots2 > "$OUT/regs.log" 2>&1
@@ -68,15 +68,6 @@ N128="ordered.br64_bc128_st2_tma1_pds2_sp1_spt1_d128 ordered.br64_bc128_st2_tma1
       atomic.br64_bc128_st2_tma1_pds2_sp1_d128
       ordered.br64_bc128_st2_tma1_pds2_spt1_d128 ordered.br64_bc128_st2_tma1_pds2_d128
       atomic.br64_bc128_st2_tma1_pds2_d128"
-# bench_both TAG SHAPE NAME...: $W.NAME at SHAPE, non-causal then causal, 3
-# repeats, into bench_TAG.log and bench_TAG_causal.log
-bench_both() {
-  local tag=$1 shape=$2 n vs=""
-  shift 2
-  for n in "$@"; do vs="$vs --variant $W.$n"; done
-  run "bench_$tag" 40 "$DF" bench attention --shape "$shape" $vs --repeats 3
-  run "bench_${tag}_causal" 40 "$DF" bench attention --shape "$shape" --causal $vs --repeats 3
-}
 bench_both d64 4,32,32,4096,4096,64 $NAMES
 bench_both d128 4,32,32,4096,4096,128 $N128
 # 20 repeats, one dQ digest (the dQ# column) at 18 key blocks of 128 (B=2,

@@ -124,6 +124,9 @@ std::string dc_base_name(const std::string& n) { return without_token(n, "dc"); 
 std::string rs_base_name(const std::string& n) { return without_token(n, "rs"); }
 std::string spt_base_name(const std::string& n) { return without_token(n, "spt"); }
 
+// check_bits_equal_base's dq_equal beside false (dQ not compared) and true.
+constexpr int kDqBitsDiffer = 2;
+
 #define REQUIRE_SM90()                                                                        \
   do {                                                                                        \
     DETFUSE_REQUIRE_GPU();                                                                    \
@@ -956,9 +959,10 @@ TEST(AttentionWgmmaBwdGpu, Pds3TwentyRepeats) {
 // dK and dV bitwise equal always; dQ too where dq_equal says so (the variant
 // and its base deterministic and summing in the same order). Returns the
 // pairs compared.
-// (other_cases: those instead of the two.)
+// (other_cases: those instead of the two; dq_equal = kDqBitsDiffer: dQ must
+// differ from the base's, the variant summing in another order.)
 int check_bits_equal_base(const std::vector<const AttentionVariant*>& vs,
-                          std::string (*base_of)(const std::string&), bool dq_equal, uint64_t seed0,
+                          std::string (*base_of)(const std::string&), int dq_equal, uint64_t seed0,
                           const std::vector<Case>& other_cases = {}) {
   const DeviceInfo& dev = cached_device(0);
   std::vector<Case> cases = {
@@ -1006,7 +1010,8 @@ int check_bits_equal_base(const std::vector<const AttentionVariant*>& vs,
         digests[k][1] = digest_device(dK.data(), dK.bytes()).hex();
         digests[k][2] = digest_device(dV.data(), dV.bytes()).hex();
       }
-      if (dq_equal && v->desc.deterministic) EXPECT_EQ(digests[0][0], digests[1][0]) << "dQ bits differ from the base's";
+      if (dq_equal == 1 && v->desc.deterministic) EXPECT_EQ(digests[0][0], digests[1][0]) << "dQ bits differ from the base's";
+      if (dq_equal == kDqBitsDiffer) EXPECT_NE(digests[0][0], digests[1][0]) << "dQ summed in the base's order";
       EXPECT_EQ(digests[0][1], digests[1][1]) << "dK bits differ from the base's";
       EXPECT_EQ(digests[0][2], digests[1][2]) << "dV bits differ from the base's";
       ++compared;
@@ -1156,74 +1161,40 @@ TEST(AttentionWgmmaBwdGpu, Spt1TwentyRepeats) {
   check_pds_twenty_repeats(spt_variants(), 11300);
 }
 
-// spt1 reorders only the dQ adds: dK and dV bitwise the base's (causal,
-// window + softcap, non-causal shift); dQ bitwise the base's where today's
-// order is kept (non-causal with a window), and sp1 spt1's dQ bitwise pds2
-// spt1's (the same order of the same adds, as sp1 and pds2).
+// spt1 reorders only the dQ adds: dK and dV bitwise the base's (window +
+// softcap causal here; causal and shift in Spt1ChangesDqOrder below); dQ
+// bitwise the base's where today's order is kept (non-causal with a window),
+// and sp1 spt1's dQ bitwise pds2 spt1's (the same order of the same adds, as
+// sp1 and pds2) in all three orders.
 TEST(AttentionWgmmaBwdGpu, Spt1BitwiseDkDvEqualBase) {
   REQUIRE_SM90();
   const std::vector<Case> cases = {
       {2, 4, 2, 2100, 2304, true, 0.0, "18 key blocks, causal Sq < Sk, GQA 2:1"},
       {1, 4, 2, 1000, 1300, true, 0.0, "window 300, causal, softcap 20", 20.0, 300},
       {2, 4, 2, 1100, 2304, false, 0.0, "18 key blocks, non-causal (shift), GQA 2:1"},
+      {1, 4, 2, 640, 2304, false, 0.0, "window 500, non-causal: today's order", 0.0, 500},
   };
-  EXPECT_EQ(check_bits_equal_base(spt_variants(), spt_base_name, /*dq_equal=*/false, 11400, cases), 12);
-  const std::vector<Case> kept = {
-      {1, 4, 2, 640, 2304, false, 0.0, "window 500, non-causal: today's order", 0.0, 500}};
-  EXPECT_EQ(check_bits_equal_base(spt_variants(), spt_base_name, /*dq_equal=*/true, 11500, kept), 4);
+  EXPECT_EQ(check_bits_equal_base(spt_variants(), spt_base_name, /*dq_equal=*/false, 11400, {cases[1]}), 4);
+  EXPECT_EQ(check_bits_equal_base(spt_variants(), spt_base_name, /*dq_equal=*/true, 11500, {cases[3]}), 4);
   std::vector<const AttentionVariant*> sp;
   for (const auto* v : spt_variants())
     if (param(*v, "sp") == 1) sp.push_back(v);
   ASSERT_EQ(sp.size(), 1u);
-  EXPECT_EQ(check_bits_equal_base(sp, sp_base_name, /*dq_equal=*/true, 11600, cases), 3);
+  EXPECT_EQ(check_bits_equal_base(sp, sp_base_name, /*dq_equal=*/true, 11600, cases), 4);
 }
 
 // The new order changes dQ's bits where it applies (else spt1 would be a
-// second name for the same sums): causal and shift dQ digests differ from
-// the base's on both 18-key-block cases of every variant (~1M dQ elements
-// each, fp32 sums of 18 parts in another order: some bf16 results differ; an
-// equal dQ would mean the order never reached the kernel).
+// second name for the same sums): dQ digests differ from the base's on both
+// 18-key-block cases of every variant (~1M dQ elements each, fp32 sums of 18
+// parts in another order: some bf16 results differ; an equal dQ would mean
+// the order never reached the kernel); dK, dV equal.
 TEST(AttentionWgmmaBwdGpu, Spt1ChangesDqOrder) {
   REQUIRE_SM90();
-  const DeviceInfo& dev = cached_device(0);
-  const Case cases[] = {
+  const std::vector<Case> cases = {
       {2, 4, 2, 2100, 2304, true, 0.0, "18 key blocks, causal Sq < Sk, GQA 2:1"},
       {2, 4, 2, 1100, 2304, false, 0.0, "18 key blocks, non-causal (shift), GQA 2:1"},
   };
-  for (const auto* v : spt_variants()) {
-    const auto* base = builtin_registry().find_attention(spt_base_name(v->desc.name));
-    ASSERT_NE(base, nullptr);
-    for (const Case& c : cases) {
-      const AttentionProblem p = problem_of(c, param(*v, "d"));
-      SCOPED_TRACE(v->desc.name + " on " + p.key());
-      ASSERT_FALSE(v->can_run(p, AttentionMode::backward, dev).has_value());
-      const reference::AttentionInputs in = reference::make_attention_inputs(p, 11700);
-      const size_t nq = in.Q.size(), nk = in.K.size(), nl = size_t(p.B * p.H * p.Sq);
-      DeviceBuffer<uint16_t> Q(nq), K(nk), V(nk), dO(nq), O(nq), dQ(nq), dK(nk), dV(nk);
-      DeviceBuffer<float> L(nl);
-      Q.upload(bf16_bits(in.Q));
-      K.upload(bf16_bits(in.K));
-      V.upload(bf16_bits(in.V));
-      dO.upload(bf16_bits(in.dO));
-      AttentionArgs f;
-      f.Q = Q.data(), f.K = K.data(), f.V = V.data(), f.O = O.data(), f.lse = L.data();
-      base->launch(p, AttentionMode::forward, f, nullptr);
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      std::string dq[2];
-      const AttentionVariant* pair[2] = {base, v};
-      for (int k = 0; k < 2; ++k) {
-        DeviceBytes ws(pair[k]->workspace_bytes(p, AttentionMode::backward));
-        AttentionArgs a;
-        a.Q = Q.data(), a.K = K.data(), a.V = V.data(), a.dO = dO.data(), a.O_in = O.data(), a.lse_in = L.data();
-        a.dQ = dQ.data(), a.dK = dK.data(), a.dV = dV.data();
-        a.workspace = ws.get(), a.workspace_size = ws.bytes();
-        pair[k]->launch(p, AttentionMode::backward, a, nullptr);
-        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        dq[k] = digest_device(dQ.data(), dQ.bytes()).hex();
-      }
-      EXPECT_NE(dq[0], dq[1]) << "dQ summed in the same order as the base's";
-    }
-  }
+  EXPECT_EQ(check_bits_equal_base(spt_variants(), spt_base_name, kDqBitsDiffer, 11700, cases), 8);
 }
 
 // The partials variant's chunked launches, on a registry with a 1 MiB slab

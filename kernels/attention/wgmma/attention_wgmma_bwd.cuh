@@ -247,13 +247,15 @@ struct BwdKv {
   static constexpr int kMStep = kOrderedDq ? -1 : 1;
   __device__ static int m_first(int m_begin, int m_blocks) { return kOrderedDq ? m_blocks - 1 : m_begin; }
   __device__ static int m_end(int m_begin, int m_blocks) { return kOrderedDq ? m_begin - 1 : m_blocks; }
-  // spt1 (issue 16, bwd_dq_order.h): the ordered pds2 / pds3 kernels take the
+  // spt1 (issue 16, bwd_dq_order.h): the ordered pds2 / pds3 / sp1 kernels take the
   // order at run time (Params::order; 0 is the walk above, bit for bit). Every
   // role walks u = u_first, u_first + u_step, ... != u_end (written to shared
   // memory by thread 0 at the start: the producer and the writer run on 24
   // registers), u_step 1, and works on m = walk_m(u). The other kernels keep the loop
-  // above unchanged (an index loop cost the atomic kernels spills).
-  static constexpr bool kOrderRt = kOrderedDq && kPds2;
+  // above unchanged (an index loop cost the atomic kernels spills; measured:
+  // the walk cost ordered rs1 d64 52 / 60 bytes of spills, so rs1, and sp2
+  // and dc1, which have no spt1 name either, keep it too).
+  static constexpr bool kOrderRt = kOrderedDq && kPds2 && !kRs && !kDc && !kSp2;
 
   struct SharedStorage {
     cute::array_aligned<T, cosize_v<SmemK>, 1024> k;
@@ -999,7 +1001,9 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
                 if (lane == 0) {
                   // Done writing (not only reading): then the next add may
                   // come (dc1: this key block's other part, or the next key block).
-                  int* flag = p.sem + bh * p.m_blocks + m;  // (recomputed: the writer runs on 24 registers)
+                  // (recomputed, m too: the writer runs on 24 registers; measured: m kept
+                  // from above cost pds2 d64 spt1 4 / 12 bytes of spills)
+                  int* flag = p.sem + bh * p.m_blocks + K_::walk_m(p, u);
                   cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<0>{});
                   cuda::ptx::fence_proxy_async(cuda::ptx::space_global);
                   asm volatile("fence.acq_rel.gpu;\n\tred.relaxed.gpu.global.add.s32 [%0], 1;" ::"l"(flag) : "memory");
@@ -1756,8 +1760,8 @@ void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const flo
   DETFUSE_CUDA_CHECK(cudaGetDevice(&dev));
   DETFUSE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   // spt1 (bwd_dq_order.h): the causal or shift order where it applies, else
-  // today's (the ordered pds2 / pds3 kernels only).
-  if (spt && !K_::kOrderRt) throw Error("attention wgmma backward: spt1 needs an ordered pds2 / pds3 kv kernel");
+  // today's (the kOrderRt kernels only).
+  if (spt && !K_::kOrderRt) throw Error("attention wgmma backward: spt1 needs an ordered pds2 / pds3 / sp1 kv kernel");
   if constexpr (K_::kOrderRt) {
     P.order = dq_order_for(spt, pr.causal, opt.window, int(n_kb), P.m_blocks, sms);
     const DqTurnLine l = dq_turn_line(P.order, Cfg::BR, Cfg::BC, Sq, Sk, opt.window, P.m_blocks, int(n_kb));

@@ -249,7 +249,7 @@ size_t bwd_dq_smem_bytes();
 // (dq_tile_acc_bytes, zeroed by the caller; 5: in key-block order counted in
 // sem), then writes args.dQ (bf16) from it. pds2 (Cfg::PDS == 2): stage,
 // pds_stage_bytes of workspace, receives the padded LSE and D first. spt
-// (`spt1`, DQ 5 with pds2 / pds3 only): the dQ adds in FlashAttention-3's
+// (`spt1`, DQ 5 with pds2 / pds3 / sp1 only): the dQ adds in FlashAttention-3's
 // order where it applies (bwd_dq_order.h; other dQ bits than without).
 template <class Cfg>
 void launch_bwd_kv(const AttentionProblem& p, const AttentionArgs& args, const float* Dvec, float* dq,

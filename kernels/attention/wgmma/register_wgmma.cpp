@@ -152,7 +152,8 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
                                                  : Strategy::ordered;
   static_assert((kDq == 0) == !std::is_void_v<Dq>, "owning: a dq kernel; atomic, partials, ordered: none");
   static_assert(Fwd::D == Kv::D, "one head dim");
-  static_assert(!kSpt || (kDq == 5 && Kv::PDS >= 2), "spt1: the ordered pds2 / pds3 kv kernels");
+  static_assert(!kSpt || (kDq == 5 && Kv::PDS >= 2 && Kv::RS == 0 && Kv::DC == 0 && Kv::SP <= 1),
+                "spt1: the ordered pds2 / pds3 / sp1 kv kernels (BwdKv::kOrderRt)");
   AttentionVariant v;
   v.desc.family = Family::attention;
   v.desc.dtype = DType::bf16;
