@@ -118,11 +118,11 @@ def _problem(x2, weight, reduction, ignore_index, label_smoothing, z_loss, softc
     another type) once it passed: no ctypes validation per call."""
     opts = (reduction, ignore_index, label_smoothing, z_loss, softcap)
     key = ("checked", tuple(x2.shape), int(weight.shape[0]), x2.dtype) + tuple((type(o), o) for o in opts)
-    return _ops_mod._cached(_ops_mod._problems, key,
-                            lambda: _make_problem(x2, weight, reduction, ignore_index, label_smoothing, z_loss, softcap))
+    return _ops_mod._cached(_ops_mod._problems, key, lambda: _make_problem(x2, weight, *opts))
 
 
 def _make_problem(x2, weight, reduction, ignore_index, label_smoothing, z_loss, softcap):
+    """A new C problem, checked by the library."""
     torch = _torch()
     p = _lib.make_problem(int(x2.shape[0]), int(x2.shape[1]), int(weight.shape[0]),
                           dtype=_dtype_code(torch, x2.dtype, "x"), grad_dtype=_dtype_code(torch, x2.dtype, "x"),
