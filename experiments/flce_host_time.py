@@ -30,7 +30,6 @@ beside it) and, for Liger, experiments/peers/install.sh's site; exit 0
 without a GPU.
 """
 import argparse
-import json
 import math
 import os
 import statistics
@@ -39,8 +38,9 @@ import time
 from types import SimpleNamespace
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import flce_peers  # noqa: E402  (the peers' factories; puts the peers' site on sys.path)
+import flce_peers  # noqa: E402  (the peers' factories; puts the peers' site and experiments/peers on sys.path)
 import torch  # noqa: E402
+from measure import write_json  # noqa: E402  (experiments/peers/measure.py)
 
 # Host-side CUDA calls by name prefix (the profiler's names may carry a version suffix).
 LAUNCH = ("cudaLaunch", "cuLaunch", "cudaGraphLaunch", "cuGraphLaunch")
@@ -174,10 +174,7 @@ def main():
                      f"{prof['fwd_end_ms']} ms; syncs: " +
                      (", ".join(f"{s['name']} at {s['at_ms']} ({s['ms']} ms)" for s in prof["syncs"]) or "none"))
         print(line, flush=True)
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump(results, f, indent=1)
-    print(f"JSON: {args.json}")
+    write_json(args.json, results)
     return 0
 
 

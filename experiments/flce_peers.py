@@ -43,7 +43,6 @@ The peers come from experiments/peers/install.sh's site folder ($PEERS_SITE,
 default /tmp/peers/site-packages), put first on sys.path by peers/peers_site.py.
 """
 import argparse
-import json
 import math
 import os
 import statistics
@@ -55,7 +54,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "pee
 import peers_site  # noqa: E402  (puts experiments/peers/install.sh's site folder first on sys.path)
 
 PEERS_SITE = peers_site.activate()
-from measure import time_ms  # noqa: E402  (experiments/peers/measure.py)
+from measure import time_ms, write_json  # noqa: E402  (experiments/peers/measure.py)
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
@@ -488,10 +487,9 @@ def main():
             e = r["err"]
             print(f"| {shape} | {label} | {r['ms']:.2f} | {ratio} | {r['extra_bytes'] / 2**30:.2f} | "
                   f"{r['dW_distinct']} | {e['loss']:.1e} | {e['dX']:.1e} | {e['dW']:.1e} |")
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump(results, f, indent=1)
-    print(f"\nJSON: {args.json}; {time.time() - start:.0f} s in all")
+    print()
+    write_json(args.json, results)
+    print(f"{time.time() - start:.0f} s in all")
     return 0
 
 

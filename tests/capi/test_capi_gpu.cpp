@@ -37,30 +37,42 @@ struct Outputs {
   }
 };
 
+// Random bf16 X [N, D] and W [V, D] on the device, targets y (every 7th row
+// from row 3 ignored) and the C problem (bf16 inputs and gradients).
+struct AbiCase {
+  int64_t N, D, V;
+  std::vector<int64_t> y;
+  DeviceBuffer<uint16_t> X, W;
+  DeviceBuffer<int64_t> Y;
+  detfuse_flce_problem cp;
+  AbiCase(int64_t N_, int64_t D_, int64_t V_, unsigned seed)
+      : N(N_), D(D_), V(V_), y(size_t(N_)), X(N_ * D_), W(V_ * D_), Y(N_) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> g(0.f, 0.5f);
+    std::vector<float> x(N * D), w(V * D);
+    for (auto& v : x) v = g(rng);
+    for (auto& v : w) v = g(rng) * 0.1f;
+    std::uniform_int_distribution<int64_t> cls(0, V - 1);
+    for (int64_t i = 0; i < N; ++i) y[i] = (i % 7 == 3) ? -100 : cls(rng);
+    X.upload(to_bf16_bits(x));
+    W.upload(to_bf16_bits(w));
+    Y.upload(y);
+    EXPECT_EQ(detfuse_flce_problem_init(&cp), DETFUSE_OK);
+    cp.N = N;
+    cp.D = D;
+    cp.V = V;
+    cp.dtype = DETFUSE_DTYPE_BF16;
+    cp.grad_dtype = DETFUSE_DTYPE_BF16;
+  }
+};
+
 TEST(CApiGpu, ForwardBackwardMatchesFlceRunBitwise) {
   DETFUSE_REQUIRE_GPU();
   const int64_t N = 200, D = 256, V = 1000;  // odd sizes: partial tiles
-  std::mt19937 rng(11);
-  std::normal_distribution<float> g(0.f, 0.5f);
-  std::vector<float> x(N * D), w(V * D);
-  for (auto& v : x) v = g(rng);
-  for (auto& v : w) v = g(rng) * 0.1f;
-  std::vector<int64_t> y(N);
-  std::uniform_int_distribution<int64_t> cls(0, V - 1);
-  for (int64_t i = 0; i < N; ++i) y[i] = (i % 7 == 3) ? -100 : cls(rng);
-  DeviceBuffer<uint16_t> X(N * D), W(V * D);
-  DeviceBuffer<int64_t> Y(N);
-  X.upload(to_bf16_bits(x));
-  W.upload(to_bf16_bits(w));
-  Y.upload(y);
-
-  detfuse_flce_problem cp;
-  ASSERT_EQ(detfuse_flce_problem_init(&cp), DETFUSE_OK);
-  cp.N = N;
-  cp.D = D;
-  cp.V = V;
-  cp.dtype = DETFUSE_DTYPE_BF16;
-  cp.grad_dtype = DETFUSE_DTYPE_BF16;
+  AbiCase ac(N, D, V, 11);
+  auto &X = ac.X, &W = ac.W;
+  auto& Y = ac.Y;
+  detfuse_flce_problem& cp = ac.cp;
   cp.label_smoothing = 0.1;
   cp.z_loss = 1e-4;
   cp.softcap = 30;
@@ -131,29 +143,15 @@ TEST(CApiGpu, ForwardBackwardMatchesFlceRunBitwise) {
 TEST(CApiGpu, BadTargetAfterTheLaunchesIsInvalidArgument) {
   DETFUSE_REQUIRE_GPU();
   const int64_t N = 64, D = 128, V = 300;
-  std::mt19937 rng(5);
-  std::normal_distribution<float> g(0.f, 0.5f);
-  std::vector<float> x(N * D), w(V * D);
-  for (auto& v : x) v = g(rng);
-  for (auto& v : w) v = g(rng) * 0.1f;
-  std::vector<int64_t> y(N);
-  for (int64_t i = 0; i < N; ++i) y[i] = (i * 37) % V;
-  DeviceBuffer<uint16_t> X(N * D), W(V * D);
-  DeviceBuffer<int64_t> Y(N), Ybad(N);
-  X.upload(to_bf16_bits(x));
-  W.upload(to_bf16_bits(w));
-  Y.upload(y);
-  y[9] = V + 5;
+  AbiCase ac(N, D, V, 5);
+  auto y = ac.y;
+  y[9] = V + 5;  // not an ignored row (3, 10, 17, ...)
   y[40] = -7;
+  DeviceBuffer<int64_t> Ybad(N);
   Ybad.upload(y);
-
-  detfuse_flce_problem cp;
-  ASSERT_EQ(detfuse_flce_problem_init(&cp), DETFUSE_OK);
-  cp.N = N;
-  cp.D = D;
-  cp.V = V;
-  cp.dtype = DETFUSE_DTYPE_BF16;
-  cp.grad_dtype = DETFUSE_DTYPE_BF16;
+  auto &X = ac.X, &W = ac.W;
+  auto& Y = ac.Y;
+  detfuse_flce_problem& cp = ac.cp;
   const detfuse_selection heur{DETFUSE_SELECT_HEURISTIC, 0, nullptr, nullptr};
   detfuse_choice choice;
   ASSERT_EQ(detfuse_flce_choose(&cp, DETFUSE_MODE_FORWARD_BACKWARD, &heur, &choice), DETFUSE_OK)
