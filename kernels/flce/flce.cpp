@@ -117,8 +117,8 @@ void run(const FlceVariant& v, const FlceProblem& p, FlceMode mode, const FlceAr
   check_pointers(p, mode, args);
   // The target check, deferred (issue 17): its count and copy go first on the
   // stream, then the whole computation, and only then does the host wait for
-  // the copy (long done by then), so the host never waits for the GPU before
-  // the launches. Safe because no kernel indexes by a target outside [0, V)
+  // the copy (done by then unless the stream had queued work before the
+  // call), so the host never waits for the GPU before the launches. Safe because no kernel indexes by a target outside [0, V)
   // (kernels/flce/README.md, "Deferred target check"): such a row computes as
   // an ignored one, and the call then throws with outputs unspecified.
   const TargetScratch& s = enqueue_target_counts(p, args.y, stream);
