@@ -453,12 +453,12 @@ TEST_F(FlceBadInput, BadTargetBeforeRefusal) {
   auto in2 = reference::make_flce_inputs(odd, 6);
   in2.y[7] = odd.V;
   flce::DeviceCase dc(odd, in2.X, in2.W, in2.y, in2.dloss);
-  for (const auto& v : builtin_registry().flce()) {
-    if (v.desc.dtype != DType::bf16 || !v.can_run(odd, FlceMode::forward, query_device(0))) continue;
-    EXPECT_EQ(error_of([&] { flce::run(v, odd, FlceMode::forward, dc.args(FlceMode::forward)); }),
-              bad_target_message(odd, odd.V));
-    break;
-  }
+  const FlceVariant* refusing = nullptr;
+  for (const auto& v : builtin_registry().flce())
+    if (!refusing && v.desc.dtype == DType::bf16 && v.can_run(odd, FlceMode::forward, query_device(0))) refusing = &v;
+  ASSERT_NE(refusing, nullptr) << "no bf16 variant refuses D = 63";
+  EXPECT_EQ(error_of([&] { flce::run(*refusing, odd, FlceMode::forward, dc.args(FlceMode::forward)); }),
+            bad_target_message(odd, odd.V));
 }
 
 TEST_F(FlceBadInput, NullPointersAndBadProblemsAreNamed) {
