@@ -16,6 +16,8 @@ flce_peers.py's), at one shape (default 4096,4096,128256), --reps samples
   fwd_before_spin  how many forward calls returned while the spin still ran
            (an event after the spin, queried at the return): a call that
            does not wait for the GPU returns before its kernels run;
+  idle_fwd_ms, idle_bwd_ms  the same without the spin (the GPU idle at the
+           call: the forward's host work plus whatever it waits for);
 and from one such call under torch.profiler (CPU and CUDA activity): the
 offsets from the forward's start of its first and last kernel launch (CUDA
 runtime / driver launch calls on the host) and of every synchronising call
@@ -59,7 +61,8 @@ def host_times(fn, reset, reps, spin_ms):
     for _ in range(reps):
         reset()
         torch.cuda.synchronize()
-        spin(spin_ms)
+        if spin_ms > 0:
+            spin(spin_ms)
         spun = torch.cuda.Event()
         spun.record()
         t0 = time.perf_counter()
@@ -136,7 +139,7 @@ def main():
             print(f"  {name}: unknown peer")
             continue
         try:
-            fn, what, *mg = factories[name](x, w, y)
+            fn, what = factories[name](x, w, y)[:2]
         except flce_peers.Skip as e:
             results["peers"][name] = {"skipped": str(e)}
             print(f"  {name}: {e}")
@@ -151,6 +154,7 @@ def main():
                 fn().backward()
             torch.cuda.synchronize()
             samples = host_times(fn, reset, args.reps, args.spin_ms)
+            idle = host_times(fn, reset, args.reps, 0.0)
             prof = profiled_call(fn, reset, args.spin_ms)
         except Exception as e:  # noqa: BLE001 - a failing peer is reported, the run goes on
             results["peers"][name] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
@@ -158,16 +162,17 @@ def main():
             continue
         finally:
             reset()
-            del mg
             torch.cuda.empty_cache()
         fwd, bwd, early = zip(*samples)
         r = {"what": what, "fwd_ms": statistics.median(fwd), "bwd_ms": statistics.median(bwd),
              "step_ms": statistics.median(f + b for f, b in zip(fwd, bwd)), "fwd_before_spin": sum(early),
+             "idle_fwd_ms": statistics.median(s[0] for s in idle), "idle_bwd_ms": statistics.median(s[1] for s in idle),
              "samples": [{"fwd_ms": round(f, 3), "bwd_ms": round(b, 3), "early": e} for f, b, e in samples],
              "profile": prof}
         results["peers"][name] = r
         line = (f"  {name} ({what}): host ms fwd {r['fwd_ms']:.3f}, bwd {r['bwd_ms']:.3f}, step {r['step_ms']:.3f}; "
-                f"forward returned before the spin ended in {r['fwd_before_spin']}/{args.reps}")
+                f"forward returned before the spin ended in {r['fwd_before_spin']}/{args.reps}; GPU idle first: fwd "
+                f"{r['idle_fwd_ms']:.3f}, bwd {r['idle_bwd_ms']:.3f}")
         if prof:
             line += (f"; first launch at {prof['first_launch_ms']} ms, last forward launch at "
                      f"{prof['last_fwd_launch_ms']} ms ({prof['launches_in_fwd']} in the forward), forward ends at "
