@@ -36,7 +36,7 @@ TC=$B/tests/capi/test_capi_gpu
 DEF=flce.bf16.wgmmalt.owning.bm256_bn128_bk64_c12_st4_pp0_ot1_ex16_mb1024
 PY=python3
 [ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3
-export DETFUSE_LIB=$PWD/$B/capi/libdetfuse_c.so
+case $B in /*) export DETFUSE_LIB=$B/capi/libdetfuse_c.so ;; *) export DETFUSE_LIB=$PWD/$B/capi/libdetfuse_c.so ;; esac
 
 run flce_bad 90 $TG --gtest_filter="FlceBadInput.*:FlceBadTargets.*:*MatchesReference*${DEF//./_}:*MatchesReference*flce_bf16_cublaslt_owning_mb1024"
 run capi_gpu 60 $TC --gtest_filter='CApiGpu.*'
