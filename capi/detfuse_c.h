@@ -171,7 +171,12 @@ DETFUSE_C_API int32_t detfuse_flce_workspace_size(const detfuse_flce_problem* pr
                                                   const detfuse_selection* selection, size_t* bytes);
 
 /* Runs FLCE on `stream` with the selected variant (validation, can_run,
- * workspace as flce::run). `choice` may be NULL; else it receives the choice. */
+ * workspace as flce::run). `choice` may be NULL; else it receives the choice.
+ * Targets outside [0, V) that are not ignore_index give
+ * DETFUSE_ERR_INVALID_ARGUMENT, found after the computation was launched (the
+ * call waits for the target count only then, never before the kernels): the
+ * outputs of such a call are unspecified. With args.workspace large enough
+ * that is the call's only wait for the GPU. */
 DETFUSE_C_API int32_t detfuse_flce_run(const detfuse_flce_problem* problem, int32_t mode,
                                        const detfuse_flce_args* args, const detfuse_selection* selection,
                                        void* stream, detfuse_choice* choice);

@@ -29,7 +29,11 @@ loss, X.grad, W.grad; workspace and any fp32 dW accumulator count), distinct dW
 bit patterns over 3 calls (exact byte comparison on the GPU, so "1" means three
 identical dW), and errors against an fp32 reference with TF32 off (chunked
 float32 logits, softmax, dX, dW): relative error of the loss, relative norm
-errors of dX and dW.
+errors of dX and dW. Per peer also the caching allocator's cudaMalloc /
+cudaFree / retry counts over its timed samples (torch.cuda.memory_stats deltas
+of num_device_alloc, num_device_free, num_alloc_retries: "alloc" for the first
+timing, "alloc_rounds" summed over --rounds, "alloc_host_hidden"): a peer that
+gets device memory from the driver per call shows it there.
 
 Output: a markdown table on stdout, every figure in JSON ($OUT/flce_peers.json,
 or --json). Usage:
@@ -39,7 +43,6 @@ The peers come from experiments/peers/install.sh's site folder ($PEERS_SITE,
 default /tmp/peers/site-packages), put first on sys.path by peers/peers_site.py.
 """
 import argparse
-import json
 import math
 import os
 import statistics
@@ -51,7 +54,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "pee
 import peers_site  # noqa: E402  (puts experiments/peers/install.sh's site folder first on sys.path)
 
 PEERS_SITE = peers_site.activate()
-from measure import time_ms  # noqa: E402  (experiments/peers/measure.py)
+from measure import time_ms, write_json  # noqa: E402  (experiments/peers/measure.py)
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
@@ -201,6 +204,45 @@ def rel_norm(a, ref):
     return float(torch.linalg.vector_norm(a.float() - ref) / torch.linalg.vector_norm(ref))
 
 
+ALLOC_KEYS = ("num_device_alloc", "num_device_free", "num_alloc_retries")
+
+
+def alloc_counts():
+    """The caching allocator's cumulative cudaMalloc / cudaFree / retry counts (None where torch lacks one)."""
+    st = torch.cuda.memory_stats()
+    return {k: st.get(k) for k in ALLOC_KEYS}
+
+
+def alloc_delta(before, after, into=None):
+    """after - before per key (None where a count is missing), added onto `into` when given."""
+    d = {}
+    for k in ALLOC_KEYS:
+        v = None if before[k] is None or after[k] is None else after[k] - before[k]
+        if into is not None:
+            v = None if v is None or into.get(k) is None else into[k] + v
+        d[k] = v
+    return d
+
+
+def alloc_text(a, calls):
+    return (f"cudaMalloc +{a['num_device_alloc']}, cudaFree +{a['num_device_free']}, "
+            f"retries +{a['num_alloc_retries']} over {calls} timed calls")
+
+
+def timed_with_alloc(step, warmup, reps, host_hidden_ms=0.0, into=None):
+    """time_ms(step, ...) and the allocator counts' deltas over its timed samples
+    (measure.py's warm-up calls run first, outside the window); added onto
+    `into` (a previous result with its "calls") when given."""
+    for _ in range(warmup):
+        step()
+    torch.cuda.synchronize()
+    before = alloc_counts()
+    med, samples = time_ms(step, 0, reps, host_hidden_ms)
+    a = alloc_delta(before, alloc_counts(), into)
+    a["calls"] = reps + (into["calls"] if into else 0)
+    return med, samples, a
+
+
 def measure_peer(factory, x, w, y, ref, reps):
     x.grad = w.grad = None
     fn, what, *main_grad = factory(x, w, y)
@@ -244,10 +286,10 @@ def measure_peer(factory, x, w, y, ref, reps):
             kept.append(g.clone())
     distinct = len(kept)
     del kept
-    med, samples = time_ms(step, warmup=2, reps=reps)
+    med, samples, alloc = timed_with_alloc(step, 2, reps)
     x.grad = w.grad = None
     return {"what": what, "ms": med, "samples_ms": samples, "extra_bytes": int(extra), "dW_distinct": distinct,
-            "err": err}, step
+            "err": err, "alloc": alloc}, step
 
 
 def profile_kernels(step):
@@ -373,6 +415,8 @@ def main():
             r = rows[name]
             print(f"  {shape} {name}: " + (f"{r['ms']:.2f} ms" if "ms" in r else r.get("skipped", r.get("error"))),
                   flush=True)
+            if "alloc" in r:
+                print(f"  {shape} {name} allocator: {alloc_text(r['alloc'], r['alloc']['calls'])}", flush=True)
         # --rounds K: K - 1 more timing rounds over every peer that ran, in turn,
         # so that a drift of the GPU's clocks over the run (power, heat) falls
         # on all of them alike; "ms" becomes the median of the rounds' medians.
@@ -380,9 +424,9 @@ def main():
             for name, step in steps.items():
                 if time.time() - start > args.budget_s:
                     break
-                med, samples = time_ms(step, warmup=1, reps=reps)
-                x.grad = w.grad = None
                 r = rows[name]
+                med, samples, r["alloc_rounds"] = timed_with_alloc(step, 1, reps, into=r.get("alloc_rounds"))
+                x.grad = w.grad = None
                 r.setdefault("round_ms", [r["ms"]]).append(med)
                 r["samples_ms"] += samples
             for name in steps:
@@ -390,14 +434,25 @@ def main():
                     rows[name]["ms"] = statistics.median(rows[name]["round_ms"])
             print(f"  {shape} round {rnd + 1}: " + ", ".join(f"{n} {rows[n]['round_ms'][-1]:.2f}" for n in steps
                                                               if len(rows[n].get("round_ms", [])) > rnd), flush=True)
+        if args.rounds > 1:
+            for name in steps:
+                if "alloc_rounds" in rows[name]:
+                    a = rows[name]["alloc_rounds"]
+                    print(f"  {shape} {name} allocator, rounds 2-{args.rounds}: {alloc_text(a, a['calls'])}",
+                          flush=True)
         if args.host_hidden_ms > 0:
             for name, step in steps.items():
                 if time.time() - start > args.budget_s:
                     break
-                rows[name]["gpu_ms"], rows[name]["gpu_samples_ms"] = time_ms(step, 1, reps, args.host_hidden_ms)
+                rows[name]["gpu_ms"], rows[name]["gpu_samples_ms"], rows[name]["alloc_host_hidden"] = \
+                    timed_with_alloc(step, 1, reps, args.host_hidden_ms)
                 x.grad = w.grad = None
             print(f"  {shape} host hidden ({args.host_hidden_ms:g} ms spin): " +
                   ", ".join(f"{n} {rows[n]['gpu_ms']:.2f}" for n in steps if "gpu_ms" in rows[n]), flush=True)
+            for name in steps:
+                if "alloc_host_hidden" in rows[name]:
+                    a = rows[name]["alloc_host_hidden"]
+                    print(f"  {shape} {name} allocator, host hidden: {alloc_text(a, a['calls'])}", flush=True)
         if args.profile:
             for name, step in steps.items():
                 rows[name]["kernels_ms"], tl = profile_kernels(step)
@@ -432,10 +487,9 @@ def main():
             e = r["err"]
             print(f"| {shape} | {label} | {r['ms']:.2f} | {ratio} | {r['extra_bytes'] / 2**30:.2f} | "
                   f"{r['dW_distinct']} | {e['loss']:.1e} | {e['dX']:.1e} | {e['dW']:.1e} |")
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump(results, f, indent=1)
-    print(f"\nJSON: {args.json}; {time.time() - start:.0f} s in all")
+    print()
+    write_json(args.json, results)
+    print(f"{time.time() - start:.0f} s in all")
     return 0
 
 

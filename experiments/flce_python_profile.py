@@ -7,7 +7,8 @@ shape, timed four ways in one process, plus a torch.profiler trace of a step.
   op          the custom op alone (torch.ops.detfuse.flce_forward_backward*),
               no autograd
   capi        detfuse._lib.run with buffers made once (the C ABI: the
-              selection, flce::validate_call's target check, the launches);
+              selection, flce::run's target check (deferred to after the launches since
+              session 12), the launches);
               what remains beyond it is what `detfuse bench flce` times (run
               by the device script in the same device call)
 and, from one profiled step: the sum of the GPU kernels' durations, the

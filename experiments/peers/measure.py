@@ -1,4 +1,6 @@
-"""Timing shared by the peer scripts (experiments/attention_peers.py, flce_peers.py)."""
+"""Timing shared by the peer scripts (experiments/attention_peers.py, flce_peers.py, flce_host_time.py)."""
+import json
+import os
 import statistics
 
 import torch
@@ -27,3 +29,11 @@ def time_ms(fn, warmup, reps, host_hidden_ms=0.0):
         b.synchronize()
         samples.append(a.elapsed_time(b))
     return statistics.median(samples), samples
+
+
+def write_json(path, obj):
+    """obj as indented JSON at path (its folder made); prints where."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(obj, f, indent=1)
+    print(f"JSON: {path}")

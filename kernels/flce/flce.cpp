@@ -18,23 +18,27 @@ void require_ptr(const void* p, const char* name, FlceMode mode) {
   if (!p) throw invalid_argument(std::string(name) + ": null pointer (required for " + to_string(mode) + ")");
 }
 
-// The target check's scratch: 3 counters on the device and their pinned host
-// copy, made once per thread and device and kept (a cudaMalloc/cudaFree pair
-// per call cost ~0.3 ms of host time on the H200, and cudaFree synchronises
-// the device). Per thread, so calls from several threads never share them;
-// within a thread a call has read its counters before it returns.
+// The target check's scratch: 3 counters on the device, their pinned host
+// copy and an event recorded after the copy, made once per thread and device
+// and kept (a cudaMalloc/cudaFree pair per call cost ~0.3 ms of host time on
+// the H200, and cudaFree synchronises the device). Per thread, so calls from
+// several threads never share them; within a thread a call has waited for its
+// copy (the event) before it returns, on every path, so the next call of the
+// thread may overwrite them.
 struct TargetScratch {
   int64_t* dev = nullptr;
   int64_t* host = nullptr;
+  cudaEvent_t copied = nullptr;
 };
 
-std::array<int64_t, 3> target_counts(const FlceProblem& p, const int64_t* y, cudaStream_t stream) {
+TargetScratch& target_scratch() {
   struct Cache {
     TargetScratch by_device[64];
     ~Cache() {  // at thread exit; errors ignored (the context may be gone at process exit)
       for (auto& s : by_device) {
         if (s.dev) (void)cudaFree(s.dev);
         if (s.host) (void)cudaFreeHost(s.host);
+        if (s.copied) (void)cudaEventDestroy(s.copied);
       }
     }
   };
@@ -45,18 +49,32 @@ std::array<int64_t, 3> target_counts(const FlceProblem& p, const int64_t* y, cud
   TargetScratch& s = cache.by_device[dev];
   if (!s.dev) DETFUSE_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&s.dev), 3 * sizeof(int64_t)));
   if (!s.host) DETFUSE_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&s.host), 3 * sizeof(int64_t)));
+  if (!s.copied) DETFUSE_CUDA_CHECK(cudaEventCreateWithFlags(&s.copied, cudaEventDisableTiming));
+  return s;
+}
+
+// Enqueues the count of y's targets on `stream`, its copy to the pinned host
+// counters and the event after it; nothing waits. The caller must
+// cudaEventSynchronize(s.copied) before it returns (wait_target_counts).
+TargetScratch& enqueue_target_counts(const FlceProblem& p, const int64_t* y, cudaStream_t stream) {
+  TargetScratch& s = target_scratch();
   launch_count_targets(p, y, s.dev, stream);
   DETFUSE_CUDA_CHECK(cudaMemcpyAsync(s.host, s.dev, 3 * sizeof(int64_t), cudaMemcpyDeviceToHost, stream));
-  DETFUSE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  DETFUSE_CUDA_CHECK(cudaEventRecord(s.copied, stream));
+  return s;
+}
+
+std::array<int64_t, 3> wait_target_counts(const TargetScratch& s) {
+  DETFUSE_CUDA_CHECK(cudaEventSynchronize(s.copied));
   return {s.host[0], s.host[1], s.host[2]};
 }
-}  // namespace
 
-int64_t count_bad_targets(const FlceProblem& p, const int64_t* y, cudaStream_t stream) {
-  return target_counts(p, y, stream)[1];
+std::array<int64_t, 3> target_counts(const FlceProblem& p, const int64_t* y, cudaStream_t stream) {
+  return wait_target_counts(enqueue_target_counts(p, y, stream));
 }
 
-void validate_call(const FlceProblem& p, FlceMode mode, const FlceArgs& a, cudaStream_t stream) {
+// The pointers `mode` needs (p validated first).
+void check_pointers(const FlceProblem& p, FlceMode mode, const FlceArgs& a) {
   p.validate();
   require_ptr(a.X, "X", mode);
   require_ptr(a.W, "W", mode);
@@ -72,20 +90,49 @@ void validate_call(const FlceProblem& p, FlceMode mode, const FlceArgs& a, cudaS
     require_ptr(a.dX, "dX", mode);
     require_ptr(a.dW, "dW", mode);
   }
-  const std::array<int64_t, 3> c = target_counts(p, a.y, stream);
-  if (c[1] > 0) {
-    int64_t row = c[2];
-    int64_t value = 0;
-    DETFUSE_CUDA_CHECK(cudaMemcpy(&value, a.y + row, sizeof value, cudaMemcpyDeviceToHost));
-    throw invalid_argument("y: " + std::to_string(c[1]) + " target(s) outside [0, " + std::to_string(p.V) +
-                           ") that are not ignore_index=" + std::to_string(p.ignore_index) + "; first at row " +
-                           std::to_string(row) + " (value " + std::to_string(value) + ")");
-  }
+}
+
+// Throws the bad-target error when the counts c of y found any.
+void throw_if_bad_targets(const FlceProblem& p, const int64_t* y, const std::array<int64_t, 3>& c) {
+  if (c[1] <= 0) return;
+  int64_t row = c[2];
+  int64_t value = 0;
+  DETFUSE_CUDA_CHECK(cudaMemcpy(&value, y + row, sizeof value, cudaMemcpyDeviceToHost));
+  throw invalid_argument("y: " + std::to_string(c[1]) + " target(s) outside [0, " + std::to_string(p.V) +
+                         ") that are not ignore_index=" + std::to_string(p.ignore_index) + "; first at row " +
+                         std::to_string(row) + " (value " + std::to_string(value) + ")");
+}
+}  // namespace
+
+int64_t count_bad_targets(const FlceProblem& p, const int64_t* y, cudaStream_t stream) {
+  return target_counts(p, y, stream)[1];
+}
+
+void validate_call(const FlceProblem& p, FlceMode mode, const FlceArgs& a, cudaStream_t stream) {
+  check_pointers(p, mode, a);
+  throw_if_bad_targets(p, a.y, target_counts(p, a.y, stream));
 }
 
 void run(const FlceVariant& v, const FlceProblem& p, FlceMode mode, const FlceArgs& args, cudaStream_t stream) {
-  validate_call(p, mode, args, stream);
-  launch_checked(v, p, mode, args, stream);
+  check_pointers(p, mode, args);
+  // The target check, deferred (issue 17): its count and copy go first on the
+  // stream, then the whole computation, and only then does the host wait for
+  // the copy (done by then unless the stream had queued work before the
+  // call), so the host never waits for the GPU before the launches. Safe because no kernel indexes by a target outside [0, V)
+  // (kernels/flce/README.md, "Deferred target check"): such a row computes as
+  // an ignored one, and the call then throws with outputs unspecified.
+  const TargetScratch& s = enqueue_target_counts(p, args.y, stream);
+  try {
+    launch_checked(v, p, mode, args, stream);
+  } catch (...) {
+    // The copy must land before the scratch is reused; bad targets keep their
+    // precedence over a refusal (can_run) or a launch error, as when they were
+    // checked first.
+    if (cudaEventSynchronize(s.copied) == cudaSuccess)
+      throw_if_bad_targets(p, args.y, {s.host[0], s.host[1], s.host[2]});
+    throw;
+  }
+  throw_if_bad_targets(p, args.y, wait_target_counts(s));
 }
 
 const FlceVariant& heuristic_variant(const FlceProblem& p, FlceMode mode, const DeviceInfo& dev) {

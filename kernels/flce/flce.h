@@ -2,9 +2,14 @@
 // CE(softmax(X W^T), y) without materialising the [N, V] logits (see
 // kernels/common/problem.h for the exact semantics of every option).
 //
-// Every entry point validates its arguments first (problem fields, the
-// pointers the mode needs, targets outside [0, V) that are not ignore_index)
-// and throws detfuse::Error naming the bad argument, leaving outputs untouched.
+// Every entry point validates its arguments (problem fields, the pointers the
+// mode needs, targets outside [0, V) that are not ignore_index) and throws
+// detfuse::Error naming the bad argument. The problem and pointers are checked
+// before anything is launched (outputs untouched); the targets are counted on
+// the stream ahead of the computation and read once everything is launched
+// (no synchronisation before the kernels), so a call that throws for a bad
+// target has run: its outputs are unspecified (no kernel reads or writes out
+// of bounds for such a target; the row computes as an ignored one).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -23,13 +28,18 @@ int64_t count_bad_targets(const FlceProblem& p, const int64_t* y, cudaStream_t s
 
 // Checks the problem, the pointers `mode` needs and the targets; throws
 // detfuse::Error (invalid_argument) naming the first bad one. The target check
-// synchronises `stream` (that is what lets a bad call leave outputs untouched);
-// the tuner and benchmarks launch variants directly after one check.
+// synchronises `stream` before it returns (nothing else is launched); the
+// tuner and benchmarks launch variants directly after one check. run() does
+// not call it: it defers the target check (above).
 void validate_call(const FlceProblem& p, FlceMode mode, const FlceArgs& args, cudaStream_t stream = nullptr);
 
-// Runs one registered variant: validates, checks can_run, allocates the
-// workspace the variant asks for (unless args already carries enough) and
-// launches. Peak extra device memory is the workspace.
+// Runs one registered variant: checks the problem and pointers, enqueues the
+// target count, checks can_run, allocates the workspace the variant asks for
+// (unless args already carries enough), launches, then waits for the target
+// count's copy (an event recorded before the computation, on `stream`) and
+// throws for bad targets (same message as validate_call; outputs then
+// unspecified). With a caller's workspace the only host wait is that event.
+// Peak extra device memory is the workspace.
 void run(const FlceVariant& v, const FlceProblem& p, FlceMode mode, const FlceArgs& args,
          cudaStream_t stream = nullptr);
 

@@ -327,11 +327,14 @@ def workspace_size(p: FlceProblem, mode: int, sel: Selection) -> int:
     return n.value
 
 
-def run(p: FlceProblem, mode: int, args: FlceArgs, sel: Selection, stream: int = 0) -> Choice:
-    c = CChoice()
+def run(p: FlceProblem, mode: int, args: FlceArgs, sel: Selection, stream: int = 0,
+        choice: bool = True) -> Optional[Choice]:
+    """Runs FLCE; returns the choice, or None with choice=False (then no
+    choice struct is filled or decoded: the per-call path of the torch ops)."""
+    c = CChoice() if choice else None
     check(load_library().detfuse_flce_run(ctypes.byref(p), mode, ctypes.byref(args), ctypes.byref(sel),
-                                          ctypes.c_void_p(stream or None), ctypes.byref(c)))
-    return to_choice(c)
+                                          ctypes.c_void_p(stream or None), ctypes.byref(c) if choice else None))
+    return to_choice(c) if choice else None
 
 
 # ------------------------------------------------------------------ attention

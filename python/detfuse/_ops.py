@@ -86,18 +86,51 @@ def _ptr(t):
     return None if t is None else t.data_ptr()
 
 
-def _flce_launch(torch, p, mode, sel, device, *, X, W, y, loss=None, lse=None, dX=None, dW=None, lse_in=None,
-                 dloss=None):
-    with torch.cuda.device(device):
+# (problem, mode, selection, device) -> (the selection to run, workspace bytes)
+# for "heuristic" and named variants: one selection per call (issue 17). The
+# heuristic's choice is resolved once (detfuse_flce_choose) and then run by
+# name, so the C ABI neither resolves it again in workspace_size nor in run.
+_flce_resolved: dict = {}
+
+
+def _flce_key(x, w, mode, ignore_index, reduction, label_smoothing, z_loss, softcap, variant, db,
+              allow_nondeterministic, accumulate_dW=False):
+    """The key under which _flce_launch may keep the resolved selection and the
+    workspace size, or None for variant="tuned" (its choice follows the store)."""
+    if variant == "tuned":
+        return None
+    return (int(x.shape[0]), int(x.shape[1]), int(w.shape[0]), x.dtype, x.device, mode, ignore_index, reduction,
+            label_smoothing, z_loss, softcap, bool(accumulate_dW), variant, db, bool(allow_nondeterministic))
+
+
+def _flce_resolve(p, mode, sel):
+    """(selection to run, workspace bytes) of a heuristic or named selection."""
+    if sel.kind == _lib.SELECT_HEURISTIC:
+        sel = _lib.make_selection(_lib.choose(p, mode, sel).name)
+    return sel, _lib.workspace_size(p, mode, sel)
+
+
+def _flce_launch(torch, p, mode, sel, device, key=None, *, X, W, y, loss=None, lse=None, dX=None, dW=None,
+                 lse_in=None, dloss=None):
+    """Runs the FLCE `mode` on the current stream. key: from _flce_key (None:
+    ask the library for the workspace at every call, and let it resolve the
+    selection in the run too)."""
+    with _on(torch, device):
         stream = torch.cuda.current_stream(device).cuda_stream
-        ws_bytes = _lib.workspace_size(p, mode, sel)
+        hit = None if key is None else _flce_resolved.get(key)
+        if hit is not None:
+            run_sel, ws_bytes = hit
+        elif key is not None:
+            run_sel, ws_bytes = _cached(_flce_resolved, key, lambda: _flce_resolve(p, mode, sel))
+        else:
+            run_sel, ws_bytes = sel, _lib.workspace_size(p, mode, sel)
         ws = torch.empty(ws_bytes, dtype=torch.uint8, device=device) if ws_bytes else None
         a = _lib.FlceArgs()
         a.X, a.W, a.y = X.data_ptr(), W.data_ptr(), y.data_ptr()
         a.dloss, a.lse_in, a.loss, a.lse = _ptr(dloss), _ptr(lse_in), _ptr(loss), _ptr(lse)
         a.dX, a.dW = _ptr(dX), _ptr(dW)
         a.workspace, a.workspace_size = _ptr(ws), ws_bytes
-        return _lib.run(p, mode, a, sel, stream)
+        _lib.run(p, mode, a, run_sel, stream, choice=False)
 
 
 def _on(torch, device):
@@ -205,7 +238,9 @@ def register() -> bool:
         N = x.shape[0]
         loss = torch.empty(_loss_shape(N, reduction), dtype=torch.float32, device=x.device)
         lse = torch.empty((N,), dtype=torch.float32, device=x.device)
-        _flce_launch(torch, p, _lib.MODE_FORWARD, sel, x.device, X=x, W=w, y=y, loss=loss, lse=lse)
+        key = _flce_key(x, w, _lib.MODE_FORWARD, ignore_index, reduction, label_smoothing, z_loss, softcap, variant,
+                        db, allow_nondeterministic)
+        _flce_launch(torch, p, _lib.MODE_FORWARD, sel, x.device, key, X=x, W=w, y=y, loss=loss, lse=lse)
         return loss, lse
 
     @flce_forward.register_fake
@@ -229,8 +264,10 @@ def register() -> bool:
         lse = torch.empty((N,), dtype=torch.float32, device=x.device)
         dX, dW = torch.empty(x.shape, dtype=x.dtype, device=x.device), torch.empty(w.shape, dtype=w.dtype,
                                                                                      device=w.device)
-        _flce_launch(torch, p, _lib.MODE_FORWARD_BACKWARD, sel, x.device, X=x, W=w, y=y, loss=loss, lse=lse, dX=dX,
-                     dW=dW)
+        key = _flce_key(x, w, _lib.MODE_FORWARD_BACKWARD, ignore_index, reduction, label_smoothing, z_loss, softcap,
+                        variant, db, allow_nondeterministic)
+        _flce_launch(torch, p, _lib.MODE_FORWARD_BACKWARD, sel, x.device, key, X=x, W=w, y=y, loss=loss, lse=lse,
+                     dX=dX, dW=dW)
         return loss, lse, dX, dW
 
     @flce_forward_backward.register_fake
@@ -255,8 +292,10 @@ def register() -> bool:
         loss = torch.empty((), dtype=torch.float32, device=x.device)
         lse = torch.empty((x.shape[0],), dtype=torch.float32, device=x.device)
         dX = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-        _flce_launch(torch, p, _lib.MODE_FORWARD_BACKWARD, sel, x.device, X=x, W=w, y=y, loss=loss, lse=lse, dX=dX,
-                     dW=main_grad)
+        key = _flce_key(x, w, _lib.MODE_FORWARD_BACKWARD, ignore_index, reduction, label_smoothing, z_loss, softcap,
+                        variant, db, allow_nondeterministic, accumulate_dW=True)
+        _flce_launch(torch, p, _lib.MODE_FORWARD_BACKWARD, sel, x.device, key, X=x, W=w, y=y, loss=loss, lse=lse,
+                     dX=dX, dW=main_grad)
         return loss, lse, dX
 
     @flce_forward_backward_main_grad.register_fake
@@ -277,7 +316,10 @@ def register() -> bool:
         dX, dW = torch.empty(x.shape, dtype=x.dtype, device=x.device), torch.empty(w.shape, dtype=w.dtype,
                                                                                      device=w.device)
         dl = dloss.to(torch.float32).contiguous() if reduction == "none" else None
-        _flce_launch(torch, p, _lib.MODE_BACKWARD, sel, x.device, X=x, W=w, y=y, lse_in=lse, dloss=dl, dX=dX, dW=dW)
+        key = _flce_key(x, w, _lib.MODE_BACKWARD, ignore_index, reduction, label_smoothing, z_loss, softcap, variant,
+                        db, allow_nondeterministic)
+        _flce_launch(torch, p, _lib.MODE_BACKWARD, sel, x.device, key, X=x, W=w, y=y, lse_in=lse, dloss=dl, dX=dX,
+                     dW=dW)
         return dX, dW
 
     @flce_backward.register_fake

@@ -113,6 +113,16 @@ def _check_devices(x, weight, target):
 
 
 def _problem(x2, weight, reduction, ignore_index, label_smoothing, z_loss, softcap):
+    """The checked C problem, kept per shape, dtype and options (with their
+    types: the library's type checks are not skipped by an equal value of
+    another type) once it passed: no ctypes validation per call."""
+    opts = (reduction, ignore_index, label_smoothing, z_loss, softcap)
+    key = ("checked", tuple(x2.shape), int(weight.shape[0]), x2.dtype) + tuple((type(o), o) for o in opts)
+    return _ops_mod._cached(_ops_mod._problems, key, lambda: _make_problem(x2, weight, *opts))
+
+
+def _make_problem(x2, weight, reduction, ignore_index, label_smoothing, z_loss, softcap):
+    """A new C problem, checked by the library."""
     torch = _torch()
     p = _lib.make_problem(int(x2.shape[0]), int(x2.shape[1]), int(weight.shape[0]),
                           dtype=_dtype_code(torch, x2.dtype, "x"), grad_dtype=_dtype_code(torch, x2.dtype, "x"),
@@ -199,7 +209,7 @@ def linear_cross_entropy(x, weight, target, *, bias=None, ignore_index=-100, red
                                  allow_nondeterministic=allow_nondeterministic, level=level).name
     if not _compiling():
         _problem(x2, w, reduction, ignore_index, label_smoothing, z_loss, softcap)
-        _lib.make_selection(variant, db, allow_nondeterministic)
+        _ops_mod.selection(variant, dbs, allow_nondeterministic)  # checked once, then kept
     _check_devices(x, weight, target)
     opts = (int(ignore_index), reduction, float(label_smoothing), float(z_loss), float(softcap), variant, dbs,
             bool(allow_nondeterministic))

@@ -37,30 +37,42 @@ struct Outputs {
   }
 };
 
+// Random bf16 X [N, D] and W [V, D] on the device, targets y (every 7th row
+// from row 3 ignored) and the C problem (bf16 inputs and gradients).
+struct AbiCase {
+  int64_t N, D, V;
+  std::vector<int64_t> y;
+  DeviceBuffer<uint16_t> X, W;
+  DeviceBuffer<int64_t> Y;
+  detfuse_flce_problem cp;
+  AbiCase(int64_t N_, int64_t D_, int64_t V_, unsigned seed)
+      : N(N_), D(D_), V(V_), y(size_t(N_)), X(N_ * D_), W(V_ * D_), Y(N_) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> g(0.f, 0.5f);
+    std::vector<float> x(N * D), w(V * D);
+    for (auto& v : x) v = g(rng);
+    for (auto& v : w) v = g(rng) * 0.1f;
+    std::uniform_int_distribution<int64_t> cls(0, V - 1);
+    for (int64_t i = 0; i < N; ++i) y[i] = (i % 7 == 3) ? -100 : cls(rng);
+    X.upload(to_bf16_bits(x));
+    W.upload(to_bf16_bits(w));
+    Y.upload(y);
+    EXPECT_EQ(detfuse_flce_problem_init(&cp), DETFUSE_OK);
+    cp.N = N;
+    cp.D = D;
+    cp.V = V;
+    cp.dtype = DETFUSE_DTYPE_BF16;
+    cp.grad_dtype = DETFUSE_DTYPE_BF16;
+  }
+};
+
 TEST(CApiGpu, ForwardBackwardMatchesFlceRunBitwise) {
   DETFUSE_REQUIRE_GPU();
   const int64_t N = 200, D = 256, V = 1000;  // odd sizes: partial tiles
-  std::mt19937 rng(11);
-  std::normal_distribution<float> g(0.f, 0.5f);
-  std::vector<float> x(N * D), w(V * D);
-  for (auto& v : x) v = g(rng);
-  for (auto& v : w) v = g(rng) * 0.1f;
-  std::vector<int64_t> y(N);
-  std::uniform_int_distribution<int64_t> cls(0, V - 1);
-  for (int64_t i = 0; i < N; ++i) y[i] = (i % 7 == 3) ? -100 : cls(rng);
-  DeviceBuffer<uint16_t> X(N * D), W(V * D);
-  DeviceBuffer<int64_t> Y(N);
-  X.upload(to_bf16_bits(x));
-  W.upload(to_bf16_bits(w));
-  Y.upload(y);
-
-  detfuse_flce_problem cp;
-  ASSERT_EQ(detfuse_flce_problem_init(&cp), DETFUSE_OK);
-  cp.N = N;
-  cp.D = D;
-  cp.V = V;
-  cp.dtype = DETFUSE_DTYPE_BF16;
-  cp.grad_dtype = DETFUSE_DTYPE_BF16;
+  AbiCase ac(N, D, V, 11);
+  auto &X = ac.X, &W = ac.W;
+  auto& Y = ac.Y;
+  detfuse_flce_problem& cp = ac.cp;
   cp.label_smoothing = 0.1;
   cp.z_loss = 1e-4;
   cp.softcap = 30;
@@ -121,6 +133,65 @@ TEST(CApiGpu, ForwardBackwardMatchesFlceRunBitwise) {
   ASSERT_EQ(detfuse_digest_device(o.dW.data(), o.dW.size() * 2, nullptr, hex, sizeof hex), DETFUSE_OK)
       << detfuse_last_error();
   EXPECT_EQ(std::string(hex), digest_device(o.dW.data(), o.dW.size() * 2).hex());
+}
+
+// A target outside [0, V) through the ABI (issue 17: flce::run checks the
+// targets after the launches, no synchronisation before them): the same
+// status and message as before, by the heuristic and by name with the
+// caller's workspace (the Python package's way); outputs unspecified, not
+// checked. A good call after them gives the bits it gave before.
+TEST(CApiGpu, BadTargetAfterTheLaunchesIsInvalidArgument) {
+  DETFUSE_REQUIRE_GPU();
+  const int64_t N = 64, D = 128, V = 300;
+  AbiCase ac(N, D, V, 5);
+  auto y = ac.y;
+  y[9] = V + 5;  // not an ignored row (3, 10, 17, ...)
+  y[40] = -7;
+  DeviceBuffer<int64_t> Ybad(N);
+  Ybad.upload(y);
+  auto &X = ac.X, &W = ac.W;
+  auto& Y = ac.Y;
+  detfuse_flce_problem& cp = ac.cp;
+  const detfuse_selection heur{DETFUSE_SELECT_HEURISTIC, 0, nullptr, nullptr};
+  detfuse_choice choice;
+  ASSERT_EQ(detfuse_flce_choose(&cp, DETFUSE_MODE_FORWARD_BACKWARD, &heur, &choice), DETFUSE_OK)
+      << detfuse_last_error();
+  const detfuse_selection named{DETFUSE_SELECT_NAME, 0, choice.name, nullptr};
+  size_t ws_bytes = 0;
+  ASSERT_EQ(detfuse_flce_workspace_size(&cp, DETFUSE_MODE_FORWARD_BACKWARD, &named, &ws_bytes), DETFUSE_OK)
+      << detfuse_last_error();
+  DeviceBytes ws(ws_bytes);
+
+  auto call = [&](const int64_t* targets, const detfuse_selection& s, bool own_ws, Outputs& o) {
+    detfuse_flce_args a{};
+    a.X = X.data();
+    a.W = W.data();
+    a.y = targets;
+    a.loss = o.loss.data();
+    a.lse = o.lse.data();
+    a.dX = o.dX.data();
+    a.dW = o.dW.data();
+    if (own_ws) {
+      a.workspace = ws.get();
+      a.workspace_size = ws_bytes;
+    }
+    return detfuse_flce_forward_backward(&cp, &a, &s, nullptr, nullptr);
+  };
+  Outputs good(N, D, V);
+  ASSERT_EQ(call(Y.data(), named, true, good), DETFUSE_OK) << detfuse_last_error();
+  const std::string before = good.digest();
+  const std::string want = "detfuse_flce_forward_backward: y: 2 target(s) outside [0, 300) that are not "
+                           "ignore_index=-100; first at row 9 (value 305)";
+  for (const detfuse_selection* s : {&heur, &named}) {
+    for (bool own_ws : {false, true}) {
+      Outputs o(N, D, V);
+      EXPECT_EQ(call(Ybad.data(), *s, own_ws, o), DETFUSE_ERR_INVALID_ARGUMENT);
+      EXPECT_EQ(std::string(detfuse_last_error()), want);
+    }
+  }
+  Outputs again(N, D, V);
+  ASSERT_EQ(call(Y.data(), named, true, again), DETFUSE_OK) << detfuse_last_error();
+  EXPECT_EQ(again.digest(), before);
 }
 
 }  // namespace
