@@ -84,11 +84,11 @@ const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMo
                           : p.causal ? "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_rd1_ot1_d64"
                                      : "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_d64");
     if (!gqa) {
-      preferred.push_back(p.d == 128 ? "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_d128"
-                                     : "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_d64");
+      preferred.push_back(p.d == 128 ? "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_spt1_d128"
+                                     : "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_spt1_d64");
       // pds3 takes the whole 227 KB of an H100/H200 block; where less is
       // available, pds2 (its can_run says which).
-      if (p.d == 64) preferred.push_back("attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_d64");
+      if (p.d == 64) preferred.push_back("attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_spt1_d64");
     }
     preferred.push_back(p.d == 128 ? "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst2_d128"
                                    : "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst3_d64");
