@@ -72,6 +72,11 @@ const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMo
   // session 9: d128 `ordered` sp1 (pds2 with dQ before dK, dK in flight into
   // the next query block; the same bits) 451.0 (causal 377.4) against pds2
   // 447.3 (373.5), one run of 3 repeats each: within the noise, never slower;
+  // session 12, `spt1` (FlashAttention-3's order of the ordered dQ adds:
+  // causal walks ascending from the diagonal with the diagonal key block
+  // adding first, non-causal the shifted cyclic walk; other bits, one digest):
+  // d64 pds3 spt1 356.6 (causal 305.8) against pds3 331.7 (262.4), d128 sp1
+  // spt1 456.5 (402.1) against sp1 450.9 (374.7), so spt1 at both;
   // with GQA the ordered dQ chain serialises a kv head's query heads
   // (4,32,8 causal, pds1: 282.1 against owning 352.4), so owning there.
   const Registry& r = builtin_registry();

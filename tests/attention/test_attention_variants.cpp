@@ -333,7 +333,7 @@ TEST(AttentionHeuristic, PicksADeterministicVariantOfTheHeadDimOrExplains) {
 TEST(AttentionHeuristic, PrefersTheMeasuredHopperVariantWhereItRuns) {
   // bf16 on an H200, where the build has the wgmma engine: forward the
   // persistent forward with rd1/ot1 (d64: only causal was measured); backward
-  // without GQA the ordered sp1 variant at d128, pds3 at d64 (pds2 where a block has
+  // without GQA the ordered sp1 spt1 variant at d128, pds3 spt1 at d64 (pds2 spt1 where a block has
   // less shared memory), with GQA the owning one; fp32 and a pre-Hopper device: the
   // exact fma owning 64x64 variant.
   const DeviceInfo dev = h200();
@@ -345,8 +345,8 @@ TEST(AttentionHeuristic, PrefersTheMeasuredHopperVariantWhereItRuns) {
         bf.Hkv = hkv;
         const std::string owning = d == 128 ? "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst2_d128"
                                             : "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst3_d64";
-        const std::string ordered = d == 128 ? "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_d128"
-                                             : "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_d64";
+        const std::string ordered = d == 128 ? "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_spt1_d128"
+                                             : "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_spt1_d64";
         const std::string bwd = hkv == 32 ? ordered : owning;
         const std::string fwd = d == 128  ? "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp0_ps1_rd1_ot1_d128"
                                 : causal ? "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_rd1_ot1_d64"
@@ -364,12 +364,12 @@ TEST(AttentionHeuristic, PrefersTheMeasuredHopperVariantWhereItRuns) {
         ampere.cc_major = 8;
         EXPECT_EQ(attention::heuristic_variant(bf, AttentionMode::backward, ampere).desc.name, fma_bf16);
         // A block with 16 KB less shared memory than the H200's: pds3 (227 KB)
-        // is refused there, pds2 runs (d64 without GQA).
+        // is refused there, pds2 spt1 runs (d64 without GQA).
         DeviceInfo less = dev;
         less.max_smem_per_block_optin -= 16 * 1024;
         if (built && d == 64 && hkv == 32)
           EXPECT_EQ(attention::heuristic_variant(bf, AttentionMode::backward, less).desc.name,
-                    "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_d64");
+                    "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_spt1_d64");
       }
 }
 
