@@ -77,6 +77,10 @@ const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMo
   // adding first, non-causal the shifted cyclic walk; other bits, one digest):
   // d64 pds3 spt1 356.6 (causal 305.8) against pds3 331.7 (262.4), d128 sp1
   // spt1 456.5 (402.1) against sp1 450.9 (374.7), so spt1 at both;
+  // with GQA at d128, sp1 spt1 387.0 against owning 367.0 and sp1 306.7
+  // (4,32,8,4096 causal, 3 repeats, one call, df5b3d6; 264 MiB of fp32 dQ
+  // accumulator against owning's 2), so spt1 there too; d64 with GQA not
+  // measured with spt1: owning. Before spt1:
   // with GQA the ordered dQ chain serialises a kv head's query heads
   // (4,32,8 causal, pds1: 282.1 against owning 352.4), so owning there.
   const Registry& r = builtin_registry();
@@ -88,7 +92,7 @@ const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMo
       preferred.push_back(p.d == 128  ? "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp0_ps1_rd1_ot1_d128"
                           : p.causal ? "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_rd1_ot1_d64"
                                      : "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_d64");
-    if (!gqa) {
+    if (!gqa || p.d == 128) {
       preferred.push_back(p.d == 128 ? "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_spt1_d128"
                                      : "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_spt1_d64");
       // pds3 takes the whole 227 KB of an H100/H200 block; where less is
