@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "pee
 import peers_site  # noqa: E402  (puts experiments/peers/install.sh's site folder first on sys.path)
 
 PEERS_SITE = peers_site.activate()
-from measure import time_ms  # noqa: E402  (experiments/peers/measure.py)
+from measure import time_interleaved, time_ms  # noqa: E402  (experiments/peers/measure.py)
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
@@ -190,7 +190,8 @@ def measure(name, fwd, row, args, ref_cache):
     torch.cuda.synchronize()
     grads = sum(t.grad.numel() * t.grad.element_size() for t in (q, k, v))
     rec["peak_extra_mib"] = (torch.cuda.max_memory_allocated() - base - grads) / 2**20
-    return rec
+    q.grad = k.grad = v.grad = None
+    return rec, run_fwd, run_fwd_bwd
 
 
 def main():
@@ -206,6 +207,10 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--digest-runs", type=int, default=3)
+    ap.add_argument("--interleave", type=int, default=None,
+                    help="after a row's implementations are measured apart, this many passes timing each once, "
+                         "the order rotated per pass (measure.py's time_interleaved; default --reps; 0: off): "
+                         "the table's 'ilv' columns, the ratios' basis")
     args = ap.parse_args()
     if args.reps < 1 or args.warmup < 0 or args.digest_runs < 1:
         ap.error("--reps and --digest-runs must be >= 1, --warmup >= 0")
@@ -238,14 +243,18 @@ def main():
         print(f"# detfuse: {e}", flush=True)
     out = open(args.json, "a") if args.json else None
     results, ref_cache = [], {}
+    n_ilv = args.reps if args.interleave is None else args.interleave
     for row in rows:
+        steps, row_recs = {}, {}
         for name, fwd, err in impls:
             t0 = time.time()
             if fwd is None:
                 rec = {"impl": name, "row": row, "error": err}
             else:
                 try:
-                    rec = measure(name, fwd, row, args, ref_cache)
+                    rec, run_f, run_fb = measure(name, fwd, row, args, ref_cache)
+                    steps[name] = (run_f, run_fb)
+                    row_recs[name] = rec
                 except Exception as e:
                     rec = {"impl": name, "row": row, "error": f"{type(e).__name__}: {e}".splitlines()[0][:200]}
                 torch.cuda.empty_cache()
@@ -260,18 +269,38 @@ def main():
             else:
                 print(f"{row} {name}: fwd {rec['fwd_tflops']:.1f} fwd+bwd {rec['fwd_bwd_tflops']:.1f} TFLOP/s "
                       f"dQ digests {rec['dq_digests']} err {rec['fwd_rel_err']:.1e} ({rec['seconds']} s)", flush=True)
+        if n_ilv > 0 and len(steps) > 1:
+            # Every implementation once per pass, the order rotated per pass:
+            # the GPU's clock and power state falls on all alike (FA4's forward
+            # moved 10-12% between two runs of one call in session 12).
+            ff = flops_forward(*row[:2], row[3], row[4], row[5])
+            for key, idx, mult in (("ilv_fwd", 0, 1.0), ("ilv_fwd_bwd", 1, 3.5)):
+                timed = time_interleaved({n: st[idx] for n, st in steps.items()}, args.warmup, n_ilv)
+                for n, (med, samples) in timed.items():
+                    row_recs[n][key + "_ms"], row_recs[n][key + "_tflops"] = med, mult * ff / med / 1e9
+            print(f"{row} interleaved ({n_ilv} passes) fwd / fwd+bwd TFLOP/s: " + ", ".join(
+                f"{n} {row_recs[n]['ilv_fwd_tflops']:.1f} / {row_recs[n]['ilv_fwd_bwd_tflops']:.1f}" for n in steps),
+                flush=True)
+            if out:
+                out.write(json.dumps({"row": list(row), "interleaved": {
+                    n: {k: row_recs[n][k] for k in ("ilv_fwd_ms", "ilv_fwd_bwd_ms")} for n in steps}}) + "\n")
+                out.flush()
+        del steps
+        torch.cuda.empty_cache()
         ref_cache.clear()
 
-    print("\n| B,H,Hkv,S,d,causal | impl | fwd TFLOP/s | fwd+bwd TFLOP/s | fwd+bwd ms | dQ/dK digests | "
-          "peak extra MiB | fwd err |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("\nilv: interleaved with the row's other implementations (the ratios' basis); apart: timed alone")
+    print("| B,H,Hkv,S,d,causal | impl | fwd ilv | fwd+bwd ilv | fwd apart | fwd+bwd apart | fwd+bwd ms | "
+          "dQ/dK digests | peak extra MiB | fwd err |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         row = ",".join(str(int(x)) for x in r["row"])
         if "error" in r:
-            print(f"| {row} | {r['impl']} | error: {r['error'][:80]} | | | | | |")
+            print(f"| {row} | {r['impl']} | error: {r['error'][:80]} | | | | | | | |")
             continue
         flag = "" if r["fwd_ok"] else " (FAILED check)"
-        print(f"| {row} | {r['impl']} | {r['fwd_tflops']:.1f} | {r['fwd_bwd_tflops']:.1f} | {r['fwd_bwd_ms']:.3f} | "
+        ilv = " | ".join(f"{r[k]:.1f}" if k in r else "" for k in ("ilv_fwd_tflops", "ilv_fwd_bwd_tflops"))
+        print(f"| {row} | {r['impl']} | {ilv} | {r['fwd_tflops']:.1f} | {r['fwd_bwd_tflops']:.1f} | {r['fwd_bwd_ms']:.3f} | "
               f"{r['dq_digests']}/{r['dk_digests']} | {r['peak_extra_mib']:.0f} | {r['fwd_rel_err']:.1e}{flag} |")
     return 0
 

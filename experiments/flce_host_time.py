@@ -32,6 +32,7 @@ beside it) and, for Liger, experiments/peers/install.sh's site; exit 0
 without a GPU.
 """
 import argparse
+import ctypes
 import math
 import os
 import statistics
@@ -108,6 +109,69 @@ def profiled_call(fn, reset, spin_ms):
             "syncs": [{"name": n, "at_ms": ms(s), "ms": round(d / 1e3, 3)} for s, n, d in syncs[:12]]}
 
 
+def host_only(call, reps):
+    """Median host ms of call() with the GPU idle at its start (synchronised
+    before each sample; the clock stops when call returns, not when its
+    kernels end)."""
+    out = []
+    for _ in range(reps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        call()
+        out.append((time.perf_counter() - t0) * 1e3)
+    torch.cuda.synchronize()
+    return statistics.median(out)
+
+
+def layers(x, w, y, db, reps):
+    """Host ms of detfuse's forward (heuristic, gradient in forward) layer by
+    layer, the GPU idle at each call: the Python API, the custom op, the
+    launch helper (buffers made once), the C ABI alone, and a C ABI call that
+    launches nothing (detfuse_flce_problem_init). Each layer includes the ones
+    below it, so differences place the host's lead before the first kernel."""
+    import detfuse.torch as dt
+    from detfuse import _lib
+    from detfuse import _ops as O
+
+    dbs = dt._db_arg(db)
+    opts = (-100, "mean", 0.0, 0.0, 0.0, "heuristic", dbs, False)
+    ops = dt._ops()
+    p = O.flce_problem(torch, x, w, -100, "mean", 0.0, 0.0, 0.0)
+    sel = O.selection("heuristic", dbs, False)
+    key = O._flce_key(x, w, _lib.MODE_FORWARD_BACKWARD, -100, "mean", 0.0, 0.0, 0.0, "heuristic", dbs, False)
+    N = x.shape[0]
+    loss = torch.empty((), dtype=torch.float32, device=x.device)
+    lse = torch.empty((N,), dtype=torch.float32, device=x.device)
+    dX, dW = torch.empty_like(x), torch.empty_like(w)
+    bufs = dict(X=x, W=w, y=y, loss=loss, lse=lse, dX=dX, dW=dW)
+    O._flce_launch(torch, p, _lib.MODE_FORWARD_BACKWARD, sel, x.device, key, **bufs)  # resolves and caches
+    run_sel, ws_bytes = O._flce_resolved[key]
+    ws = torch.empty(ws_bytes, dtype=torch.uint8, device=x.device) if ws_bytes else None
+    a = _lib.FlceArgs()
+    a.X, a.W, a.y = x.data_ptr(), w.data_ptr(), y.data_ptr()
+    a.loss, a.lse, a.dX, a.dW = loss.data_ptr(), lse.data_ptr(), dX.data_ptr(), dW.data_ptr()
+    a.workspace, a.workspace_size = O._ptr(ws), ws_bytes
+    stream = torch.cuda.current_stream().cuda_stream
+    lib = _lib.load_library()
+    q = _lib.FlceProblem()
+    calls = {
+        "linear_cross_entropy": lambda: dt.linear_cross_entropy(x, w, y),
+        "torch.ops.detfuse.flce_forward_backward": lambda: ops.flce_forward_backward(x, w, y, *opts),
+        "_ops._flce_launch": lambda: O._flce_launch(torch, p, _lib.MODE_FORWARD_BACKWARD, sel, x.device, key, **bufs),
+        "_lib.run": lambda: _lib.run(p, _lib.MODE_FORWARD_BACKWARD, a, run_sel, stream, choice=False),
+        "detfuse_flce_problem_init (no launch)": lambda: lib.detfuse_flce_problem_init(ctypes.byref(q)),
+    }
+    out = {}
+    for name, call in calls.items():  # with autograd on, as in training (x and w require grad)
+        try:
+            for _ in range(3):
+                call()
+            out[name] = host_only(call, reps)
+        except Exception as e:  # noqa: BLE001 - a layer that cannot be called alone is reported
+            out[name] = f"{type(e).__name__}: {str(e)[:200]}"
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shape", default="4096,4096,128256")
@@ -116,6 +180,8 @@ def main():
     ap.add_argument("--spin-ms", type=float, default=30.0)
     ap.add_argument("--db", default=os.environ.get("DETFUSE_DB", "detfuse.db"))
     ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "flce_host_time.json"))
+    ap.add_argument("--layers", action="store_true",
+                    help="also detfuse's forward layer by layer (host ms, GPU idle at each call)")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("flce_host_time: no CUDA device; nothing measured")
@@ -179,6 +245,12 @@ def main():
                      f"{prof['fwd_end_ms']} ms; syncs: " +
                      (", ".join(f"{s['name']} at {s['at_ms']} ({s['ms']} ms)" for s in prof["syncs"]) or "none"))
         print(line, flush=True)
+    if args.layers:
+        x.grad = w.grad = None
+        results["layers_ms"] = layers(x, w, y, args.db, args.reps)
+        print("  detfuse forward, host ms by layer (GPU idle at each call): " + "; ".join(
+            f"{k} {v:.3f}" if isinstance(v, float) else f"{k}: {v}" for k, v in results["layers_ms"].items()),
+            flush=True)
     write_json(args.json, results)
     return 0
 

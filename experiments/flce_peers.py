@@ -23,7 +23,10 @@ script goes on; one that fails prints its exception text):
 
 Per (shape, peer): median ms of fwd+bwd (CUDA events, warm-up, --reps, fewer at
 N >= 32768; with --rounds K, the median of K such medians taken over all the
-peers in turn, so clock drift during the run falls on every peer), peak extra memory (torch.cuda.max_memory_allocated during one
+peers in turn, so clock drift during the run falls on every peer; then, with
+--interleave P (default 10), P passes each timing every peer and the three GEMMs
+once, the order rotated per pass: "ilv_ms", the table's headline, since the
+GPU's clocks under sustained load moved a peer 10-14% between rounds), peak extra memory (torch.cuda.max_memory_allocated during one
 call minus what was allocated before it (inputs) minus the outputs it leaves:
 loss, X.grad, W.grad; workspace and any fp32 dW accumulator count), distinct dW
 bit patterns over 3 calls (exact byte comparison on the GPU, so "1" means three
@@ -54,7 +57,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "pee
 import peers_site  # noqa: E402  (puts experiments/peers/install.sh's site folder first on sys.path)
 
 PEERS_SITE = peers_site.activate()
-from measure import time_ms, write_json  # noqa: E402  (experiments/peers/measure.py)
+from measure import time_interleaved, time_ms, write_json  # noqa: E402  (experiments/peers/measure.py)
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
@@ -333,14 +336,21 @@ def profile_kernels(step):
 
 
 def measure_3gemm(x, w, reps):
+    """The three GEMMs timed apart, and a step running all three (for the
+    interleaved timing; it holds the [N, V] gradient G while it lives)."""
     N, V = x.shape[0], w.shape[0]
     G = torch.randn(N, V, device=x.device, dtype=torch.bfloat16) * 1e-3
     xd, wd = x.detach(), w.detach()
     out = {}
-    for name, fn in [("logits", lambda: xd @ wd.t()), ("dX", lambda: G @ wd), ("dW", lambda: G.t() @ xd)]:
+    parts = [("logits", lambda: xd @ wd.t()), ("dX", lambda: G @ wd), ("dW", lambda: G.t() @ xd)]
+    for name, fn in parts:
         out[name], _ = time_ms(fn, warmup=2, reps=reps)
-    del G
-    return {"what": "torch.matmul x3 (bf16)", "ms": out["logits"] + out["dX"] + out["dW"], "parts_ms": out}
+
+    def step():
+        for _, fn in parts:
+            fn()
+
+    return {"what": "torch.matmul x3 (bf16)", "ms": out["logits"] + out["dX"] + out["dW"], "parts_ms": out}, step
 
 
 def main():
@@ -357,6 +367,10 @@ def main():
     ap.add_argument("--host-hidden-ms", type=float, default=0.0,
                     help="after the rounds, one more per peer with a GPU spin of this many ms queued before "
                          "each sample's first event (measure.py): 'gpu_ms', the step without the host's lead")
+    ap.add_argument("--interleave", type=int, default=10,
+                    help="after the rounds, this many passes over every peer and the three GEMMs in turn, the "
+                         "order rotated per pass (measure.py's time_interleaved): 'ilv_ms', the headline column "
+                         "(0: off)")
     ap.add_argument("--quack-untuned", action="store_true",
                     help="QuACK with tuned=False (its default, tuned=True, autotunes its GEMMs at the first call)")
     ap.add_argument("--profile", action="store_true",
@@ -395,8 +409,9 @@ def main():
         y = torch.randint(0, V, (N,), device="cuda")
         rows, steps = {}, {}
         results["shapes"][shape] = rows
+        gemm3 = None
         if "3gemm" in wanted:
-            rows["3gemm"] = measure_3gemm(x, w, reps)
+            rows["3gemm"], gemm3 = measure_3gemm(x, w, reps)
         ref = reference(x, w, y)
         for name in order:
             if time.time() - start > args.budget_s:
@@ -440,6 +455,25 @@ def main():
                     a = rows[name]["alloc_rounds"]
                     print(f"  {shape} {name} allocator, rounds 2-{args.rounds}: {alloc_text(a, a['calls'])}",
                           flush=True)
+        if args.interleave > 0 and steps:
+            # Every peer (and the three GEMMs) once per pass, the order rotated
+            # per pass (measure.py's time_interleaved): "ilv_ms".
+            fns = dict(steps)
+            if gemm3 is not None:
+                fns["3gemm"] = gemm3
+
+            def drop_grads(_):
+                x.grad = w.grad = None
+
+            ilv_reps = args.interleave if N < 32768 else max(5, args.interleave // 2)
+            for name, (med, samples) in time_interleaved(fns, 1, ilv_reps, drop_grads).items():
+                rows[name]["ilv_ms"], rows[name]["ilv_samples_ms"] = med, samples
+            g = rows.get("3gemm", {}).get("ilv_ms")
+            print(f"  {shape} interleaved ({ilv_reps} passes, order rotated): " + ", ".join(
+                f"{n} {rows[n]['ilv_ms']:.2f}" + (f" ({rows[n]['ilv_ms'] / g:.3f}x GEMMs)" if g and n != "3gemm" else "")
+                for n in fns), flush=True)
+            del fns
+        gemm3 = None
         if args.host_hidden_ms > 0:
             for name, step in steps.items():
                 if time.time() - start > args.budget_s:
@@ -469,23 +503,27 @@ def main():
         torch.cuda.empty_cache()
 
     print()
-    print("| N,D,V | peer | ms | x 3 GEMMs | extra GiB | dW distinct / 3 | err loss | err dX | err dW |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("ms: the interleaved median where measured (--interleave), else the rounds' median (in brackets then)")
+    print("| N,D,V | peer | ms | x 3 GEMMs | rounds ms | extra GiB | dW distinct / 3 | err loss | err dX | err dW |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for shape, rows in results["shapes"].items():
-        g = rows.get("3gemm", {}).get("ms")
+        g3 = rows.get("3gemm", {})
+        g = g3.get("ilv_ms", g3.get("ms"))
         for name, r in rows.items():
             if "ms" not in r:
-                print(f"| {shape} | {name} | {r.get('skipped') or r.get('error')} | | | | | | |")
+                print(f"| {shape} | {name} | {r.get('skipped') or r.get('error')} | | | | | | | |")
                 continue
-            ratio = f"{r['ms'] / g:.2f}" if g else ""
+            head = r.get("ilv_ms")
+            shown = f"{head:.2f}" if head is not None else f"({r['ms']:.2f})"
+            ratio = f"{(head if head is not None else r['ms']) / g:.3f}" if g else ""
             if name == "3gemm":
                 p = r["parts_ms"]
-                print(f"| {shape} | 3 GEMMs (logits {p['logits']:.2f}, dX {p['dX']:.2f}, dW {p['dW']:.2f}) | "
-                      f"{r['ms']:.2f} | 1.00 | | | | | |")
+                print(f"| {shape} | 3 GEMMs (apart: logits {p['logits']:.2f}, dX {p['dX']:.2f}, dW {p['dW']:.2f}) | "
+                      f"{shown} | 1.000 | {r['ms']:.2f} | | | | | |")
                 continue
             label = name if name == r["what"] or name.startswith(("detfuse:", "detfuse-mg:")) else f"{name} ({r['what']})"
             e = r["err"]
-            print(f"| {shape} | {label} | {r['ms']:.2f} | {ratio} | {r['extra_bytes'] / 2**30:.2f} | "
+            print(f"| {shape} | {label} | {shown} | {ratio} | {r['ms']:.2f} | {r['extra_bytes'] / 2**30:.2f} | "
                   f"{r['dW_distinct']} | {e['loss']:.1e} | {e['dX']:.1e} | {e['dW']:.1e} |")
     print()
     write_json(args.json, results)

@@ -31,6 +31,36 @@ def time_ms(fn, warmup, reps, host_hidden_ms=0.0):
     return statistics.median(samples), samples
 
 
+def time_interleaved(fns, warmup, reps, after=None):
+    """{name: fn}, timed in turn: each of `reps` passes times every fn once
+    (events around it, synchronised after it), in an order rotated by one per
+    pass, so that the GPU's clock and power state over the run (which moved
+    one peer's figures by 10-14% between rounds in sessions 11-12) falls on
+    all of them alike, and none always runs right after the same other one.
+    after(name), when given, runs after each call, outside the events (e.g.
+    dropping the gradients). Returns {name: (median ms, samples)}."""
+    names = list(fns)
+    for _ in range(warmup):
+        for n in names:
+            fns[n]()
+            if after:
+                after(n)
+    torch.cuda.synchronize()
+    samples = {n: [] for n in names}
+    for r in range(reps):
+        for i in range(len(names)):
+            n = names[(r + i) % len(names)]
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fns[n]()
+            b.record()
+            b.synchronize()
+            samples[n].append(a.elapsed_time(b))
+            if after:
+                after(n)
+    return {n: (statistics.median(s), s) for n, s in samples.items()}
+
+
 def write_json(path, obj):
     """obj as indented JSON at path (its folder made); prints where."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
