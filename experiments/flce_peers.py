@@ -78,7 +78,7 @@ def make_peers(args):
     """name -> factory(x, w, y) returning a loss-producing callable, or raising Skip."""
     peers = {}
 
-    def detfuse_factory(variant, main_grad=False):
+    def detfuse_factory(variant, main_grad=False, op_path=False):
         def f(x, w, y):
             try:
                 import detfuse.torch as dt
@@ -97,10 +97,22 @@ def make_peers(args):
                 # memory baseline: it is the output, as w.grad is for the others).
                 mg = torch.zeros(w.shape, dtype=torch.float32, device=w.device)
                 return (lambda: dt.linear_cross_entropy(x, w, y, main_grad=mg, **kw)), name + " main_grad", mg
+            if op_path:
+                # Through the custom op, as before session 13's eager function (detfuse._ops.EAGER_FUNCTION).
+                from detfuse import _ops as ops_mod
+
+                def call():
+                    ops_mod.EAGER_FUNCTION = False
+                    try:
+                        return dt.linear_cross_entropy(x, w, y, **kw)
+                    finally:
+                        ops_mod.EAGER_FUNCTION = True
+                return call, name + " through the custom op"
             return (lambda: dt.linear_cross_entropy(x, w, y, **kw)), name
         return f
 
     peers["detfuse"] = detfuse_factory("tuned")
+    peers["detfuse-op"] = detfuse_factory("tuned", op_path=True)
     for v in args.variant:
         peers["detfuse:" + v] = detfuse_factory(v)
     for v in args.main_grad_variant:
@@ -335,6 +347,71 @@ def profile_kernels(step):
     return out, timeline
 
 
+def profile_interleaved(fns, passes, after=None):
+    """`passes` interleaved passes (as measure.py's time_interleaved: each fn
+    once per pass, order rotated, synchronised after each) under torch.profiler:
+    per fn, medians over its calls of the call's host window (start to the end
+    of the synchronisation after it), the GPU busy time inside it (union of its
+    kernels and copies), the host's lead to the first GPU activity and the tail
+    after the last, and its kernels' GPU ms summed per name (mean per call).
+    Since the calls interleave, their kernels run in the same clock and power
+    state: busy here is the GPU time per call as the timing sees it, not a
+    single profiled call's."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+    names = list(fns)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for r in range(passes):
+            for i in range(len(names)):
+                n = names[(r + i) % len(names)]
+                with record_function("ilv:" + n):
+                    fns[n]()
+                    torch.cuda.synchronize()
+                if after:
+                    after(n)
+    windows, gpu = [], []
+    for e in prof.events():
+        cuda = str(getattr(e, "device_type", "")).endswith("CUDA")
+        tr = e.time_range
+        if e.name.startswith("ilv:"):
+            if not cuda:
+                windows.append((tr.start, tr.end, e.name[4:]))
+        elif cuda and tr.elapsed_us() > 0:
+            gpu.append((tr.start, tr.end, e.name))
+    windows.sort()
+    gpu.sort()
+    per = {n: {"window": [], "busy": [], "lead": [], "tail": [], "kernels": {}} for n in names}
+    j = 0
+    for w0, w1, n in windows:
+        while j < len(gpu) and gpu[j][0] < w0:
+            j += 1
+        acts = []
+        while j < len(gpu) and gpu[j][0] < w1:
+            acts.append(gpu[j])
+            j += 1
+        rec = per[n]
+        rec["window"].append((w1 - w0) / 1e3)
+        if not acts:
+            continue
+        busy, cs, ce = 0.0, acts[0][0], acts[0][1]
+        for a0, a1, k in acts:
+            rec["kernels"][k] = rec["kernels"].get(k, 0.0) + (a1 - a0) / 1e3
+            if a0 > ce:
+                busy += ce - cs
+                cs = a0
+            ce = max(ce, a1)
+        busy += ce - cs
+        rec["busy"].append(busy / 1e3)
+        rec["lead"].append((acts[0][0] - w0) / 1e3)
+        rec["tail"].append((w1 - max(a[1] for a in acts)) / 1e3)
+    out = {}
+    for n, rec in per.items():
+        calls = max(1, len(rec["window"]))
+        out[n] = {k: statistics.median(rec[k]) for k in ("window", "busy", "lead", "tail") if rec[k]}
+        out[n]["kernels_ms"] = {k: v / calls for k, v in sorted(rec["kernels"].items(), key=lambda kv: -kv[1])}
+        out[n]["calls"] = len(rec["window"])
+    return out
+
+
 def measure_3gemm(x, w, reps):
     """The three GEMMs timed apart, and a step running all three (for the
     interleaved timing; it holds the [N, V] gradient G while it lives)."""
@@ -371,6 +448,8 @@ def main():
                     help="after the rounds, this many passes over every peer and the three GEMMs in turn, the "
                          "order rotated per pass (measure.py's time_interleaved): 'ilv_ms', the headline column "
                          "(0: off)")
+    ap.add_argument("--op-path", action="store_true",
+                    help="also 'detfuse-op': the default through the custom op instead of the eager function")
     ap.add_argument("--quack-untuned", action="store_true",
                     help="QuACK with tuned=False (its default, tuned=True, autotunes its GEMMs at the first call)")
     ap.add_argument("--profile", action="store_true",
@@ -391,7 +470,7 @@ def main():
     order = []
     for p in wanted:
         if p == "detfuse":
-            order += ["detfuse"] + ["detfuse:" + v for v in args.variant] + \
+            order += ["detfuse"] + (["detfuse-op"] if args.op_path else []) + ["detfuse:" + v for v in args.variant] + \
                 ["detfuse-mg:" + v for v in args.main_grad_variant]
         elif p != "3gemm":
             order.append(p)
@@ -472,6 +551,15 @@ def main():
             print(f"  {shape} interleaved ({ilv_reps} passes, order rotated): " + ", ".join(
                 f"{n} {rows[n]['ilv_ms']:.2f}" + (f" ({rows[n]['ilv_ms'] / g:.3f}x GEMMs)" if g and n != "3gemm" else "")
                 for n in fns), flush=True)
+            if args.profile:
+                prof = profile_interleaved(fns, max(3, ilv_reps // 2), drop_grads)
+                for n, r in prof.items():
+                    rows[n]["ilv_profile"] = r
+                    top = list(r["kernels_ms"].items())[:6]
+                    print(f"  {shape} {n} interleaved under the profiler ({r['calls']} calls, medians ms): window "
+                          f"{r.get('window', 0):.2f}, GPU busy {r.get('busy', 0):.2f}, lead {r.get('lead', 0):.3f}, "
+                          f"tail {r.get('tail', 0):.3f}; kernels per call: " +
+                          "; ".join(f"{k[:60]} {v:.2f}" for k, v in top), flush=True)
             del fns
         gemm3 = None
         if args.host_hidden_ms > 0:

@@ -49,8 +49,10 @@ def main(argv):
     if len(argv) > 2:
         with open(argv[2]) as f:
             for line in f:
-                if len(line) > 24:
+                try:
                     phases.append((stamp(line[:23]), line[24:].strip()))
+                except ValueError:
+                    continue
     if not phases:
         phases = [(rows[0][0], "whole run")]
     bounds = phases + [(datetime.max, "")]

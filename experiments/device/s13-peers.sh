@@ -31,9 +31,14 @@ if want flce; then
   run flce_host_time 120 python3 experiments/flce_host_time.py --layers --reps 20 --json "$OUT/flce_host_time.json" \
     --peers detfuse:heuristic,detfuse-mg:$MG,liger-cute
   stamp "flce_peers start"
+  # Besides the default and $MG: the other ot1 wgmmalt variants of this build (FLCE_VARIANTS
+  # overrides), and the default through the custom op (--op-path), all interleaved.
+  VARS=${FLCE_VARIANTS:-$(build/detfuse list 2>/dev/null | grep -o "flce\.bf16\.wgmmalt\.owning\.[a-z0-9_]*ot1[a-z0-9_]*mb1024" \
+    | sort -u | grep -v "^$MG\$" | head -3 | tr "\n" " ")}
+  echo "flce variants besides the default: $VARS"
   run flce_peers 480 python3 experiments/flce_peers.py --json "$OUT/flce_peers.json" \
-    --budget-s ${FLCE_BUDGET:-380} --rounds ${ROUNDS:-2} --interleave 10 \
-    --reps 5 --peers 3gemm,liger-cute,detfuse --variant --main-grad-variant $MG ${FLCE_EXTRA:-} \
+    --budget-s ${FLCE_BUDGET:-380} --rounds ${ROUNDS:-1} --interleave ${ILV:-20} --profile --op-path \
+    --reps 5 --peers 3gemm,liger-cute,detfuse --variant $VARS --main-grad-variant $MG ${FLCE_EXTRA:-} \
     --shapes 16384,4096,128256 8192,2304,256000 4096,4096,128256
   stamp "flce end"
 fi
@@ -46,7 +51,7 @@ fi
 kill $SMI 2>/dev/null; wait $SMI 2>/dev/null
 python3 experiments/smi_summary.py "$OUT/smi.csv" "$OUT/phases.txt" > "$OUT/smi_summary.txt" 2>&1
 want flce && echo "--- flce host layers" && grep -h "by layer\|host ms fwd" "$OUT/flce_host_time.log" | cut -c1-500 \
-  && echo "--- flce (ms)" && grep -h "interleaved" "$OUT/flce_peers.log" \
+  && echo "--- flce (ms)" && grep -h "interleaved" "$OUT/flce_peers.log" | cut -c1-700 \
   && sed -n '/^ms: the interleaved/,/^JSON/p' "$OUT/flce_peers.log" | head -40
 want attention && echo "--- attention (TFLOP/s)" && grep -h "interleaved" "$OUT/attention_peers.log" \
   && sed -n '/^ilv: /,$p' "$OUT/attention_peers.log" | head -40

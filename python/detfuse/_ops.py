@@ -25,6 +25,11 @@ from typing import Tuple
 from . import _lib
 
 REGISTERED = False
+# detfuse.torch.linear_cross_entropy's eager path (gradient in forward) calls
+# the autograd.Function flce_forward_backward_eager instead of the custom op
+# when True (the default); False keeps the op everywhere (for measuring the
+# difference: experiments/flce_host_time.py).
+EAGER_FUNCTION = True
 _problems: dict = {}
 _selections: dict = {}
 _CACHE_CAP = 4096  # entries; the caches are cleared when they grow past it
@@ -209,6 +214,7 @@ attention_eager = None
 
 
 flce_main_grad = None  # MainGrad.apply once register() ran: (x, w, y, main_grad, *opts) -> (loss, lse)
+flce_forward_backward_eager = None  # ForwardBackward.apply once register() ran: (x, w, y, *opts) -> (loss, lse)
 
 
 def register() -> bool:
@@ -249,10 +255,8 @@ def register() -> bool:
         return (x.new_empty(_loss_shape(N, reduction), dtype=torch.float32),
                 x.new_empty((N,), dtype=torch.float32))
 
-    @torch.library.custom_op("detfuse::flce_forward_backward", mutates_args=(), device_types="cuda")
-    def flce_forward_backward(x: Tensor, w: Tensor, y: Tensor, ignore_index: int, reduction: str,
-                              label_smoothing: float, z_loss: float, softcap: float, variant: str, db: str,
-                              allow_nondeterministic: bool) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    def _forward_backward(x, w, y, ignore_index, reduction, label_smoothing, z_loss, softcap, variant, db,
+                          allow_nondeterministic):
         if reduction == "none":
             raise ValueError("detfuse::flce_forward_backward: reduction 'none' needs the per-row upstream gradient; "
                              "use flce_forward and flce_backward")
@@ -269,6 +273,13 @@ def register() -> bool:
         _flce_launch(torch, p, _lib.MODE_FORWARD_BACKWARD, sel, x.device, key, X=x, W=w, y=y, loss=loss, lse=lse,
                      dX=dX, dW=dW)
         return loss, lse, dX, dW
+
+    @torch.library.custom_op("detfuse::flce_forward_backward", mutates_args=(), device_types="cuda")
+    def flce_forward_backward(x: Tensor, w: Tensor, y: Tensor, ignore_index: int, reduction: str,
+                              label_smoothing: float, z_loss: float, softcap: float, variant: str, db: str,
+                              allow_nondeterministic: bool) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+        return _forward_backward(x, w, y, ignore_index, reduction, label_smoothing, z_loss, softcap, variant, db,
+                                 allow_nondeterministic)
 
     @flce_forward_backward.register_fake
     def _(x, w, y, ignore_index, reduction, label_smoothing, z_loss, softcap, variant, db, allow_nondeterministic):
@@ -370,6 +381,29 @@ def register() -> bool:
         return (_scale(g_loss, dX), _scale(g_loss, dW), None) + (None,) * _FLCE_OPTS
 
     torch.library.register_autograd("detfuse::flce_forward_backward", fb_backward, setup_context=fb_setup)
+
+    # The eager path of flce_forward_backward (detfuse.torch.linear_cross_entropy
+    # outside torch.compile, on CUDA tensors, when EAGER_FUNCTION is True): the
+    # same launch and the same backward, as an autograd.Function, without the
+    # dispatcher's custom-op layers (the op's argument checks, its autograd
+    # kernel, setup_context), which run on the host while the GPU waits for the
+    # call's first kernel (issue 17: the per-call time at 4096 rows). Same
+    # bits: the same library call on the same stream.
+    class ForwardBackward(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w, y, *opts):
+            loss, lse, dX, dW = _forward_backward(x, w, y, *opts)
+            ctx.save_for_backward(dX, dW)
+            ctx.mark_non_differentiable(lse)
+            ctx.set_materialize_grads(False)
+            return loss, lse
+
+        @staticmethod
+        def backward(ctx, g_loss, g_lse):
+            return fb_backward(ctx, g_loss, g_lse, None, None)
+
+    global flce_forward_backward_eager
+    flce_forward_backward_eager = ForwardBackward.apply
 
     # The main-grad op mutates main_grad, so PyTorch takes no autograd formula
     # for it (register_autograd wants a functional op): an autograd.Function

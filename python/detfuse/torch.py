@@ -218,7 +218,10 @@ def linear_cross_entropy(x, weight, target, *, bias=None, ignore_index=-100, red
     if needs and main_grad is not None:
         loss, lse = _ops_mod.flce_main_grad(x2, w, y, main_grad, *opts)
     elif needs and grad_in_forward and reduction != "none":
-        loss, lse, _, _ = ops.flce_forward_backward(x2, w, y, *opts)
+        if _ops_mod.EAGER_FUNCTION and x2.is_cuda and not _compiling():
+            loss, lse = _ops_mod.flce_forward_backward_eager(x2, w, y, *opts)
+        else:
+            loss, lse, _, _ = ops.flce_forward_backward(x2, w, y, *opts)
     else:
         loss, lse = ops.flce_forward(x2, w, y, *opts)
     lead = tuple(x.shape[:-1])

@@ -200,6 +200,31 @@ class GpuTest(unittest.TestCase):
                 self.assertTrue(torch.equal(x.grad, (once_x.float() * 3).to(x.dtype)))
                 self.assertTrue(torch.equal(w.grad, (once_w.float() * 3).to(w.dtype)))
 
+    def test_eager_function_gives_the_ops_bits(self):
+        # linear_cross_entropy's eager path (autograd.Function, no custom-op
+        # dispatch) and the op path run the same library call: the same loss,
+        # dX and dW bits, with the upstream gradient 1 and with another one.
+        from detfuse import _ops as ops_mod
+        for variant in ("heuristic", "flce.bf16.cublaslt.owning.mb1024"):
+            for scale in (1.0, 0.5):
+                with self.subTest(variant=variant, scale=scale):
+                    x, w, y = self.make()
+                    got = []
+                    for eager in (True, False):
+                        ops_mod.EAGER_FUNCTION = eager
+                        try:
+                            xx, ww = x.clone().requires_grad_(), w.clone().requires_grad_()
+                            loss = dt.linear_cross_entropy(xx, ww, y, variant=variant)
+                            (loss * scale).backward()
+                            got.append((loss.detach(), xx.grad, ww.grad))
+                        finally:
+                            ops_mod.EAGER_FUNCTION = True
+                    def bits(t):
+                        return t.view(torch.int16 if t.element_size() == 2 else torch.int32)
+
+                    for a, b in zip(*got):
+                        self.assertTrue(torch.equal(bits(a), bits(b)))
+
     def test_main_grad_sums_dW_in_fp32_without_a_weight_grad(self):
         # main_grad += dW in the forward; the same variant without main_grad
         # gives the bf16 rounding of the same fp32 sums (through its fp32
