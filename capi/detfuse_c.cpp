@@ -17,6 +17,7 @@
 #include "kernels/attention/attention.h"
 #include "kernels/common/problem.h"
 #include "kernels/flce/flce.h"
+#include "kernels/flce/rowwise.h"
 #include "kernels/registry.h"
 #include "tuner/tuned.h"
 
@@ -699,6 +700,19 @@ int32_t detfuse_attention_backward(const detfuse_attention_problem* problem, con
                                    const detfuse_selection* selection, void* stream, detfuse_choice* choice) {
   return run_attention_mode("detfuse_attention_backward", problem, DETFUSE_ATTENTION_BACKWARD, args, selection,
                             stream, choice);
+}
+
+int32_t detfuse_scale_unless_one(void* data, int64_t n, int32_t dtype, const float* scale, void* stream) {
+  return guard("detfuse_scale_unless_one", [&] {
+    if (n < 0) throw invalid_argument("n: must be >= 0, got " + std::to_string(n));
+    const DType t = to_dtype(dtype, "dtype");
+    if (n > 0) {
+      require_nonnull(data, "data");
+      require_nonnull(scale, "scale");
+    }
+    require_device();
+    flce::launch_scale_unless_one(data, n, t, scale, static_cast<cudaStream_t>(stream));
+  });
 }
 
 int32_t detfuse_digest_device(const void* data, size_t bytes, void* stream, char* hex, size_t hex_cap) {

@@ -41,8 +41,9 @@ extern "C" {
  *    choice at a determinism level); every version-3 function and struct is
  *    unchanged.
  * 5: detfuse_flce_problem.accumulate_dW (was reserved0, which had to be 0, so a
- *    version-4 caller's problem means the same). */
-#define DETFUSE_C_ABI_VERSION 5
+ *    version-4 caller's problem means the same).
+ * 6: detfuse_scale_unless_one; everything else unchanged. */
+#define DETFUSE_C_ABI_VERSION 6
 
 typedef enum detfuse_status {
   DETFUSE_OK = 0,
@@ -281,6 +282,15 @@ DETFUSE_C_API int32_t detfuse_attention_backward(const detfuse_attention_problem
                                                  const detfuse_attention_args* args,
                                                  const detfuse_selection* selection, void* stream,
                                                  detfuse_choice* choice);
+
+/* data[i] *= g for the n elements of `data` (dtype DETFUSE_DTYPE_F32 or _BF16,
+ * device memory), with g = *scale read on the device (one float, device
+ * memory), unless g == 1: then nothing is read or written. Enqueued on
+ * `stream`; the host never waits (no synchronisation). bf16: the fp32 product
+ * rounded to nearest even. For a loss's upstream gradient applied to gradients
+ * computed in the forward without reading it on the host. */
+DETFUSE_C_API int32_t detfuse_scale_unless_one(void* data, int64_t n, int32_t dtype, const float* scale,
+                                               void* stream);
 
 /* XXH3-128 of `bytes` bytes as 32 lowercase hex digits plus NUL (hex[33]).
  * The device form copies to the host after synchronising `stream`. */

@@ -78,7 +78,7 @@ def make_peers(args):
     """name -> factory(x, w, y) returning a loss-producing callable, or raising Skip."""
     peers = {}
 
-    def detfuse_factory(variant, main_grad=False, op_path=False):
+    def detfuse_factory(variant, main_grad=False, flags=None, what=""):
         def f(x, w, y):
             try:
                 import detfuse.torch as dt
@@ -97,22 +97,28 @@ def make_peers(args):
                 # memory baseline: it is the output, as w.grad is for the others).
                 mg = torch.zeros(w.shape, dtype=torch.float32, device=w.device)
                 return (lambda: dt.linear_cross_entropy(x, w, y, main_grad=mg, **kw)), name + " main_grad", mg
-            if op_path:
-                # Through the custom op, as before session 13's eager function (detfuse._ops.EAGER_FUNCTION).
+            if flags:
+                # detfuse._ops module flags set for the forward call (the backward
+                # follows what its forward saw): EAGER_FUNCTION, SYNC_FREE_BACKWARD.
                 from detfuse import _ops as ops_mod
 
                 def call():
-                    ops_mod.EAGER_FUNCTION = False
+                    before = {k: getattr(ops_mod, k) for k in flags}
+                    for k, v in flags.items():
+                        setattr(ops_mod, k, v)
                     try:
                         return dt.linear_cross_entropy(x, w, y, **kw)
                     finally:
-                        ops_mod.EAGER_FUNCTION = True
-                return call, name + " through the custom op"
+                        for k, v in before.items():
+                            setattr(ops_mod, k, v)
+                return call, name + what
             return (lambda: dt.linear_cross_entropy(x, w, y, **kw)), name
         return f
 
     peers["detfuse"] = detfuse_factory("tuned")
-    peers["detfuse-op"] = detfuse_factory("tuned", op_path=True)
+    peers["detfuse-op"] = detfuse_factory("tuned", flags={"EAGER_FUNCTION": False}, what=" through the custom op")
+    peers["detfuse-nosync"] = detfuse_factory("tuned", flags={"SYNC_FREE_BACKWARD": True},
+                                              what=" with the sync-free backward")
     for v in args.variant:
         peers["detfuse:" + v] = detfuse_factory(v)
     for v in args.main_grad_variant:
@@ -450,6 +456,9 @@ def main():
                          "(0: off)")
     ap.add_argument("--op-path", action="store_true",
                     help="also 'detfuse-op': the default through the custom op instead of the eager function")
+    ap.add_argument("--sync-free", action="store_true",
+                    help="also 'detfuse-nosync': the default with detfuse._ops.SYNC_FREE_BACKWARD (the upstream "
+                         "gradient applied on the device, no synchronisation in the backward)")
     ap.add_argument("--quack-untuned", action="store_true",
                     help="QuACK with tuned=False (its default, tuned=True, autotunes its GEMMs at the first call)")
     ap.add_argument("--profile", action="store_true",
@@ -470,7 +479,8 @@ def main():
     order = []
     for p in wanted:
         if p == "detfuse":
-            order += ["detfuse"] + (["detfuse-op"] if args.op_path else []) + ["detfuse:" + v for v in args.variant] + \
+            order += ["detfuse"] + (["detfuse-op"] if args.op_path else []) + \
+                (["detfuse-nosync"] if args.sync_free else []) + ["detfuse:" + v for v in args.variant] + \
                 ["detfuse-mg:" + v for v in args.main_grad_variant]
         elif p != "3gemm":
             order.append(p)

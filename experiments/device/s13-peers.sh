@@ -37,7 +37,7 @@ if want flce; then
     | sort -u | grep -v "^$MG\$" | head -3 | tr "\n" " ")}
   echo "flce variants besides the default: $VARS"
   run flce_peers 480 python3 experiments/flce_peers.py --json "$OUT/flce_peers.json" \
-    --budget-s ${FLCE_BUDGET:-380} --rounds ${ROUNDS:-1} --interleave ${ILV:-20} --profile --op-path \
+    --budget-s ${FLCE_BUDGET:-380} --rounds ${ROUNDS:-1} --interleave ${ILV:-20} --profile --op-path --sync-free \
     --reps 5 --peers 3gemm,liger-cute,detfuse --variant $VARS --main-grad-variant $MG ${FLCE_EXTRA:-} \
     --shapes 16384,4096,128256 8192,2304,256000 4096,4096,128256
   stamp "flce end"

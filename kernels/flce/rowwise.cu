@@ -29,6 +29,7 @@
 #include <cuda_bf16.h>
 #include <map>
 #include <mutex>
+#include <type_traits>
 
 #include "kernels/common/cuda_check.h"
 #include "kernels/flce/rowwise.h"
@@ -678,7 +679,32 @@ __global__ void to_bf16_kernel(__nv_bfloat16* __restrict__ dst, const float* __r
     dst[i] = __float2bfloat16_rn(src[i]);
 }
 
+template <class T>
+__global__ void scale_unless_one_kernel(T* __restrict__ data, int64_t n, const float* __restrict__ scale) {
+  const float g = *scale;
+  if (g == 1.f) return;
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    if constexpr (std::is_same_v<T, float>)
+      data[i] = data[i] * g;
+    else
+      data[i] = __float2bfloat16_rn(__bfloat162float(data[i]) * g);
+  }
+}
+
 }  // namespace
+
+void launch_scale_unless_one(void* data, int64_t n, DType dtype, const float* scale, cudaStream_t stream) {
+  if (n <= 0) return;
+  const int threads = 256;
+  const int blocks = int(std::min<int64_t>((n + threads - 1) / threads, 4096));
+  if (dtype == DType::f32)
+    scale_unless_one_kernel<float><<<blocks, threads, 0, stream>>>(static_cast<float*>(data), n, scale);
+  else
+    scale_unless_one_kernel<__nv_bfloat16><<<blocks, threads, 0, stream>>>(static_cast<__nv_bfloat16*>(data), n,
+                                                                            scale);
+  DETFUSE_CHECK_LAUNCH();
+}
 
 void launch_count_targets(const FlceProblem& p, const int64_t* y, int64_t* counts, cudaStream_t stream) {
   init_counts_kernel<<<1, 1, 0, stream>>>(counts);

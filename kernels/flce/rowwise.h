@@ -19,6 +19,14 @@ namespace detfuse::flce {
 // counts must hold 3 int64 and is overwritten.
 void launch_count_targets(const FlceProblem& p, const int64_t* y, int64_t* counts, cudaStream_t stream);
 
+// data[i] *= g for i in [0, n), with g = *scale read on the device, unless
+// g == 1: then no element is read or written (each block reads g and leaves).
+// bf16: the product in fp32, rounded to nearest even (the bits of PyTorch's
+// bf16 tensor times a 0-d fp32 tensor); fp32: the fp32 product. The Python
+// backward applies the loss's upstream gradient to the forward's dX and dW
+// with it, without the host reading the gradient (no synchronisation).
+void launch_scale_unless_one(void* data, int64_t n, DType dtype, const float* scale, cudaStream_t stream);
+
 // One chunk of rows [row0, row0 + rows) whose logits z (softcap applied) sit in
 // L [rows, ldl] fp32 (ldl a multiple of 8, >= V), or bf16 when logits_bf16.
 //

@@ -7,7 +7,7 @@ import pathlib
 from typing import NamedTuple, Optional
 
 # Must equal DETFUSE_C_ABI_VERSION in capi/detfuse_c.h (the structs below mirror it).
-ABI_VERSION = 5
+ABI_VERSION = 6
 
 OK, ERR_INVALID_ARGUMENT, ERR_NO_DEVICE, ERR_RUNTIME, ERR_OUT_OF_MEMORY, ERR_INTERNAL = range(6)
 DTYPE_F32, DTYPE_BF16 = 0, 1
@@ -146,6 +146,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "detfuse_attention_workspace_size": (i32, [P(AttentionProblem), i32, P(Selection), P(sz)]),
         "detfuse_attention_run": (i32, [P(AttentionProblem), i32, P(AttentionArgs), P(Selection), vp, P(CChoice)]),
         "detfuse_digest_device": (i32, [vp, sz, vp, ctypes.c_char_p, sz]),
+        "detfuse_scale_unless_one": (i32, [vp, ctypes.c_int64, i32, vp, vp]),
         "detfuse_digest_host": (i32, [vp, sz, ctypes.c_char_p, sz]),
     }
     for name, (res, args) in sigs.items():
@@ -411,6 +412,14 @@ def attention_run(p: AttentionProblem, mode: int, args: AttentionArgs, sel: Sele
     check(load_library().detfuse_attention_run(ctypes.byref(p), mode, ctypes.byref(args), ctypes.byref(sel),
                                                ctypes.c_void_p(stream or None), ctypes.byref(c)))
     return to_choice(c)
+
+
+def scale_unless_one(ptr: int, n: int, dtype: int, scale_ptr: int, stream: int = 0) -> None:
+    """data[i] *= g on `stream` for the n elements (DTYPE_F32 / DTYPE_BF16) at
+    device address ptr, g the float at device address scale_ptr, unless g == 1;
+    the host does not wait (capi/detfuse_c.h, detfuse_scale_unless_one)."""
+    check(load_library().detfuse_scale_unless_one(ctypes.c_void_p(ptr or None), n, dtype,
+                                                  ctypes.c_void_p(scale_ptr or None), ctypes.c_void_p(stream or None)))
 
 
 def digest_device(ptr: int, nbytes: int, stream: int = 0) -> str:

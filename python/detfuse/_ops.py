@@ -30,6 +30,15 @@ REGISTERED = False
 # when True (the default); False keeps the op everywhere (for measuring the
 # difference: experiments/flce_host_time.py).
 EAGER_FUNCTION = True
+# The gradient-in-forward backward (loss, not main_grad) applies the loss's
+# upstream gradient g to the forward's dX and dW on the device
+# (detfuse_scale_unless_one: nothing happens when g == 1) instead of reading g
+# on the host (one synchronisation, after which the host's remaining backward
+# work runs while the GPU waits), when True at the forward call. Then the saved
+# dX and dW count as changed in place: a second backward through a retained
+# graph is refused (PyTorch's saved-tensor check) instead of adding them
+# again. Off by default (issue 17, session 13: being measured).
+SYNC_FREE_BACKWARD = False
 _problems: dict = {}
 _selections: dict = {}
 _CACHE_CAP = 4096  # entries; the caches are cleared when they grow past it
@@ -359,8 +368,24 @@ def register() -> bool:
             return False
         return bool(g == 1)
 
+    def _sync_free_ok(g, dX, dW):
+        return (type(g) is torch.Tensor and g.is_cuda and g.numel() == 1 and g.dtype == torch.float32
+                and dX.is_cuda and dW.is_cuda and hasattr(torch.autograd.graph, "increment_version")
+                and not bool(getattr(torch.compiler, "is_compiling", lambda: False)()))
+
+    def _scale_on_device(g, dX, dW):
+        # In place, on the current stream (the one the backward runs on); the
+        # saved tensors' versions are bumped since the host cannot know whether
+        # the kernel wrote them.
+        g = g.contiguous()
+        stream = torch.cuda.current_stream(dX.device).cuda_stream
+        for t in (dX, dW):
+            _lib.scale_unless_one(t.data_ptr(), t.numel(), _dtype_code(torch, t.dtype), g.data_ptr(), stream)
+            torch.autograd.graph.increment_version(t)
+
     def fb_setup(ctx, inputs, output):
         _, _, dX, dW = output
+        ctx.sync_free = SYNC_FREE_BACKWARD
         ctx.save_for_backward(dX, dW)
         ctx.mark_non_differentiable(output[1], dX, dW)
         # The non-differentiable outputs get no gradient: without this autograd
@@ -376,6 +401,9 @@ def register() -> bool:
         # graph accumulates into them in place; PyTorch's version counter of the
         # saved tensors then makes any later use raise, never read them altered.
         dX, dW = ctx.saved_tensors
+        if getattr(ctx, "sync_free", False) and _sync_free_ok(g_loss, dX, dW):
+            _scale_on_device(g_loss, dX, dW)
+            return (dX, dW, None) + (None,) * _FLCE_OPTS
         if _is_one(g_loss):
             return (dX, dW, None) + (None,) * _FLCE_OPTS
         return (_scale(g_loss, dX), _scale(g_loss, dW), None) + (None,) * _FLCE_OPTS
@@ -393,6 +421,7 @@ def register() -> bool:
         @staticmethod
         def forward(ctx, x, w, y, *opts):
             loss, lse, dX, dW = _forward_backward(x, w, y, *opts)
+            ctx.sync_free = SYNC_FREE_BACKWARD
             ctx.save_for_backward(dX, dW)
             ctx.mark_non_differentiable(lse)
             ctx.set_materialize_grads(False)

@@ -225,6 +225,37 @@ class GpuTest(unittest.TestCase):
                     for a, b in zip(*got):
                         self.assertTrue(torch.equal(bits(a), bits(b)))
 
+    def test_sync_free_backward_gives_the_same_bits(self):
+        # _ops.SYNC_FREE_BACKWARD: the upstream gradient applied on the device
+        # (detfuse_scale_unless_one) gives the bits of the host-read path, for
+        # g = 1, 0.5 and 3 (through the eager function and the op); a second
+        # backward through the retained graph is refused, not summed.
+        from detfuse import _ops as ops_mod
+
+        def bits(t):
+            return t.view(torch.int16 if t.element_size() == 2 else torch.int32)
+
+        for variant in ("heuristic", "flce.bf16.cublaslt.owning.mb1024"):
+            for scale in (1.0, 0.5, 3.0):
+                for eager in (True, False):
+                    with self.subTest(variant=variant, scale=scale, eager=eager):
+                        x, w, y = self.make()
+                        got = []
+                        for sync_free in (False, True):
+                            ops_mod.SYNC_FREE_BACKWARD, ops_mod.EAGER_FUNCTION = sync_free, eager
+                            try:
+                                xx, ww = x.clone().requires_grad_(), w.clone().requires_grad_()
+                                loss = dt.linear_cross_entropy(xx, ww, y, variant=variant)
+                            finally:
+                                ops_mod.SYNC_FREE_BACKWARD, ops_mod.EAGER_FUNCTION = False, True
+                            (loss * scale).backward(retain_graph=True)
+                            got.append((xx.grad.clone(), ww.grad.clone()))
+                            if sync_free:
+                                with self.assertRaisesRegex(RuntimeError, r"modified by an inplace operation"):
+                                    loss.backward()
+                        for a, b in zip(*got):
+                            self.assertTrue(torch.equal(bits(a), bits(b)))
+
     def test_main_grad_sums_dW_in_fp32_without_a_weight_grad(self):
         # main_grad += dW in the forward; the same variant without main_grad
         # gives the bf16 rounding of the same fp32 sums (through its fp32

@@ -367,6 +367,20 @@ TEST(CApi, HostDigest) {
   EXPECT_NE(last().find("detfuse_digest_device: data: null pointer"), std::string::npos) << last();
 }
 
+// Argument errors of detfuse_scale_unless_one come before the device check.
+TEST(CApi, ScaleUnlessOneChecksItsArguments) {
+  float x = 0.f;
+  EXPECT_EQ(detfuse_scale_unless_one(&x, -1, DETFUSE_DTYPE_F32, &x, nullptr), DETFUSE_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(last(), "detfuse_scale_unless_one: n: must be >= 0, got -1");
+  EXPECT_EQ(detfuse_scale_unless_one(&x, 1, 7, &x, nullptr), DETFUSE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last().find("dtype: must be 0 (DETFUSE_DTYPE_F32) or 1 (DETFUSE_DTYPE_BF16), got 7"), std::string::npos)
+      << last();
+  EXPECT_EQ(detfuse_scale_unless_one(nullptr, 4, DETFUSE_DTYPE_BF16, &x, nullptr), DETFUSE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last().find("detfuse_scale_unless_one: data: null pointer"), std::string::npos) << last();
+  EXPECT_EQ(detfuse_scale_unless_one(&x, 4, DETFUSE_DTYPE_BF16, nullptr, nullptr), DETFUSE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last().find("detfuse_scale_unless_one: scale: null pointer"), std::string::npos) << last();
+}
+
 // On a machine without a GPU (CI), each call that needs one says so clearly
 // after its arguments passed; on a GPU machine the test has nothing to check.
 TEST(CApi, GpuCallsWithoutDeviceSayNoCudaDevice) {
@@ -391,6 +405,8 @@ TEST(CApi, GpuCallsWithoutDeviceSayNoCudaDevice) {
   s = detfuse_selection{DETFUSE_SELECT_NAME, 0, name.c_str(), nullptr};
   expect_no_device(detfuse_flce_backward(&p, &a, &s, nullptr, &c), "detfuse_flce_backward");
   expect_no_device(detfuse_digest_device(a.X, 16, nullptr, hex, sizeof hex), "detfuse_digest_device");
+  float g = 1.f;
+  expect_no_device(detfuse_scale_unless_one(&g, 1, DETFUSE_DTYPE_F32, &g, nullptr), "detfuse_scale_unless_one");
 }
 
 // ------------------------------------------------------------------ attention

@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <limits>
+#include <cstring>
+#include <cmath>
 #include <random>
 #include <string>
 #include <vector>
@@ -192,6 +195,53 @@ TEST(CApiGpu, BadTargetAfterTheLaunchesIsInvalidArgument) {
   Outputs again(N, D, V);
   ASSERT_EQ(call(Y.data(), named, true, again), DETFUSE_OK) << detfuse_last_error();
   EXPECT_EQ(again.digest(), before);
+}
+
+// detfuse_scale_unless_one: g = 1 leaves every bit (NaN payloads, -0, values
+// that would round) unread and unwritten; g = 0.75 gives the fp32 product,
+// rounded to nearest even for bf16, element by element; g read on the device.
+TEST(CApiGpu, ScaleUnlessOneScalesOnTheDevice) {
+  DETFUSE_REQUIRE_GPU();
+  const int64_t n = 5000;  // > one block, not a multiple of 256
+  std::vector<float> f(n);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> g(0.f, 3.f);
+  for (auto& v : f) v = g(rng);
+  f[0] = -0.f;
+  f[1] = std::numeric_limits<float>::quiet_NaN();
+  f[2] = std::numeric_limits<float>::infinity();
+  f[3] = 1e-40f;  // subnormal
+  const std::vector<uint16_t> b = to_bf16_bits(f);
+  for (float scale : {1.f, 0.75f, -2.5f}) {
+    DeviceBuffer<float> s(1), df(n);
+    DeviceBuffer<uint16_t> db(n);
+    s.upload(std::vector<float>{scale});
+    df.upload(f);
+    db.upload(b);
+    ASSERT_EQ(detfuse_scale_unless_one(df.data(), n, DETFUSE_DTYPE_F32, s.data(), nullptr), DETFUSE_OK)
+        << detfuse_last_error();
+    ASSERT_EQ(detfuse_scale_unless_one(db.data(), n, DETFUSE_DTYPE_BF16, s.data(), nullptr), DETFUSE_OK)
+        << detfuse_last_error();
+    const std::vector<float> gf = df.download();
+    const std::vector<uint16_t> gb = db.download();
+    for (int64_t i = 0; i < n; ++i) {
+      const float wf = scale == 1.f ? f[i] : f[i] * scale;
+      const uint16_t wb = scale == 1.f ? b[i] : float_to_bf16_bits(bf16_bits_to_float(b[i]) * scale);
+      uint32_t gbits, wbits;
+      std::memcpy(&gbits, &gf[i], 4);
+      std::memcpy(&wbits, &wf, 4);
+      if (std::isnan(wf)) {
+        ASSERT_TRUE(std::isnan(gf[i])) << "fp32 element " << i << " scale " << scale;
+        if (scale == 1.f) ASSERT_EQ(gbits, wbits) << "fp32 NaN payload " << i;
+      } else {
+        ASSERT_EQ(gbits, wbits) << "fp32 element " << i << " scale " << scale;
+      }
+      if (std::isnan(bf16_bits_to_float(wb)))
+        ASSERT_TRUE(std::isnan(bf16_bits_to_float(gb[i]))) << "bf16 element " << i << " scale " << scale;
+      else
+        ASSERT_EQ(gb[i], wb) << "bf16 element " << i << " scale " << scale;
+    }
+  }
 }
 
 }  // namespace
