@@ -119,6 +119,8 @@ def make_peers(args):
     peers["detfuse-op"] = detfuse_factory("tuned", flags={"EAGER_FUNCTION": False}, what=" through the custom op")
     peers["detfuse-nosync"] = detfuse_factory("tuned", flags={"SYNC_FREE_BACKWARD": True},
                                               what=" with the sync-free backward")
+    peers["detfuse-hostread"] = detfuse_factory("tuned", flags={"SYNC_FREE_BACKWARD": False},
+                                                what=" with the host-read backward")
     for v in args.variant:
         peers["detfuse:" + v] = detfuse_factory(v)
     for v in args.main_grad_variant:
@@ -457,8 +459,12 @@ def main():
     ap.add_argument("--op-path", action="store_true",
                     help="also 'detfuse-op': the default through the custom op instead of the eager function")
     ap.add_argument("--sync-free", action="store_true",
-                    help="also 'detfuse-nosync': the default with detfuse._ops.SYNC_FREE_BACKWARD (the upstream "
-                         "gradient applied on the device, no synchronisation in the backward)")
+                    help="also 'detfuse-nosync': the default with detfuse._ops.SYNC_FREE_BACKWARD = True (the upstream "
+                         "gradient applied on the device, no synchronisation in the backward; the default since "
+                         "session 13, when this option measured it)")
+    ap.add_argument("--host-read", action="store_true",
+                    help="also 'detfuse-hostread': the default with SYNC_FREE_BACKWARD = False (the backward "
+                         "reads the upstream gradient on the host: one synchronisation; the default before session 13)")
     ap.add_argument("--quack-untuned", action="store_true",
                     help="QuACK with tuned=False (its default, tuned=True, autotunes its GEMMs at the first call)")
     ap.add_argument("--profile", action="store_true",
@@ -480,7 +486,8 @@ def main():
     for p in wanted:
         if p == "detfuse":
             order += ["detfuse"] + (["detfuse-op"] if args.op_path else []) + \
-                (["detfuse-nosync"] if args.sync_free else []) + ["detfuse:" + v for v in args.variant] + \
+                (["detfuse-nosync"] if args.sync_free else []) + (["detfuse-hostread"] if args.host_read else []) + \
+                ["detfuse:" + v for v in args.variant] + \
                 ["detfuse-mg:" + v for v in args.main_grad_variant]
         elif p != "3gemm":
             order.append(p)

@@ -31,14 +31,17 @@ REGISTERED = False
 # difference: experiments/flce_host_time.py).
 EAGER_FUNCTION = True
 # The gradient-in-forward backward (loss, not main_grad) applies the loss's
-# upstream gradient g to the forward's dX and dW on the device
-# (detfuse_scale_unless_one: nothing happens when g == 1) instead of reading g
-# on the host (one synchronisation, after which the host's remaining backward
-# work runs while the GPU waits), when True at the forward call. Then the saved
-# dX and dW count as changed in place: a second backward through a retained
-# graph is refused (PyTorch's saved-tensor check) instead of adding them
-# again. Off by default (issue 17, session 13: being measured).
-SYNC_FREE_BACKWARD = False
+# upstream gradient g to the forward's dX and dW in place on the device
+# (detfuse_scale_unless_one: nothing is read or written when g == 1) instead of
+# reading g on the host, when True at the forward call. The host read was one
+# synchronisation after which the rest of the backward ran on the host while
+# the GPU waited: 0.8 ms of tail per call against 0.16 without it, and 20.80
+# against 20.37 ms per call at 4096,4096,128256 (85.36 against 81.66 at 16384
+# rows; experiments/flce_bench_log.md, session 13). The saved dX and dW then
+# count as changed in place, so a second backward through a retained graph is
+# refused (PyTorch's saved-tensor check) where the host-read path (False)
+# summed them again; grad_in_forward=False allows any number of backwards.
+SYNC_FREE_BACKWARD = True
 _problems: dict = {}
 _selections: dict = {}
 _CACHE_CAP = 4096  # entries; the caches are cleared when they grow past it

@@ -183,13 +183,15 @@ def linear_cross_entropy(x, weight, target, *, bias=None, ignore_index=-100, red
     (loss.backward(), or a sum with other terms); the backward raises
     otherwise. Needs grad_in_forward and reduction 'mean' or 'sum'.
     grad_in_forward (the default): dX and dW are computed in the forward and
-    handed to autograd as they are when the loss's upstream gradient is 1 (one
-    synchronisation in the backward to know it; any other value scales a
-    copy), so x.grad and weight.grad may be those tensors. Through a retained
-    graph (retain_graph=True) a second backward adds into them (the right
-    sum); after anything changed them in place PyTorch refuses a further
-    backward of the graph (its saved-tensor version check). grad_in_forward=False
+    handed to autograd as x.grad and weight.grad, scaled in place on the GPU by
+    the loss's upstream gradient unless it is 1 (no synchronisation: the host
+    never reads it). A second backward through a retained graph
+    (retain_graph=True) is refused by PyTorch's saved-tensor version check
+    (the saved gradients count as changed in place); grad_in_forward=False
     recomputes in the backward: any number of backwards.
+    (detfuse._ops.SYNC_FREE_BACKWARD = False restores the host-read backward:
+    one synchronisation, g = 1 hands the tensors over unscaled, any other value
+    scales a copy, and a second backward adds into them.)
     Runs the custom ops torch.ops.detfuse.flce_* (torch.compile traces them,
     fullgraph=True included)."""
     torch = _torch()

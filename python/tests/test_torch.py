@@ -168,12 +168,16 @@ class GpuTest(unittest.TestCase):
         self.assertEqual(len(digests), 1, digests)
 
     def test_upstream_gradient_of_one_hands_over_the_forwards_gradients(self):
-        # With g = 1 the backward gives autograd the forward's dX, dW as they are
-        # (no scaled copy). A second backward through the retained graph adds
-        # them into x.grad / weight.grad, which are them: 2 x, exact; a third
-        # finds the saved tensors changed and PyTorch refuses it; with
-        # grad_in_forward=False three backwards of one graph give 3 x the
-        # gradient exactly (d + d = 2d; 2d + d and 3 * d both round the exact 3d).
+        # The backward gives autograd the forward's dX, dW themselves. With the
+        # host-read backward (_ops.SYNC_FREE_BACKWARD = False) and g = 1 a second
+        # backward through the retained graph adds them into x.grad /
+        # weight.grad, which are them: 2 x, exact; a third finds the saved
+        # tensors changed and PyTorch refuses it. With the default sync-free
+        # backward the first already counts as a change in place: the second
+        # is refused. With grad_in_forward=False three backwards of one graph
+        # give 3 x the gradient exactly (d + d = 2d; 2d + d and 3 * d both round
+        # the exact 3d).
+        from detfuse import _ops as ops_mod
         for variant in ("heuristic", "flce.bf16.cublaslt.owning.mb1024"):
             with self.subTest(variant=variant):
                 x, w, y = self.make()
@@ -181,7 +185,19 @@ class GpuTest(unittest.TestCase):
                 w.requires_grad_()
                 loss = dt.linear_cross_entropy(x, w, y, variant=variant)
                 loss.backward(retain_graph=True)
+                default_x, default_w = x.grad.clone(), w.grad.clone()
+                with self.assertRaisesRegex(RuntimeError, r"modified by an inplace operation"):
+                    loss.backward(retain_graph=True)
+                x.grad = w.grad = None
+                ops_mod.SYNC_FREE_BACKWARD = False
+                try:
+                    loss = dt.linear_cross_entropy(x, w, y, variant=variant)
+                finally:
+                    ops_mod.SYNC_FREE_BACKWARD = True
+                loss.backward(retain_graph=True)
                 once_x, once_w = x.grad.clone(), w.grad.clone()
+                self.assertTrue(torch.equal(once_x, default_x))
+                self.assertTrue(torch.equal(once_w, default_w))
                 loss.backward(retain_graph=True)  # into w.grad, which is the saved dW: 2 x, exactly
                 self.assertTrue(torch.equal(x.grad, (once_x.float() * 2).to(x.dtype)))
                 self.assertTrue(torch.equal(w.grad, (once_w.float() * 2).to(w.dtype)))
@@ -247,7 +263,7 @@ class GpuTest(unittest.TestCase):
                                 xx, ww = x.clone().requires_grad_(), w.clone().requires_grad_()
                                 loss = dt.linear_cross_entropy(xx, ww, y, variant=variant)
                             finally:
-                                ops_mod.SYNC_FREE_BACKWARD, ops_mod.EAGER_FUNCTION = False, True
+                                ops_mod.SYNC_FREE_BACKWARD, ops_mod.EAGER_FUNCTION = True, True
                             (loss * scale).backward(retain_graph=True)
                             got.append((xx.grad.clone(), ww.grad.clone()))
                             if sync_free:
