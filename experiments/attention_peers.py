@@ -209,7 +209,7 @@ def main():
     ap.add_argument("--digest-runs", type=int, default=3)
     ap.add_argument("--interleave", type=int, default=None,
                     help="after a row's implementations are measured apart, this many passes timing each once, "
-                         "the order rotated per pass (measure.py's time_interleaved; default --reps; 0: off): "
+                         "the order shuffled per pass (measure.py's time_interleaved; default --reps; 0: off): "
                          "the table's 'ilv' columns, the ratios' basis")
     args = ap.parse_args()
     if args.reps < 1 or args.warmup < 0 or args.digest_runs < 1:
@@ -270,7 +270,7 @@ def main():
                 print(f"{row} {name}: fwd {rec['fwd_tflops']:.1f} fwd+bwd {rec['fwd_bwd_tflops']:.1f} TFLOP/s "
                       f"dQ digests {rec['dq_digests']} err {rec['fwd_rel_err']:.1e} ({rec['seconds']} s)", flush=True)
         if n_ilv > 0 and len(steps) > 1:
-            # Every implementation once per pass, the order rotated per pass:
+            # Every implementation once per pass, the order shuffled per pass:
             # the GPU's clock and power state falls on all alike (FA4's forward
             # moved 10-12% between two runs of one call in session 12).
             ff = flops_forward(*row[:2], row[3], row[4], row[5])

@@ -25,7 +25,7 @@ Per (shape, peer): median ms of fwd+bwd (CUDA events, warm-up, --reps, fewer at
 N >= 32768; with --rounds K, the median of K such medians taken over all the
 peers in turn, so clock drift during the run falls on every peer; then, with
 --interleave P (default 10), P passes each timing every peer and the three GEMMs
-once, the order rotated per pass: "ilv_ms", the table's headline, since the
+once, the order shuffled per pass: "ilv_ms", the table's headline, since the
 GPU's clocks under sustained load moved a peer 10-14% between rounds), peak extra memory (torch.cuda.max_memory_allocated during one
 call minus what was allocated before it (inputs) minus the outputs it leaves:
 loss, X.grad, W.grad; workspace and any fp32 dW accumulator count), distinct dW
@@ -57,7 +57,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "pee
 import peers_site  # noqa: E402  (puts experiments/peers/install.sh's site folder first on sys.path)
 
 PEERS_SITE = peers_site.activate()
-from measure import time_interleaved, time_ms, write_json  # noqa: E402  (experiments/peers/measure.py)
+from measure import pass_orders, time_interleaved, time_ms, write_json  # noqa: E402  (experiments/peers/measure.py)
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
@@ -357,7 +357,7 @@ def profile_kernels(step):
 
 def profile_interleaved(fns, passes, after=None):
     """`passes` interleaved passes (as measure.py's time_interleaved: each fn
-    once per pass, order rotated, synchronised after each) under torch.profiler:
+    once per pass, order shuffled, synchronised after each) under torch.profiler:
     per fn, medians over its calls of the call's host window (start to the end
     of the synchronisation after it), the GPU busy time inside it (union of its
     kernels and copies), the host's lead to the first GPU activity and the tail
@@ -368,9 +368,8 @@ def profile_interleaved(fns, passes, after=None):
     from torch.profiler import ProfilerActivity, profile, record_function
     names = list(fns)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for r in range(passes):
-            for i in range(len(names)):
-                n = names[(r + i) % len(names)]
+        for order in pass_orders(names, passes, seed=1):
+            for n in order:
                 with record_function("ilv:" + n):
                     fns[n]()
                     torch.cuda.synchronize()
@@ -454,7 +453,7 @@ def main():
                          "each sample's first event (measure.py): 'gpu_ms', the step without the host's lead")
     ap.add_argument("--interleave", type=int, default=10,
                     help="after the rounds, this many passes over every peer and the three GEMMs in turn, the "
-                         "order rotated per pass (measure.py's time_interleaved): 'ilv_ms', the headline column "
+                         "order shuffled per pass (measure.py's time_interleaved): 'ilv_ms', the headline column "
                          "(0: off)")
     ap.add_argument("--op-path", action="store_true",
                     help="also 'detfuse-op': the default through the custom op instead of the eager function")
@@ -552,7 +551,7 @@ def main():
                     print(f"  {shape} {name} allocator, rounds 2-{args.rounds}: {alloc_text(a, a['calls'])}",
                           flush=True)
         if args.interleave > 0 and steps:
-            # Every peer (and the three GEMMs) once per pass, the order rotated
+            # Every peer (and the three GEMMs) once per pass, the order shuffled
             # per pass (measure.py's time_interleaved): "ilv_ms".
             fns = dict(steps)
             if gemm3 is not None:
@@ -565,7 +564,7 @@ def main():
             for name, (med, samples) in time_interleaved(fns, 1, ilv_reps, drop_grads).items():
                 rows[name]["ilv_ms"], rows[name]["ilv_samples_ms"] = med, samples
             g = rows.get("3gemm", {}).get("ilv_ms")
-            print(f"  {shape} interleaved ({ilv_reps} passes, order rotated): " + ", ".join(
+            print(f"  {shape} interleaved ({ilv_reps} passes, order shuffled): " + ", ".join(
                 f"{n} {rows[n]['ilv_ms']:.2f}" + (f" ({rows[n]['ilv_ms'] / g:.3f}x GEMMs)" if g and n != "3gemm" else "")
                 for n in fns), flush=True)
             if args.profile:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issues 16 and 17 beside their peers, session 13: as s9-peers-measure.sh, but every
 # peer script also times its peers interleaved (measure.py's time_interleaved: one call
-# of each per pass, the order rotated per pass), and nvidia-smi logs the SM clock,
+# of each per pass, the order rotated per pass in this session's runs; measure.py shuffles
+# it per pass since), and nvidia-smi logs the SM clock,
 # power and the clock-event reasons every 200 ms meanwhile ($OUT/smi.csv; summary per
 # script at the end), to test session 12's reading that the per-call spread is the
 # GPU's clocks under sustained load. Run after experiments/peers/install.sh (stage,

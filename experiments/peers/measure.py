@@ -1,6 +1,7 @@
 """Timing shared by the peer scripts (experiments/attention_peers.py, flce_peers.py, flce_host_time.py)."""
 import json
 import os
+import random
 import statistics
 
 import torch
@@ -31,12 +32,26 @@ def time_ms(fn, warmup, reps, host_hidden_ms=0.0):
     return statistics.median(samples), samples
 
 
+def pass_orders(names, passes, seed=0):
+    """One order of `names` per pass: a fresh shuffle each pass (seeded, so a
+    rerun times in the same orders), so that no name always runs right after
+    the same other one. (A rotation keeps every name's predecessor: session
+    13's first interleaved runs put one detfuse path after Liger in every pass
+    and measured its kernels 5% slower than the same kernels elsewhere in the
+    pass, the GPU still drawing Liger's power.)"""
+    rng = random.Random(seed)
+    for _ in range(passes):
+        order = list(names)
+        rng.shuffle(order)
+        yield order
+
+
 def time_interleaved(fns, warmup, reps, after=None):
     """{name: fn}, timed in turn: each of `reps` passes times every fn once
-    (events around it, synchronised after it), in an order rotated by one per
-    pass, so that the GPU's clock and power state over the run (which moved
-    one peer's figures by 10-14% between rounds in sessions 11-12) falls on
-    all of them alike, and none always runs right after the same other one.
+    (events around it, synchronised after it), in an order shuffled per pass
+    (pass_orders), so that the GPU's clock and power state over the run
+    (which moved one peer's figures by 10-14% between rounds in sessions
+    11-12) and the power drawn by the call before fall on all of them alike.
     after(name), when given, runs after each call, outside the events (e.g.
     dropping the gradients). Returns {name: (median ms, samples)}."""
     names = list(fns)
@@ -47,9 +62,8 @@ def time_interleaved(fns, warmup, reps, after=None):
                 after(n)
     torch.cuda.synchronize()
     samples = {n: [] for n in names}
-    for r in range(reps):
-        for i in range(len(names)):
-            n = names[(r + i) % len(names)]
+    for order in pass_orders(names, reps):
+        for n in order:
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             a.record()
             fns[n]()
