@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "pee
 import peers_site  # noqa: E402  (puts experiments/peers/install.sh's site folder first on sys.path)
 
 PEERS_SITE = peers_site.activate()
-from measure import time_interleaved, time_ms  # noqa: E402  (experiments/peers/measure.py)
+from measure import profile_interleaved, time_interleaved, time_ms  # noqa: E402  (experiments/peers/measure.py)
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
@@ -207,6 +207,9 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--digest-runs", type=int, default=3)
+    ap.add_argument("--profile", action="store_true",
+                    help="after the interleaved timing, 4 interleaved fwd+bwd passes under torch.profiler: per "
+                         "implementation the GPU busy time, the host's lead and tail per call")
     ap.add_argument("--interleave", type=int, default=None,
                     help="after a row's implementations are measured apart, this many passes timing each once, "
                          "the order shuffled per pass (measure.py's time_interleaved; default --reps; 0: off): "
@@ -278,6 +281,13 @@ def main():
                 timed = time_interleaved({n: st[idx] for n, st in steps.items()}, args.warmup, n_ilv)
                 for n, (med, samples) in timed.items():
                     row_recs[n][key + "_ms"], row_recs[n][key + "_tflops"] = med, mult * ff / med / 1e9
+            if args.profile:
+                prof = profile_interleaved({n: st[1] for n, st in steps.items()}, 4)
+                for n, r in prof.items():
+                    row_recs[n]["ilv_profile"] = {k: v for k, v in r.items() if k != "kernels_ms"}
+                    print(f"{row} {n} fwd+bwd under the profiler ({r['calls']} calls, medians ms): window "
+                          f"{r.get('window', 0):.3f}, GPU busy {r.get('busy', 0):.3f}, lead {r.get('lead', 0):.3f}, "
+                          f"tail {r.get('tail', 0):.3f}", flush=True)
             print(f"{row} interleaved ({n_ilv} passes) fwd / fwd+bwd TFLOP/s: " + ", ".join(
                 f"{n} {row_recs[n]['ilv_fwd_tflops']:.1f} / {row_recs[n]['ilv_fwd_bwd_tflops']:.1f}" for n in steps),
                 flush=True)

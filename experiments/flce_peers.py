@@ -57,7 +57,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "pee
 import peers_site  # noqa: E402  (puts experiments/peers/install.sh's site folder first on sys.path)
 
 PEERS_SITE = peers_site.activate()
-from measure import pass_orders, time_interleaved, time_ms, write_json  # noqa: E402  (experiments/peers/measure.py)
+from measure import profile_interleaved, time_interleaved, time_ms, write_json  # noqa: E402  (experiments/peers/measure.py)
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
@@ -353,70 +353,6 @@ def profile_kernels(step):
             "lead_ms": (acts[0][0] - t0) / 1e3 if t0 is not None else None,
             "gaps": [{"ms": g / 1e3, "after": a[:60], "before": b[:60]} for g, a, b in sorted(gaps, reverse=True)[:4]]}
     return out, timeline
-
-
-def profile_interleaved(fns, passes, after=None):
-    """`passes` interleaved passes (as measure.py's time_interleaved: each fn
-    once per pass, order shuffled, synchronised after each) under torch.profiler:
-    per fn, medians over its calls of the call's host window (start to the end
-    of the synchronisation after it), the GPU busy time inside it (union of its
-    kernels and copies), the host's lead to the first GPU activity and the tail
-    after the last, and its kernels' GPU ms summed per name (mean per call).
-    Since the calls interleave, their kernels run in the same clock and power
-    state: busy here is the GPU time per call as the timing sees it, not a
-    single profiled call's."""
-    from torch.profiler import ProfilerActivity, profile, record_function
-    names = list(fns)
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for order in pass_orders(names, passes, seed=1):
-            for n in order:
-                with record_function("ilv:" + n):
-                    fns[n]()
-                    torch.cuda.synchronize()
-                if after:
-                    after(n)
-    windows, gpu = [], []
-    for e in prof.events():
-        cuda = str(getattr(e, "device_type", "")).endswith("CUDA")
-        tr = e.time_range
-        if e.name.startswith("ilv:"):
-            if not cuda:
-                windows.append((tr.start, tr.end, e.name[4:]))
-        elif cuda and tr.elapsed_us() > 0:
-            gpu.append((tr.start, tr.end, e.name))
-    windows.sort()
-    gpu.sort()
-    per = {n: {"window": [], "busy": [], "lead": [], "tail": [], "kernels": {}} for n in names}
-    j = 0
-    for w0, w1, n in windows:
-        while j < len(gpu) and gpu[j][0] < w0:
-            j += 1
-        acts = []
-        while j < len(gpu) and gpu[j][0] < w1:
-            acts.append(gpu[j])
-            j += 1
-        rec = per[n]
-        rec["window"].append((w1 - w0) / 1e3)
-        if not acts:
-            continue
-        busy, cs, ce = 0.0, acts[0][0], acts[0][1]
-        for a0, a1, k in acts:
-            rec["kernels"][k] = rec["kernels"].get(k, 0.0) + (a1 - a0) / 1e3
-            if a0 > ce:
-                busy += ce - cs
-                cs = a0
-            ce = max(ce, a1)
-        busy += ce - cs
-        rec["busy"].append(busy / 1e3)
-        rec["lead"].append((acts[0][0] - w0) / 1e3)
-        rec["tail"].append((w1 - max(a[1] for a in acts)) / 1e3)
-    out = {}
-    for n, rec in per.items():
-        calls = max(1, len(rec["window"]))
-        out[n] = {k: statistics.median(rec[k]) for k in ("window", "busy", "lead", "tail") if rec[k]}
-        out[n]["kernels_ms"] = {k: v / calls for k, v in sorted(rec["kernels"].items(), key=lambda kv: -kv[1])}
-        out[n]["calls"] = len(rec["window"])
-    return out
 
 
 def measure_3gemm(x, w, reps):
