@@ -1,14 +1,14 @@
 // The backward kv kernel's mainloop (FlashAttention-3's mainloop_bwd_sm90
-// role, read to learn, not copied): the producer's loads (K and V once, the
-// Q and dO tiles of every query block into their rings; pds2: the LSE and D
-// of each block by bulk copies into a third ring), and the consumer
-// warpgroups' walk over the query blocks: S^T = K Q^T and dP^T = V dO^T, P^T
-// (bwd_softmax.cuh), dV += P^T dO, dS^T = P^T (dP^T - D), dK += dS^T Q and,
-// with a dQ strategy, the dQ part dS K handed to bwd_dq_writer.cuh; the
-// epilogue after the walk (bwd_epilogue.cuh). Two walks: `consumers` (P^T and
-// dS^T in registers; dS through shared memory for dQ) and `consume_pds` (P^T
-// and dS^T through shared memory, pds1 / pds2 / pds3 and their sp1, sp2, dc1,
-// rs1 forms).
+// role, read to learn, not copied): pds2's LSE / D loads (thread 64, bulk
+// copies into a third ring) and the consumer warpgroups' walk of the pds
+// variants over the query blocks (`consume_pds`: P^T and dS^T through shared
+// memory, pds1 / pds2 / pds3 and their sp1, sp2, dc1, rs1 forms): S^T = K Q^T
+// and dP^T = V dO^T, P^T, dV += P^T dO, dS^T = P^T (dP^T - D), dK += dS^T Q,
+// the dQ part dS K handed to bwd_dq_writer.cuh; and the dQ product of the
+// walk without pds (`dq_product_ds`). Thread 0's K, V, Q, dO loads and the
+// consumer walk without pds stay in the kernel (attention_wgmma_bwd.cuh): as
+// functions here they changed the PTX (README "Structure: the backward in
+// role files").
 #pragma once
 
 #include <cuda_bf16.h>
