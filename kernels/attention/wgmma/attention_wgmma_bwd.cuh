@@ -151,6 +151,10 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
     if constexpr (K_::kPds2) {
       if (tid == 64 && iters > 0) Mainloop::load_lse(p, ss, pipe_l, hk, b, m_begin);
     }
+    // Thread 0: K and V once (one mbarrier), then the Q and dO tiles of every
+    // (query head, query block) in the walk's order. (Here rather than in
+    // BwdKvMainloop: as a function it changed the PTX, README "Structure: the
+    // backward in role files".)
     if (tid == 0 && iters > 0) {
       Tensor mQ = p.tma_q.get_tma_tensor(make_shape(p.Sq, D, p.H, p.B));
       Tensor mdO = p.tma_do.get_tma_tensor(make_shape(p.Sq, D, p.H, p.B));
@@ -191,6 +195,10 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
     }
   } else {
     // ----------------------------------------------------------- consumers
+    // pds: BwdKvMainloop::consume_pds; else the walk below (P^T, dS^T in
+    // registers). Then the epilogue. (The walk and its mask stay here: as
+    // functions they changed the PTX, README "Structure: the backward in role
+    // files".)
     cutlass::arch::warpgroup_reg_alloc<K_::kConsumerRegs>();
     const int ctid = tid - 128;
     const int lane = tid % 32;
