@@ -180,12 +180,7 @@ __global__ void __launch_bounds__(384, 1) attention_fwd_wgmma_kernel(const __gri
       if constexpr (kPersistent) cutlass::arch::ClusterBarrier::init(&ss.q_empty[j], K_::kConsumers);
     }
   }
-  typename Pipeline::Params pp;
-  pp.role = warp_group == 0 ? (tid == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::NonParticipant)
-                            : Pipeline::ThreadCategory::Consumer;
-  pp.is_leader = tid == 0;
-  pp.num_consumers = K_::kConsumers;
-  pp.transaction_bytes = K_::kTileBytes;
+  const typename Pipeline::Params pp = detail::tma_pipeline_params<Pipeline>(tid, 0, K_::kConsumers, K_::kTileBytes);
   Pipeline pipe_k(ss.pipe_k, pp, Shape<_1, _1, _1>{});
   Pipeline pipe_v(ss.pipe_v, pp, Shape<_1, _1, _1>{});
   cutlass::arch::fence_barrier_init();

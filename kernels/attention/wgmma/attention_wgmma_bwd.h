@@ -32,33 +32,51 @@
 
 namespace detfuse::attention::wg {
 
+// What the kv kernel does with dS K (BwdKvConfig's DQ): kNone nothing
+// (owning: the dq kernel forms dQ), kAtomic fp32 atomics into the dQ
+// accumulator, kPartials plain stores of its key block's partial into the
+// partials slab (bwd_common.h layout), summed in fixed order afterwards,
+// kOrdered ordered adds into the dQ accumulator (key block n adds after
+// 0 .. n-1), kAtomicTma / kOrderedTma the same two by the writer warp's TMA
+// bulk adds. The template parameter stays an int, written dq_param(...): the
+// configurations' types, so the kernels' symbol names, are those of before.
+enum class DqStrategy : int {
+  kNone = 0,
+  kAtomic = 1,
+  kPartials = 2,
+  kOrdered = 3,
+  kAtomicTma = 4,
+  kOrderedTma = 5,
+};
+constexpr int dq_param(DqStrategy s) { return static_cast<int>(s); }
+
 // kv kernel: BR queries per pipeline stage (Q and dO tiles), BC = 128 keys per
-// CTA (64 per consumer warpgroup), STAGES-deep Q/dO rings. DQ: what it does
-// with dS K: 0 nothing (owning: the dq kernel forms dQ), 1 fp32 atomics into
-// the dQ accumulator, 2 plain stores of its key block's partial into the
-// partials slab (bwd_common.h layout), summed in fixed order afterwards, 3
-// ordered adds into the dQ accumulator (key block n adds after 0 .. n-1).
+// CTA (64 per consumer warpgroup), STAGES-deep Q/dO rings, DQ = dq_param(a
+// DqStrategy).
 template <int D_, int BR_, int STAGES_, int DQ_>
 struct BwdKvConfig {
   static constexpr int D = D_, BR = BR_, BC = 128, STAGES = STAGES_, DQ = DQ_;
+  static constexpr DqStrategy DQS = static_cast<DqStrategy>(DQ_);
   static constexpr int PDS = 0;  // BwdKvPdsConfig below
   static constexpr int SP = 0;   // BwdKvPdsConfig below
   static constexpr int DC = 0;   // BwdKvPdsConfig below
   static constexpr int RS = 0;   // BwdKvPdsConfig below
-  static constexpr bool DQ_ATOMIC = DQ == 1 || DQ == 4, DQ_PARTIALS = DQ == 2, DQ_ORDERED = DQ == 3 || DQ == 5;
-  static constexpr bool DQ_TMA = DQ == 4 || DQ == 5;
+  static constexpr bool DQ_ATOMIC = DQS == DqStrategy::kAtomic || DQS == DqStrategy::kAtomicTma;
+  static constexpr bool DQ_PARTIALS = DQS == DqStrategy::kPartials;
+  static constexpr bool DQ_ORDERED = DQS == DqStrategy::kOrdered || DQS == DqStrategy::kOrderedTma;
+  static constexpr bool DQ_TMA = DQS == DqStrategy::kAtomicTma || DQS == DqStrategy::kOrderedTma;
   static_assert(D == 64 || D == 128, "head dim 64 or 128");
-  static_assert(DQ >= 0 && DQ <= 5, "DQ: 0 none, 1 atomic, 2 partials, 3 ordered, 4 atomic by TMA, 5 ordered by TMA");
+  static_assert(DQ >= 0 && DQ <= 5, "DQ: dq_param of a DqStrategy");
   static_assert(BR % 16 == 0 && BR >= 16 && BR <= 128, "BR: the wgmma N of K Q^T and the K of P^T dO (16s)");
   // (pds3, BwdKvPdsConfig: d = 64 at BR = 128, the dQ product split over the
   // two warpgroups by queries; BwdKv asserts that no other kernel gets it.)
-  static_assert(DQ == 0 || BR == 64 || (DQ_TMA && D == 64 && BR == 128),
+  static_assert(DQS == DqStrategy::kNone || BR == 64 || (DQ_TMA && D == 64 && BR == 128),
                 "dQ in the kv kernel: dS K is one wgmma M = 64 tile of queries");
   static_assert(!DQ_PARTIALS || D == 128,
                 "partials: each dQ element of a key block written once (the d = 128 column split)");
   static_assert(STAGES >= 2, "at least a double-buffered Q/dO ring");
   // K, V (BC x D), STAGES Q and dO tiles (BR x D), dS (BR x BC) when DQ; bf16.
-  static constexpr int kSmemTiles = 2 * (2 * BC * D + 2 * STAGES * BR * D + (DQ != 0 ? BR * BC : 0));
+  static constexpr int kSmemTiles = 2 * (2 * BC * D + 2 * STAGES * BR * D + (DQS != DqStrategy::kNone ? BR * BC : 0));
   static constexpr int kSmemBytes = kSmemTiles + (DQ_TMA ? 2 * BR * D * 4 : 0);  // + the fp32 dQ tiles
   static_assert(kSmemBytes + 1024 <= 227 * 1024, "shared memory above the 227 KB of an sm_90 block");
 };
@@ -176,56 +194,56 @@ struct BwdDqConfig {
 };
 
 // The registered configurations (one .cu each).
-using KvD128Br64St2 = BwdKvConfig<128, 64, 2, 0>;
-using KvD128Br64St3 = BwdKvConfig<128, 64, 3, 0>;
-using KvD128Br64St2A = BwdKvConfig<128, 64, 2, 1>;
-using KvD128Br64St3A = BwdKvConfig<128, 64, 3, 1>;
-using KvD128Br64St2P = BwdKvConfig<128, 64, 2, 2>;
-using KvD128Br64St3P = BwdKvConfig<128, 64, 3, 2>;  // partials: three block shapes (stages 2, 3, 4)
-using KvD128Br64St4P = BwdKvConfig<128, 64, 4, 2>;
-using KvD128Br64St2O = BwdKvConfig<128, 64, 2, 3>;
-using KvD128Br64St3O = BwdKvConfig<128, 64, 3, 3>;
-using KvD128Br64St2AT = BwdKvConfig<128, 64, 2, 4>;
-using KvD128Br64St2OT = BwdKvConfig<128, 64, 2, 5>;
-using KvD64Br64St2 = BwdKvConfig<64, 64, 2, 0>;
-using KvD64Br96St2 = BwdKvConfig<64, 96, 2, 0>;  // br128 spilled 768 bytes (S^T, dP^T 64 registers each)
-using KvD64Br64St2A = BwdKvConfig<64, 64, 2, 1>;
-using KvD64Br64St4A = BwdKvConfig<64, 64, 4, 1>;
-using KvD64Br64St2O = BwdKvConfig<64, 64, 2, 3>;
-using KvD64Br64St2AT = BwdKvConfig<64, 64, 2, 4>;
-using KvD64Br64St2OT = BwdKvConfig<64, 64, 2, 5>;
+using KvD128Br64St2 = BwdKvConfig<128, 64, 2, dq_param(DqStrategy::kNone)>;
+using KvD128Br64St3 = BwdKvConfig<128, 64, 3, dq_param(DqStrategy::kNone)>;
+using KvD128Br64St2A = BwdKvConfig<128, 64, 2, dq_param(DqStrategy::kAtomic)>;
+using KvD128Br64St3A = BwdKvConfig<128, 64, 3, dq_param(DqStrategy::kAtomic)>;
+using KvD128Br64St2P = BwdKvConfig<128, 64, 2, dq_param(DqStrategy::kPartials)>;
+using KvD128Br64St3P = BwdKvConfig<128, 64, 3, dq_param(DqStrategy::kPartials)>;  // partials: three block shapes (stages 2, 3, 4)
+using KvD128Br64St4P = BwdKvConfig<128, 64, 4, dq_param(DqStrategy::kPartials)>;
+using KvD128Br64St2O = BwdKvConfig<128, 64, 2, dq_param(DqStrategy::kOrdered)>;
+using KvD128Br64St3O = BwdKvConfig<128, 64, 3, dq_param(DqStrategy::kOrdered)>;
+using KvD128Br64St2AT = BwdKvConfig<128, 64, 2, dq_param(DqStrategy::kAtomicTma)>;
+using KvD128Br64St2OT = BwdKvConfig<128, 64, 2, dq_param(DqStrategy::kOrderedTma)>;
+using KvD64Br64St2 = BwdKvConfig<64, 64, 2, dq_param(DqStrategy::kNone)>;
+using KvD64Br96St2 = BwdKvConfig<64, 96, 2, dq_param(DqStrategy::kNone)>;  // br128 spilled 768 bytes (S^T, dP^T 64 registers each)
+using KvD64Br64St2A = BwdKvConfig<64, 64, 2, dq_param(DqStrategy::kAtomic)>;
+using KvD64Br64St4A = BwdKvConfig<64, 64, 4, dq_param(DqStrategy::kAtomic)>;
+using KvD64Br64St2O = BwdKvConfig<64, 64, 2, dq_param(DqStrategy::kOrdered)>;
+using KvD64Br64St2AT = BwdKvConfig<64, 64, 2, dq_param(DqStrategy::kAtomicTma)>;
+using KvD64Br64St2OT = BwdKvConfig<64, 64, 2, dq_param(DqStrategy::kOrderedTma)>;
 // P^T and dS^T through shared memory (pds), TMA dQ.
-using KvD128Br64St2ATS = BwdKvPdsConfig<128, 64, 2, 4>;
-using KvD128Br64St2OTS = BwdKvPdsConfig<128, 64, 2, 5>;
-using KvD64Br64St2ATS = BwdKvPdsConfig<64, 64, 2, 4>;
-using KvD64Br64St2OTS = BwdKvPdsConfig<64, 64, 2, 5>;
-using KvD64Br64St3ATS = BwdKvPdsConfig<64, 64, 3, 4>;
-using KvD64Br64St3OTS = BwdKvPdsConfig<64, 64, 3, 5>;
+using KvD128Br64St2ATS = BwdKvPdsConfig<128, 64, 2, dq_param(DqStrategy::kAtomicTma)>;
+using KvD128Br64St2OTS = BwdKvPdsConfig<128, 64, 2, dq_param(DqStrategy::kOrderedTma)>;
+using KvD64Br64St2ATS = BwdKvPdsConfig<64, 64, 2, dq_param(DqStrategy::kAtomicTma)>;
+using KvD64Br64St2OTS = BwdKvPdsConfig<64, 64, 2, dq_param(DqStrategy::kOrderedTma)>;
+using KvD64Br64St3ATS = BwdKvPdsConfig<64, 64, 3, dq_param(DqStrategy::kAtomicTma)>;
+using KvD64Br64St3OTS = BwdKvPdsConfig<64, 64, 3, dq_param(DqStrategy::kOrderedTma)>;
 // pds2: dS^T double-buffered, LSE and D by the producer (d128: one dQ tile).
-using KvD128Br64St2ATS2 = BwdKvPdsConfig<128, 64, 2, 4, 2>;
-using KvD128Br64St2OTS2 = BwdKvPdsConfig<128, 64, 2, 5, 2>;
-using KvD64Br64St2ATS2 = BwdKvPdsConfig<64, 64, 2, 4, 2>;
-using KvD64Br64St2OTS2 = BwdKvPdsConfig<64, 64, 2, 5, 2>;
+using KvD128Br64St2ATS2 = BwdKvPdsConfig<128, 64, 2, dq_param(DqStrategy::kAtomicTma), 2>;
+using KvD128Br64St2OTS2 = BwdKvPdsConfig<128, 64, 2, dq_param(DqStrategy::kOrderedTma), 2>;
+using KvD64Br64St2ATS2 = BwdKvPdsConfig<64, 64, 2, dq_param(DqStrategy::kAtomicTma), 2>;
+using KvD64Br64St2OTS2 = BwdKvPdsConfig<64, 64, 2, dq_param(DqStrategy::kOrderedTma), 2>;
 // pds3: d = 64 at 128 queries per step (pds2's protocol, dQ split by queries).
-using KvD64Br128St2ATS3 = BwdKvPdsConfig<64, 128, 2, 4, 3>;
-using KvD64Br128St2OTS3 = BwdKvPdsConfig<64, 128, 2, 5, 3>;
+using KvD64Br128St2ATS3 = BwdKvPdsConfig<64, 128, 2, dq_param(DqStrategy::kAtomicTma), 3>;
+using KvD64Br128St2OTS3 = BwdKvPdsConfig<64, 128, 2, dq_param(DqStrategy::kOrderedTma), 3>;
 // rs1: pds3 with dV and dK from registers (P^T, dS^T as the wgmma A fragment).
-using KvD64Br128St2ATS3R = BwdKvPdsConfig<64, 128, 2, 4, 3, 0, 0, 1>;
-using KvD64Br128St2OTS3R = BwdKvPdsConfig<64, 128, 2, 5, 3, 0, 0, 1>;
+using KvD64Br128St2ATS3R = BwdKvPdsConfig<64, 128, 2, dq_param(DqStrategy::kAtomicTma), 3, 0, 0, 1>;
+using KvD64Br128St2OTS3R = BwdKvPdsConfig<64, 128, 2, dq_param(DqStrategy::kOrderedTma), 3, 0, 0, 1>;
 // rs1 at d = 128: pds2 (BR = 64) with dV and dK from registers.
-using KvD128Br64St2ATS2R = BwdKvPdsConfig<128, 64, 2, 4, 2, 0, 0, 1>;
-using KvD128Br64St2OTS2R = BwdKvPdsConfig<128, 64, 2, 5, 2, 0, 0, 1>;
+using KvD128Br64St2ATS2R = BwdKvPdsConfig<128, 64, 2, dq_param(DqStrategy::kAtomicTma), 2, 0, 0, 1>;
+using KvD128Br64St2OTS2R = BwdKvPdsConfig<128, 64, 2, dq_param(DqStrategy::kOrderedTma), 2, 0, 0, 1>;
 // sp1: pds2 (d128) with dQ issued before dK and dK left in flight into the
 // next query block (FlashAttention-3's order).
-using KvD128Br64St2ATS2P = BwdKvPdsConfig<128, 64, 2, 4, 2, 1>;
-using KvD128Br64St2OTS2P = BwdKvPdsConfig<128, 64, 2, 5, 2, 1>;
+using KvD128Br64St2ATS2P = BwdKvPdsConfig<128, 64, 2, dq_param(DqStrategy::kAtomicTma), 2, 1>;
+using KvD128Br64St2OTS2P = BwdKvPdsConfig<128, 64, 2, dq_param(DqStrategy::kOrderedTma), 2, 1>;
 // sp2: sp1, and the dQ part of block m handed to the writer warp in block
 // m + 1, once S^T (m + 1) is issued behind dK (m) (ordered only).
-using KvD128Br64St2OTS2P2 = BwdKvPdsConfig<128, 64, 2, 5, 2, 2>;
+using KvD128Br64St2OTS2P2 = BwdKvPdsConfig<128, 64, 2, dq_param(DqStrategy::kOrderedTma), 2, 2>;
 // dc1: sp1 with the consumer warpgroups decoupled (dQ over each one's own
 // keys, one dQ tile per warpgroup, two bulk adds per query block).
-using KvD128Br64St2ATS2PD = BwdKvPdsConfig<128, 64, 2, 4, 2, 1, 1>;
-using KvD128Br64St2OTS2PD = BwdKvPdsConfig<128, 64, 2, 5, 2, 1, 1>;
+using KvD128Br64St2ATS2PD = BwdKvPdsConfig<128, 64, 2, dq_param(DqStrategy::kAtomicTma), 2, 1, 1>;
+using KvD128Br64St2OTS2PD = BwdKvPdsConfig<128, 64, 2, dq_param(DqStrategy::kOrderedTma), 2, 1, 1>;
 using DqD128Bc64St2 = BwdDqConfig<128, 64, 2>;
 using DqD64Bc128St2 = BwdDqConfig<64, 128, 2>;
 using DqD128Bc64St3 = BwdDqConfig<128, 64, 3>;  // owning: a third block shape per head dim

@@ -1,7 +1,6 @@
 // The hardware named barriers (bar.sync / bar.arrive ids, 16 per CTA) of the
-// Hopper attention forward, by role (FlashAttention-3's named_barrier.hpp
-// idea). Id 0 is __syncthreads. The backward (attention_wgmma_bwd.cuh) still
-// writes its ids as literals; it may adopt an enum of its own here.
+// Hopper attention forward and backward, by role (FlashAttention-3's
+// named_barrier.hpp idea). Id 0 is __syncthreads.
 #pragma once
 
 namespace detfuse::attention::wg {
@@ -18,7 +17,35 @@ enum class FwdBarrier : int {
   kOStore = 3,
 };
 
+// The backward's kv kernel (bwd_*.cuh; the dq kernel uses none). Which
+// threads meet on each depends on the variant (BwdKv's kBar* constants).
+enum class BwdBarrier : int {
+  kSyncThreads = 0,
+  // The 256 consumer threads: dS (dS^T) stored before the dQ product reads
+  // it, both warpgroups past it before it is written again, the d = 64 dQ
+  // part exchange, and the ordered dQ semaphore's NamedBarrierSync<256, 1>.
+  kDs = 1,
+  // Without pds: warpgroup w's LSE and D of the query block, 128 threads
+  // each (kLseWg0 + w). pds1: kLseWg0 over all 256 (LSE and D, one copy),
+  // kLseWg1 over all 256 (P^T stored). pds2: each warpgroup's own rows
+  // (P^T; dc1: dS^T too) stored, 128 threads each (kLseWg0 + w).
+  kLseWg0 = 2,
+  kLseWg1 = 3,
+  // TMA dQ: tile b of the fp32 dQ tiles written (kDqFull0 + b) and read by
+  // the writer warp (kDqEmpty0 + b), the consumers that write it and the
+  // writer warp.
+  kDqFull0 = 4,
+  kDqFull1 = 5,
+  kDqEmpty0 = 6,
+  kDqEmpty1 = 7,
+  // pds2 at d = 64: warpgroup 1's scaled dQ part stored into tile b
+  // (kDqXch0 + b), warpgroup 0 adds its own then.
+  kDqXch0 = 8,
+  kDqXch1 = 9,
+};
+
 // The id as bar.sync takes it.
 constexpr int barrier_id(FwdBarrier b) { return static_cast<int>(b); }
+constexpr int barrier_id(BwdBarrier b) { return static_cast<int>(b); }
 
 }  // namespace detfuse::attention::wg

@@ -138,21 +138,22 @@ void add(Registry& r) {
 }
 
 // Forward and backward: Fwd is the forward configuration, Kv the kv kernel's
-// (Kv::DQ: 0 owning, 1 atomic, 2 partials, 3 ordered, 4 / 5 atomic / ordered by
-// TMA bulk reductions, param tma1), Dq the owning dq kernel's (void
+// (Kv::DQS, a DqStrategy: kNone owning, kAtomic, kPartials, kOrdered, kAtomicTma /
+// kOrderedTma by TMA bulk reductions, param tma1), Dq the owning dq kernel's (void
 // otherwise). Partials: slab bound kPartialsMiB (variants.h), as the portable family.
 // kSpt (`spt1`, ordered pds2 / pds3): the same kv kernel with the dQ adds in
 // FlashAttention-3's order (a run-time flag of the kernel, bwd_dq_order.h).
 template <class Fwd, class Kv, class Dq, bool kSpt = false>
 void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
-  constexpr int kDq = Kv::DQ;  // the dQ mechanism; its strategy:
-  constexpr Strategy kStrategy = kDq == 0        ? Strategy::owning
-                                 : Kv::DQ_ATOMIC ? Strategy::atomic
-                                 : kDq == 2      ? Strategy::partials
-                                                 : Strategy::ordered;
-  static_assert((kDq == 0) == !std::is_void_v<Dq>, "owning: a dq kernel; atomic, partials, ordered: none");
+  using enum DqStrategy;
+  constexpr DqStrategy kDq = Kv::DQS;  // the dQ mechanism; its strategy:
+  constexpr Strategy kStrategy = kDq == kNone       ? Strategy::owning
+                                 : Kv::DQ_ATOMIC    ? Strategy::atomic
+                                 : kDq == kPartials ? Strategy::partials
+                                                    : Strategy::ordered;
+  static_assert((kDq == kNone) == !std::is_void_v<Dq>, "owning: a dq kernel; atomic, partials, ordered: none");
   static_assert(Fwd::D == Kv::D, "one head dim");
-  static_assert(!kSpt || (kDq == 5 && Kv::PDS >= 2 && Kv::RS == 0 && Kv::DC == 0 && Kv::SP <= 1),
+  static_assert(!kSpt || (kDq == kOrderedTma && Kv::PDS >= 2 && Kv::RS == 0 && Kv::DC == 0 && Kv::SP <= 1),
                 "spt1: the ordered pds2 / pds3 / sp1 kv kernels (BwdKv::kOrderRt)");
   AttentionVariant v;
   v.desc.family = Family::attention;
@@ -166,13 +167,13 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
   if constexpr (Kv::DC != 0) v.desc.params.push_back({"dc", Kv::DC});
   if constexpr (Kv::RS != 0) v.desc.params.push_back({"rs", Kv::RS});
   if constexpr (kSpt) v.desc.params.push_back({"spt", 1});
-  if constexpr (kDq == 0) {
+  if constexpr (kDq == kNone) {
     static_assert(Dq::D == Kv::D, "one head dim");
     v.desc.params.push_back({"qbc", Dq::BC});
     v.desc.params.push_back({"qst", Dq::STAGES});
   }
   v.desc.params.push_back({"d", Kv::D});
-  if constexpr (kDq == 2) v.desc.params.push_back({"mb", kMiB});
+  if constexpr (kDq == kPartials) v.desc.params.push_back({"mb", kMiB});
   v.desc.name = VariantDesc::canonical_name(v.desc.family, v.desc.dtype, v.desc.engine, v.desc.strategy, v.desc.params);
   // dK, dV: each element written once by the CTA of its key block after a
   // fixed walk over (query head, query block); owning dQ: once by the CTA of
@@ -185,16 +186,17 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
   v.desc.summary = "Hopper forward (br" + std::to_string(Fwd::BR) + " bc" + std::to_string(Fwd::BC) +
                    " overlapped) + backward: kv kernel (TMA Q/dO ring of " + std::to_string(Kv::STAGES) + "x" +
                    std::to_string(Kv::BR) + " queries, 128 keys, dK dV in registers, GQA heads walked in order)" +
-                   (kDq == 1   ? ", dQ by fp32 atomics of dS K + convert pass"
-                    : kDq == 2 ? ", dQ partials of dS K per key block (" + std::to_string(kMiB) +
-                                     " MiB slab) summed in fixed order"
-                    : kDq == 3 ? ", dQ: dS K added in key-block order behind a semaphore per query block + convert pass"
-                    : kDq == 4 ? ", dQ: dS K handed to a writer warp, added by TMA bulk reductions (fp32, arrival "
-                                 "order) + convert pass"
-                    : kDq == 5 ? ", dQ: dS K handed to a writer warp, added by TMA bulk reductions in key-block "
-                                 "order behind a semaphore per query block + convert pass"
-                               : ", dQ by a query-block kernel (128 rows, " + std::to_string(qbc_of<Dq>()) +
-                                     "-key tiles) walking the key blocks in order") +
+                   (kDq == kAtomic ? ", dQ by fp32 atomics of dS K + convert pass"
+                    : kDq == kPartials
+                        ? ", dQ partials of dS K per key block (" + std::to_string(kMiB) + " MiB slab) summed in fixed order"
+                    : kDq == kOrdered
+                        ? ", dQ: dS K added in key-block order behind a semaphore per query block + convert pass"
+                    : kDq == kAtomicTma ? ", dQ: dS K handed to a writer warp, added by TMA bulk reductions (fp32, "
+                                          "arrival order) + convert pass"
+                    : kDq == kOrderedTma ? ", dQ: dS K handed to a writer warp, added by TMA bulk reductions in "
+                                           "key-block order behind a semaphore per query block + convert pass"
+                                         : ", dQ by a query-block kernel (128 rows, " + std::to_string(qbc_of<Dq>()) +
+                                               "-key tiles) walking the key blocks in order") +
                    (Kv::PDS != 0 && Kv::RS == 0 ? "; P^T and dS^T through shared memory (dV, dK, dQ by wgmma SS)"
                                                 : "") +
                    (Kv::RS == 1 ? "; P^T and dS^T as wgmma A fragments in registers (dV, dK by wgmma RS), dS^T "
@@ -216,13 +218,13 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
     size_t smem = fwd_smem_bytes<Fwd>();
     if (mode == AttentionMode::backward) {
       smem = bwd_kv_smem_bytes<Kv>();
-      if constexpr (kDq == 0) smem = std::max(smem, bwd_dq_smem_bytes<Dq>());
+      if constexpr (kDq == kNone) smem = std::max(smem, bwd_dq_smem_bytes<Dq>());
     }
     if (auto e = common_reason(p, dev, Kv::D, smem)) return e;
     if (mode == AttentionMode::backward) {
       if (p.B * p.Hkv > 65535)
         return "B*Hkv must be at most 65535 (the kv kernel's grid y), got " + std::to_string(p.B * p.Hkv);
-      if (kDq == 2 && !plan_partials(p, Kv::BC, size_t(kMiB) << 20))
+      if (kDq == kPartials && !plan_partials(p, Kv::BC, size_t(kMiB) << 20))
         return "workspace bound: one key block's dQ partial of a kv-head group (" +
                std::to_string((p.H / p.Hkv) * p.Sq * p.d * 4) + " bytes) exceeds " + std::to_string(kMiB) + " MiB";
     }
@@ -231,12 +233,12 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
   v.workspace_bytes = [kMiB](const AttentionProblem& p, AttentionMode mode) -> size_t {
     if (mode == AttentionMode::forward) return 0;
     size_t n = d_bytes(p);
-    if (kDq == 1) n += dq_acc_bytes(p);
-    if (kDq == 3) n += dq_acc_bytes(p) + ordered_sem_bytes(p, Kv::BR);
-    if (kDq == 4) n += dq_tile_acc_bytes(p, Kv::BR);
-    if (kDq == 5) n += dq_tile_acc_bytes(p, Kv::BR) + ordered_sem_bytes(p, Kv::BR);
+    if (kDq == kAtomic) n += dq_acc_bytes(p);
+    if (kDq == kOrdered) n += dq_acc_bytes(p) + ordered_sem_bytes(p, Kv::BR);
+    if (kDq == kAtomicTma) n += dq_tile_acc_bytes(p, Kv::BR);
+    if (kDq == kOrderedTma) n += dq_tile_acc_bytes(p, Kv::BR) + ordered_sem_bytes(p, Kv::BR);
     if (Kv::PDS >= 2) n += pds_stage_bytes(p, Kv::BR);  // pds2, pds3: the producer's LSE / D staging
-    if (kDq == 2) {
+    if (kDq == kPartials) {
       if (auto pl = plan_partials(p, Kv::BC, size_t(kMiB) << 20)) n += pl->slab_bytes + pl->acc_bytes;
     }
     return n;
@@ -253,13 +255,13 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
     float* Dvec = reinterpret_cast<float*>(ws);
     char* rest = ws + d_bytes(p);
     launch_rowsum_do_o(DType::bf16, a.dO, a.O_in, Dvec, p.B * p.H * p.Sq, int(p.d), s);
-    if constexpr (kDq == 1) {
+    if constexpr (kDq == kAtomic) {
       float* acc = reinterpret_cast<float*>(rest);
       const int64_t n = p.B * p.H * p.Sq * p.d;
       DETFUSE_CUDA_CHECK(cudaMemsetAsync(acc, 0, size_t(n) * sizeof(float), s));
       launch_bwd_kv<Kv>(p, a, Dvec, acc, s);
       launch_convert_f32(DType::bf16, acc, a.dQ, n, s);
-    } else if constexpr (kDq == 3) {
+    } else if constexpr (kDq == kOrdered) {
       // The accumulator and the semaphores are contiguous: one memset.
       float* acc = reinterpret_cast<float*>(rest);
       int* sem = reinterpret_cast<int*>(rest + dq_acc_bytes(p));
@@ -271,13 +273,13 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
       // The tile-blocked accumulator (and the semaphores) zeroed in one memset;
       // launch_bwd_kv also writes dQ from it.
       float* acc = reinterpret_cast<float*>(rest);
-      int* sem = kDq == 5 ? reinterpret_cast<int*>(rest + dq_tile_acc_bytes(p, Kv::BR)) : nullptr;
-      const size_t zeroed = dq_tile_acc_bytes(p, Kv::BR) + (kDq == 5 ? ordered_sem_bytes(p, Kv::BR) : 0);
+      int* sem = kDq == kOrderedTma ? reinterpret_cast<int*>(rest + dq_tile_acc_bytes(p, Kv::BR)) : nullptr;
+      const size_t zeroed = dq_tile_acc_bytes(p, Kv::BR) + (kDq == kOrderedTma ? ordered_sem_bytes(p, Kv::BR) : 0);
       DETFUSE_CUDA_CHECK(cudaMemsetAsync(acc, 0, zeroed, s));
       // pds2, pds3: the padded LSE / D after them (written by launch_bwd_kv).
       float* stage = Kv::PDS >= 2 ? reinterpret_cast<float*>(rest + zeroed) : nullptr;
       launch_bwd_kv<Kv>(p, a, Dvec, acc, s, 0, -1, 0, -1, sem, stage, kSpt);
-    } else if constexpr (kDq == 2) {
+    } else if constexpr (kDq == kPartials) {
       const auto plan = plan_partials(p, Kv::BC, size_t(kMiB) << 20);
       if (!plan) throw Error("attention wgmma backward: the partials slab bound is too small for this problem");
       const PartialsPlan& pl = *plan;

@@ -58,12 +58,29 @@ __device__ __forceinline__ float softcap_grad(float P, float lse2, float cap_t) 
 }
 
 // bar.sync / bar.arrive on named barrier `id` (0 is __syncthreads) with
-// `threads` threads; the forward's ids are named in named_barriers.h.
+// `threads` threads; the ids are named in named_barriers.h.
 __device__ __forceinline__ void named_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 __device__ __forceinline__ void named_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+// The shared prologue of the forward, kv and dq kernels: the parameters of
+// a TMA pipeline (cutlass::PipelineTmaAsync) whose producer is thread
+// `producer` of warpgroup 0 (the rest of it takes no part) and whose consumers
+// are the other warpgroups' `consumers` threads, `bytes` a stage.
+template <class Pipeline>
+__device__ __forceinline__ typename Pipeline::Params tma_pipeline_params(int tid, int producer, int consumers,
+                                                                        uint32_t bytes) {
+  typename Pipeline::Params pp;
+  pp.role = tid / 128 == 0 ? (tid == producer ? Pipeline::ThreadCategory::Producer
+                                              : Pipeline::ThreadCategory::NonParticipant)
+                           : Pipeline::ThreadCategory::Consumer;
+  pp.is_leader = tid == producer;
+  pp.num_consumers = consumers;
+  pp.transaction_bytes = bytes;
+  return pp;
 }
 
 // One warpgroup-wide product C (+)= A B over all k blocks of the operands,

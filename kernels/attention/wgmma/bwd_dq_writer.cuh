@@ -1,0 +1,336 @@
+// The backward's dQ writes (FlashAttention-3's dQ path roles, read to learn,
+// not copied): the kv kernel's consumers hand scale * dS K over (TMA dQ: into
+// the fp32 shared tile(s); the other strategies: fp32 atomics, the ordered
+// read-modify-write behind the semaphore, or the partials slab), the writer
+// warp adds each tile into the tile-blocked accumulator with one
+// cp.reduce.async.bulk (ordered: once the semaphore says the key blocks before
+// this one have added theirs, then counts its own add), and the convert
+// kernel un-permutes the accumulator into dQ.
+#pragma once
+
+#include <cuda/ptx>
+
+#include "kernels/attention/wgmma/bwd_kernel_traits.cuh"
+#include "kernels/attention/wgmma/bwd_tile_scheduler.cuh"
+#include "kernels/attention/wgmma/named_barriers.h"
+#include "kernels/attention/wgmma/wgmma_helpers.cuh"
+
+#include <cute/tensor.hpp>
+#include <cutlass/cutlass.h>
+
+namespace detfuse::attention::wg {
+
+using namespace cute;
+
+template <class K_>
+struct BwdDqWriter {
+  using Params = typename K_::Params;
+  using SharedStorage = typename K_::SharedStorage;
+  using Sched = BwdKvScheduler<K_>;
+
+  // The writer warp (TMA dQ: warp 1 of the producer warpgroup, iters > 0):
+  // one bulk add per (query head, query block), in the consumers' order (dc1:
+  // two, warpgroup 0's tile then warpgroup 1's).
+  __device__ __forceinline__ static void run(const Params& p, SharedStorage& ss, int n_block, int hk, int b,
+                                             int m_begin, int iters, int tid) {
+    constexpr int D = K_::D, BR = K_::BR;
+    const int lane = tid % 32;
+    int it = 0;
+    for (int g = 0; g < p.group; ++g) {
+      const int64_t bh = int64_t(b) * p.H + hk * p.group + g;
+      for (int u = Sched::u_first(ss, m_begin, ss.m_stop); u != Sched::u_end(ss, m_begin, ss.m_stop);
+           u += Sched::u_step(p), ++it) {
+        const int m = Sched::walk_m(p, u);
+        for (int w = 0; w < K_::kDqAdds; ++w) {
+          const int buf = K_::kDc ? w : it % K_::kDqBufs;
+          detail::named_sync(K_::kBarFull + buf, K_::kBarDqThreads);
+          if (lane == 0) {
+            int* flag = p.sem + bh * p.m_blocks + m;
+            if constexpr (K_::kOrderedDq) {
+              // Key blocks n_lo(m) .. n_block - 1 add first (dc1: two adds
+              // each, and warpgroup 0's of this key block before 1's).
+              const int turn = K_::kDqAdds * Sched::dq_turn(p, ss, n_block, m, u) + w;
+              int seen;
+              do {
+                asm volatile("ld.global.acquire.gpu.b32 %0, [%1];" : "=r"(seen) : "l"(flag) : "memory");
+              } while (seen != turn);
+              cuda::ptx::fence_proxy_async(cuda::ptx::space_global);  // our bulk add after theirs
+            }
+            cuda::ptx::cp_reduce_async_bulk(cuda::ptx::space_global, cuda::ptx::space_shared, cuda::ptx::op_add,
+                                            p.dq + (bh * p.m_blocks + m) * (BR * D), &ss.dqs[buf][0],
+                                            uint32_t(BR * D * sizeof(float)));
+            cuda::ptx::cp_async_bulk_commit_group();
+            if constexpr (K_::kPds2) {
+              // The tile read: the consumers may write it again (released
+              // below, before the semaphore: with one tile at d = 128 they
+              // would otherwise wait for the whole add to land in L2).
+              cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<0>{});
+            } else if constexpr (K_::kOrderedDq) {
+              // Done writing (not only reading): then the next key block may add.
+              cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<0>{});
+              cuda::ptx::fence_proxy_async(cuda::ptx::space_global);
+              asm volatile("fence.acq_rel.gpu;\n\tred.relaxed.gpu.global.add.s32 [%0], 1;" ::"l"(flag) : "memory");
+            } else {
+              cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<0>{});
+            }
+          }
+          __syncwarp();
+          // The consumers wait for buffer buf again at iteration it + kDqBufs
+          // (dc1: it + 1, each warpgroup its own tile).
+          if (it + K_::kDqBufs / K_::kDqAdds < iters) detail::named_arrive(K_::kBarEmpty + buf, K_::kBarDqThreads);
+          if constexpr (K_::kPds2 && K_::kOrderedDq) {
+            if (lane == 0) {
+              // Done writing (not only reading): then the next add may
+              // come (dc1: this key block's other part, or the next key block).
+              // (recomputed, m too: the writer runs on 24 registers; measured: m kept
+              // from above cost pds2 d64 spt1 4 / 12 bytes of spills)
+              int* flag = p.sem + bh * p.m_blocks + Sched::walk_m(p, u);
+              cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<0>{});
+              cuda::ptx::fence_proxy_async(cuda::ptx::space_global);
+              asm volatile("fence.acq_rel.gpu;\n\tred.relaxed.gpu.global.add.s32 [%0], 1;" ::"l"(flag) : "memory");
+            }
+          }
+        }
+      }
+    }
+    if (lane == 0) cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<0>{});  // before the CTA exits
+  }
+
+  // Without pds, after the dQ part = dS K of query block m (rows q0 ..) of head
+  // bh (group member g), step it of the walk: both warpgroups' dS read, then
+  // the part added by the strategy (TMA: into shared tile it % 2 for the
+  // writer warp; atomic; ordered behind the semaphore; partials into this key
+  // block's slot). wq, lane, col_lane: this thread's fragment coordinates.
+  template <class TdQ>
+  __device__ __forceinline__ static void add(const Params& p, SharedStorage& ss, TdQ& tdQacc, int ctid, int wg,
+                                             int wq, int lane, int col_lane, int n_block, int g, int64_t bh, int m,
+                                             int q0, int it) {
+    constexpr int D = K_::D;
+    warpgroup_wait<0>();  // dQ part done
+    // Both warpgroups have read dS before the next block writes it
+    // (ordered: and thread 0 has seen key blocks n_lo(m) .. n_block - 1
+    // add their parts to this query block: the key blocks that walk
+    // it are a range, m_begin and m_stop growing with n; n_lo = 0
+    // without a window).
+    const int flag = int(bh * p.m_blocks + m);
+    if constexpr (K_::DQS == DqStrategy::kOrdered)
+      K_::Ordered::wait_eq(p.sem, ctid, flag, n_block - Sched::n_lo(p, m));
+    else
+      detail::named_sync(K_::kBarDs, 256);
+    if constexpr (K_::kTma) {
+      if constexpr (!K_::kDqSplitN) {
+        // d = 64: warpgroup 1's part added to warpgroup 0's (as ordered).
+        float* xch = reinterpret_cast<float*>(ss.ds.data());
+        if (wg == 1) {
+          CUTLASS_PRAGMA_UNROLL
+          for (int i = 0; i < size(tdQacc); i += 2)
+            *reinterpret_cast<float2*>(xch + K_::dq_tile_offset(ctid - 128, i)) =
+                make_float2(tdQacc(i), tdQacc(i + 1));
+        }
+        detail::named_sync(K_::kBarDs, 256);
+        if (wg == 0) {
+          CUTLASS_PRAGMA_UNROLL
+          for (int i = 0; i < size(tdQacc); i += 2) {
+            const float2 o = *reinterpret_cast<const float2*>(xch + K_::dq_tile_offset(ctid, i));
+            tdQacc(i) += o.x;
+            tdQacc(i + 1) += o.y;
+          }
+        }
+        detail::named_sync(K_::kBarDs, 256);  // read before the next query block writes dS there
+      }
+      const int buf = it % 2;
+      if (it >= 2) detail::named_sync(K_::kBarEmpty + buf, K_::kBarDqThreads);  // the writer read it
+      if (K_::kDqSplitN || wg == 0) {
+        float* tile = ss.dqs[buf];
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < size(tdQacc); i += 2)
+          *reinterpret_cast<float2*>(tile + K_::dq_tile_offset(ctid, i)) =
+              make_float2(tdQacc(i) * p.scale, tdQacc(i + 1) * p.scale);
+      }
+      cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);  // visible to the bulk copy
+      detail::named_arrive(K_::kBarFull + buf, K_::kBarDqThreads);
+    }
+    // Atomic, ordered: this head's rows of the accumulator. Partials:
+    // this key block's slot of the slab, rows (head of the group, query).
+    float* dq = K_::DQS != DqStrategy::kPartials
+                    ? p.dq + bh * p.Sq * D
+                    : p.dq + ((int64_t(blockIdx.y) * p.kb_count + blockIdx.x) * p.group + g) * p.Sq * D;
+    // K_::dq_row / dq_col of this thread, from the values it holds
+    // in registers already (recomputing from ctid costs ptxas ~100
+    // more bytes of spills in these kernels).
+    auto row_of = [&](int i) { return wq * 16 + lane / 4 + 8 * ((i / 2) % 2); };
+    auto col_of = [&](int i) { return (K_::kDqSplitN ? wg * (D / 2) : 0) + 8 * (i / 4) + col_lane; };
+    if constexpr (K_::kTma) {
+      // added by the writer warp
+    } else if constexpr (K_::DQS == DqStrategy::kOrdered) {
+      if constexpr (!K_::kDqSplitN) {
+        // d = 64: warpgroup 1 hands its part to warpgroup 0 through the
+        // dS buffer (both have read dS: 64 x 64 fp32 = its 16 KB), which
+        // adds it to its own in a fixed order and alone updates dQ.
+        float* xch = reinterpret_cast<float*>(ss.ds.data());
+        if (wg == 1) {
+          CUTLASS_PRAGMA_UNROLL
+          for (int i = 0; i < size(tdQacc); i += 2)
+            *reinterpret_cast<float2*>(xch + row_of(i) * D + col_of(i)) =
+                make_float2(tdQacc(i), tdQacc(i + 1));
+        }
+        detail::named_sync(K_::kBarDs, 256);
+        if (wg == 0) {
+          CUTLASS_PRAGMA_UNROLL
+          for (int i = 0; i < size(tdQacc); i += 2) {
+            const float2 o = *reinterpret_cast<const float2*>(xch + row_of(i) * D + col_of(i));
+            tdQacc(i) += o.x;
+            tdQacc(i + 1) += o.y;
+          }
+        }
+      }
+      if (K_::kDqSplitN || wg == 0) {
+        // Read-modify-write through L2 (cg: the previous key block's
+        // stores, not a stale L1 line), eight float2 loads in flight
+        // before their stores (one at a time would be a round trip each).
+        constexpr int kChunk = 8;
+        static_assert(K_::kDqPerThread % (2 * kChunk) == 0, "whole chunks");
+        CUTLASS_PRAGMA_UNROLL
+        for (int i0 = 0; i0 < size(tdQacc); i0 += 2 * kChunk) {
+          float2 cur[kChunk];
+          CUTLASS_PRAGMA_UNROLL
+          for (int j = 0; j < kChunk; ++j) {
+            const int i = i0 + 2 * j;
+            cur[j] = q0 + row_of(i) < p.Sq
+                         ? __ldcg(reinterpret_cast<const float2*>(dq + int64_t(q0 + row_of(i)) * D + col_of(i)))
+                         : make_float2(0.f, 0.f);
+          }
+          CUTLASS_PRAGMA_UNROLL
+          for (int j = 0; j < kChunk; ++j) {
+            const int i = i0 + 2 * j;
+            if (q0 + row_of(i) < p.Sq)
+              __stcg(reinterpret_cast<float2*>(dq + int64_t(q0 + row_of(i)) * D + col_of(i)),
+                     make_float2(fmaf(tdQacc(i), p.scale, cur[j].x), fmaf(tdQacc(i + 1), p.scale, cur[j].y)));
+          }
+        }
+      }
+    } else {
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < size(tdQacc); i += 2) {
+        const int r = row_of(i), c = col_of(i);
+        if (q0 + r < p.Sq) {
+          const float2 val = make_float2(tdQacc(i) * p.scale, tdQacc(i + 1) * p.scale);
+          float2* at = reinterpret_cast<float2*>(dq + int64_t(q0 + r) * D + c);
+          if constexpr (K_::DQS == DqStrategy::kAtomic)
+            atomicAdd(at, val);
+          else
+            *at = val;
+        }
+      }
+    }
+    // Ordered: the next key block may add (release after all 256 stores).
+    if constexpr (K_::DQS == DqStrategy::kOrdered) K_::Ordered::arrive_inc(p.sem, ctid, flag, 1);
+  }
+
+  // pds: this block's (step it, parity buf) dQ part to the shared tile, and
+  // the writer warp told (consumer thread ctid, t its thread in warpgroup wg).
+  template <class TdQ>
+  __device__ __forceinline__ static void hand_tile(const Params& p, SharedStorage& ss, TdQ& tdQacc, int ctid,
+                                                   int wg, int t, int it, int buf) {
+    const int qb = K_::kDc ? wg : K_::kPds2 ? it % K_::kDqBufs : buf;
+    if constexpr (K_::kPds2) {
+      // No barrier here: the next block writes the other dS^T tile, and
+      // this one again only after both warpgroups have passed the next
+      // block's dS^T barrier (so both have finished this block's dQ product).
+      // The writer warp has read tile qb (iteration it - kDqBufs; dc1: it - 1).
+      if (it >= K_::kDqBufs / K_::kDqAdds) detail::named_sync(K_::kBarEmpty + qb, K_::kBarDqThreads);
+      float* tile = ss.dqs[qb];
+      if constexpr (K_::kDqWhole || K_::kDc) {
+        const int wt = K_::kDc ? t : ctid;  // dc1: each tile written by its warpgroup's 128 threads
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < size(tdQacc); i += 2)
+          *reinterpret_cast<float2*>(tile + K_::dq_tile_offset(wt, i)) =
+              make_float2(tdQacc(i) * p.scale, tdQacc(i + 1) * p.scale);
+      } else if (wg == 1) {
+        // d = 64: warpgroup 1's scaled part first, then warpgroup 0 adds
+        // its own in place (thread t of each at the same offsets): a fixed
+        // order, scale wg1 + scale wg0 rounded once (fmaf).
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < size(tdQacc); i += 2)
+          *reinterpret_cast<float2*>(tile + K_::dq_tile_offset(t, i)) =
+              make_float2(tdQacc(i) * p.scale, tdQacc(i + 1) * p.scale);
+        detail::named_arrive(K_::kBarXch + qb, 256);
+      } else {
+        detail::named_sync(K_::kBarXch + qb, 256);
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < size(tdQacc); i += 2) {
+          float2* at = reinterpret_cast<float2*>(tile + K_::dq_tile_offset(t, i));
+          const float2 o = *at;
+          *at = make_float2(fmaf(tdQacc(i), p.scale, o.x), fmaf(tdQacc(i + 1), p.scale, o.y));
+        }
+      }
+    } else {
+      detail::named_sync(K_::kBarDs, 256);  // both have read dS^T before the next block writes it
+      if constexpr (!K_::kDqSplitN) {
+        // d = 64: warpgroup 1's part added to warpgroup 0's through the dS^T
+        // tile (64 x 64 fp32 = its 16 KB; both have read it).
+        float* xch = reinterpret_cast<float*>(ss.ds.data());
+        if (wg == 1) {
+          CUTLASS_PRAGMA_UNROLL
+          for (int i = 0; i < size(tdQacc); i += 2)
+            *reinterpret_cast<float2*>(xch + K_::dq_tile_offset(t, i)) = make_float2(tdQacc(i), tdQacc(i + 1));
+        }
+        detail::named_sync(K_::kBarDs, 256);
+        if (wg == 0) {
+          CUTLASS_PRAGMA_UNROLL
+          for (int i = 0; i < size(tdQacc); i += 2) {
+            const float2 o = *reinterpret_cast<const float2*>(xch + K_::dq_tile_offset(t, i));
+            tdQacc(i) += o.x;
+            tdQacc(i + 1) += o.y;
+          }
+        }
+        detail::named_sync(K_::kBarDs, 256);  // read before the next query block writes dS^T there
+      }
+      // The writer warp has read buffer buf (iteration it - 2) before it is written again.
+      if (it >= 2) detail::named_sync(K_::kBarEmpty + buf, K_::kBarDqThreads);
+      if (K_::kDqSplitN || wg == 0) {
+        float* tile = ss.dqs[buf];
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < size(tdQacc); i += 2)
+          *reinterpret_cast<float2*>(tile + K_::dq_tile_offset(ctid, i)) =
+              make_float2(tdQacc(i) * p.scale, tdQacc(i + 1) * p.scale);
+      }
+    }
+    cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);  // visible to the bulk copy
+    detail::named_arrive(K_::kBarFull + qb, K_::kBarDqThreads);
+  }
+
+  // sp2: step itd's dQ part, scaled and carried in registers, to its tile.
+  __device__ __forceinline__ static void hand_carry(SharedStorage& ss, const float (&tdQcarry)[K_::kDqPerThread],
+                                                    int ctid, int itd) {
+    const int qb = itd % K_::kDqBufs;
+    // The writer warp has read tile qb (iteration itd - kDqBufs).
+    if (itd >= K_::kDqBufs) detail::named_sync(K_::kBarEmpty + qb, K_::kBarDqThreads);
+    float* tile = ss.dqs[qb];
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < K_::kDqPerThread; i += 2)
+      *reinterpret_cast<float2*>(tile + K_::dq_tile_offset(ctid, i)) =
+          make_float2(tdQcarry[i], tdQcarry[i + 1]);
+    cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);  // visible to the bulk copy
+    detail::named_arrive(K_::kBarFull + qb, K_::kBarDqThreads);
+  }
+};
+
+// TMA dQ: the tile-blocked accumulator [B H][m_blocks][BR D] (dq_tile_offset
+// order, scale applied) to dQ [B, H, Sq, D] in bf16, rows < Sq.
+template <class Cfg>
+__global__ void attention_bwd_dq_tma_convert_kernel(const float* __restrict__ acc, __nv_bfloat16* __restrict__ dQ,
+                                                    int64_t tiles, int Sq, int m_blocks) {
+  using K_ = BwdKv<Cfg>;
+  constexpr int BR = K_::BR, D = K_::D, NT = K_::kDqWriters, TILE = BR * D;
+  const int64_t n = tiles * TILE;
+  for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < n; idx += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t tile = idx / TILE;
+    const int off = int(idx % TILE);
+    const int t = off % (2 * NT) / 2, i = off / (2 * NT) * 2 + off % 2;  // dq_tile_offset inverted
+    const int q = int(tile % m_blocks) * BR + K_::dq_row(t, i);
+    if (q < Sq) dQ[((tile / m_blocks) * Sq + q) * D + K_::dq_col(t, i)] = __float2bfloat16_rn(acc[idx]);
+  }
+}
+
+}  // namespace detfuse::attention::wg

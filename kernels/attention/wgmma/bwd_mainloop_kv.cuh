@@ -1,0 +1,559 @@
+// The backward kv kernel's mainloop (FlashAttention-3's mainloop_bwd_sm90
+// role, read to learn, not copied): pds2's LSE / D loads (thread 64, bulk
+// copies into a third ring) and the consumer warpgroups' walk of the pds
+// variants over the query blocks (`consume_pds`: P^T and dS^T through shared
+// memory, pds1 / pds2 / pds3 and their sp1, sp2, dc1, rs1 forms): S^T = K Q^T
+// and dP^T = V dO^T, P^T, dV += P^T dO, dS^T = P^T (dP^T - D), dK += dS^T Q,
+// the dQ part dS K handed to bwd_dq_writer.cuh; and the dQ product of the
+// walk without pds (`dq_product_ds`). Thread 0's K, V, Q, dO loads and the
+// consumer walk without pds stay in the kernel (attention_wgmma_bwd.cuh): as
+// functions here they changed the PTX (README "Structure: the backward in
+// role files").
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <climits>
+#include <cmath>
+#include <cstdint>
+
+#include <cuda/ptx>
+
+#include "kernels/attention/wgmma/bwd_dq_writer.cuh"
+#include "kernels/attention/wgmma/bwd_epilogue.cuh"
+#include "kernels/attention/wgmma/bwd_kernel_traits.cuh"
+#include "kernels/attention/wgmma/bwd_softmax.cuh"
+#include "kernels/attention/wgmma/bwd_tile_scheduler.cuh"
+#include "kernels/attention/wgmma/wgmma_helpers.cuh"
+
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/cutlass.h>
+#include <cutlass/pipeline/sm90_pipeline.hpp>
+
+namespace detfuse::attention::wg {
+
+using namespace cute;
+
+namespace detail {
+// x, opaque to the compiler's loop-invariant code motion (a volatile move):
+// what is computed from it is recomputed where it is used. pds3's P^T / dS^T
+// store addresses (16 swizzled 8-query chunks x 2 key rows, hoisted out of the
+// query-block loop) were spilled (116 bytes); recomputed per block from one
+// opaque base they cost a few integer operations and no registers across the loop.
+__device__ __forceinline__ int opaque(int x) {
+  int y;
+  asm volatile("mov.b32 %0, %1;" : "=r"(y) : "r"(x));
+  return y;
+}
+// A 64 x 64 (per warpgroup) product of two K-major bf16 shared-memory tiles
+// into fp32, its first k step (scale-d false) written with write-only
+// accumulator operands: a fresh accumulator needs no instruction before it.
+// (Through cute's atom, whose operands are read-write, the compiler zeroes
+// the uninitialized accumulator with 32 moves at the top of the trip, and
+// sp1 / sp2 have the previous block's dK in flight there: ptxas then
+// serializes every wgmma of the kernel, C7514 / C7515.) Same operands,
+// layouts and order of products as wg_gemm<true, false>; the asm is cute's
+// SS atom for m64n64k16 bf16 (K-major A and B, scales 1) with "=f" outputs
+// and the scale-d predicate false. Checked on the device by
+// AttentionWgmmaBwdGpu.SpBitwiseEqualsPds2 (the same bits as pds2).
+template <class TiledMma, class TA, class TB, class TC>
+__device__ __forceinline__ void wg_gemm_fresh_n64(TiledMma& mma, TA const& tA, TB const& tB, TC& tC) {
+  static_assert(decltype(size(tC))::value == 32, "64 x 64 fp32 per warpgroup: 32 registers a thread");
+  static_assert(decltype(size<0>(tA))::value == 1 && decltype(size<1>(tA))::value == 1, "one descriptor per k step");
+  warpgroup_arrive();
+  const uint64_t da = tA(0, 0, 0), db = tB(0, 0, 0);
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "%32, %33, p, 1, 1, 0, 0;\n"
+      "}\n"
+      : "=f"(tC(0)), "=f"(tC(1)), "=f"(tC(2)), "=f"(tC(3)), "=f"(tC(4)), "=f"(tC(5)), "=f"(tC(6)), "=f"(tC(7)),
+        "=f"(tC(8)), "=f"(tC(9)), "=f"(tC(10)), "=f"(tC(11)), "=f"(tC(12)), "=f"(tC(13)), "=f"(tC(14)),
+        "=f"(tC(15)), "=f"(tC(16)), "=f"(tC(17)), "=f"(tC(18)), "=f"(tC(19)), "=f"(tC(20)), "=f"(tC(21)),
+        "=f"(tC(22)), "=f"(tC(23)), "=f"(tC(24)), "=f"(tC(25)), "=f"(tC(26)), "=f"(tC(27)), "=f"(tC(28)),
+        "=f"(tC(29)), "=f"(tC(30)), "=f"(tC(31))
+      : "l"(da), "l"(db), "r"(0));
+  mma.accumulate_ = GMMA::ScaleOut::One;
+  CUTLASS_PRAGMA_UNROLL
+  for (int k = 1; k < size<2>(tA); ++k) cute::gemm(mma, tA(_, _, k), tB(_, _, k), tC);
+  warpgroup_commit_batch();
+  warpgroup_fence_operand(tC);
+}
+// rs1: the k steps of half HQ (0, 1) of a register-sourced product into an
+// existing accumulator (one wgmma group): the two halves issued in order sum
+// the k steps as wg_gemm<false, true> does.
+template <int HQ, class TiledMma, class TA, class TB, class TC>
+__device__ __forceinline__ void wg_gemm_rs_half(TiledMma& mma, TA& tA, TB const& tB, TC& tC) {
+  constexpr int kHalf = decltype(size<2>(tA))::value / 2;
+  warpgroup_fence_operand(tA);
+  warpgroup_fence_operand(tC);
+  warpgroup_arrive();
+  mma.accumulate_ = GMMA::ScaleOut::One;
+  CUTLASS_PRAGMA_UNROLL
+  for (int k = 0; k < kHalf; ++k) cute::gemm(mma, tA(_, _, HQ * kHalf + k), tB(_, _, HQ * kHalf + k), tC);
+  warpgroup_commit_batch();
+  warpgroup_fence_operand(tC);
+  warpgroup_fence_operand(tA);
+}
+// rs1: values v, v + 1 of a bf16 A fragment (value v of the 64 x BR C
+// fragment of S^T or dP^T is value v of the A fragment of a K = BR product).
+template <class TA>
+__device__ __forceinline__ void set_a_pair(TA& tA, int v, __nv_bfloat162 two) {
+  using T = typename TA::value_type;
+  tA(v) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[0]);
+  tA(v + 1) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[1]);
+}
+}  // namespace detail
+
+template <class K_>
+struct BwdKvMainloop {
+  using T = typename K_::T;
+  using Params = typename K_::Params;
+  using SharedStorage = typename K_::SharedStorage;
+  using Pipeline = typename K_::Pipeline;
+  using PipelineState = typename K_::PipelineState;
+  using Barrier = cutlass::arch::ClusterTransactionBarrier;
+  using Sched = BwdKvScheduler<K_>;
+
+  // pds2 (thread 64, iters > 0): LSE and D of each (query head, query block),
+  // in the Q / dO order.
+  template <class PipeL>
+  __device__ __forceinline__ static void load_lse(const Params& p, SharedStorage& ss, PipeL& pipe_l, int hk, int b,
+                                                  int m_begin) {
+    constexpr int D = K_::D, BR = K_::BR;
+    // LSE and D of each (query head, query block), in the Q / dO order.
+    auto sl = cutlass::make_producer_start_state<typename K_::PipelineL>();
+    for (int g = 0; g < p.group; ++g) {
+      const int64_t bhm = (int64_t(b) * p.H + hk * p.group + g) * p.m_blocks;
+#pragma unroll 1
+      for (int u = Sched::u_first(ss, m_begin, ss.m_stop); u != Sched::u_end(ss, m_begin, ss.m_stop);
+           u += Sched::u_step(p)) {
+        const int m = Sched::walk_m(p, u);
+        pipe_l.producer_acquire(sl);
+        uint64_t* bar = pipe_l.producer_get_barrier(sl);
+        SM90_BULK_COPY_G2S::copy(p.lse2s + (bhm + m) * BR, bar, &ss.lse2[0][sl.index()][0],
+                                 int32_t(BR * sizeof(float)));
+        SM90_BULK_COPY_G2S::copy(p.dvecs + (bhm + m) * BR, bar, &ss.dvec[0][sl.index()][0],
+                                 int32_t(BR * sizeof(float)));
+        ++sl;
+      }
+    }
+  }
+
+  // The consumers' walk of the pds variants (Cfg::PDS, TMA dQ; FlashAttention-4's
+  // sm90 schedule): per query block, S^T = K Q^T and dP^T = V dO^T (SS, their
+  // accumulators local to the step), P^T to shared memory (bf16) and dV += P^T
+  // dO (SS) issued; dS^T = P^T (dP^T - D) to shared memory, then dK += dS^T Q
+  // and dQ part = dS K (SS, dS through the transposed view), so the S^T and
+  // dP^T registers are dead before the dQ accumulator is live. dQ is handed to
+  // the writer warp as in the other TMA variants. Registers at the peak: dV, dK
+  // (D / 2 each), S^T, dP^T (BR / 2 each) per thread.
+  // sp1, sp2 (K_::kSp, FlashAttention-3's order): dQ issued before dK and only
+  // the dQ part waited on; dK stays in flight into the next block (the Q stage
+  // released there, after its S^T wait); S^T and dP^T start from write-only
+  // accumulators (wg_gemm_fresh_n64). sp2 (K_::kSp2): the dQ part, scaled, is
+  // handed to the writer warp in the next block, right after its S^T issue.
+  // dc1 (K_::kDc, on sp1): each warpgroup's dQ part over its own 64 keys (the
+  // d = 64 K split) into its own dQ tile, its dS^T rows ordered by its own
+  // barrier: nothing in the walk waits for the other warpgroup.
+  // rs1 (K_::kRs, pds3 or pds2 at d = 128): P^T and dS^T also converted to bf16 A fragments in
+  // registers; dV and dK read them there (RS), P^T is never stored and dK is
+  // issued before the dS^T barrier (which only dQ then waits for).
+  template <class PipeL, class Acc>
+  __device__ __forceinline__ static void consume_pds(const Params& p, SharedStorage& ss, Pipeline& pipe_q,
+                                                     Pipeline& pipe_do, PipeL& pipe_l, int n_block, int hk, int b,
+                                                     int m_begin, Acc& tdVacc, Acc& tdKacc) {
+    using T = typename K_::T;
+    using PipelineState = typename K_::PipelineState;
+    constexpr int D = K_::D, BR = K_::BR, BC = K_::BC;
+    const int ctid = int(threadIdx.x) - 128;
+    const int lane = ctid % 32, wq = (ctid % 128) / 32, wg = ctid / 128, t = ctid % 128;
+    const int kl0 = wg * 64 + wq * 16 + lane / 4;  // keys kl0, kl0 + 8 of the block (this thread's rows)
+    const int key0 = n_block * BC + kl0;
+    const int col_lane = 2 * (lane % 4);
+    const int diag_off = p.Sk - p.Sq;
+    // The walk's end from shared memory (kept in a register from the kernel's
+    // start, across setmaxnreg, ptxas spilled it).
+    const int m_stop = ss.m_stop;
+
+    Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename K_::SmemK{});
+    Tensor sV = make_tensor(make_smem_ptr(ss.v.data()), typename K_::SmemK{});
+    Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename K_::SmemQ{});
+    Tensor sdO = make_tensor(make_smem_ptr(ss.dO.data()), typename K_::SmemQ{});
+    Tensor sQt = make_tensor(make_smem_ptr(ss.q.data()), typename K_::SmemQt{});
+    Tensor sdOt = make_tensor(make_smem_ptr(ss.dO.data()), typename K_::SmemQt{});
+    Tensor sKt = make_tensor(make_smem_ptr(ss.k.data()), typename K_::SmemKt{});
+    Tensor sPt = make_tensor(make_smem_ptr(ss.pt()), typename K_::SmemPt{});    // (BC, BR)
+    __nv_bfloat16* const pt_base = reinterpret_cast<__nv_bfloat16*>(ss.pt());
+
+    typename K_::MmaSdP mma_sdp;
+    typename K_::MmaKVss mma_kv;
+    typename K_::MmaDQpds mma_dq;
+    auto thr_sdp = mma_sdp.get_thread_slice(ctid);
+    auto thr_kv = mma_kv.get_thread_slice(ctid);
+    Tensor tSrK = thr_sdp.partition_fragment_A(sK);  // (MMA, 1, D/16)
+    Tensor tSrV = thr_sdp.partition_fragment_A(sV);
+    Tensor tSrQ = thr_sdp.partition_fragment_B(sQ);  // (MMA, 1, D/16, ST)
+    Tensor tSrdO = thr_sdp.partition_fragment_B(sdO);
+    Tensor tKVrP = thr_kv.partition_fragment_A(sPt);  // (MMA, 1, BR/16)
+    Tensor sdSt = make_tensor(make_smem_ptr(ss.ds.data()), typename K_::SmemPt2{});  // (BC, BR, 2)
+    Tensor sdS = make_tensor(make_smem_ptr(ss.ds.data()), typename K_::SmemPtT2{});  // (BR, BC, 2) view
+    Tensor tKVrdS = thr_kv.partition_fragment_A(sdSt);                               // (MMA, 1, BR/16, 2)
+    Tensor tKVrdO = thr_kv.partition_fragment_B(sdOt);  // (MMA, 1, BR/16, ST)
+    Tensor tKVrQ = thr_kv.partition_fragment_B(sQt);
+    // rs1: the register-sourced form of the dV, dK products (B as above).
+    typename K_::MmaKV mma_kvr;
+    auto thr_kvr = mma_kvr.get_thread_slice(ctid);
+    Tensor tKVRrdO = thr_kvr.partition_fragment_B(sdOt);  // (MMA, 1, BR/16, ST)
+    Tensor tKVRrQ = thr_kvr.partition_fragment_B(sQt);
+
+    PipelineState st;
+    [[maybe_unused]] typename K_::PipelineL::PipelineState stl;  // pds3: the one-stage LSE / D ring
+    int it = 0;
+    // sp1: the Q stage of the block before, held until its dK product (in
+    // flight across the loop's back edge) has completed.
+    [[maybe_unused]] PipelineState st_q_held;
+    // sp2: block m's dQ part, scaled, carried into block m + 1 and handed to
+    // the writer warp there once S^T (m + 1) is in flight behind dK (m); the
+    // last block's after the walk. The scaling (the same single multiply as
+    // the other variants' tile stores) is done before the back edge, so the
+    // carried registers are defined by FMULs: read there from the accumulator
+    // itself (or from plain moves of it, which ptxas propagates), ptxas cannot
+    // tell the dQ product of the previous trip has completed and injects a
+    // wait for every product in flight (C7517).
+    float tdQcarry[K_::kDqPerThread];
+    for (int g = 0; g < p.group; ++g) {
+      const int h = hk * p.group + g;
+      const int64_t bh = int64_t(b) * p.H + h;
+      for (int u = Sched::u_first(ss, m_begin, m_stop); u != Sched::u_end(ss, m_begin, m_stop); u += Sched::u_step(p), ++it) {
+        const int m = Sched::walk_m(p, u);
+        const int q0 = m * BR, buf = it % 2;
+        // LSE (log2 units, +inf where P must be 0) and D of the BR rows: loaded
+        // by warpgroup 0, one copy for both (double-buffered: the other buffer
+        // may still be read by the previous block's slower warps). pds2: in
+        // the LSE / D ring already (thread 64's bulk copies).
+        float ld_lse = INFINITY, ld_d = 0.f;
+        if (!K_::kPds2 && wg == 0 && t < BR && q0 + t < p.Sq) {
+          const float x = __ldg(p.lse + bh * p.Sq + q0 + t);
+          ld_lse = x == -INFINITY ? INFINITY : x * 1.4426950408889634f;
+          ld_d = __ldg(p.Dvec + bh * p.Sq + q0 + t);
+        }
+        Tensor tSrS = partition_fragment_C(mma_sdp, Shape<Int<BC>, Int<BR>>{});
+        Tensor tSrdP = partition_fragment_C(mma_sdp, Shape<Int<BC>, Int<BR>>{});
+        static_assert(decltype(size(tSrS))::value == BR / 2, "64 x BR scores per warpgroup");
+        // rs1: P^T and dS^T as A fragments (bf16; value v is value v of the C
+        // fragment tSrS: the k16 A fragment of a 64 x 16 slice is the C
+        // fragment of its two 8-column groups, see the kernel's tPr).
+        [[maybe_unused]] Tensor tPr = make_tensor<T>(partition_shape_A(mma_kvr, Shape<Int<BC>, Int<BR>>{}));
+        [[maybe_unused]] Tensor tdSr = make_tensor<T>(partition_shape_A(mma_kvr, Shape<Int<BC>, Int<BR>>{}));
+        pipe_q.consumer_wait(st);
+        if constexpr (K_::kSp)  // fresh accumulators: see wg_gemm_fresh_n64 (the previous dK is in flight)
+          detail::wg_gemm_fresh_n64(mma_sdp, tSrK, tSrQ(_, _, _, st.index()), tSrS);
+        else
+          detail::wg_gemm<true, false>(mma_sdp, tSrK, tSrQ(_, _, _, st.index()), tSrS);
+        // sp2: the previous block's dQ part, with dK (m - 1) and S^T (m) in flight
+        // (dP^T not yet: its 32 registers on top would be 224 live).
+        if constexpr (K_::kSp2) {
+          if (it > 0) BwdDqWriter<K_>::hand_carry(ss, tdQcarry, ctid, it - 1);
+        }
+        pipe_do.consumer_wait(st);
+        if constexpr (K_::kSp)
+          detail::wg_gemm_fresh_n64(mma_sdp, tSrV, tSrdO(_, _, _, st.index()), tSrdP);
+        else
+          detail::wg_gemm<true, false>(mma_sdp, tSrV, tSrdO(_, _, _, st.index()), tSrdP);
+        if constexpr (!K_::kPds2) {
+          if (wg == 0 && t < BR) {
+            ss.lse2[0][buf][t] = ld_lse;
+            ss.dvec[0][buf][t] = ld_d;
+          }
+          detail::named_sync(K_::kBarLse, 256);
+        }
+        if constexpr (K_::kLOne)
+          pipe_l.consumer_wait(stl);  // this block's LSE and D
+        else if constexpr (K_::kPds2)
+          pipe_l.consumer_wait(st);
+        const int sb = K_::kLOne ? 0 : K_::kPds2 ? st.index() : buf;
+        const float* lse2 = ss.lse2[0][sb];
+        const float* dd = ss.dvec[0][sb];
+        // pds2: dS^T tile of this block's parity (the other may still be read
+        // by the other warpgroup's dQ product of the previous block). dc1: one
+        // tile, each warpgroup reading only its own rows: its dK (m - 1), the
+        // last product to read them, is retired by the S^T wait before the stores.
+        const int dsb = K_::kPds2 && !K_::kDc ? buf : 0;
+        __nv_bfloat16* const ds_base = reinterpret_cast<__nv_bfloat16*>(ss.ds.data()) + dsb * (BC * BR);
+        warpgroup_wait<1>();  // S^T done (sp1: and, issued before it, the previous block's dK)
+        if constexpr (K_::kSp) {
+          // The previous block's Q stage: its S^T and dK products have completed.
+          if (it > 0) pipe_q.consumer_release(st_q_held);
+        }
+        if (p.softcap) {
+          CUTLASS_PRAGMA_UNROLL
+          for (int v = 0; v < BR / 2; ++v) tSrS(v) = detail::softcap_raw(tSrS(v), p.cap_k, p.cap_c);
+        }
+        const bool need_mask = n_block * BC + BC > p.Sk || (p.causal && n_block * BC + BC - 1 > q0 + diag_off) ||
+                               (p.window > 0 && n_block * BC <= q0 + BR - 1 + diag_off - p.window);
+        CUTLASS_PRAGMA_UNROLL
+        for (int v = 0; v < BR / 2; ++v) {
+          const int j = 8 * (v / 4) + col_lane + (v % 2);  // query column within the block
+          float e = detail::ex2(fmaf(tSrS(v), p.scale_log2, -lse2[j]));
+          if (need_mask) {
+            // Key - query offsets outside (lo, hi] are masked (hi: causal, lo: window).
+            const int key = key0 + 8 * ((v / 2) % 2);
+            const int dlt = key - (q0 + j);
+            const int hi = p.causal ? diag_off : INT_MAX;
+            const int lo = p.window > 0 ? diag_off - p.window : INT_MIN;
+            if (key >= p.Sk || dlt > hi || dlt <= lo) e = 0.f;
+          }
+          tSrS(v) = e;
+        }
+        if constexpr (K_::kRs) {
+          // rs1: dP^T waited on first, then per half of the queries (the first,
+          // then the second half of the k steps of the K = BR products): P^T and
+          // dS^T (from P^T in fp32, the operations of the stores below) rounded
+          // to bf16 into the A fragments, dS^T also stored for dQ, dV and dK
+          // issued on that half. Registers at the peak: S^T, dP^T, dV, dK (192
+          // fp32, as pds3 / pds2), each value pair freeing 4 of them for 2, and
+          // the first half's products run while the second half is formed. Each
+          // accumulator still sums its k steps in ascending order: the base's
+          // bits (pds3 at d = 64, pds2 at d = 128).
+          // (dV issued on all of P^T before dS^T was formed put P^T's 32
+          // registers on top of the 192: 284 bytes spilled.)
+          warpgroup_wait<0>();  // dP^T done
+          // (hq a compile-time constant: through a loop index the fragments were
+          // indexed at run time, 768 bytes of stack.)
+          auto half = [&](auto hq_c) {
+            constexpr int hq = decltype(hq_c)::value;
+            // dS^T also to shared memory for dQ (pds3's / pds2's layout) as
+            // formed, before dK is issued: the A registers of a wgmma in flight
+            // may not be read.
+            [[maybe_unused]] const int base = detail::opaque(kl0 * 64 + col_lane);
+            [[maybe_unused]] const int sw = detail::opaque((kl0 & 7) << 3);
+            CUTLASS_PRAGMA_UNROLL
+            for (int v = hq * BR / 4; v < (hq + 1) * BR / 4; v += 2) {
+              const int j = 8 * (v / 4) + col_lane;
+              const float2 d2 = *reinterpret_cast<const float2*>(dd + j);
+              float p0 = tSrS(v), p1 = tSrS(v + 1);
+              detail::set_a_pair(tPr, v, __floats2bfloat162_rn(p0, p1));
+              if (p.softcap) {
+                p0 *= detail::softcap_grad(p0, lse2[j], p.cap_t);
+                p1 *= detail::softcap_grad(p1, lse2[j + 1], p.cap_t);
+              }
+              const __nv_bfloat162 ds2 = __floats2bfloat162_rn(p0 * (tSrdP(v) - d2.x), p1 * (tSrdP(v + 1) - d2.y));
+              const int at = K_::kPds3 ? pt3_offset<BC>(base, sw, v / 4, (v / 2) % 2)
+                                       : K_::pt_offset(kl0, j) + 8 * 64 * ((v / 2) % 2);
+              *reinterpret_cast<__nv_bfloat162*>(ds_base + at) = ds2;
+              detail::set_a_pair(tdSr, v, ds2);
+            }
+            detail::wg_gemm_rs_half<hq>(mma_kvr, tPr, tKVRrdO(_, _, _, st.index()), tdVacc);  // no store, no barrier
+            // dK from the registers now; only dQ waits for the dS^T barrier.
+            detail::wg_gemm_rs_half<hq>(mma_kvr, tdSr, tKVRrQ(_, _, _, st.index()), tdKacc);
+          };
+          half(Int<0>{});
+          half(Int<1>{});
+        } else {
+          pt_dv_ds(p, tSrS, tSrdP, pt_base, ds_base, lse2, dd, kl0, col_lane, wg, mma_kv, tKVrP, tKVrdO, st.index(),
+                   tdVacc);
+        }
+        cutlass::arch::fence_view_async_shared();
+        if constexpr (K_::kDc) {
+          own_rows_sync(wg);  // dc1: dK and dQ of this warpgroup read its own 64 dS^T rows only
+        } else {
+          detail::named_sync(K_::kBarDs, 256);  // both warpgroups' dS^T: dQ reads every key
+        }
+        if constexpr (K_::kLOne) {
+          // Every consumer warp has read this block's LSE and D (P, softcap,
+          // dS: before the barrier above; the release is one thread per
+          // warpgroup, so not before it): the next block's may come.
+          pipe_l.consumer_release(stl);
+          ++stl;
+        }
+        Tensor tKVrdSb = tKVrdS(_, _, _, dsb);
+        if constexpr (!K_::kSp && !K_::kRs)
+          detail::wg_gemm<false, false>(mma_kv, tKVrdSb, tKVrQ(_, _, _, st.index()), tdKacc);
+        Tensor tdQacc = partition_fragment_C(mma_dq, Shape<Int<BR>, Int<D>>{});
+        static_assert(decltype(size(tdQacc))::value == K_::kDqPerThread, "dQ part per thread");
+        dq_product(mma_dq, sdS, sKt, tdQacc, dsb, ctid, t, wg);
+        if constexpr (K_::kSp) {
+          // dK after dQ (FlashAttention-3's order): the dQ part is waited on,
+          // dK is not: the tensor pipe has it while this block's dQ part goes
+          // to the writer warp and the next block's S^T, dP^T are issued.
+          detail::wg_gemm<false, false>(mma_kv, tKVrdSb, tKVrQ(_, _, _, st.index()), tdKacc);
+          warpgroup_wait<1>();  // dV, dQ part done (dK may run)
+          // The dO stage and this block's LSE / D are free (dP^T and dV done,
+          // the dS^T stores made); the Q stage once dK is done (next block).
+          pipe_do.consumer_release(st);
+          if constexpr (!K_::kPds3) pipe_l.consumer_release(st);
+          st_q_held = st;
+        } else {
+          warpgroup_wait<0>();  // dV, dK, dQ part done: the Q and dO stages, P^T and dS^T are free
+          pipe_q.consumer_release(st);
+          pipe_do.consumer_release(st);
+          if constexpr (K_::kPds2 && !K_::kLOne) pipe_l.consumer_release(st);
+        }
+        if constexpr (K_::kSp2) {
+          CUTLASS_PRAGMA_UNROLL
+          for (int i = 0; i < K_::kDqPerThread; ++i) tdQcarry[i] = tdQacc(i) * p.scale;
+          ++st;
+          continue;  // block it's dQ part: handed over in the next block (or after the walk)
+        }
+        BwdDqWriter<K_>::hand_tile(p, ss, tdQacc, ctid, wg, t, it, buf);  // (dc1: the warpgroup's own tile)
+        ++st;
+      }
+    }
+    if constexpr (K_::kSp2) BwdDqWriter<K_>::hand_carry(ss, tdQcarry, ctid, it - 1);  // the last block's dQ part (the caller walks >= 1 block)
+    if constexpr (K_::kSp) warpgroup_wait<0>();  // the last block's dK, before the epilogue reads it
+  }
+
+  // pds2: this warpgroup's 128 threads (its own rows of P^T, dc1 of dS^T
+  // too, stored), barrier kBarLse or kBarP (constant ids: one in a register
+  // was a spilled register).
+  __device__ __forceinline__ static void own_rows_sync(int wg) {
+    if (wg == 0)
+      detail::named_sync(K_::kBarLse, 128);
+    else
+      detail::named_sync(K_::kBarP, 128);
+  }
+
+  // Not rs1: P^T (bf16) to its tile, dV += P^T dO issued (Q / dO stage s),
+  // softcap's factor, then dS^T to its tile (ds_base).
+  template <class TS, class MmaKV, class TA, class TB, class Acc>
+  __device__ __forceinline__ static void pt_dv_ds(const Params& p, TS& tSrS, TS& tSrdP, __nv_bfloat16* pt_base,
+                                                  __nv_bfloat16* ds_base, const float* lse2, const float* dd, int kl0,
+                                                  int col_lane, int wg, MmaKV& mma_kv, TA& tKVrP, TB& tKVrdO, int s,
+                                                  Acc& tdVacc) {
+    constexpr int BR = K_::BR, BC = K_::BC;
+    // P^T (bf16) to this warpgroup's rows of the tile: values v, v + 1 are
+    // queries j, j + 1 of one key, one 32-bit store (4 lanes fill 16 bytes
+    // of a row, the swizzle spreads the 8 rows of a warp over the banks).
+    // (Addresses from the tile bases in shared memory, swizzled by hand:
+    // through cute's swizzled pointer they became generic 64-bit stores.)
+    // Keys kl0 + 8 are 512 elements on (the swizzle reads row % 8 only):
+    // one address per 8-query chunk.
+    if constexpr (K_::kPds3) {
+      const int base = detail::opaque(kl0 * 64 + col_lane), sw = detail::opaque((kl0 & 7) << 3);
+      CUTLASS_PRAGMA_UNROLL
+      for (int v = 0; v < BR / 2; v += 2)
+        *reinterpret_cast<__nv_bfloat162*>(pt_base + pt3_offset<BC>(base, sw, v / 4, (v / 2) % 2)) =
+            __floats2bfloat162_rn(tSrS(v), tSrS(v + 1));
+    } else {
+      CUTLASS_PRAGMA_UNROLL
+      for (int v = 0; v < BR / 2; v += 2)
+        *reinterpret_cast<__nv_bfloat162*>(pt_base + K_::pt_offset(kl0, 8 * (v / 4) + col_lane) +
+                                           8 * 64 * ((v / 2) % 2)) = __floats2bfloat162_rn(tSrS(v), tSrS(v + 1));
+    }
+    cutlass::arch::fence_view_async_shared();  // generic-proxy stores before the wgmma reads
+    if constexpr (K_::kPds2) {
+      own_rows_sync(wg);  // each warpgroup's dV product reads its own 64 rows of P^T only
+    } else {
+      detail::named_sync(K_::kBarP, 256);
+    }
+    detail::wg_gemm<false, false>(mma_kv, tKVrP, tKVrdO(_, _, _, s), tdVacc);
+    BwdKvSoftmax<BR>::softcap_grad(p, tSrS, lse2, col_lane);  // P^T times 1 - t^2 (as the other kv kernels)
+    warpgroup_wait<1>();  // dP^T done (dV may still run)
+    if constexpr (K_::kPds3) {
+      const int base = detail::opaque(kl0 * 64 + col_lane), sw = detail::opaque((kl0 & 7) << 3);
+      CUTLASS_PRAGMA_UNROLL
+      for (int v = 0; v < BR / 2; v += 2) {
+        const float2 d2 = *reinterpret_cast<const float2*>(dd + 8 * (v / 4) + col_lane);
+        *reinterpret_cast<__nv_bfloat162*>(ds_base + pt3_offset<BC>(base, sw, v / 4, (v / 2) % 2)) =
+            __floats2bfloat162_rn(tSrS(v) * (tSrdP(v) - d2.x), tSrS(v + 1) * (tSrdP(v + 1) - d2.y));
+      }
+    } else {
+      CUTLASS_PRAGMA_UNROLL
+      for (int v = 0; v < BR / 2; v += 2) {
+        const int j = 8 * (v / 4) + col_lane;
+        const float2 d2 = *reinterpret_cast<const float2*>(dd + j);
+        *reinterpret_cast<__nv_bfloat162*>(ds_base + K_::pt_offset(kl0, j) + 8 * 64 * ((v / 2) % 2)) =
+            __floats2bfloat162_rn(tSrS(v) * (tSrdP(v) - d2.x), tSrS(v + 1) * (tSrdP(v + 1) - d2.y));
+      }
+    }
+
+  }
+
+  // pds: the dQ part = dS K from dS^T tile dsb (through its transposed view).
+  template <class MmaDQ, class TdS, class TKt, class TdQ>
+  __device__ __forceinline__ static void dq_product(MmaDQ& mma_dq, TdS& sdS, TKt& sKt, TdQ& tdQacc, int dsb, int ctid,
+                                                    int t, int wg) {
+    constexpr int D = K_::D, BR = K_::BR, BC = K_::BC;
+    if constexpr (K_::kDqWhole) {
+      // d = 128: N split (each warpgroup D / 2 columns); pds3: M split (each
+      // warpgroup 64 queries); every key either way.
+      auto thr_dq = mma_dq.get_thread_slice(ctid);
+      Tensor tQrdS = thr_dq.partition_fragment_A(sdS);  // (MMA, BR/64 or 1, BC/16, 2)
+      Tensor tQrK = thr_dq.partition_fragment_B(sKt);
+      Tensor tQrdSb = tQrdS(_, _, _, dsb);
+      detail::wg_gemm<true, false>(mma_dq, tQrdSb, tQrK, tdQacc);
+    } else {
+      // d = 64: each warpgroup its own 64 keys (K split), summed below;
+      // dc1 (d = 128): the same split, each part added by the writer warp.
+      auto thr_dq = mma_dq.get_thread_slice(t);
+      Tensor sdS_half = local_tile(sdS(_, _, dsb), Shape<Int<BR>, _64>{}, make_coord(0, wg));
+      Tensor sKt_half = local_tile(sKt, Shape<Int<D>, _64>{}, make_coord(0, wg));
+      Tensor tQrdS = thr_dq.partition_fragment_A(sdS_half);
+      Tensor tQrK = thr_dq.partition_fragment_B(sKt_half);
+      detail::wg_gemm<true, false>(mma_dq, tQrdS, tQrK, tdQacc);
+    }
+
+  }
+
+  // Without pds: dS (queries x keys) to shared memory (the rows kl0, kl0 + 8
+  // of this thread within the key block), then the dQ part = dS K.
+  template <class MmaDQ, class TA, class TdQ>
+  __device__ __forceinline__ static void dq_product_ds(SharedStorage& ss, MmaDQ& mma_dq, TA& tdSr, TdQ& tdQacc, int kl0,
+                                                       int col_lane, int ctid, int wg) {
+    constexpr int D = K_::D, BR = K_::BR;
+    // dS (queries x keys) to shared memory for dQ = dS K.
+    Tensor sdS = make_tensor(make_smem_ptr(ss.ds.data()), typename K_::SmemDS{});
+    CUTLASS_PRAGMA_UNROLL
+    for (int v = 0; v < BR / 2; ++v) {
+      const int kl = kl0 + 8 * ((v / 2) % 2);
+      const int ql = 8 * (v / 4) + col_lane + (v % 2);
+      sdS(ql, kl) = tdSr(v);
+    }
+    cutlass::arch::fence_view_async_shared();  // generic-proxy stores before the wgmma reads
+    detail::named_sync(K_::kBarDs, 256);
+    Tensor sKt = make_tensor(make_smem_ptr(ss.k.data()), typename K_::SmemKt{});
+    if constexpr (K_::kDqSplitN) {
+      auto thr_dq = mma_dq.get_thread_slice(ctid);
+      Tensor tQrdS = thr_dq.partition_fragment_A(sdS);
+      Tensor tQrK = thr_dq.partition_fragment_B(sKt);
+      detail::wg_gemm<true, false>(mma_dq, tQrdS, tQrK, tdQacc);
+    } else {
+      auto thr_dq = mma_dq.get_thread_slice(ctid % 128);
+      Tensor sdS_half = local_tile(sdS, Shape<Int<BR>, _64>{}, make_coord(0, wg));
+      Tensor sKt_half = local_tile(sKt, Shape<Int<D>, _64>{}, make_coord(0, wg));
+      Tensor tQrdS = thr_dq.partition_fragment_A(sdS_half);
+      Tensor tQrK = thr_dq.partition_fragment_B(sKt_half);
+      detail::wg_gemm<true, false>(mma_dq, tQrdS, tQrK, tdQacc);
+    }
+  }
+};
+
+// pds2: LSE in log2 units (+inf where P must be 0: LSE = -inf, rows >= Sq)
+// and D, padded to whole query blocks of BR ([B H][m_blocks][BR] each), so the
+// kv kernel's producer brings one block's values with one aligned bulk copy.
+template <int BR>
+__global__ void attention_bwd_pds_stage_kernel(const float* __restrict__ lse, const float* __restrict__ Dvec,
+                                               float* __restrict__ lse2, float* __restrict__ dvec, int64_t rows,
+                                               int Sq, int m_blocks) {
+  const int64_t padded = int64_t(m_blocks) * BR, n = rows * padded;
+  for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < n; idx += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t bh = idx / padded;
+    const int q = int(idx % padded);
+    float l = INFINITY, d = 0.f;
+    if (q < Sq) {
+      const float x = lse[bh * Sq + q];
+      l = x == -INFINITY ? INFINITY : x * 1.4426950408889634f;
+      d = Dvec[bh * Sq + q];
+    }
+    lse2[idx] = l;
+    dvec[idx] = d;
+  }
+}
+
+}  // namespace detfuse::attention::wg
