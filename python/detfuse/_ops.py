@@ -28,19 +28,21 @@ REGISTERED = False
 # detfuse.torch.linear_cross_entropy's eager path (gradient in forward) calls
 # the autograd.Function flce_forward_backward_eager instead of the custom op
 # when True (the default); False keeps the op everywhere (for measuring the
-# difference: experiments/flce_host_time.py).
+# difference: experiments/flce_host_time.py, flce_peers.py --op-path; no gain
+# was measurable in session 13).
 EAGER_FUNCTION = True
 # The gradient-in-forward backward (loss, not main_grad) applies the loss's
 # upstream gradient g to the forward's dX and dW in place on the device
 # (detfuse_scale_unless_one: nothing is read or written when g == 1) instead of
 # reading g on the host, when True at the forward call. The host read was one
 # synchronisation after which the rest of the backward ran on the host while
-# the GPU waited: 0.8 ms of tail per call against 0.16 without it, and 20.80
-# against 20.37 ms per call at 4096,4096,128256 (85.36 against 81.66 at 16384
-# rows; experiments/flce_bench_log.md, session 13). The saved dX and dW then
-# count as changed in place, so a second backward through a retained graph is
-# refused (PyTorch's saved-tensor check) where the host-read path (False)
-# summed them again; grad_in_forward=False allows any number of backwards.
+# the GPU waited: 0.8 ms of tail per call against 0.16 without it, and 20.22
+# against 19.66 ms per call at 4096,4096,128256 (Liger-Kernel's CuTe FLCE
+# 20.02 in the same passes; experiments/flce_bench_log.md, session 13). The
+# saved dX and dW then count as changed in place, so a second backward through
+# a retained graph is refused (PyTorch's saved-tensor check) where the
+# host-read path (False) summed them again; grad_in_forward=False allows any
+# number of backwards.
 SYNC_FREE_BACKWARD = True
 _problems: dict = {}
 _selections: dict = {}
