@@ -374,8 +374,9 @@ def register() -> bool:
         return bool(g == 1)
 
     def _sync_free_ok(g, dX, dW):
+        # A plain CUDA fp32 scalar on the gradients' device, outside tracing.
         return (type(g) is torch.Tensor and g.is_cuda and g.numel() == 1 and g.dtype == torch.float32
-                and dX.is_cuda and dW.is_cuda and hasattr(torch.autograd.graph, "increment_version")
+                and g.device == dX.device == dW.device and hasattr(torch.autograd.graph, "increment_version")
                 and not bool(getattr(torch.compiler, "is_compiling", lambda: False)()))
 
     def _scale_on_device(g, dX, dW):
@@ -383,10 +384,11 @@ def register() -> bool:
         # saved tensors' versions are bumped since the host cannot know whether
         # the kernel wrote them.
         g = g.contiguous()
-        stream = torch.cuda.current_stream(dX.device).cuda_stream
-        for t in (dX, dW):
-            _lib.scale_unless_one(t.data_ptr(), t.numel(), _dtype_code(torch, t.dtype), g.data_ptr(), stream)
-            torch.autograd.graph.increment_version(t)
+        with _on(torch, dX.device):
+            stream = torch.cuda.current_stream(dX.device).cuda_stream
+            for t in (dX, dW):
+                _lib.scale_unless_one(t.data_ptr(), t.numel(), _dtype_code(torch, t.dtype), g.data_ptr(), stream)
+                torch.autograd.graph.increment_version(t)
 
     def fb_setup(ctx, inputs, output):
         _, _, dX, dW = output
@@ -401,10 +403,12 @@ def register() -> bool:
     def fb_backward(ctx, g_loss, g_lse, g_dX, g_dW):
         if g_loss is None:  # the loss is not in the graph being differentiated
             return (None, None, None) + (None,) * _FLCE_OPTS
-        # With g = 1 autograd gets the forward's dX, dW themselves (x.grad and
-        # weight.grad may become them). A second backward through a retained
-        # graph accumulates into them in place; PyTorch's version counter of the
-        # saved tensors then makes any later use raise, never read them altered.
+        # Autograd gets the forward's dX, dW themselves (x.grad and weight.grad
+        # may become them): sync-free (SYNC_FREE_BACKWARD at the forward), scaled
+        # in place on the device, their versions bumped, so a second backward
+        # through a retained graph is refused; host-read, handed over as they are
+        # when g = 1 (a second backward then accumulates into them in place and
+        # PyTorch's version check refuses a third), a scaled copy otherwise.
         dX, dW = ctx.saved_tensors
         if getattr(ctx, "sync_free", False) and _sync_free_ok(g_loss, dX, dW):
             _scale_on_device(g_loss, dX, dW)
