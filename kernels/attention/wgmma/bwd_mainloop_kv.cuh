@@ -125,7 +125,7 @@ struct BwdKvMainloop {
   template <class PipeL>
   __device__ __forceinline__ static void load_lse(const Params& p, SharedStorage& ss, PipeL& pipe_l, int hk, int b,
                                                   int m_begin) {
-    constexpr int D = K_::D, BR = K_::BR;
+    [[maybe_unused]] constexpr int D = K_::D, BR = K_::BR;
     // LSE and D of each (query head, query block), in the Q / dO order.
     auto sl = cutlass::make_producer_start_state<typename K_::PipelineL>();
     for (int g = 0; g < p.group; ++g) {
@@ -479,7 +479,7 @@ struct BwdKvMainloop {
   template <class MmaDQ, class TdS, class TKt, class TdQ>
   __device__ __forceinline__ static void dq_product(MmaDQ& mma_dq, TdS& sdS, TKt& sKt, TdQ& tdQacc, int dsb, int ctid,
                                                     int t, int wg) {
-    constexpr int D = K_::D, BR = K_::BR, BC = K_::BC;
+    [[maybe_unused]] constexpr int D = K_::D, BR = K_::BR, BC = K_::BC;
     if constexpr (K_::kDqWhole) {
       // d = 128: N split (each warpgroup D / 2 columns); pds3: M split (each
       // warpgroup 64 queries); every key either way.
