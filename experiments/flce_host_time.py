@@ -154,13 +154,7 @@ def layers(x, w, y, db, reps):
     stream = torch.cuda.current_stream().cuda_stream
     lib = _lib.load_library()
     q = _lib.FlceProblem()
-    def through_op():
-        O.EAGER_FUNCTION = False
-        try:
-            return dt.linear_cross_entropy(x, w, y)
-        finally:
-            O.EAGER_FUNCTION = True
-
+    through_op = flce_peers.with_ops_flags(lambda: dt.linear_cross_entropy(x, w, y), {"EAGER_FUNCTION": False})
     calls = {
         "linear_cross_entropy": lambda: dt.linear_cross_entropy(x, w, y),
         "linear_cross_entropy through the custom op": through_op,

@@ -73,6 +73,23 @@ class Skip(Exception):
     """A peer that cannot run here: printed as its reason, not a failure of the script."""
 
 
+def with_ops_flags(fn, flags):
+    """fn wrapped so that each call runs with these detfuse._ops module flags
+    (EAGER_FUNCTION, SYNC_FREE_BACKWARD), restored after it; a loss's backward
+    follows what its forward saw."""
+    def call():
+        from detfuse import _ops as ops_mod
+        before = {k: getattr(ops_mod, k) for k in flags}
+        for k, v in flags.items():
+            setattr(ops_mod, k, v)
+        try:
+            return fn()
+        finally:
+            for k, v in before.items():
+                setattr(ops_mod, k, v)
+    return call
+
+
 # ----------------------------------------------------------------- the loss functions
 def make_peers(args):
     """name -> factory(x, w, y) returning a loss-producing callable, or raising Skip."""
@@ -98,20 +115,7 @@ def make_peers(args):
                 mg = torch.zeros(w.shape, dtype=torch.float32, device=w.device)
                 return (lambda: dt.linear_cross_entropy(x, w, y, main_grad=mg, **kw)), name + " main_grad", mg
             if flags:
-                # detfuse._ops module flags set for the forward call (the backward
-                # follows what its forward saw): EAGER_FUNCTION, SYNC_FREE_BACKWARD.
-                from detfuse import _ops as ops_mod
-
-                def call():
-                    before = {k: getattr(ops_mod, k) for k in flags}
-                    for k, v in flags.items():
-                        setattr(ops_mod, k, v)
-                    try:
-                        return dt.linear_cross_entropy(x, w, y, **kw)
-                    finally:
-                        for k, v in before.items():
-                            setattr(ops_mod, k, v)
-                return call, name + what
+                return with_ops_flags(lambda: dt.linear_cross_entropy(x, w, y, **kw), flags), name + what
             return (lambda: dt.linear_cross_entropy(x, w, y, **kw)), name
         return f
 
