@@ -44,6 +44,14 @@ EAGER_FUNCTION = True
 # host-read path (False) summed them again; grad_in_forward=False allows any
 # number of backwards.
 SYNC_FREE_BACKWARD = True
+# main_grad='s backward (main_grad already holds dW for an upstream gradient of
+# 1): with SYNC_FREE_BACKWARD at the forward, the gradient is copied to pinned
+# host memory without a synchronisation and checked when that copy has landed:
+# at the next main_grad= call or detfuse.torch.check_main_grad(), which raise if
+# it was not 1. Without it the backward reads it at once (one synchronisation
+# that waits for the forward's kernels; the host's rest of the backward then
+# runs with the GPU idle). Entries: (event, pinned copy of g).
+_MAIN_GRAD_PENDING: list = []
 _problems: dict = {}
 _selections: dict = {}
 _CACHE_CAP = 4096  # entries; the caches are cleared when they grow past it
@@ -62,6 +70,29 @@ def selection(variant: str, db: str, allow_nondeterministic: bool):
     """The C selection for (variant, db, policy); db "" means the library's default path."""
     return _cached(_selections, (variant, db, bool(allow_nondeterministic)),
                    lambda: _lib.make_selection(variant, db or None, bool(allow_nondeterministic)))
+
+
+def _main_grad_error(g):
+    return RuntimeError(f"linear_cross_entropy(main_grad=...): main_grad already holds dW for an upstream gradient of 1 "
+                        f"(loss.backward() on the returned loss), but the loss's gradient is {g}; scale after the "
+                        f"call (e.g. main_grad /= steps) or use main_grad=None")
+
+
+def check_main_grad(wait: bool = True) -> None:
+    """Raise if a main_grad= backward got an upstream gradient other than 1.
+    wait=False checks only the gradients whose copy to the host has landed
+    (no synchronisation); the others stay pending."""
+    while _MAIN_GRAD_PENDING:
+        event, host = _MAIN_GRAD_PENDING[0]
+        if not wait and not event.query():
+            return
+        event.synchronize()
+        _MAIN_GRAD_PENDING.pop(0)
+        g = host.reshape(-1)
+        if not bool((g == 1).all()):
+            _MAIN_GRAD_PENDING.clear()  # reported once; main_grad is wrong from that call on
+            bad = g[g != 1]
+            raise _main_grad_error(float(bad[0]) if bad.numel() else float("nan"))
 
 
 def _dtype_code(torch, dt):
@@ -449,7 +480,9 @@ def register() -> bool:
     class MainGrad(torch.autograd.Function):
         @staticmethod
         def forward(ctx, x, w, y, main_grad, *opts):
+            check_main_grad(wait=False)  # an earlier backward's gradient, if its copy has landed
             loss, lse, dX = torch.ops.detfuse.flce_forward_backward_main_grad(x, w, y, main_grad, *opts)
+            ctx.sync_free = SYNC_FREE_BACKWARD
             ctx.save_for_backward(dX)
             ctx.mark_non_differentiable(lse)
             return loss, lse
@@ -457,13 +490,21 @@ def register() -> bool:
         @staticmethod
         def backward(ctx, g_loss, g_lse):
             # dW went into main_grad in the forward for an upstream gradient of
-            # 1; any other would have needed it scaled (one sync here).
-            if not bool((g_loss == 1).all()):
-                raise RuntimeError(f"linear_cross_entropy(main_grad=...): main_grad already holds dW for an upstream "
-                                   f"gradient of 1 (loss.backward() on the returned loss), but the loss's gradient "
-                                   f"is {float(g_loss)}; scale after the call (e.g. main_grad /= steps) or use "
-                                   f"main_grad=None")
+            # 1; any other would have needed it scaled. Sync-free: g is copied
+            # to pinned memory on the stream and checked later (check_main_grad);
+            # host-read: checked here (one synchronisation).
             (dX,) = ctx.saved_tensors
+            if ctx.sync_free and type(g_loss) is torch.Tensor and g_loss.is_cuda and not bool(
+                    getattr(torch.compiler, "is_compiling", lambda: False)()):
+                check_main_grad(wait=False)
+                host = torch.empty(g_loss.shape, dtype=g_loss.dtype, pin_memory=True)
+                with _on(torch, g_loss.device):
+                    host.copy_(g_loss, non_blocking=True)
+                    event = torch.cuda.Event()
+                    event.record(torch.cuda.current_stream(g_loss.device))
+                _MAIN_GRAD_PENDING.append((event, host))
+            elif not bool((g_loss == 1).all()):
+                raise _main_grad_error(float(g_loss.reshape(-1)[0]))
             return (dX, None, None, None) + (None,) * _FLCE_OPTS
 
     global flce_main_grad

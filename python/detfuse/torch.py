@@ -180,8 +180,11 @@ def linear_cross_entropy(x, weight, target, *, bias=None, ignore_index=-100, red
     dW is summed into it in the forward (main_grad += dW, fp32, in the fixed
     order of the variant) and weight gets no .grad; no V x D fp32 accumulator
     or bf16 dW is made. The returned loss must get an upstream gradient of 1
-    (loss.backward(), or a sum with other terms); the backward raises
-    otherwise. Needs grad_in_forward and reduction 'mean' or 'sum'.
+    (loss.backward(), or a sum with other terms); otherwise an error is raised
+    by the next main_grad= call or check_main_grad() (the backward copies the
+    gradient to the host without a synchronisation; with
+    detfuse._ops.SYNC_FREE_BACKWARD = False the backward reads and raises at
+    once). Needs grad_in_forward and reduction 'mean' or 'sum'.
     grad_in_forward (the default): dX and dW are computed in the forward and
     handed to autograd as x.grad and weight.grad, scaled in place on the GPU by
     the loss's upstream gradient unless it is 1 (no synchronisation: the host
@@ -230,6 +233,15 @@ def linear_cross_entropy(x, weight, target, *, bias=None, ignore_index=-100, red
     if reduction == "none":
         loss = loss.reshape(lead)
     return (loss, lse.reshape(lead)) if return_lse else loss
+
+
+def check_main_grad(wait=True) -> None:
+    """Raise RuntimeError if a linear_cross_entropy(main_grad=...) loss got an
+    upstream gradient other than 1 in a backward since the last check (its
+    main_grad then holds dW unscaled). wait=False checks only the backwards
+    whose gradient has reached the host, without a synchronisation; the next
+    main_grad= call does that itself."""
+    _ops_mod.check_main_grad(wait)
 
 
 def chosen_variant(x, weight, target=None, *, ignore_index=-100, reduction="mean", label_smoothing=0.0, z_loss=0.0,

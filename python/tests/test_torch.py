@@ -309,9 +309,31 @@ class GpuTest(unittest.TestCase):
         x, w, y = self.make()
         w.requires_grad_()
         mg = torch.zeros(w.shape, dtype=torch.float32, device="cuda")
-        loss = dt.linear_cross_entropy(x, w, y, main_grad=mg)
-        with self.assertRaisesRegex(RuntimeError, r"main_grad already holds dW for an upstream gradient of 1"):
-            (loss / 4).backward()
+        msg = r"main_grad already holds dW for an upstream gradient of 1 .*the loss's gradient is 0\.25"
+        ops_mod = detfuse._ops
+        try:  # host-read: the backward raises
+            ops_mod.SYNC_FREE_BACKWARD = False
+            loss = dt.linear_cross_entropy(x, w, y, main_grad=mg)
+            with self.assertRaisesRegex(RuntimeError, msg):
+                (loss / 4).backward()
+        finally:
+            ops_mod.SYNC_FREE_BACKWARD = True
+        # sync-free (the default): the backward returns; check_main_grad() raises, once
+        dt.linear_cross_entropy(x, w, y, main_grad=mg).backward()
+        dt.check_main_grad()  # g = 1: nothing to report
+        (dt.linear_cross_entropy(x, w, y, main_grad=mg) / 4).backward()
+        with self.assertRaisesRegex(RuntimeError, msg):
+            dt.check_main_grad()
+        dt.check_main_grad()
+        # ... or the next main_grad= call, before it touches main_grad
+        (dt.linear_cross_entropy(x, w, y, main_grad=mg) / 4).backward()
+        torch.cuda.synchronize()
+        before = mg.clone()
+        with self.assertRaisesRegex(RuntimeError, msg):
+            dt.linear_cross_entropy(x, w, y, main_grad=mg)
+        self.assertTrue(torch.equal(mg, before))
+        dt.linear_cross_entropy(x, w, y, main_grad=mg).backward()
+        dt.check_main_grad()
         with torch.no_grad():  # no gradient wanted: main_grad is left alone
             mg2 = torch.zeros_like(mg)
             dt.linear_cross_entropy(x, w, y, main_grad=mg2)
