@@ -63,23 +63,26 @@ int64_t param(const AttentionVariant& v, const std::string& key) {
 // The kv kernels with P^T and dS^T through shared memory (param pds = 1;
 // pds_variants(2): dS^T double-buffered, LSE / D by the producer), without
 // the sp token (sp = 0) or with it (sp_variants), without the rs token
-// (rs_variants), without the spt token (spt_variants).
+// (rs_variants), without the spt token (spt_variants), without the ew token
+// (ew_variants).
 std::vector<const AttentionVariant*> pds_variants(int pds = 1, int sp = 0) {
   std::vector<const AttentionVariant*> out;
   for (const auto* v : wgmma_bwd_variants())
     if (param(*v, "pds") == pds && std::max<int64_t>(param(*v, "sp"), 0) == sp && param(*v, "rs") < 1 &&
-        param(*v, "spt") < 1)
+        param(*v, "spt") < 1 && param(*v, "ew") < 1)
       out.push_back(v);
   return out;
 }
 
 // sp1: pds2 with dQ before dK and dK left in flight into the next query
 // block; sp2: sp1 with block m's dQ part handed over in block m + 1. sp = 0:
-// both. Without the dc token (dc_variants) and the spt token (spt_variants).
+// both. Without the dc token (dc_variants), the spt token (spt_variants) and
+// the ew token (ew_variants).
 std::vector<const AttentionVariant*> sp_variants(int sp = 0) {
   std::vector<const AttentionVariant*> out;
   for (const auto* v : wgmma_bwd_variants())
-    if ((sp == 0 ? param(*v, "sp") >= 1 : param(*v, "sp") == sp) && param(*v, "dc") < 1 && param(*v, "spt") < 1)
+    if ((sp == 0 ? param(*v, "sp") >= 1 : param(*v, "sp") == sp) && param(*v, "dc") < 1 && param(*v, "spt") < 1 &&
+        param(*v, "ew") < 1)
       out.push_back(v);
   return out;
 }
@@ -103,11 +106,24 @@ std::vector<const AttentionVariant*> rs_variants() {
 }
 
 // spt1: ordered pds3 d64, pds2 d64 / d128 and sp1 d128 with the dQ adds in
-// FlashAttention-3's order (kernels/attention/wgmma/bwd_dq_order.h).
+// FlashAttention-3's order (kernels/attention/wgmma/bwd_dq_order.h). Without
+// the ew token (ew_variants).
 std::vector<const AttentionVariant*> spt_variants() {
   std::vector<const AttentionVariant*> out;
   for (const auto* v : wgmma_bwd_variants())
-    if (param(*v, "spt") == 1) out.push_back(v);
+    if (param(*v, "spt") == 1 && param(*v, "ew") < 1) out.push_back(v);
+  return out;
+}
+
+// ew1, ew2 (issue 16, session 14): pds3 d64 with the exp loop without a branch
+// per element (the mask a pass of its own) and D read ahead of the dS^T
+// stores; ew2 also dQ issued before dK and handed over while dK runs
+// (BwdKvEwConfig). Ordered with spt1, and atomic; ew1 also on sp1 d128.
+// ew = 0: all.
+std::vector<const AttentionVariant*> ew_variants(int ew = 0) {
+  std::vector<const AttentionVariant*> out;
+  for (const auto* v : wgmma_bwd_variants())
+    if (ew == 0 ? param(*v, "ew") >= 1 : param(*v, "ew") == ew) out.push_back(v);
   return out;
 }
 
@@ -123,6 +139,7 @@ std::string sp_base_name(const std::string& n) { return without_token(n, "sp"); 
 std::string dc_base_name(const std::string& n) { return without_token(n, "dc"); }
 std::string rs_base_name(const std::string& n) { return without_token(n, "rs"); }
 std::string spt_base_name(const std::string& n) { return without_token(n, "spt"); }
+std::string ew_base_name(const std::string& n) { return without_token(n, "ew"); }
 
 // check_bits_equal_base's dq_equal beside false (dQ not compared) and true.
 constexpr int kDqBitsDiffer = 2;
@@ -488,9 +505,9 @@ TEST(AttentionWgmmaGpu, TmaOStoresNoRowPastSq) {
 
 // ------------------------------------------------------------------ backward
 
-TEST(AttentionWgmmaBwd, FortyFiveVariantsRunBothModesWithReasonsAndWorkspace) {
+TEST(AttentionWgmmaBwd, FiftyOneVariantsRunBothModesWithReasonsAndWorkspace) {
   const auto vs = wgmma_bwd_variants();
-  ASSERT_EQ(vs.size(), 45u);
+  ASSERT_EQ(vs.size(), 51u);
   DeviceInfo h200;
   h200.cc_major = 9;
   h200.cc_minor = 0;
@@ -542,9 +559,9 @@ TEST(AttentionWgmmaBwd, FortyFiveVariantsRunBothModesWithReasonsAndWorkspace) {
     EXPECT_EQ(v->workspace_bytes(p, AttentionMode::backward), attention::d_bytes(p) + extra);
   }
   EXPECT_EQ(owning, 6);
-  EXPECT_EQ(atomic, 16);
+  EXPECT_EQ(atomic, 19);
   EXPECT_EQ(partials, 3);
-  EXPECT_EQ(ordered, 20);
+  EXPECT_EQ(ordered, 23);
   EXPECT_EQ(pds_variants().size(), 6u);
   for (const auto* v : pds_variants()) {
     SCOPED_TRACE(v->desc.name);
@@ -668,6 +685,36 @@ TEST(AttentionWgmmaBwd, FortyFiveVariantsRunBothModesWithReasonsAndWorkspace) {
       small.max_smem_per_block_optin = 232448 - 1024;
       EXPECT_EQ(v->can_run(p, AttentionMode::backward, small).has_value(),
                 base->can_run(p, AttentionMode::backward, small).has_value());
+    }
+  }
+  // ew1, ew2: pds3 d64 (the ew token after the schedule's, before spt),
+  // ordered with spt1 and atomic; ew1 also on sp1 d128: the base's workspace
+  // and shared memory (where a block has 1 KB less, pds3 and its ew variants
+  // are refused, sp1 and its ew1 run).
+  EXPECT_EQ(ew_variants(1).size(), 4u);
+  EXPECT_EQ(ew_variants(2).size(), 2u);
+  for (const char* n : {"attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew1_spt1_d64",
+                        "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_ew1_d64",
+                        "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_spt1_d64",
+                        "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_ew2_d64",
+                        "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_spt1_d128",
+                        "attention.bf16.wgmma.atomic.br64_bc128_st2_tma1_pds2_sp1_ew1_d128"}) {
+    const auto* v = builtin_registry().find_attention(n);
+    ASSERT_NE(v, nullptr) << n;
+    EXPECT_EQ(v->desc.deterministic, v->desc.strategy == "ordered");
+    const int d = int(param(*v, "d"));
+    EXPECT_EQ(param(*v, "pds"), d == 64 ? 3 : 2);
+    const auto* base = builtin_registry().find_attention(ew_base_name(n));
+    ASSERT_NE(base, nullptr) << ew_base_name(n);
+    for (bool causal : {true, false}) {
+      AttentionProblem p;
+      p.B = 2, p.H = 8, p.Hkv = 2, p.Sq = 1000, p.Sk = 700, p.d = d, p.causal = causal;
+      EXPECT_EQ(v->workspace_bytes(p, AttentionMode::backward), base->workspace_bytes(p, AttentionMode::backward));
+      EXPECT_FALSE(v->can_run(p, AttentionMode::backward, h200).has_value());
+      DeviceInfo small = h200;
+      small.max_smem_per_block_optin = 232448 - 1024;
+      EXPECT_EQ(v->can_run(p, AttentionMode::backward, small).has_value(), d == 64);
+      EXPECT_EQ(base->can_run(p, AttentionMode::backward, small).has_value(), d == 64);
     }
   }
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.owning.br64_bc128_st3_qbc64_qst3_d128"), nullptr);
@@ -820,7 +867,7 @@ TEST(AttentionWgmmaBwdGpu, SanitizerSizedWindowOrdered) {
   std::vector<const AttentionVariant*> vs;
   for (const auto* v : wgmma_bwd_variants())
     if (v->desc.strategy == "ordered") vs.push_back(v);
-  ASSERT_EQ(vs.size(), 20u);
+  ASSERT_EQ(vs.size(), 23u);
   const Case cases[] = {{1, 2, 1, 150, 331, false, 0.0, "sanitizer: window 100, softcap 2, non-causal", 2.0, 100}};
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 4200, /*repeats=*/2), int(vs.size()));
 }
@@ -833,7 +880,7 @@ TEST(AttentionWgmmaBwdGpu, OrderedManyKeyBlocks) {
   std::vector<const AttentionVariant*> vs;
   for (const auto* v : wgmma_bwd_variants())
     if (v->desc.strategy == "ordered") vs.push_back(v);
-  ASSERT_EQ(vs.size(), 20u);
+  ASSERT_EQ(vs.size(), 23u);
   const Case cases[] = {
       {2, 8, 4, 640, 2304, false, 0.0, "ordered: 18 key blocks, GQA 2:1"},
       {2, 8, 4, 2100, 2304, true, 0.0, "ordered: 18 key blocks, causal Sq < Sk, odd Sq"},
@@ -1204,6 +1251,59 @@ TEST(AttentionWgmmaBwdGpu, Spt1ChangesDqOrder) {
   };
   EXPECT_EQ(check_bits_equal_base(spt_variants(), spt_base_name, kDqBitsDiffer, 11700, cases, /*dkdv_equal=*/false),
             8);
+}
+
+// ew1, ew2 (issue 16, session 14): pds3 d64 with the exp loop without a
+// branch per element (the mask its own pass), D read ahead of the dS^T
+// stores, and (ew2) dQ issued before dK and handed over while dK runs;
+// ordered with spt1's order, and atomic; ew1 also on sp1 d128. Every backward case, the
+// many-key-block ones and the spt1 shift cases (the device script's filter:
+// AttentionWgmmaBwdGpu.Ew*).
+TEST(AttentionWgmmaBwdGpu, EwMatchesFloat64Reference) {
+  REQUIRE_SM90();
+  const auto vs = ew_variants();
+  ASSERT_EQ(vs.size(), 6u);
+  check_schedule_cases(vs, 12000);
+  const Case shift[] = {
+      {1, 8, 2, 3000, 700, false, 0.0, "shift: Sq > Sk, 6 key blocks, GQA 4:1"},
+      {1, 4, 1, 300, 2900, false, 0.0, "shift: 23 key blocks over 3 (5) query blocks, GQA 4:1"},
+  };
+  EXPECT_EQ(check_backward(vs, shift, std::size(shift), 12100), int(vs.size() * std::size(shift)));
+}
+
+// Sanitizer-sized (memcheck / racecheck / synccheck): spt1's cases (causal GQA
+// with rows that see no key, the shift order, softcap + window).
+TEST(AttentionWgmmaBwdGpu, EwSanitizerSized) {
+  REQUIRE_SM90();
+  const auto vs = ew_variants();
+  ASSERT_EQ(vs.size(), 6u);
+  const Case cases[] = {
+      {1, 4, 2, 150, 131, true, 0.0, "sanitizer: causal GQA 2:1, Sq > Sk, odd lengths"},
+      {1, 4, 2, 150, 331, false, 0.0, "sanitizer: non-causal GQA 2:1, Sq < Sk (shift)"},
+      {1, 2, 1, 150, 331, false, 0.0, "sanitizer: window 100, softcap 2, non-causal", 2.0, 100},
+  };
+  EXPECT_EQ(check_backward(vs, cases, std::size(cases), 12200, /*repeats=*/2), int(vs.size() * std::size(cases)));
+}
+
+// 20 repeats, one digest (ordered: dQ too) at 18 key blocks, causal and not.
+TEST(AttentionWgmmaBwdGpu, EwTwentyRepeats) {
+  REQUIRE_SM90();
+  check_pds_twenty_repeats(ew_variants(), 12300);
+}
+
+// ew1 and ew2 change where the elementwise code branches and when D is read
+// and the products are waited on, not an fp32 operation or its order: the
+// base's bits (ordered pds3 spt1 / sp1 spt1: dQ, dK, dV in the causal, shift
+// and kept orders, and on the softcap + window case; atomic pds3 / sp1: dK, dV).
+TEST(AttentionWgmmaBwdGpu, EwBitwiseEqualsBase) {
+  REQUIRE_SM90();
+  const std::vector<Case> cases = {
+      {2, 4, 2, 2100, 2304, true, 0.0, "18 key blocks, causal Sq < Sk, GQA 2:1"},
+      {1, 4, 2, 1000, 1300, true, 0.0, "window 300, causal, softcap 20", 20.0, 300},
+      {2, 4, 2, 1100, 2304, false, 0.0, "18 key blocks, non-causal (shift), GQA 2:1"},
+      {1, 4, 2, 640, 2304, false, 0.0, "window 500, non-causal: today's order", 0.0, 500},
+  };
+  EXPECT_EQ(check_bits_equal_base(ew_variants(), ew_base_name, /*dq_equal=*/true, 12400, cases), 24);
 }
 
 // The partials variant's chunked launches, on a registry with a 1 MiB slab

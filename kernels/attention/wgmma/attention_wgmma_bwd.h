@@ -61,6 +61,7 @@ struct BwdKvConfig {
   static constexpr int SP = 0;   // BwdKvPdsConfig below
   static constexpr int DC = 0;   // BwdKvPdsConfig below
   static constexpr int RS = 0;   // BwdKvPdsConfig below
+  static constexpr int EW = 0;   // BwdKvEwConfig below
   static constexpr bool DQ_ATOMIC = DQS == DqStrategy::kAtomic || DQS == DqStrategy::kAtomicTma;
   static constexpr bool DQ_PARTIALS = DQS == DqStrategy::kPartials;
   static constexpr bool DQ_ORDERED = DQS == DqStrategy::kOrdered || DQS == DqStrategy::kOrderedTma;
@@ -169,6 +170,34 @@ struct BwdKvPdsConfig : BwdKvConfig<D_, BR_, STAGES_, DQ_> {
   static_assert(kSmemBytes + 1024 <= 227 * 1024, "shared memory above the 227 KB of an sm_90 block");
 };
 
+// EW (`ew1`, `ew2`, issue 16 session 14: the elementwise code of a query block
+// and the end of its step as FlashAttention-4's sm90 backward has them; a
+// type of its own over a pds2 / pds3 configuration, so the configurations
+// without it keep their types, kernel symbols and machine code):
+// EW 1: P^T = exp2(S^T scale log2 e - LSE) over the whole tile without a
+// branch, the mask (keys >= Sk, causal, window) a second pass over the block
+// that needs it, setting the masked P^T to 0 (the base tests the mask per
+// element inside the exp loop: ptxas made one basic block of every element,
+// FFMA, MUFU, branch); and D of the block read from shared memory four
+// 8-query chunks ahead of the dS^T stores that use it (the base reads it just
+// before each use, twice per chunk: after a shared store the compiler must
+// reload it, and every FADD waited for its LDS). The same fp32 operations on
+// the same values: the base's bits.
+// EW 2: EW 1, and the end of the step in FlashAttention-4's order (pds2 /
+// pds3 without sp): dQ = dS K issued before dK += dS^T Q, the dQ part (and
+// with it dV) waited on, the dO stage released, the dQ part handed to the
+// writer warp while dK runs, then dK waited on and the Q stage released
+// (the base waits for all three before the hand-off). The same products in
+// the same order per accumulator: the base's bits.
+template <class Base_, int EW_>
+struct BwdKvEwConfig : Base_ {
+  static constexpr int EW = EW_;
+  static_assert(EW == 1 || EW == 2, "ew1 or ew2");
+  static_assert(Base_::PDS >= 2 && Base_::RS == 0 && Base_::DC == 0 && Base_::SP <= 1,
+                "ew: pds2 / pds3 (or sp1 for ew1), without rs1, dc1, sp2");
+  static_assert(EW == 1 || Base_::SP == 0, "ew2: the step's end of pds2 / pds3 (sp1 has its own)");
+};
+
 // pds2: LSE (log2 units, +inf where P must be 0) and D, padded to whole query
 // blocks, [B, H, ceil(Sq / br), br] each, so the producer brings a block's
 // values with one aligned bulk copy.
@@ -244,6 +273,15 @@ using KvD128Br64St2OTS2P2 = BwdKvPdsConfig<128, 64, 2, dq_param(DqStrategy::kOrd
 // keys, one dQ tile per warpgroup, two bulk adds per query block).
 using KvD128Br64St2ATS2PD = BwdKvPdsConfig<128, 64, 2, dq_param(DqStrategy::kAtomicTma), 2, 1, 1>;
 using KvD128Br64St2OTS2PD = BwdKvPdsConfig<128, 64, 2, dq_param(DqStrategy::kOrderedTma), 2, 1, 1>;
+// ew1 / ew2: pds3 (d64) with the elementwise code and (ew2) the step's end
+// of FlashAttention-4's sm90 backward (BwdKvEwConfig).
+using KvD64Br128St2ATS3E1 = BwdKvEwConfig<KvD64Br128St2ATS3, 1>;
+using KvD64Br128St2OTS3E1 = BwdKvEwConfig<KvD64Br128St2OTS3, 1>;
+using KvD64Br128St2ATS3E2 = BwdKvEwConfig<KvD64Br128St2ATS3, 2>;
+using KvD64Br128St2OTS3E2 = BwdKvEwConfig<KvD64Br128St2OTS3, 2>;
+// ew1 on sp1 (d128: pds2 at BR = 64, dQ before dK, dK in flight into the next block).
+using KvD128Br64St2ATS2PE1 = BwdKvEwConfig<KvD128Br64St2ATS2P, 1>;
+using KvD128Br64St2OTS2PE1 = BwdKvEwConfig<KvD128Br64St2OTS2P, 1>;
 using DqD128Bc64St2 = BwdDqConfig<128, 64, 2>;
 using DqD64Bc128St2 = BwdDqConfig<64, 128, 2>;
 using DqD128Bc64St3 = BwdDqConfig<128, 64, 3>;  // owning: a third block shape per head dim
@@ -324,6 +362,12 @@ DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2P)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2P2)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2ATS2PD)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2PD)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2ATS3E1)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2OTS3E1)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2ATS3E2)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2OTS3E2)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2ATS2PE1)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2PE1)
 DETFUSE_ATTN_WGMMA_DQ_INSTANCES(extern, DqD128Bc64St2)
 DETFUSE_ATTN_WGMMA_DQ_INSTANCES(extern, DqD64Bc128St2)
 DETFUSE_ATTN_WGMMA_DQ_INSTANCES(extern, DqD128Bc64St3)

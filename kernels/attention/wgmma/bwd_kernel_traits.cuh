@@ -58,6 +58,13 @@ struct BwdKv {
   // again (kLOne false).
   static constexpr bool kRs = Cfg::RS == 1;
   static_assert(!kRs || ((kPds3 || (kPds2 && D == 128)) && !kSp && !kDc), "rs1: pds3, or pds2 at d = 128");
+  // ew1, ew2 (BwdKvEwConfig, issue 16 session 14): ew1 the exp loop without a
+  // branch per element (the mask a pass of its own) and D read ahead of the
+  // dS^T stores; ew2 also the step's end in FlashAttention-4's order (dQ
+  // before dK, the dQ part handed over while dK runs). kv_consume_pds.
+  static constexpr int kEw = Cfg::EW;
+  static_assert(kEw == 0 || (kPds2 && !kRs && !kDc && !kSp2), "ew: pds2 / pds3 / sp1");
+  static_assert(kEw < 2 || !kSp, "ew2: pds2 / pds3 without sp");
   static constexpr int kDsBufs = kPds2 && !kDc ? 2 : 1;
   static constexpr int kDqBufs = kDc ? 2 : (kPds2 && D == 128) || kPds3 ? 1 : 2;
   // Bulk adds per query block of a CTA (the writer warp), and what the

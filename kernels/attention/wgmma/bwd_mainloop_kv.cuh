@@ -297,19 +297,39 @@ struct BwdKvMainloop {
         }
         const bool need_mask = n_block * BC + BC > p.Sk || (p.causal && n_block * BC + BC - 1 > q0 + diag_off) ||
                                (p.window > 0 && n_block * BC <= q0 + BR - 1 + diag_off - p.window);
-        CUTLASS_PRAGMA_UNROLL
-        for (int v = 0; v < BR / 2; ++v) {
-          const int j = 8 * (v / 4) + col_lane + (v % 2);  // query column within the block
-          float e = detail::ex2(fmaf(tSrS(v), p.scale_log2, -lse2[j]));
+        if constexpr (K_::kEw) {
+          // ew1: exp2 over the whole tile without a branch, then the mask as a
+          // pass of its own on the blocks that need it (P = 0 where masked:
+          // the value the base's per-element test gives; the exp2 of a masked
+          // score is computed and dropped).
+          CUTLASS_PRAGMA_UNROLL
+          for (int v = 0; v < BR / 2; ++v)
+            tSrS(v) = detail::ex2(fmaf(tSrS(v), p.scale_log2, -lse2[8 * (v / 4) + col_lane + (v % 2)]));
           if (need_mask) {
-            // Key - query offsets outside (lo, hi] are masked (hi: causal, lo: window).
-            const int key = key0 + 8 * ((v / 2) % 2);
-            const int dlt = key - (q0 + j);
             const int hi = p.causal ? diag_off : INT_MAX;
             const int lo = p.window > 0 ? diag_off - p.window : INT_MIN;
-            if (key >= p.Sk || dlt > hi || dlt <= lo) e = 0.f;
+            CUTLASS_PRAGMA_UNROLL
+            for (int v = 0; v < BR / 2; ++v) {
+              const int key = key0 + 8 * ((v / 2) % 2);
+              const int dlt = key - (q0 + 8 * (v / 4) + col_lane + (v % 2));
+              if (key >= p.Sk || dlt > hi || dlt <= lo) tSrS(v) = 0.f;
+            }
           }
-          tSrS(v) = e;
+        } else {
+          CUTLASS_PRAGMA_UNROLL
+          for (int v = 0; v < BR / 2; ++v) {
+            const int j = 8 * (v / 4) + col_lane + (v % 2);  // query column within the block
+            float e = detail::ex2(fmaf(tSrS(v), p.scale_log2, -lse2[j]));
+            if (need_mask) {
+              // Key - query offsets outside (lo, hi] are masked (hi: causal, lo: window).
+              const int key = key0 + 8 * ((v / 2) % 2);
+              const int dlt = key - (q0 + j);
+              const int hi = p.causal ? diag_off : INT_MAX;
+              const int lo = p.window > 0 ? diag_off - p.window : INT_MIN;
+              if (key >= p.Sk || dlt > hi || dlt <= lo) e = 0.f;
+            }
+            tSrS(v) = e;
+          }
         }
         if constexpr (K_::kRs) {
           // rs1: dP^T waited on first, then per half of the queries (the first,
@@ -373,11 +393,26 @@ struct BwdKvMainloop {
           ++stl;
         }
         Tensor tKVrdSb = tKVrdS(_, _, _, dsb);
-        if constexpr (!K_::kSp && !K_::kRs)
+        if constexpr (!K_::kSp && !K_::kRs && K_::kEw < 2)
           detail::wg_gemm<false, false>(mma_kv, tKVrdSb, tKVrQ(_, _, _, st.index()), tdKacc);
         Tensor tdQacc = partition_fragment_C(mma_dq, Shape<Int<BR>, Int<D>>{});
         static_assert(decltype(size(tdQacc))::value == K_::kDqPerThread, "dQ part per thread");
         dq_product(mma_dq, sdS, sKt, tdQacc, dsb, ctid, t, wg);
+        if constexpr (K_::kEw == 2) {
+          // ew2 (FlashAttention-4's order): dK after dQ; dV and the dQ part
+          // waited on, the dO stage released, the dQ part handed to the writer
+          // warp while dK runs; then dK, and the Q stage released (the LSE /
+          // D stage: pds3 after the dS^T barrier above, pds2 with dO).
+          detail::wg_gemm<false, false>(mma_kv, tKVrdSb, tKVrQ(_, _, _, st.index()), tdKacc);
+          warpgroup_wait<1>();  // dV, dQ part done (dK may run)
+          pipe_do.consumer_release(st);
+          if constexpr (!K_::kLOne) pipe_l.consumer_release(st);
+          BwdDqWriter<K_>::hand_tile(p, ss, tdQacc, ctid, wg, t, it, buf);
+          warpgroup_wait<0>();  // dK done: the Q stage and dS^T tile dsb's last reader
+          pipe_q.consumer_release(st);
+          ++st;
+          continue;
+        }
         if constexpr (K_::kSp) {
           // dK after dQ (FlashAttention-3's order): the dQ part is waited on,
           // dK is not: the tensor pipe has it while this block's dQ part goes
@@ -453,6 +488,35 @@ struct BwdKvMainloop {
       detail::named_sync(K_::kBarP, 256);
     }
     detail::wg_gemm<false, false>(mma_kv, tKVrP, tKVrdO(_, _, _, s), tdVacc);
+    if constexpr (K_::kEw) {
+      // ew1: D of the thread's query columns, 8-query chunk k (both key rows
+      // of the thread use it), read kAhead chunks before the dS^T stores of
+      // chunk k: the loads stay ahead of the stores in program order, so the
+      // compiler neither reloads D after a store nor waits for each load at
+      // its use (the base: an LDS right before every FADD, twice per chunk).
+      // The first kAhead reads run under the dP^T wait.
+      constexpr int kChunks = BR / 8, kAhead = 4;
+      float2 dpre[kAhead];
+      CUTLASS_PRAGMA_UNROLL
+      for (int k = 0; k < kAhead; ++k) dpre[k] = *reinterpret_cast<const float2*>(dd + 8 * k + col_lane);
+      BwdKvSoftmax<BR>::softcap_grad(p, tSrS, lse2, col_lane);  // P^T times 1 - t^2 (as the other kv kernels)
+      warpgroup_wait<1>();  // dP^T done (dV may still run)
+      [[maybe_unused]] int base = 0, sw = 0;
+      if constexpr (K_::kPds3) base = detail::opaque(kl0 * 64 + col_lane), sw = detail::opaque((kl0 & 7) << 3);
+      CUTLASS_PRAGMA_UNROLL
+      for (int k = 0; k < kChunks; ++k) {
+        const float2 d2 = dpre[k % kAhead];
+        if (k + kAhead < kChunks) dpre[k % kAhead] = *reinterpret_cast<const float2*>(dd + 8 * (k + kAhead) + col_lane);
+        CUTLASS_PRAGMA_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          const int v = 4 * k + 2 * h;
+          const int at = K_::kPds3 ? pt3_offset<BC>(base, sw, k, h) : K_::pt_offset(kl0, 8 * k + col_lane) + 8 * 64 * h;
+          *reinterpret_cast<__nv_bfloat162*>(ds_base + at) =
+              __floats2bfloat162_rn(tSrS(v) * (tSrdP(v) - d2.x), tSrS(v + 1) * (tSrdP(v + 1) - d2.y));
+        }
+      }
+      return;
+    }
     BwdKvSoftmax<BR>::softcap_grad(p, tSrS, lse2, col_lane);  // P^T times 1 - t^2 (as the other kv kernels)
     warpgroup_wait<1>();  // dP^T done (dV may still run)
     if constexpr (K_::kPds3) {

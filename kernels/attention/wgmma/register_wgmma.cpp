@@ -26,7 +26,12 @@
 //                                    tile each; `rs1`: pds3 / pds2 with dV
 //                                    and dK from registers; `spt1`: ordered
 //                                    pds2 / pds3 with FlashAttention-3's
-//                                    order of the dQ adds, bwd_dq_order.h),
+//                                    order of the dQ adds, bwd_dq_order.h;
+//                                    `ew1`: pds3 with the exp loop without
+//                                    a branch per element and D read ahead
+//                                    of the dS^T stores (and sp1 d128 with
+//                                    them); `ew2`: ew1 with dQ
+//                                    before dK, handed over while dK runs),
 //                                    owning:
 //                                    the dq kernel over query blocks.
 #include <algorithm>
@@ -154,7 +159,7 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
   static_assert((kDq == kNone) == !std::is_void_v<Dq>, "owning: a dq kernel; atomic, partials, ordered: none");
   static_assert(Fwd::D == Kv::D, "one head dim");
   static_assert(!kSpt || (kDq == kOrderedTma && Kv::PDS >= 2 && Kv::RS == 0 && Kv::DC == 0 && Kv::SP <= 1),
-                "spt1: the ordered pds2 / pds3 / sp1 kv kernels (BwdKv::kOrderRt)");
+                "spt1: the ordered pds2 / pds3 / sp1 kv kernels (BwdKv::kOrderRt; with or without ew)");
   AttentionVariant v;
   v.desc.family = Family::attention;
   v.desc.dtype = DType::bf16;
@@ -166,6 +171,7 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
   if constexpr (Kv::SP != 0) v.desc.params.push_back({"sp", Kv::SP});
   if constexpr (Kv::DC != 0) v.desc.params.push_back({"dc", Kv::DC});
   if constexpr (Kv::RS != 0) v.desc.params.push_back({"rs", Kv::RS});
+  if constexpr (Kv::EW != 0) v.desc.params.push_back({"ew", Kv::EW});
   if constexpr (kSpt) v.desc.params.push_back({"spt", 1});
   if constexpr (kDq == kNone) {
     static_assert(Dq::D == Kv::D, "one head dim");
@@ -209,6 +215,10 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
                    (Kv::DC == 1 ? ", consumer warpgroups decoupled (dQ over each one's own 64 keys, one dQ tile and "
                                   "one bulk add each)"
                                 : "") +
+                   (Kv::EW >= 1 ? "; exp2 over the tile without a branch, the mask a pass of its own, D read "
+                                  "ahead of the dS^T stores"
+                                : "") +
+                   (Kv::EW == 2 ? "; dQ before dK, the dQ part handed over while dK runs" : "") +
                    (kSpt ? "; dQ adds in FlashAttention-3's order (causal: query blocks ascending from the "
                            "diagonal, the diagonal key block first; non-causal: each key block starting on its "
                            "own query block)"
@@ -408,6 +418,16 @@ void register_attention_wgmma(Registry& r) {
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2P, void, true>(r);
   add_bwd<FwdD64Bc128St3Ov, KvD64Br64St2OTS2, void, true>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2, void, true>(r);
+  // ew1, ew2 (issue 16, session 14: pds3's elementwise code and, ew2, the
+  // step's end as FlashAttention-4's sm90 backward; ew1 on sp1 d128 too;
+  // ordered with spt1): last
+  // until measured (experiments/device/s14-attn-helper.sh).
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2OTS3E1, void, true>(r);
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2ATS3E1, void>(r);
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2OTS3E2, void, true>(r);
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2ATS3E2, void>(r);
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2PE1, void, true>(r);
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2ATS2PE1, void>(r);
 }
 
 void register_attention_wgmma_partials(Registry& r, int partials_mib) {
