@@ -83,6 +83,14 @@ const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMo
   // measured with spt1: owning. Before spt1:
   // with GQA the ordered dQ chain serialises a kv head's query heads
   // (4,32,8 causal, pds1: 282.1 against owning 352.4), so owning there.
+  // Session 14, `ew1` / `ew2` (FlashAttention-4's elementwise code: exp2 over
+  // the tile without a branch per element, the mask a pass of its own, D read
+  // ahead; ew2 also issues dQ before dK and hands it over while dK runs; the
+  // base's bits): bench, 3 repeats, one call (build 7437acc): d64 pds3 ew2 spt1
+  // 410.8 (causal 352.5) against pds3 spt1 356.1 (307.6), ew1 404.1 (350.9);
+  // d128 sp1 ew1 spt1 504.8 (435.6) against sp1 spt1 463.5 (403.6); so ew2 at
+  // d64 and ew1 at d128 (with GQA too: 388.7 against 375.8 interleaved beside
+  // FA4, 4,32,8,4096 causal).
   const Registry& r = builtin_registry();
   std::vector<std::string> preferred;
   if (p.dtype == DType::bf16) {
@@ -93,8 +101,8 @@ const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMo
                           : p.causal ? "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_rd1_ot1_d64"
                                      : "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_d64");
     if (!gqa || p.d == 128) {
-      preferred.push_back(p.d == 128 ? "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_spt1_d128"
-                                     : "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_spt1_d64");
+      preferred.push_back(p.d == 128 ? "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_spt1_d128"
+                                     : "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_spt1_d64");
       // pds3 takes the whole 227 KB of an H100/H200 block; where less is
       // available, pds2 (its can_run says which).
       if (p.d == 64) preferred.push_back("attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_spt1_d64");
