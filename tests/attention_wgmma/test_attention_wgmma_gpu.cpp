@@ -119,6 +119,8 @@ std::vector<const AttentionVariant*> spt_variants() {
 // per element (the mask a pass of its own) and D read ahead of the dS^T
 // stores; ew2 also dQ issued before dK and handed over while dK runs
 // (BwdKvEwConfig). Ordered with spt1, and atomic; ew1 also on sp1 d128.
+// With them, wq1 (the same session: each warpgroup's dQ part handed to the
+// writer warp alone, BwdKvWqConfig) on ew2 pds3 d64 and ew1 sp1 d128.
 // ew = 0: all.
 std::vector<const AttentionVariant*> ew_variants(int ew = 0) {
   std::vector<const AttentionVariant*> out;
@@ -139,7 +141,10 @@ std::string sp_base_name(const std::string& n) { return without_token(n, "sp"); 
 std::string dc_base_name(const std::string& n) { return without_token(n, "dc"); }
 std::string rs_base_name(const std::string& n) { return without_token(n, "rs"); }
 std::string spt_base_name(const std::string& n) { return without_token(n, "spt"); }
-std::string ew_base_name(const std::string& n) { return without_token(n, "ew"); }
+// ew: the name without its ew token; wq1: the ew variant it is built on.
+std::string ew_base_name(const std::string& n) {
+  return n.find("_wq") != std::string::npos ? without_token(n, "wq") : without_token(n, "ew");
+}
 
 // check_bits_equal_base's dq_equal beside false (dQ not compared) and true.
 constexpr int kDqBitsDiffer = 2;
@@ -505,9 +510,9 @@ TEST(AttentionWgmmaGpu, TmaOStoresNoRowPastSq) {
 
 // ------------------------------------------------------------------ backward
 
-TEST(AttentionWgmmaBwd, FiftyOneVariantsRunBothModesWithReasonsAndWorkspace) {
+TEST(AttentionWgmmaBwd, FiftyFiveVariantsRunBothModesWithReasonsAndWorkspace) {
   const auto vs = wgmma_bwd_variants();
-  ASSERT_EQ(vs.size(), 51u);
+  ASSERT_EQ(vs.size(), 55u);
   DeviceInfo h200;
   h200.cc_major = 9;
   h200.cc_minor = 0;
@@ -559,9 +564,9 @@ TEST(AttentionWgmmaBwd, FiftyOneVariantsRunBothModesWithReasonsAndWorkspace) {
     EXPECT_EQ(v->workspace_bytes(p, AttentionMode::backward), attention::d_bytes(p) + extra);
   }
   EXPECT_EQ(owning, 6);
-  EXPECT_EQ(atomic, 19);
+  EXPECT_EQ(atomic, 21);
   EXPECT_EQ(partials, 3);
-  EXPECT_EQ(ordered, 23);
+  EXPECT_EQ(ordered, 25);
   EXPECT_EQ(pds_variants().size(), 6u);
   for (const auto* v : pds_variants()) {
     SCOPED_TRACE(v->desc.name);
@@ -690,15 +695,20 @@ TEST(AttentionWgmmaBwd, FiftyOneVariantsRunBothModesWithReasonsAndWorkspace) {
   // ew1, ew2: pds3 d64 (the ew token after the schedule's, before spt),
   // ordered with spt1 and atomic; ew1 also on sp1 d128: the base's workspace
   // and shared memory (where a block has 1 KB less, pds3 and its ew variants
-  // are refused, sp1 and its ew1 run).
-  EXPECT_EQ(ew_variants(1).size(), 4u);
-  EXPECT_EQ(ew_variants(2).size(), 2u);
+  // are refused, sp1 and its ew1 run). wq1 (the wq token after ew): on ew2
+  // pds3 and ew1 sp1, the ew variant's workspace and shared memory.
+  EXPECT_EQ(ew_variants(1).size(), 6u);
+  EXPECT_EQ(ew_variants(2).size(), 4u);
   for (const char* n : {"attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew1_spt1_d64",
                         "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_ew1_d64",
                         "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_spt1_d64",
                         "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_ew2_d64",
                         "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_spt1_d128",
-                        "attention.bf16.wgmma.atomic.br64_bc128_st2_tma1_pds2_sp1_ew1_d128"}) {
+                        "attention.bf16.wgmma.atomic.br64_bc128_st2_tma1_pds2_sp1_ew1_d128",
+                        "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_wq1_spt1_d64",
+                        "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_ew2_wq1_d64",
+                        "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_wq1_spt1_d128",
+                        "attention.bf16.wgmma.atomic.br64_bc128_st2_tma1_pds2_sp1_ew1_wq1_d128"}) {
     const auto* v = builtin_registry().find_attention(n);
     ASSERT_NE(v, nullptr) << n;
     EXPECT_EQ(v->desc.deterministic, v->desc.strategy == "ordered");
@@ -867,7 +877,7 @@ TEST(AttentionWgmmaBwdGpu, SanitizerSizedWindowOrdered) {
   std::vector<const AttentionVariant*> vs;
   for (const auto* v : wgmma_bwd_variants())
     if (v->desc.strategy == "ordered") vs.push_back(v);
-  ASSERT_EQ(vs.size(), 23u);
+  ASSERT_EQ(vs.size(), 25u);
   const Case cases[] = {{1, 2, 1, 150, 331, false, 0.0, "sanitizer: window 100, softcap 2, non-causal", 2.0, 100}};
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 4200, /*repeats=*/2), int(vs.size()));
 }
@@ -880,7 +890,7 @@ TEST(AttentionWgmmaBwdGpu, OrderedManyKeyBlocks) {
   std::vector<const AttentionVariant*> vs;
   for (const auto* v : wgmma_bwd_variants())
     if (v->desc.strategy == "ordered") vs.push_back(v);
-  ASSERT_EQ(vs.size(), 23u);
+  ASSERT_EQ(vs.size(), 25u);
   const Case cases[] = {
       {2, 8, 4, 640, 2304, false, 0.0, "ordered: 18 key blocks, GQA 2:1"},
       {2, 8, 4, 2100, 2304, true, 0.0, "ordered: 18 key blocks, causal Sq < Sk, odd Sq"},
@@ -1262,7 +1272,7 @@ TEST(AttentionWgmmaBwdGpu, Spt1ChangesDqOrder) {
 TEST(AttentionWgmmaBwdGpu, EwMatchesFloat64Reference) {
   REQUIRE_SM90();
   const auto vs = ew_variants();
-  ASSERT_EQ(vs.size(), 6u);
+  ASSERT_EQ(vs.size(), 10u);  // ew1, ew2 and wq1
   check_schedule_cases(vs, 12000);
   const Case shift[] = {
       {1, 8, 2, 3000, 700, false, 0.0, "shift: Sq > Sk, 6 key blocks, GQA 4:1"},
@@ -1276,7 +1286,7 @@ TEST(AttentionWgmmaBwdGpu, EwMatchesFloat64Reference) {
 TEST(AttentionWgmmaBwdGpu, EwSanitizerSized) {
   REQUIRE_SM90();
   const auto vs = ew_variants();
-  ASSERT_EQ(vs.size(), 6u);
+  ASSERT_EQ(vs.size(), 10u);  // ew1, ew2 and wq1
   const Case cases[] = {
       {1, 4, 2, 150, 131, true, 0.0, "sanitizer: causal GQA 2:1, Sq > Sk, odd lengths"},
       {1, 4, 2, 150, 331, false, 0.0, "sanitizer: non-causal GQA 2:1, Sq < Sk (shift)"},
@@ -1295,6 +1305,9 @@ TEST(AttentionWgmmaBwdGpu, EwTwentyRepeats) {
 // and the products are waited on, not an fp32 operation or its order: the
 // base's bits (ordered pds3 spt1 / sp1 spt1: dQ, dK, dV in the causal, shift
 // and kept orders, and on the softcap + window case; atomic pds3 / sp1: dK, dV).
+// wq1 changes how the dQ part reaches the writer warp (two halves, two bulk
+// adds), not a value or the key-block order of any element's adds: the ew
+// variant's bits (ordered: dQ, dK, dV; atomic: dK, dV).
 TEST(AttentionWgmmaBwdGpu, EwBitwiseEqualsBase) {
   REQUIRE_SM90();
   const std::vector<Case> cases = {
@@ -1303,7 +1316,7 @@ TEST(AttentionWgmmaBwdGpu, EwBitwiseEqualsBase) {
       {2, 4, 2, 1100, 2304, false, 0.0, "18 key blocks, non-causal (shift), GQA 2:1"},
       {1, 4, 2, 640, 2304, false, 0.0, "window 500, non-causal: today's order", 0.0, 500},
   };
-  EXPECT_EQ(check_bits_equal_base(ew_variants(), ew_base_name, /*dq_equal=*/true, 12400, cases), 24);
+  EXPECT_EQ(check_bits_equal_base(ew_variants(), ew_base_name, /*dq_equal=*/true, 12400, cases), 40);
 }
 
 // The partials variant's chunked launches, on a registry with a 1 MiB slab

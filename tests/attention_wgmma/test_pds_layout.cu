@@ -451,3 +451,54 @@ TEST(AttentionWgmmaPds, SharedStorageFitsAndAligns) {
 }
 
 }  // namespace
+
+// wq1 (issue 16, session 14): the one dQ tile in two contiguous halves,
+// warpgroup w's values in half w (pds3: its 64 query rows; sp1 d128: its 64
+// columns), each half in the base's order over its 128 threads; the offsets
+// a permutation of the tile, inverted by dq_tile_thread / dq_tile_value (the
+// convert kernel); the same fragments (dq_row, dq_col) as the ew base; its
+// barriers over one warpgroup and the writer warp, ids of their own; the ew
+// base's shared storage.
+template <class Cfg, class Base>
+void check_wq_tile() {
+  using K_ = BwdKv<Cfg>;
+  using KB = BwdKv<Base>;
+  static_assert(K_::kWq && !KB::kWq && K_::kDqWhole && K_::kDqBufs == 1 && K_::kDqWriters == 256);
+  static_assert(K_::kBarDqThreads == 128 + 32 && KB::kBarDqThreads == 256 + 32);
+  static_assert(K_::kBarFull == barrier_id(BwdBarrier::kDqWgFull0) &&
+                K_::kBarEmpty == barrier_id(BwdBarrier::kDqWgEmpty0));
+  static_assert(K_::kBarFull + 1 == barrier_id(BwdBarrier::kDqWgFull1) &&
+                K_::kBarEmpty + 1 == barrier_id(BwdBarrier::kDqWgEmpty1) && K_::kBarEmpty + 1 < 16);
+  static_assert(sizeof(typename K_::SharedStorage) == sizeof(typename KB::SharedStorage));
+  constexpr int BR = K_::BR, D = K_::D, HALF = BR * D / 2;
+  std::vector<int> seen(BR * D, 0);
+  for (int t = 0; t < 256; ++t)
+    for (int i = 0; i < K_::kDqPerThread; ++i) {
+      EXPECT_EQ(K_::dq_row(t, i), KB::dq_row(t, i));
+      EXPECT_EQ(K_::dq_col(t, i), KB::dq_col(t, i));
+      const int off = K_::dq_tile_offset(t, i);
+      ASSERT_TRUE(off >= 0 && off < BR * D) << off;
+      EXPECT_EQ(off / HALF, t / 128) << "thread " << t << " value " << i;
+      EXPECT_EQ(off % HALF, (i / 2) * 2 * 128 + 2 * (t % 128) + i % 2);  // consecutive threads, consecutive float2
+      EXPECT_EQ(K_::dq_tile_thread(off), t);
+      EXPECT_EQ(K_::dq_tile_value(off), i);
+      ++seen[off];
+    }
+  int once = 0;
+  for (int x : seen) once += x == 1;
+  EXPECT_EQ(once, BR * D) << "dq_tile_offset is not a permutation of the tile";
+  // The base's inverse, as the convert kernel had it.
+  for (int off = 0; off < BR * D; ++off)
+    EXPECT_EQ(KB::dq_tile_offset(KB::dq_tile_thread(off), KB::dq_tile_value(off)), off);
+}
+
+TEST(AttentionWgmmaPds, Wq1DqTileHalves) {
+  check_wq_tile<KvD64Br128St2OTS3E2W, KvD64Br128St2OTS3E2>();
+  check_wq_tile<KvD64Br128St2ATS3E2W, KvD64Br128St2ATS3E2>();
+  check_wq_tile<KvD128Br64St2OTS2PE1W, KvD128Br64St2OTS2PE1>();
+  check_wq_tile<KvD128Br64St2ATS2PE1W, KvD128Br64St2ATS2PE1>();
+  EXPECT_EQ(KvD64Br128St2OTS3E2W::WQ, 1);
+  EXPECT_EQ(KvD64Br128St2OTS3E2::WQ, 0);
+  EXPECT_EQ(KvD64Br128St2OTS3E2W::EW, 2);
+  EXPECT_EQ(KvD128Br64St2OTS2PE1W::EW, 1);
+}

@@ -62,6 +62,7 @@ struct BwdKvConfig {
   static constexpr int DC = 0;   // BwdKvPdsConfig below
   static constexpr int RS = 0;   // BwdKvPdsConfig below
   static constexpr int EW = 0;   // BwdKvEwConfig below
+  static constexpr int WQ = 0;   // BwdKvWqConfig below
   static constexpr bool DQ_ATOMIC = DQS == DqStrategy::kAtomic || DQS == DqStrategy::kAtomicTma;
   static constexpr bool DQ_PARTIALS = DQS == DqStrategy::kPartials;
   static constexpr bool DQ_ORDERED = DQS == DqStrategy::kOrdered || DQS == DqStrategy::kOrderedTma;
@@ -198,6 +199,26 @@ struct BwdKvEwConfig : Base_ {
   static_assert(EW == 1 || Base_::SP == 0, "ew2: the step's end of pds2 / pds3 (sp1 has its own)");
 };
 
+// WQ (`wq1`, issue 16 session 14: FlashAttention-4's per-warpgroup dQ
+// hand-off; a type of its own over an ew configuration, as EW): the one fp32
+// dQ tile of pds3 / sp1 laid out as two contiguous halves, warpgroup w's part
+// in half w (pds3: its 64 query rows; sp1 d128: its 64 columns), each half
+// with its own full / empty barriers over that warpgroup's 128 threads and
+// the writer warp (BwdBarrier::kDqWgFull0 / kDqWgEmpty0 + w, 160 threads),
+// and added by its own bulk add (half 0, then half 1; ordered: both behind
+// the one semaphore turn of the key block, which counts once both have
+// landed). The base hands the whole tile over behind two barriers of all 256
+// consumers and the writer warp (288 threads): a second rendezvous of the two
+// warpgroups per step, after the dS^T one. Every dQ element gets the same
+// fp32 adds in the same key-block order: the base's bits (the accumulator's
+// tile order differs; the convert pass inverts it).
+template <class Base_>
+struct BwdKvWqConfig : Base_ {
+  static constexpr int WQ = 1;
+  static_assert(Base_::EW >= 1 && Base_::DQ_TMA && ((Base_::PDS == 3 && Base_::SP == 0) || (Base_::PDS == 2 && Base_::SP == 1 && Base_::D == 128)),
+                "wq1: ew on pds3 (d64) or on sp1 (d128): one dQ tile written by both warpgroups");
+};
+
 // pds2: LSE (log2 units, +inf where P must be 0) and D, padded to whole query
 // blocks, [B, H, ceil(Sq / br), br] each, so the producer brings a block's
 // values with one aligned bulk copy.
@@ -282,6 +303,12 @@ using KvD64Br128St2OTS3E2 = BwdKvEwConfig<KvD64Br128St2OTS3, 2>;
 // ew1 on sp1 (d128: pds2 at BR = 64, dQ before dK, dK in flight into the next block).
 using KvD128Br64St2ATS2PE1 = BwdKvEwConfig<KvD128Br64St2ATS2P, 1>;
 using KvD128Br64St2OTS2PE1 = BwdKvEwConfig<KvD128Br64St2OTS2P, 1>;
+// wq1: ew2 pds3 (d64) and ew1 sp1 (d128) with each warpgroup's dQ part handed
+// to the writer warp alone (BwdKvWqConfig).
+using KvD64Br128St2ATS3E2W = BwdKvWqConfig<KvD64Br128St2ATS3E2>;
+using KvD64Br128St2OTS3E2W = BwdKvWqConfig<KvD64Br128St2OTS3E2>;
+using KvD128Br64St2ATS2PE1W = BwdKvWqConfig<KvD128Br64St2ATS2PE1>;
+using KvD128Br64St2OTS2PE1W = BwdKvWqConfig<KvD128Br64St2OTS2PE1>;
 using DqD128Bc64St2 = BwdDqConfig<128, 64, 2>;
 using DqD64Bc128St2 = BwdDqConfig<64, 128, 2>;
 using DqD128Bc64St3 = BwdDqConfig<128, 64, 3>;  // owning: a third block shape per head dim
@@ -368,6 +395,10 @@ DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2ATS3E2)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2OTS3E2)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2ATS2PE1)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2PE1)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2ATS3E2W)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2OTS3E2W)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2ATS2PE1W)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2PE1W)
 DETFUSE_ATTN_WGMMA_DQ_INSTANCES(extern, DqD128Bc64St2)
 DETFUSE_ATTN_WGMMA_DQ_INSTANCES(extern, DqD64Bc128St2)
 DETFUSE_ATTN_WGMMA_DQ_INSTANCES(extern, DqD128Bc64St3)

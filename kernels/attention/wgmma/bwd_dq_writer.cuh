@@ -40,6 +40,10 @@ struct BwdDqWriter {
       const int64_t bh = int64_t(b) * p.H + hk * p.group + g;
       for (int u = Sched::u_first(ss, m_begin, ss.m_stop); u != Sched::u_end(ss, m_begin, ss.m_stop);
            u += Sched::u_step(p), ++it) {
+        if constexpr (K_::kWq) {
+          run_halves(p, ss, n_block, bh, u, it, iters, lane);
+          continue;
+        }
         const int m = Sched::walk_m(p, u);
         for (int w = 0; w < K_::kDqAdds; ++w) {
           const int buf = K_::kDc ? w : it % K_::kDqBufs;
@@ -94,6 +98,51 @@ struct BwdDqWriter {
       }
     }
     if (lane == 0) cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<0>{});  // before the CTA exits
+  }
+
+  // wq1: step it's two halves of the dQ tile (warpgroup w's part in half w),
+  // each as soon as its warpgroup has written it: half 0, then half 1, each
+  // read by its own bulk add, then its warpgroup told (its empty barrier).
+  // Ordered: the key block's turn waited for once, before half 0's add; the
+  // semaphore counts one add per key block, once both halves have landed
+  // (the halves are disjoint, so each element's adds keep the key-block order).
+  __device__ __forceinline__ static void run_halves(const Params& p, SharedStorage& ss, int n_block, int64_t bh,
+                                                    int u, int it, int iters, int lane) {
+    constexpr int D = K_::D, BR = K_::BR, HALF = BR * D / 2;
+    const int m = Sched::walk_m(p, u);
+    CUTLASS_PRAGMA_UNROLL
+    for (int w = 0; w < 2; ++w) {
+      detail::named_sync(K_::kBarFull + w, K_::kBarDqThreads);
+      if (lane == 0) {
+        if constexpr (K_::kOrderedDq) {
+          if (w == 0) {
+            int* flag = p.sem + bh * p.m_blocks + m;
+            const int turn = Sched::dq_turn(p, ss, n_block, m, u);
+            int seen;
+            do {
+              asm volatile("ld.global.acquire.gpu.b32 %0, [%1];" : "=r"(seen) : "l"(flag) : "memory");
+            } while (seen != turn);
+            cuda::ptx::fence_proxy_async(cuda::ptx::space_global);  // our bulk adds after theirs
+          }
+        }
+        cuda::ptx::cp_reduce_async_bulk(cuda::ptx::space_global, cuda::ptx::space_shared, cuda::ptx::op_add,
+                                        p.dq + (bh * p.m_blocks + m) * (BR * D) + w * HALF, &ss.dqs[0][w * HALF],
+                                        uint32_t(HALF * sizeof(float)));
+        cuda::ptx::cp_async_bulk_commit_group();
+        cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<0>{});  // half w read: its warpgroup may write it
+      }
+      __syncwarp();
+      if (it + 1 < iters) detail::named_arrive(K_::kBarEmpty + w, K_::kBarDqThreads);
+    }
+    if constexpr (K_::kOrderedDq) {
+      if (lane == 0) {
+        // Both halves written (not only read): then the next key block may add.
+        int* flag = p.sem + bh * p.m_blocks + m;
+        cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<0>{});
+        cuda::ptx::fence_proxy_async(cuda::ptx::space_global);
+        asm volatile("fence.acq_rel.gpu;\n\tred.relaxed.gpu.global.add.s32 [%0], 1;" ::"l"(flag) : "memory");
+      }
+    }
   }
 
   // Without pds, after the dQ part = dS K of query block m (rows q0 ..) of head
@@ -238,8 +287,14 @@ struct BwdDqWriter {
       // this one again only after both warpgroups have passed the next
       // block's dS^T barrier (so both have finished this block's dQ product).
       // The writer warp has read tile qb (iteration it - kDqBufs; dc1: it - 1).
-      if (it >= K_::kDqBufs / K_::kDqAdds) detail::named_sync(K_::kBarEmpty + qb, K_::kBarDqThreads);
-      float* tile = ss.dqs[qb];
+      // (wq1: half wg of the one tile, behind barriers of its own.)
+      if (it >= K_::kDqBufs / K_::kDqAdds) {
+        if constexpr (K_::kWq)
+          wg_barrier<true>(K_::kBarEmpty, ctid);
+        else
+          detail::named_sync(K_::kBarEmpty + qb, K_::kBarDqThreads);
+      }
+      float* tile = ss.dqs[K_::kWq ? 0 : qb];  // (wq1: warpgroup wg's half by dq_tile_offset)
       if constexpr (K_::kDqWhole || K_::kDc) {
         const int wt = K_::kDc ? t : ctid;  // dc1: each tile written by its warpgroup's 128 threads
         CUTLASS_PRAGMA_UNROLL
@@ -297,7 +352,27 @@ struct BwdDqWriter {
       }
     }
     cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);  // visible to the bulk copy
-    detail::named_arrive(K_::kBarFull + qb, K_::kBarDqThreads);
+    if constexpr (K_::kWq)
+      wg_barrier<false>(K_::kBarFull, ctid);
+    else
+      detail::named_arrive(K_::kBarFull + qb, K_::kBarDqThreads);
+  }
+
+  // wq1: warpgroup ctid / 128's barrier base + ctid / 128 (sync, or arrive),
+  // its 128 threads and the writer warp, the id recomputed at each use from
+  // ctid (live there for the tile offsets) through a volatile shift. Measured
+  // (ptxas, sp1 d128 ew1 wq1, ordered / atomic spill stores / loads): the ids
+  // hoisted out of the walk, 8 / 20 and 4 / 16 bytes (two registers held);
+  // constant ids behind a branch on wg, 36 / 40; recomputed from wg (a volatile
+  // move), 0 / 0 and 4 / 16; from ctid, 0 / 0 both.
+  template <bool kSync>
+  __device__ __forceinline__ static void wg_barrier(int base, int ctid) {
+    int w;
+    asm volatile("shr.u32 %0, %1, 7;" : "=r"(w) : "r"(ctid));
+    if constexpr (kSync)
+      detail::named_sync(base + w, K_::kBarDqThreads);
+    else
+      detail::named_arrive(base + w, K_::kBarDqThreads);
   }
 
   // sp2: step itd's dQ part, scaled and carried in registers, to its tile.
@@ -327,7 +402,14 @@ __global__ void attention_bwd_dq_tma_convert_kernel(const float* __restrict__ ac
   for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < n; idx += int64_t(gridDim.x) * blockDim.x) {
     const int64_t tile = idx / TILE;
     const int off = int(idx % TILE);
-    const int t = off % (2 * NT) / 2, i = off / (2 * NT) * 2 + off % 2;  // dq_tile_offset inverted
+    int t, i;  // dq_tile_offset inverted
+    if constexpr (K_::kWq) {
+      t = K_::dq_tile_thread(off);
+      i = K_::dq_tile_value(off);
+    } else {
+      t = off % (2 * NT) / 2;
+      i = off / (2 * NT) * 2 + off % 2;
+    }
     const int q = int(tile % m_blocks) * BR + K_::dq_row(t, i);
     if (q < Sq) dQ[((tile / m_blocks) * Sq + q) * D + K_::dq_col(t, i)] = __float2bfloat16_rn(acc[idx]);
   }

@@ -65,6 +65,12 @@ struct BwdKv {
   static constexpr int kEw = Cfg::EW;
   static_assert(kEw == 0 || (kPds2 && !kRs && !kDc && !kSp2), "ew: pds2 / pds3 / sp1");
   static_assert(kEw < 2 || !kSp, "ew2: pds2 / pds3 without sp");
+  // wq1 (BwdKvWqConfig, issue 16 session 14): the one dQ tile in two
+  // contiguous halves, one per consumer warpgroup, each handed to the writer
+  // warp behind its own full / empty barriers (160 threads) and added by its
+  // own bulk add (bwd_dq_writer.cuh).
+  static constexpr bool kWq = Cfg::WQ == 1;
+  static_assert(!kWq || (kEw >= 1 && kTma && !kDc), "wq1: ew on pds3 / sp1");
   static constexpr int kDsBufs = kPds2 && !kDc ? 2 : 1;
   static constexpr int kDqBufs = kDc ? 2 : (kPds2 && D == 128) || kPds3 ? 1 : 2;
   // Bulk adds per query block of a CTA (the writer warp), and what the
@@ -114,15 +120,31 @@ struct BwdKv {
   // b's warpgroup, 128 threads, and the writer warp).
   static constexpr int kDqWriters = kDqWhole ? 256 : 128;
   static_assert(DQS == DqStrategy::kNone || kDqWriters * kDqPerThread == BR * D, "the writers cover the tile");
-  static constexpr int kBarFull = barrier_id(BwdBarrier::kDqFull0), kBarEmpty = barrier_id(BwdBarrier::kDqEmpty0);
-  static constexpr int kBarDqThreads = (kDc ? 128 : 256) + 32;
+  // wq1: half w's full[w] kDqWgFull0 + w, empty[w] kDqWgEmpty0 + w, warpgroup
+  // w's 128 threads and the writer warp.
+  static constexpr int kBarFull = barrier_id(kWq ? BwdBarrier::kDqWgFull0 : BwdBarrier::kDqFull0),
+                       kBarEmpty = barrier_id(kWq ? BwdBarrier::kDqWgEmpty0 : BwdBarrier::kDqEmpty0);
+  static constexpr int kBarDqThreads = (kDc || kWq ? 128 : 256) + 32;
   // pds2 at d = 64: warpgroup 1 stores its scaled dQ part into the tile and
   // arrives on kDqXch0 + buf; warpgroup 0 waits there and adds its own in place.
   static constexpr int kBarXch = barrier_id(BwdBarrier::kDqXch0);
   // The 256 consumers around dS (dS^T): stored, read (BwdBarrier::kDs).
   static constexpr int kBarDs = barrier_id(BwdBarrier::kDs);
+  // wq1: warpgroup t / 128's values in half t / 128 of the tile (BR D / 2
+  // floats each), in the same order over its 128 threads.
+  static_assert(!kWq || (kDqWhole && kDqBufs == 1 && kDqWriters == 256), "wq1: one tile, both warpgroups write");
   __host__ __device__ static constexpr int dq_tile_offset(int t, int i) {
+    if constexpr (kWq) return (t / 128) * (BR * D / 2) + (i / 2) * 2 * 128 + 2 * (t % 128) + i % 2;
     return (i / 2) * 2 * kDqWriters + 2 * t + i % 2;
+  }
+  // The inverse of dq_tile_offset: thread t and value i at element off of the tile.
+  __host__ __device__ static constexpr int dq_tile_thread(int off) {
+    if constexpr (kWq) return off / (BR * D / 2) * 128 + off % (BR * D / 2) % 256 / 2;
+    return off % (2 * kDqWriters) / 2;
+  }
+  __host__ __device__ static constexpr int dq_tile_value(int off) {
+    if constexpr (kWq) return off % (BR * D / 2) / 256 * 2 + off % 2;
+    return off / (2 * kDqWriters) * 2 + off % 2;
   }
   // Row (query in the block) and column of value i of consumer thread t's dQ
   // part (d = 128: warpgroup t / 128 holds columns [wg D/2, (wg + 1) D/2) in

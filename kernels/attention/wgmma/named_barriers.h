@@ -42,6 +42,14 @@ enum class BwdBarrier : int {
   // (kDqXch0 + b), warpgroup 0 adds its own then.
   kDqXch0 = 8,
   kDqXch1 = 9,
+  // wq1 (one dQ tile, each consumer warpgroup writing its own contiguous
+  // half): warpgroup w's half written (kDqWgFull0 + w) and read by the writer
+  // warp (kDqWgEmpty0 + w), that warpgroup's 128 threads and the writer warp
+  // (160): neither warpgroup waits for the other at the dQ hand-off.
+  kDqWgFull0 = 10,
+  kDqWgFull1 = 11,
+  kDqWgEmpty0 = 12,
+  kDqWgEmpty1 = 13,
 };
 
 // The id as bar.sync takes it.

@@ -31,7 +31,9 @@
 //                                    a branch per element and D read ahead
 //                                    of the dS^T stores (and sp1 d128 with
 //                                    them); `ew2`: ew1 with dQ
-//                                    before dK, handed over while dK runs),
+//                                    before dK, handed over while dK runs;
+//                                    `wq1`: ew2 pds3 / ew1 sp1 with each
+//                                    warpgroup's dQ part handed over alone),
 //                                    owning:
 //                                    the dq kernel over query blocks.
 #include <algorithm>
@@ -172,6 +174,7 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
   if constexpr (Kv::DC != 0) v.desc.params.push_back({"dc", Kv::DC});
   if constexpr (Kv::RS != 0) v.desc.params.push_back({"rs", Kv::RS});
   if constexpr (Kv::EW != 0) v.desc.params.push_back({"ew", Kv::EW});
+  if constexpr (Kv::WQ != 0) v.desc.params.push_back({"wq", Kv::WQ});
   if constexpr (kSpt) v.desc.params.push_back({"spt", 1});
   if constexpr (kDq == kNone) {
     static_assert(Dq::D == Kv::D, "one head dim");
@@ -219,6 +222,9 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
                                   "ahead of the dS^T stores"
                                 : "") +
                    (Kv::EW == 2 ? "; dQ before dK, the dQ part handed over while dK runs" : "") +
+                   (Kv::WQ == 1 ? "; each warpgroup's dQ part handed to the writer warp alone (its own half of "
+                                  "the dQ tile, barriers and bulk add)"
+                                : "") +
                    (kSpt ? "; dQ adds in FlashAttention-3's order (causal: query blocks ascending from the "
                            "diagonal, the diagonal key block first; non-causal: each key block starting on its "
                            "own query block)"
@@ -428,6 +434,14 @@ void register_attention_wgmma(Registry& r) {
   add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2ATS3E2, void>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2PE1, void, true>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2ATS2PE1, void>(r);
+  // wq1 (issue 16, session 14: each consumer warpgroup's dQ part handed to
+  // the writer warp alone, FlashAttention-4's per-warpgroup dQ barriers) on
+  // ew2 pds3 d64 and ew1 sp1 d128: last until measured
+  // (experiments/device/s14-dq.sh).
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2OTS3E2W, void, true>(r);
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2ATS3E2W, void>(r);
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2PE1W, void, true>(r);
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2ATS2PE1W, void>(r);
 }
 
 void register_attention_wgmma_partials(Registry& r, int partials_mib) {
