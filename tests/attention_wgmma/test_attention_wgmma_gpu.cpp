@@ -1194,6 +1194,21 @@ TEST(AttentionWgmmaBwdGpu, Spt1MatchesFloat64Reference) {
   EXPECT_EQ(check_backward(vs, shift, std::size(shift), 11100), int(vs.size() * std::size(shift)));
 }
 
+// The cases of the spt1 and ew tests: sanitizer-sized, one per dQ order
+// (causal GQA with rows that see no key, the shift order, softcap + window in
+// today's order), and the four orders at 18 key blocks.
+const Case kOrderSanitizerCases[] = {
+    {1, 4, 2, 150, 131, true, 0.0, "sanitizer: causal GQA 2:1, Sq > Sk, odd lengths"},
+    {1, 4, 2, 150, 331, false, 0.0, "sanitizer: non-causal GQA 2:1, Sq < Sk (shift)"},
+    {1, 2, 1, 150, 331, false, 0.0, "sanitizer: window 100, softcap 2, non-causal", 2.0, 100},
+};
+const std::vector<Case> kOrderWalkCases = {
+    {2, 4, 2, 2100, 2304, true, 0.0, "18 key blocks, causal Sq < Sk, GQA 2:1"},
+    {1, 4, 2, 1000, 1300, true, 0.0, "window 300, causal, softcap 20", 20.0, 300},
+    {2, 4, 2, 1100, 2304, false, 0.0, "18 key blocks, non-causal (shift), GQA 2:1"},
+    {1, 4, 2, 640, 2304, false, 0.0, "window 500, non-causal: today's order", 0.0, 500},
+};
+
 // Sanitizer-sized (memcheck / racecheck / synccheck), the heuristic's two
 // bases with spt1 (pds3 d64, sp1 d128; the other two run the same code with
 // other constants): causal GQA with rows that see no key (the causal order),
@@ -1207,11 +1222,7 @@ TEST(AttentionWgmmaBwdGpu, Spt1SanitizerSized) {
     vs.push_back(builtin_registry().find_attention(n));
     ASSERT_NE(vs.back(), nullptr) << n;
   }
-  const Case cases[] = {
-      {1, 4, 2, 150, 131, true, 0.0, "sanitizer: causal GQA 2:1, Sq > Sk, odd lengths"},
-      {1, 4, 2, 150, 331, false, 0.0, "sanitizer: non-causal GQA 2:1, Sq < Sk (shift)"},
-      {1, 2, 1, 150, 331, false, 0.0, "sanitizer: window 100, softcap 2, non-causal", 2.0, 100},
-  };
+  const auto& cases = kOrderSanitizerCases;
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 11200, /*repeats=*/2), int(vs.size() * std::size(cases)));
 }
 
@@ -1230,12 +1241,7 @@ TEST(AttentionWgmmaBwdGpu, Spt1TwentyRepeats) {
 // adds, as sp1 and pds2) in all three orders.
 TEST(AttentionWgmmaBwdGpu, Spt1BitwiseEqualsBaseWhereTheWalkIsKept) {
   REQUIRE_SM90();
-  const std::vector<Case> cases = {
-      {2, 4, 2, 2100, 2304, true, 0.0, "18 key blocks, causal Sq < Sk, GQA 2:1"},
-      {1, 4, 2, 1000, 1300, true, 0.0, "window 300, causal, softcap 20", 20.0, 300},
-      {2, 4, 2, 1100, 2304, false, 0.0, "18 key blocks, non-causal (shift), GQA 2:1"},
-      {1, 4, 2, 640, 2304, false, 0.0, "window 500, non-causal: today's order", 0.0, 500},
-  };
+  const std::vector<Case>& cases = kOrderWalkCases;
   EXPECT_EQ(check_bits_equal_base(spt_variants(), spt_base_name, /*dq_equal=*/false, 11400, {cases[1]},
                                   /*dkdv_equal=*/false),
             4);
@@ -1287,11 +1293,7 @@ TEST(AttentionWgmmaBwdGpu, EwSanitizerSized) {
   REQUIRE_SM90();
   const auto vs = ew_variants();
   ASSERT_EQ(vs.size(), 10u);  // ew1, ew2 and wq1
-  const Case cases[] = {
-      {1, 4, 2, 150, 131, true, 0.0, "sanitizer: causal GQA 2:1, Sq > Sk, odd lengths"},
-      {1, 4, 2, 150, 331, false, 0.0, "sanitizer: non-causal GQA 2:1, Sq < Sk (shift)"},
-      {1, 2, 1, 150, 331, false, 0.0, "sanitizer: window 100, softcap 2, non-causal", 2.0, 100},
-  };
+  const auto& cases = kOrderSanitizerCases;
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 12200, /*repeats=*/2), int(vs.size() * std::size(cases)));
 }
 
@@ -1310,12 +1312,7 @@ TEST(AttentionWgmmaBwdGpu, EwTwentyRepeats) {
 // variant's bits (ordered: dQ, dK, dV; atomic: dK, dV).
 TEST(AttentionWgmmaBwdGpu, EwBitwiseEqualsBase) {
   REQUIRE_SM90();
-  const std::vector<Case> cases = {
-      {2, 4, 2, 2100, 2304, true, 0.0, "18 key blocks, causal Sq < Sk, GQA 2:1"},
-      {1, 4, 2, 1000, 1300, true, 0.0, "window 300, causal, softcap 20", 20.0, 300},
-      {2, 4, 2, 1100, 2304, false, 0.0, "18 key blocks, non-causal (shift), GQA 2:1"},
-      {1, 4, 2, 640, 2304, false, 0.0, "window 500, non-causal: today's order", 0.0, 500},
-  };
+  const std::vector<Case>& cases = kOrderWalkCases;
   EXPECT_EQ(check_bits_equal_base(ew_variants(), ew_base_name, /*dq_equal=*/true, 12400, cases), 40);
 }
 
