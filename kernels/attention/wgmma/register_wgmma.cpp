@@ -426,8 +426,9 @@ void register_attention_wgmma(Registry& r) {
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2, void, true>(r);
   // ew1, ew2 (issue 16, session 14: pds3's elementwise code and, ew2, the
   // step's end as FlashAttention-4's sm90 backward; ew1 on sp1 d128 too;
-  // ordered with spt1): last
-  // until measured (experiments/device/s14-attn-helper.sh).
+  // ordered with spt1): registered last; measured on the H200 (s14-attn-helper.sh:
+  // +15% at d64, +8-9% at d128), the heuristic's backwards since
+  // (attention.cpp names them).
   add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2OTS3E1, void, true>(r);
   add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2ATS3E1, void>(r);
   add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2OTS3E2, void, true>(r);
@@ -436,8 +437,9 @@ void register_attention_wgmma(Registry& r) {
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2ATS2PE1, void>(r);
   // wq1 (issue 16, session 14: each consumer warpgroup's dQ part handed to
   // the writer warp alone, FlashAttention-4's per-warpgroup dQ barriers) on
-  // ew2 pds3 d64 and ew1 sp1 d128: last until measured
-  // (experiments/device/s14-dq.sh).
+  // ew2 pds3 d64 and ew1 sp1 d128: registered last; measured flat against
+  // ew2 / ew1 on the H200 (experiments/device/s14-dq.sh), kept as a strategy
+  // variant.
   add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2OTS3E2W, void, true>(r);
   add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2ATS3E2W, void>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2PE1W, void, true>(r);
