@@ -6,6 +6,8 @@
 # libraries only), unpacked into a private prefix, never into /.
 #   here:   bash experiments/device/build_there.sh fetch     # .debs/ (about 12 MB, git-ignored)
 #   device: carry [".debs", ".deps"]; DETFUSE_COMMIT=<commit> bash experiments/device/build_there.sh build
+# TARGETS="detfuse test_attention_wgmma ..." builds only those targets (and what they
+# need): a shorter cold start when a call runs a few binaries.
 # The build lands in ./build, as the other device scripts expect; on a warm
 # machine it stays there for the next calls.
 set -euo pipefail
@@ -26,7 +28,8 @@ case ${1:-} in
       -DBoost_NO_SYSTEM_PATHS=ON -DBoost_ROOT="$SYS/usr" -DBoost_DIR="$SYS/usr/lib/x86_64-linux-gnu/cmake/Boost-1.74.0" \
       > build-configure.log 2>&1 || { tail -40 build-configure.log; exit 1; }
     start=$SECONDS
-    cmake --build build -j "$(nproc)" -- -k 0 > build.log 2>&1 || { grep -E "error|Error" build.log | head -30; tail -20 build.log; exit 1; }
-    echo "build_there: built in $((SECONDS - start)) s"; ls -la build/detfuse ;;
+    tg=""; for t in ${TARGETS:-}; do tg="$tg --target $t"; done
+    cmake --build build -j "$(nproc)" $tg -- -k 0 > build.log 2>&1 || { grep -E "error|Error" build.log | head -30; tail -20 build.log; exit 1; }
+    echo "build_there: built in $((SECONDS - start)) s"; ls -la build/detfuse 2>/dev/null || ls -la build/cli/detfuse ;;
   *) echo "usage: build_there.sh fetch|build" >&2; exit 2 ;;
 esac
