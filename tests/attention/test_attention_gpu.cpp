@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "kernels/attention/attention.h"
+#include "kernels/attention/bwd_common.h"
 #include "kernels/common/buffer.h"
 #include "kernels/common/digest.h"
 #include "kernels/common/cuda_check.h"
@@ -349,6 +350,78 @@ TEST(AttentionGpuChunkedPartials, MatchesTheReferenceAndRepeats) {
         dq.insert(digest_device(run.dQ.get(), run.dQ.bytes()).hex());
       }
       EXPECT_EQ(dq.size(), 1u) << name << " " << c.name;
+    }
+  }
+}
+
+// The backward's shared passes on bf16 (bwd_common.cu): D = rowsum(dO * O) and
+// the fp32 -> bf16 convert, bitwise against the host's statement of their
+// order (lane l sums fma over k = l, l + 32, ... from +0, then the xor tree
+// 16 .. 1; each value rounded to nearest even). d = 64 and 128 take the
+// 16-byte path, d = 96 and a misaligned O the one-warp-a-row path; row
+// counts that fill no whole warp; zeros of both signs, large and tiny values.
+TEST(AttentionGpuBwdCommon, RowsumAndConvertGiveTheStatedBits) {
+  DETFUSE_REQUIRE_GPU();
+  uint64_t state = 0x9e3779b97f4a7c15ull;
+  auto next = [&]() {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    return state;
+  };
+  auto value = [&]() {
+    const uint64_t r = next();
+    switch (r % 16) {
+      case 0: return 0.f;
+      case 1: return -0.f;
+      case 2: return float(int64_t(r >> 20) % 1000) * 1e3f;
+      case 3: return float(int64_t(r >> 20) % 1000) * 1e-6f;
+      default: return float(int64_t(r >> 20) % 20001 - 10000) / 997.f;
+    }
+  };
+  for (int d : {64, 128, 96}) {
+    for (int64_t rows : {int64_t(1), int64_t(5), int64_t(1003)}) {
+      for (int shift : {0, 1}) {  // shift 1: O one element past a 16-byte boundary
+        const size_t n = size_t(rows) * d;
+        std::vector<uint16_t> hdo(n), ho(n + 1);
+        for (auto& v : hdo) v = float_to_bf16_bits(value());
+        for (auto& v : ho) v = float_to_bf16_bits(value());
+        DeviceBuffer<uint16_t> ddo(n), dob(n + 1);
+        DeviceBuffer<float> dD{static_cast<size_t>(rows)};
+        ddo.upload(hdo.data(), n);
+        dob.upload(ho.data(), n + 1);
+        attention::launch_rowsum_do_o(DType::bf16, ddo.data(), dob.data() + shift, dD.data(), rows, d, nullptr);
+        std::vector<float> got(static_cast<size_t>(rows));
+        DETFUSE_CUDA_CHECK(cudaMemcpy(got.data(), dD.data(), dD.bytes(), cudaMemcpyDeviceToHost));
+        for (int64_t r = 0; r < rows; ++r) {
+          std::vector<float> lanes(32, 0.f);
+          for (int l = 0; l < 32; ++l)
+            for (int k = l; k < d; k += 32)
+              lanes[size_t(l)] = std::fma(bf16_bits_to_float(hdo[size_t(r * d + k)]),
+                                          bf16_bits_to_float(ho[size_t(r * d + k) + size_t(shift)]), lanes[size_t(l)]);
+          for (int o = 16; o > 0; o >>= 1) {
+            std::vector<float> w(32);
+            for (int l = 0; l < 32; ++l) w[size_t(l)] = lanes[size_t(l)] + lanes[size_t(l ^ o)];
+            lanes.swap(w);
+          }
+          uint32_t want, have;
+          std::memcpy(&want, &lanes[0], 4);
+          std::memcpy(&have, &got[size_t(r)], 4);
+          ASSERT_EQ(have, want) << "d " << d << " rows " << rows << " shift " << shift << " row " << r;
+        }
+      }
+    }
+  }
+  for (int64_t n : {int64_t(4096), int64_t(4099)}) {
+    for (int shift : {0, 1}) {  // shift 1: dst misaligned (the element path)
+      std::vector<float> hs(static_cast<size_t>(n));
+      for (auto& v : hs) v = value() * 1.0001f;
+      DeviceBuffer<float> src{static_cast<size_t>(n)};
+      DeviceBuffer<uint16_t> dst(size_t(n) + 1);
+      src.upload(hs.data(), size_t(n));
+      attention::launch_convert_f32(DType::bf16, src.data(), dst.data() + shift, n, nullptr);
+      std::vector<uint16_t> got(size_t(n) + 1);
+      DETFUSE_CUDA_CHECK(cudaMemcpy(got.data(), dst.data(), dst.bytes(), cudaMemcpyDeviceToHost));
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(got[size_t(i + shift)], float_to_bf16_bits(hs[size_t(i)])) << "n " << n << " shift " << shift << " i " << i;
     }
   }
 }

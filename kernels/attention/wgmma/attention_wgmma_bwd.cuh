@@ -618,12 +618,12 @@ void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const flo
   DETFUSE_CUDA_CHECK(cudaGetLastError());
   if constexpr (K_::kTma) {
     const int64_t tiles = pr.B * pr.H * int64_t(P.m_blocks);
-    const int64_t n = tiles * Cfg::BR * D;
-    // A grid-stride loop: 32 blocks of 256 threads per SM of this device
-    // (elementwise, so the bound changes no bit).
-    const unsigned blocks = unsigned(std::min<int64_t>((n + 255) / 256, int64_t(std::max(sms, 1)) * 32));
+    // A loop over tiles: at most 8 blocks of 256 threads per SM of this device
+    // (each value is rounded on its own, so the grid changes no bit).
+    const unsigned blocks = unsigned(std::min<int64_t>(tiles, int64_t(std::max(sms, 1)) * 8));
+    const bool aligned16 = reinterpret_cast<uintptr_t>(a.dQ) % 16 == 0;
     attention_bwd_dq_tma_convert_kernel<Cfg><<<blocks, 256, 0, stream>>>(
-        dq, static_cast<__nv_bfloat16*>(a.dQ), tiles, Sq, P.m_blocks);
+        dq, static_cast<__nv_bfloat16*>(a.dQ), tiles, Sq, P.m_blocks, K_::kOrderedDq ? sem : nullptr, aligned16);
     DETFUSE_CUDA_CHECK(cudaGetLastError());
   }
 }

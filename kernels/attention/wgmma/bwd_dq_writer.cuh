@@ -4,8 +4,10 @@
 // read-modify-write behind the semaphore, or the partials slab), the writer
 // warp adds each tile into the tile-blocked accumulator with one
 // cp.reduce.async.bulk (ordered: once the semaphore says the key blocks before
-// this one have added theirs, then counts its own add), and the convert
-// kernel un-permutes the accumulator into dQ.
+// this one have added theirs, then counts its own add; the first add of a tile,
+// turn 0, is a plain bulk copy, so the ordered accumulator is never zeroed), and
+// the convert kernel un-permutes the accumulator into dQ (ordered: zeros where
+// the tile's semaphore says that no key block added).
 #pragma once
 
 #include <cuda/ptx>
@@ -21,6 +23,18 @@
 namespace detfuse::attention::wg {
 
 using namespace cute;
+
+// The writer's bulk write of a tile part: a reduce-add, or (ordered, turn 0:
+// the tile's first write) a plain copy. The sum is the same bits except for a
+// sign of zero (x, not +0 + x, when x = -0): the convert adds +0 to every
+// value, which gives the accumulator-from-zero bits in both cases.
+__device__ __forceinline__ void dq_bulk_write(float* dst, const float* src, uint32_t bytes, bool first) {
+  if (first)
+    cuda::ptx::cp_async_bulk(cuda::ptx::space_global, cuda::ptx::space_shared, dst, src, bytes);
+  else
+    cuda::ptx::cp_reduce_async_bulk(cuda::ptx::space_global, cuda::ptx::space_shared, cuda::ptx::op_add, dst, src,
+                                    bytes);
+}
 
 template <class K_>
 struct BwdDqWriter {
@@ -50,6 +64,7 @@ struct BwdDqWriter {
           detail::named_sync(K_::kBarFull + buf, K_::kBarDqThreads);
           if (lane == 0) {
             int* flag = p.sem + bh * p.m_blocks + m;
+            bool first = false;
             if constexpr (K_::kOrderedDq) {
               // Key blocks n_lo(m) .. n_block - 1 add first (dc1: two adds
               // each, and warpgroup 0's of this key block before 1's).
@@ -59,10 +74,10 @@ struct BwdDqWriter {
                 asm volatile("ld.global.acquire.gpu.b32 %0, [%1];" : "=r"(seen) : "l"(flag) : "memory");
               } while (seen != turn);
               cuda::ptx::fence_proxy_async(cuda::ptx::space_global);  // our bulk add after theirs
+              first = turn == 0;
             }
-            cuda::ptx::cp_reduce_async_bulk(cuda::ptx::space_global, cuda::ptx::space_shared, cuda::ptx::op_add,
-                                            p.dq + (bh * p.m_blocks + m) * (BR * D), &ss.dqs[buf][0],
-                                            uint32_t(BR * D * sizeof(float)));
+            dq_bulk_write(p.dq + (bh * p.m_blocks + m) * (BR * D), &ss.dqs[buf][0], uint32_t(BR * D * sizeof(float)),
+                          first);
             cuda::ptx::cp_async_bulk_commit_group();
             if constexpr (K_::kPds2) {
               // The tile read: the consumers may write it again (released
@@ -110,6 +125,7 @@ struct BwdDqWriter {
                                                     int u, int it, int iters, int lane) {
     constexpr int D = K_::D, BR = K_::BR, HALF = BR * D / 2;
     const int m = Sched::walk_m(p, u);
+    bool first = false;  // lane 0: this key block writes the tile first (ordered, turn 0)
     CUTLASS_PRAGMA_UNROLL
     for (int w = 0; w < 2; ++w) {
       detail::named_sync(K_::kBarFull + w, K_::kBarDqThreads);
@@ -123,11 +139,11 @@ struct BwdDqWriter {
               asm volatile("ld.global.acquire.gpu.b32 %0, [%1];" : "=r"(seen) : "l"(flag) : "memory");
             } while (seen != turn);
             cuda::ptx::fence_proxy_async(cuda::ptx::space_global);  // our bulk adds after theirs
+            first = turn == 0;
           }
         }
-        cuda::ptx::cp_reduce_async_bulk(cuda::ptx::space_global, cuda::ptx::space_shared, cuda::ptx::op_add,
-                                        p.dq + (bh * p.m_blocks + m) * (BR * D) + w * HALF, &ss.dqs[0][w * HALF],
-                                        uint32_t(HALF * sizeof(float)));
+        dq_bulk_write(p.dq + (bh * p.m_blocks + m) * (BR * D) + w * HALF, &ss.dqs[0][w * HALF],
+                      uint32_t(HALF * sizeof(float)), first);
         cuda::ptx::cp_async_bulk_commit_group();
         cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<0>{});  // half w read: its warpgroup may write it
       }
@@ -392,26 +408,57 @@ struct BwdDqWriter {
 };
 
 // TMA dQ: the tile-blocked accumulator [B H][m_blocks][BR D] (dq_tile_offset
-// order, scale applied) to dQ [B, H, Sq, D] in bf16, rows < Sq.
+// order, scale applied) to dQ [B, H, Sq, D] in bf16, rows < Sq. One tile per
+// block-loop step: 16-byte loads of the tile in its fragment order, each value
+// rounded to bf16 (the only arithmetic) into a row-major shared tile at its
+// (dq_row, dq_col), then 16-byte stores of whole rows (8 bf16 each; element
+// stores where dQ is not 16-byte aligned). Ordered (sem: the tiles'
+// semaphores, each the count of the key blocks that wrote the tile): a tile
+// with count 0 was never written (the accumulator is not zeroed) and is dQ = 0.
 template <class Cfg>
-__global__ void attention_bwd_dq_tma_convert_kernel(const float* __restrict__ acc, __nv_bfloat16* __restrict__ dQ,
-                                                    int64_t tiles, int Sq, int m_blocks) {
+__global__ void __launch_bounds__(256) attention_bwd_dq_tma_convert_kernel(const float* __restrict__ acc,
+                                                                          __nv_bfloat16* __restrict__ dQ,
+                                                                          int64_t tiles, int Sq, int m_blocks,
+                                                                          const int* __restrict__ sem,
+                                                                          bool aligned16) {
   using K_ = BwdKv<Cfg>;
-  constexpr int BR = K_::BR, D = K_::D, NT = K_::kDqWriters, TILE = BR * D;
-  const int64_t n = tiles * TILE;
-  for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < n; idx += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t tile = idx / TILE;
-    const int off = int(idx % TILE);
-    int t, i;  // dq_tile_offset inverted
-    if constexpr (K_::kWq) {
-      t = K_::dq_tile_thread(off);
-      i = K_::dq_tile_value(off);
-    } else {
-      t = off % (2 * NT) / 2;
-      i = off / (2 * NT) * 2 + off % 2;
+  constexpr int BR = K_::BR, D = K_::D, NT = K_::kDqWriters, TILE = BR * D, THREADS = 256;
+  static_assert(TILE % (4 * THREADS) == 0 && D % 8 == 0, "whole float4 loads and 16-byte row pieces");
+  __shared__ alignas(16) __nv_bfloat16 rows[TILE];
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const float4* src = reinterpret_cast<const float4*>(acc + tile * TILE);
+    const bool written = sem == nullptr || sem[tile] != 0;
+    CUTLASS_PRAGMA_UNROLL
+    for (int it = 0; it < TILE / (4 * THREADS); ++it) {
+      const int q4 = it * THREADS + int(threadIdx.x);
+      const float4 v = written ? __ldcs(src + q4) : make_float4(0.f, 0.f, 0.f, 0.f);
+      const float vals[4] = {v.x, v.y, v.z, v.w};
+      CUTLASS_PRAGMA_UNROLL
+      for (int u = 0; u < 4; ++u) {
+        const int off = 4 * q4 + u;
+        int t, i;  // dq_tile_offset inverted
+        if constexpr (K_::kWq) {
+          t = K_::dq_tile_thread(off);
+          i = K_::dq_tile_value(off);
+        } else {
+          t = off % (2 * NT) / 2;
+          i = off / (2 * NT) * 2 + off % 2;
+        }
+        // + 0: -0 (a first write that was a copy) as +0, the sum from +0's bits
+        rows[K_::dq_row(t, i) * D + K_::dq_col(t, i)] = __float2bfloat16_rn(__fadd_rn(vals[u], 0.f));
+      }
     }
-    const int q = int(tile % m_blocks) * BR + K_::dq_row(t, i);
-    if (q < Sq) dQ[((tile / m_blocks) * Sq + q) * D + K_::dq_col(t, i)] = __float2bfloat16_rn(acc[idx]);
+    __syncthreads();
+    const int q0 = int(tile % m_blocks) * BR;
+    const int valid = min(BR, Sq - q0);
+    __nv_bfloat16* out = dQ + ((tile / m_blocks) * Sq + q0) * D;
+    if (aligned16) {
+      for (int c = int(threadIdx.x); c < valid * (D / 8); c += THREADS)
+        reinterpret_cast<uint4*>(out)[c] = reinterpret_cast<const uint4*>(rows)[c];
+    } else {
+      for (int c = int(threadIdx.x); c < valid * D; c += THREADS) out[c] = rows[c];
+    }
+    __syncthreads();  // the tile is read before the next one is written
   }
 }
 

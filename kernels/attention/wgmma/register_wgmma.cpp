@@ -286,14 +286,18 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
       launch_bwd_kv<Kv>(p, a, Dvec, acc, s, 0, -1, 0, -1, sem);
       launch_convert_f32(DType::bf16, acc, a.dQ, n, s);
     } else if constexpr (Kv::DQ_TMA) {
-      // The tile-blocked accumulator (and the semaphores) zeroed in one memset;
-      // launch_bwd_kv also writes dQ from it.
+      // The tile-blocked accumulator zeroed (atomic), or only the semaphores
+      // (ordered: a tile's first write is a copy, and the convert writes zeros
+      // where no key block wrote); launch_bwd_kv also writes dQ from it.
       float* acc = reinterpret_cast<float*>(rest);
       int* sem = kDq == kOrderedTma ? reinterpret_cast<int*>(rest + dq_tile_acc_bytes(p, Kv::BR)) : nullptr;
-      const size_t zeroed = dq_tile_acc_bytes(p, Kv::BR) + (kDq == kOrderedTma ? ordered_sem_bytes(p, Kv::BR) : 0);
-      DETFUSE_CUDA_CHECK(cudaMemsetAsync(acc, 0, zeroed, s));
+      const size_t used = dq_tile_acc_bytes(p, Kv::BR) + (kDq == kOrderedTma ? ordered_sem_bytes(p, Kv::BR) : 0);
+      if constexpr (kDq == kOrderedTma)
+        DETFUSE_CUDA_CHECK(cudaMemsetAsync(sem, 0, ordered_sem_bytes(p, Kv::BR), s));
+      else
+        DETFUSE_CUDA_CHECK(cudaMemsetAsync(acc, 0, used, s));
       // pds2, pds3: the padded LSE / D after them (written by launch_bwd_kv).
-      float* stage = Kv::PDS >= 2 ? reinterpret_cast<float*>(rest + zeroed) : nullptr;
+      float* stage = Kv::PDS >= 2 ? reinterpret_cast<float*>(rest + used) : nullptr;
       launch_bwd_kv<Kv>(p, a, Dvec, acc, s, 0, -1, 0, -1, sem, stage, kSpt);
     } else if constexpr (kDq == kPartials) {
       const auto plan = plan_partials(p, Kv::BC, size_t(kMiB) << 20);
