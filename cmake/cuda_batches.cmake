@@ -10,9 +10,12 @@
 # 2-core CI-class machine (nvcc 13.0, -time): one attention kv configuration
 # 32.8 s wall (cudafe++ 8.7 s, cicc 14.8 s, host g++ 6.9 s, ptxas 0.3 s), four
 # of them in one unit 39.6 s. The ~60 attention units were ~18 of CI's ~39
-# minutes. DETFUSE_CUDA_BATCH sets <size> everywhere it is not forced (1: one
-# unit per source, as before: what a study of one object's SASS wants).
-set(DETFUSE_CUDA_BATCH 4 CACHE STRING
+# minutes. DETFUSE_CUDA_BATCH caps <size> everywhere (1: one unit per source,
+# as before: what a study of one object's SASS wants). Session 15: the
+# attention forward and backward batches went from 4 to 8 configurations a
+# unit (the official CI run had reached 1826 s of its 30 minutes; each unit
+# fewer saves its header cost, ~25 s of one core).
+set(DETFUSE_CUDA_BATCH 8 CACHE STRING
     "CUDA kernel configurations compiled per translation unit (1 = one unit per .cu)")
 
 function(detfuse_cuda_batches target name size)

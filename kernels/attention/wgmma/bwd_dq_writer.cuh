@@ -412,9 +412,13 @@ struct BwdDqWriter {
 // block-loop step: 16-byte loads of the tile in its fragment order, each value
 // rounded to bf16 (the only arithmetic) into a row-major shared tile at its
 // (dq_row, dq_col), then 16-byte stores of whole rows (8 bf16 each; element
-// stores where dQ is not 16-byte aligned). Ordered (sem: the tiles'
-// semaphores, each the count of the key blocks that wrote the tile): a tile
-// with count 0 was never written (the accumulator is not zeroed) and is dQ = 0.
+// stores where dQ is not 16-byte aligned). Offsets 2 k and 2 k + 1 are values
+// i, i + 1 (i even) of one thread: columns c, c + 1 of one row, stored as one
+// bf16 pair; the shared rows are padded by 8 bf16 (16 bytes), which spreads a
+// warp's pairs over the banks (unpadded, its rows all start in bank 0).
+// Ordered (sem: the tiles' semaphores, each the count of the key blocks that
+// wrote the tile): a tile with count 0 was never written (the accumulator is
+// not zeroed) and is dQ = 0.
 template <class Cfg>
 __global__ void __launch_bounds__(256) attention_bwd_dq_tma_convert_kernel(const float* __restrict__ acc,
                                                                           __nv_bfloat16* __restrict__ dQ,
@@ -422,9 +426,9 @@ __global__ void __launch_bounds__(256) attention_bwd_dq_tma_convert_kernel(const
                                                                           const int* __restrict__ sem,
                                                                           bool aligned16) {
   using K_ = BwdKv<Cfg>;
-  constexpr int BR = K_::BR, D = K_::D, NT = K_::kDqWriters, TILE = BR * D, THREADS = 256;
+  constexpr int BR = K_::BR, D = K_::D, NT = K_::kDqWriters, TILE = BR * D, THREADS = 256, P = D + 8;
   static_assert(TILE % (4 * THREADS) == 0 && D % 8 == 0, "whole float4 loads and 16-byte row pieces");
-  __shared__ alignas(16) __nv_bfloat16 rows[TILE];
+  __shared__ alignas(16) __nv_bfloat16 rows[BR * P];
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     const float4* src = reinterpret_cast<const float4*>(acc + tile * TILE);
     const bool written = sem == nullptr || sem[tile] != 0;
@@ -434,18 +438,19 @@ __global__ void __launch_bounds__(256) attention_bwd_dq_tma_convert_kernel(const
       const float4 v = written ? __ldcs(src + q4) : make_float4(0.f, 0.f, 0.f, 0.f);
       const float vals[4] = {v.x, v.y, v.z, v.w};
       CUTLASS_PRAGMA_UNROLL
-      for (int u = 0; u < 4; ++u) {
+      for (int u = 0; u < 4; u += 2) {
         const int off = 4 * q4 + u;
-        int t, i;  // dq_tile_offset inverted
+        int t, i;  // dq_tile_offset inverted (i even; off + 1 is value i + 1)
         if constexpr (K_::kWq) {
           t = K_::dq_tile_thread(off);
           i = K_::dq_tile_value(off);
         } else {
           t = off % (2 * NT) / 2;
-          i = off / (2 * NT) * 2 + off % 2;
+          i = off / (2 * NT) * 2;
         }
         // + 0: -0 (a first write that was a copy) as +0, the sum from +0's bits
-        rows[K_::dq_row(t, i) * D + K_::dq_col(t, i)] = __float2bfloat16_rn(__fadd_rn(vals[u], 0.f));
+        *reinterpret_cast<__nv_bfloat162*>(&rows[K_::dq_row(t, i) * P + K_::dq_col(t, i)]) =
+            __floats2bfloat162_rn(__fadd_rn(vals[u], 0.f), __fadd_rn(vals[u + 1], 0.f));
       }
     }
     __syncthreads();
@@ -454,9 +459,10 @@ __global__ void __launch_bounds__(256) attention_bwd_dq_tma_convert_kernel(const
     __nv_bfloat16* out = dQ + ((tile / m_blocks) * Sq + q0) * D;
     if (aligned16) {
       for (int c = int(threadIdx.x); c < valid * (D / 8); c += THREADS)
-        reinterpret_cast<uint4*>(out)[c] = reinterpret_cast<const uint4*>(rows)[c];
+        reinterpret_cast<uint4*>(out)[c] =
+            *reinterpret_cast<const uint4*>(&rows[c / (D / 8) * P + c % (D / 8) * 8]);
     } else {
-      for (int c = int(threadIdx.x); c < valid * D; c += THREADS) out[c] = rows[c];
+      for (int c = int(threadIdx.x); c < valid * D; c += THREADS) out[c] = rows[c / D * P + c % D];
     }
     __syncthreads();  // the tile is read before the next one is written
   }
