@@ -7,7 +7,8 @@
 #   here:   bash experiments/device/build_there.sh fetch     # .debs/ (about 12 MB, git-ignored)
 #   device: carry [".debs", ".deps"]; DETFUSE_COMMIT=<commit> bash experiments/device/build_there.sh build
 # TARGETS="detfuse test_attention_wgmma ..." builds only those targets (and what they
-# need): a shorter cold start when a call runs a few binaries.
+# need): a shorter cold start when a call runs a few binaries. DETFUSE_CUDA_BATCH
+# (default 4 here, 8 in CI): 16 cores want more, smaller units.
 # The build lands in ./build, as the other device scripts expect; on a warm
 # machine it stays there for the next calls.
 set -euo pipefail
@@ -24,7 +25,7 @@ case ${1:-} in
     mkdir -p "$SYS"
     for f in .debs/*.deb; do dpkg -x "$f" "$SYS"; done
     export PATH=$PATH:/usr/local/cuda/bin
-    cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$SYS/usr" \
+    cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$SYS/usr" -DDETFUSE_CUDA_BATCH=${DETFUSE_CUDA_BATCH:-4} \
       -DBoost_NO_SYSTEM_PATHS=ON -DBoost_ROOT="$SYS/usr" -DBoost_DIR="$SYS/usr/lib/x86_64-linux-gnu/cmake/Boost-1.74.0" \
       > build-configure.log 2>&1 || { tail -40 build-configure.log; exit 1; }
     start=$SECONDS
