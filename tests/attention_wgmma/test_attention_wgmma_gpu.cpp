@@ -158,16 +158,16 @@ constexpr int kDqBitsDiffer = 2;
                    << dev_.name << " (cc " << dev_.cc_string() << ")";                        \
   } while (0)
 
-TEST(AttentionWgmma, TwentyTwoVariantsRegisteredWithCanonicalNames) {
+TEST(AttentionWgmma, TwentyFourVariantsRegisteredWithCanonicalNames) {
   const auto vs = wgmma_variants();
-  ASSERT_EQ(vs.size(), 22u);
+  ASSERT_EQ(vs.size(), 24u);
   int d64 = 0, d128 = 0;
   for (const auto* v : vs) {
     EXPECT_EQ(v->desc.name, VariantDesc::canonical_name(Family::attention, DType::bf16, "wgmma", "fwd", v->desc.params));
     EXPECT_TRUE(v->desc.deterministic);
     (param(*v, "d") == 64 ? d64 : d128) += 1;
   }
-  EXPECT_EQ(d64, 7);
+  EXPECT_EQ(d64, 9);
   EXPECT_EQ(d128, 15);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.fwd.br128_bc128_st2_ov0_pp0_d128"), nullptr);
   // The persistent ones (ps1); the older names carry no ps token.
@@ -184,17 +184,29 @@ TEST(AttentionWgmma, TwentyTwoVariantsRegisteredWithCanonicalNames) {
                         "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp1_ps1_rd1_ot1_d128",
                         "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp0_rd1_ot1_d128",
                         "attention.bf16.wgmma.fwd.br128_bc160_st2_ov1_pp0_ps1_rd1_ot1_d128",
-                        "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_rd1_ot1_d64"})
+                        "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_rd1_ot1_d64",
+                        // session 15: three consumer warpgroups (192 query rows, d64)
+                        "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_ps1_rd1_d64",
+                        "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_ps1_rd1_ot1_d64"})
     EXPECT_NE(builtin_registry().find_attention(n), nullptr) << n;
-  int ps = 0, rd = 0, ot = 0;
+  int ps = 0, rd = 0, ot = 0, br192 = 0;
   for (const auto* v : vs) {
     ps += param(*v, "ps") == 1;
     rd += param(*v, "rd") == 1;
     ot += param(*v, "ot") == 1;
+    if (param(*v, "br") == 192) {
+      ++br192;
+      EXPECT_EQ(param(*v, "d"), 64) << v->desc.name;
+      EXPECT_NE(v->desc.summary.find("3 consumer warpgroups"), std::string::npos) << v->desc.summary;
+    } else {
+      EXPECT_EQ(param(*v, "br"), 128) << v->desc.name;
+      EXPECT_NE(v->desc.summary.find("2 consumer warpgroups"), std::string::npos) << v->desc.summary;
+    }
   }
-  EXPECT_EQ(ps, 12);
-  EXPECT_EQ(rd, 6);
-  EXPECT_EQ(ot, 5);
+  EXPECT_EQ(ps, 14);
+  EXPECT_EQ(rd, 8);
+  EXPECT_EQ(ot, 6);
+  EXPECT_EQ(br192, 2);
 }
 
 TEST(AttentionWgmma, CanRunRefusesWithReasons) {
@@ -340,7 +352,7 @@ TEST(AttentionWgmmaGpu, MatchesFloat64ReferenceAndIsDeterministic) {
       }
     }
   }
-  EXPECT_EQ(checked, 22 * int(std::size(kCases)));
+  EXPECT_EQ(checked, 24 * int(std::size(kCases)));
 }
 
 // ------------------------------------------------- persistent forward (ps1)
@@ -367,6 +379,10 @@ const PsEntry kPs[] = {
      &attention::wg::launch_fwd_ctas<attention::wg::FwdD128Bc128St2OvPpPsRdOt>},
     {"d128 bc160 st2 ov1 ps1 rd1 ot1", 128, &attention::wg::launch_fwd_ctas<attention::wg::FwdD128Bc160St2OvPsRdOt>},
     {"d64 bc128 st3 ov1 ps1 rd1 ot1", 64, &attention::wg::launch_fwd_ctas<attention::wg::FwdD64Bc128St3OvPsRdOt>},
+    // session 15: three consumer warpgroups, 192 query rows per tile
+    {"d64 br192 bc128 st3 ov1 ps1 rd1", 64, &attention::wg::launch_fwd_ctas<attention::wg::FwdD64Br192Bc128St3OvPsRd>},
+    {"d64 br192 bc128 st3 ov1 ps1 rd1 ot1", 64,
+     &attention::wg::launch_fwd_ctas<attention::wg::FwdD64Br192Bc128St3OvPsRdOt>},
 };
 
 // One problem through every persistent configuration of its head dim, with
@@ -430,9 +446,16 @@ TEST(AttentionWgmmaGpu, PersistentManyTilesPerCta) {
 // so the overlapped loop and the ping-pong take a turn), heads one group at a
 // time, on 2 CTAs (one of them alternates tiles with and without keys) and on
 // the full grid (one tile per CTA).
+//
+// kSanitizerCases: this causal case, and (TmaOSanitizerSized,
+// ThreeWarpgroupsSanitizerSized) a non-causal GQA one with odd lengths.
+const Case kSanitizerCases[] = {
+    {2, 2, 1, 400, 200, true, 0.0, "sanitizer-sized causal Sq > Sk", 0.0, 0},
+    {1, 4, 2, 200, 333, false, 0.0, "sanitizer-sized non-causal GQA 2:1, odd lengths", 0.0, 0}};
+
 TEST(AttentionWgmmaGpu, PersistentSanitizerSized) {
   REQUIRE_SM90();
-  const Case c{2, 2, 1, 400, 200, true, 0.0, "sanitizer-sized causal Sq > Sk", 0.0, 0};
+  const Case& c = kSanitizerCases[0];
   for (int64_t d : {64, 128}) check_persistent(c, d, {2, 0}, {1}, 1, 9000 + uint64_t(d));
 }
 
@@ -444,11 +467,9 @@ TEST(AttentionWgmmaGpu, PersistentSanitizerSized) {
 // the causal Sq > Sk case above and on a non-causal GQA one with odd lengths.
 TEST(AttentionWgmmaGpu, TmaOSanitizerSized) {
   REQUIRE_SM90();
-  const Case cs[] = {{2, 2, 1, 400, 200, true, 0.0, "sanitizer-sized causal Sq > Sk", 0.0, 0},
-                     {1, 4, 2, 200, 333, false, 0.0, "sanitizer-sized non-causal GQA 2:1, odd lengths", 0.0, 0}};
   const DeviceInfo& dev = cached_device(0);
   int ran = 0;
-  for (const Case& c : cs) {
+  for (const Case& c : kSanitizerCases) {
     for (int64_t d : {64, 128}) check_persistent(c, d, {2, 0}, {1}, 1, 9100 + uint64_t(d), "ot1");
     const AttentionProblem p = problem_of(c, 128);
     const reference::AttentionInputs in = reference::make_attention_inputs(p, 9200);
@@ -476,7 +497,8 @@ TEST(AttentionWgmmaGpu, TmaOSanitizerSized) {
 // the tensor map must clip them. O is placed at the start of a larger buffer
 // whose tail (and, through the head order, every other head's rows) must stay
 // untouched: 0xff bytes after the launch, on a problem whose last block is
-// mostly past Sq (Sq = 130: 126 of its 128 rows).
+// mostly past Sq (Sq = 130: 126 of its 128 rows; br192: 62 of the 192 rows
+// of the one query block).
 TEST(AttentionWgmmaGpu, TmaOStoresNoRowPastSq) {
   REQUIRE_SM90();
   const Case c{2, 3, 3, 130, 300, false, 0.0, "Sq = 130: the second query block holds 2 rows", 0.0, 0};
@@ -505,7 +527,19 @@ TEST(AttentionWgmmaGpu, TmaOStoresNoRowPastSq) {
     EXPECT_LE(reference::rel_norm_error(O, ref.O), 2e-2) << "O relative norm error";
     ++ran;
   }
-  EXPECT_EQ(ran, 5);
+  EXPECT_EQ(ran, 6);
+}
+
+// ------------------------- session 15: three consumer warpgroups (br192, d64)
+
+// The sanitizer-sized run of the three-warpgroup forwards alone (192 query
+// rows per tile, 512 threads): on the causal Sq > Sk case the first query
+// block sees no key, the second two key blocks (the overlapped loop's turn),
+// the last one 16 rows; the non-causal GQA case has a last query block of 8
+// rows and a partial key block; 2 CTAs and the full grid.
+TEST(AttentionWgmmaGpu, ThreeWarpgroupsSanitizerSized) {
+  REQUIRE_SM90();
+  for (const Case& c : kSanitizerCases) check_persistent(c, 64, {2, 0}, {1}, 1, 9400, "br192");
 }
 
 // ------------------------------------------------------------------ backward

@@ -8,6 +8,8 @@
 // in memory at a 4-byte aligned offset, and the 256 threads cover the BR x D
 // tile exactly once. Also the shared storage: the O tile first, 1024-byte
 // aligned, the other configurations' storage unchanged by the new member.
+// Since session 15 also the S fragment and the consumer warpgroups of the
+// three-warpgroup (BR = 192) configurations.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -57,6 +59,74 @@ void check_o_tile() {
 
 TEST(AttentionWgmmaFwdLayout, OTileStoresMatchTmaLayoutD128) { check_o_tile<FwdD128Bc128St2OvPsRdOt>(); }
 TEST(AttentionWgmmaFwdLayout, OTileStoresMatchTmaLayoutD64) { check_o_tile<FwdD64Bc128St3OvPsRdOt>(); }
+// Three consumer warpgroups (BR = 192): 384 consumer threads over the 192 x 64 tile.
+TEST(AttentionWgmmaFwdLayout, OTileStoresMatchTmaLayoutD64Br192) { check_o_tile<FwdD64Br192Bc128St3OvPsRdOt>(); }
+
+// The score fragment of the S = Q K^T TiledMMA (its partition_C of a
+// row-major BR x BC tile): value v of consumer thread ctid at the row and
+// column the mask, the softmax and the epilogue assume (attention_wgmma.cuh:
+// warpgroup ctid / 128 owns rows 64 (ctid / 128) ..+ 63), every element once;
+// with two and with three consumer warpgroups.
+template <class Cfg>
+void check_s_fragment() {
+  using K_ = Fwd<Cfg>;
+  constexpr int BR = K_::BR, BC = K_::BC;
+  static int buf[BR * BC];
+  auto sS = cute::make_tensor(&buf[0], cute::make_layout(cute::make_shape(cute::Int<BR>{}, cute::Int<BC>{}),
+                                                         cute::make_stride(cute::Int<BC>{}, cute::_1{})));
+  typename K_::MmaQK mma_qk;
+  ASSERT_EQ(int(cute::size(mma_qk)), K_::kConsumers);
+  std::vector<int> seen(BR * BC, 0);
+  int bad = 0;
+  for (int ctid = 0; ctid < K_::kConsumers; ++ctid) {
+    auto tSsS = mma_qk.get_thread_slice(ctid).partition_C(sS);
+    ASSERT_EQ(int(cute::size(tSsS)), BC / 2);
+    const int lane = ctid % 32, w = (ctid % 128) / 32;
+    for (int v = 0; v < BC / 2; ++v) {
+      const int off = int(&tSsS(v) - buf);
+      ASSERT_GE(off, 0);
+      ASSERT_LT(off, BR * BC);
+      ++seen[off];
+      const int row = (ctid / 128) * 64 + 16 * w + lane / 4 + 8 * ((v / 2) % 2);
+      const int col = 8 * (v / 4) + 2 * (lane % 4) + v % 2;
+      bad += off != row * BC + col;
+    }
+  }
+  EXPECT_EQ(bad, 0) << "the S fragment is not at the documented (row, col)";
+  int once = 0;
+  for (int x : seen) once += x == 1;
+  EXPECT_EQ(once, BR * BC) << "the consumers do not cover the score tile exactly once";
+}
+
+TEST(AttentionWgmmaFwdLayout, ScoreFragmentRowsPerWarpgroup) {
+  check_s_fragment<FwdD64Bc128St3OvPsRdOt>();
+  check_s_fragment<FwdD128Bc128St2OvPsRdOt>();
+  check_s_fragment<FwdD64Br192Bc128St3OvPsRd>();
+  check_s_fragment<FwdD64Br192Bc128St3OvPsRdOt>();
+}
+
+// The consumer warpgroups follow from BR: two at 128 (384 threads,
+// setmaxnreg 24 / 240, as before), three at 192 (512 threads, 32 / 160:
+// the whole 64K register file).
+TEST(AttentionWgmmaFwdLayout, ConsumerWarpgroupsFromTheTile) {
+  using F128 = Fwd<FwdD64Bc128St3OvPsRdOt>;
+  using F192 = Fwd<FwdD64Br192Bc128St3OvPsRdOt>;
+  EXPECT_EQ(F128::kConsumerWGs, 2);
+  EXPECT_EQ(F128::THREADS, 384);
+  EXPECT_EQ(F128::kConsumers, 256);
+  EXPECT_EQ(F128::kProducerRegs, 24);
+  EXPECT_EQ(F128::kConsumerRegs, 240);
+  EXPECT_EQ(F192::kConsumerWGs, 3);
+  EXPECT_EQ(F192::THREADS, 512);
+  EXPECT_EQ(F192::kConsumers, 384);
+  EXPECT_EQ(F192::kProducerRegs, 32);
+  EXPECT_EQ(F192::kConsumerRegs, 160);
+  EXPECT_EQ(128 * (F192::kProducerRegs + 3 * F192::kConsumerRegs), 64 * 1024);
+  EXPECT_EQ(int(cute::size(typename F192::MmaPV{})), 384);
+  // The Q tile (and TMA box) of 192 rows: 24 KB, a multiple of 1024 bytes.
+  EXPECT_EQ(F192::kQBytes, 24u * 1024u);
+  EXPECT_EQ(int(cute::cosize_v<typename F192::SmemQ>), 192 * 64);
+}
 
 template <class Cfg>
 size_t offset_of_q() {
@@ -86,8 +156,12 @@ TEST(AttentionWgmmaFwdLayout, OTileStorage) {
   check_ot_storage<FwdD128Bc128St2OvRdOt>();
   check_ot_storage<FwdD128Bc160St2OvPsRdOt>();
   check_ot_storage<FwdD64Bc128St3OvPsRdOt>();
+  check_ot_storage<FwdD64Br192Bc128St3OvPsRdOt>();
   // bc160 st2 d128 with the O tile: 32 + 32 + 2 x 80 KB = 224 KB of tiles.
   EXPECT_EQ(FwdD128Bc160St2OvPsRdOt::kSmemTiles, 224 * 1024);
+  // br192 bc128 st3 d64 with the O tile: 24 + 24 + 2 x 3 x 16 KB = 144 KB of tiles; without it 120 KB.
+  EXPECT_EQ(FwdD64Br192Bc128St3OvPsRdOt::kSmemTiles, 144 * 1024);
+  EXPECT_EQ(FwdD64Br192Bc128St3OvPsRd::kSmemTiles, 120 * 1024);
 }
 
 // Without the O tile the storage is what it was (the empty base adds nothing):

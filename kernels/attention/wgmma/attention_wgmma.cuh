@@ -5,18 +5,22 @@
 //                 mbarrier) and then K and V tiles, key blocks from the last to
 //                 the first, into two STAGES-deep rings (CUTLASS
 //                 PipelineTmaAsync: full barriers with transaction counts,
-//                 empty barriers released by the 256 consumer threads); the
-//                 warpgroup gives registers away (setmaxnreg 24).
+//                 empty barriers released by the consumer threads); the
+//                 warpgroup gives registers away (setmaxnreg 24; 32 with
+//                 three consumer warpgroups).
 //   warpgroups 1-2 consumers (setmaxnreg 240), one TiledMMA of two warpgroups
-//                 along M: each owns 64 of the BR = 128 query rows. Per key block:
+//                 along M: each owns 64 of the BR = 128 query rows (BR = 192,
+//                 d64: warpgroups 1-3 at setmaxnreg 160, three along M,
+//                 Fwd::kConsumerWGs; FlashAttention-3 / -4's sm90 tile at
+//                 d <= 64). Per key block:
 //                 S = Q K^T by wgmma SS (fp32 accumulators), masking (keys >= Sk,
 //                 causal) on the blocks that need it, the online softmax in
 //                 registers (running max, rescale of O and the running sum, exp2
 //                 with the softmax scale folded into log2 e), P rounded to bf16
 //                 in registers and O += P V by wgmma RS (P is the A operand from
 //                 registers, V read MN-major from the same shared tile through a
-//                 transposed view). The two warpgroups run independently, so one
-//                 one's softmax overlaps the other's wgmma.
+//                 transposed view). The warpgroups run independently, so one's
+//                 softmax overlaps the others' wgmma.
 //   epilogue      O normalised once (1 / rowsum; 0 for a row that saw no key),
 //                 written bf16 straight from the accumulators, LSE = scale * max +
 //                 ln(sum) in fp32 (-inf for a row that saw no key).
@@ -87,7 +91,7 @@ namespace detfuse::attention::wg {
 
 using namespace cute;
 
-// The consumers (warpgroups 1 and 2, after setmaxnreg; tid: the thread's index
+// The consumers (warpgroups 1 .. kConsumerWGs, after setmaxnreg; tid: the thread's index
 // in the CTA): their fragments, then per tile of the scheduler the mainloop's
 // MMAs (when the tile has key blocks) and the epilogue.
 template <class Cfg, class Sched, class TK>
@@ -102,7 +106,13 @@ __device__ __forceinline__ void fwd_consumers(const typename Fwd<Cfg>::Params& p
   constexpr int D = K_::D, BR = K_::BR, BC = K_::BC;
   constexpr int QS = K_::QS;
 
-  const int ctid = tid - 128;          // 0..255 in the two-warpgroup MMA
+  // Three consumer warpgroups get 160 registers each, and S, P and O take 128
+  // of them in the overlapped key-block loop: values used only per tile (the
+  // thread's row, column, lane; the tile's coordinates for the epilogue) are
+  // recomputed where needed instead of kept live across the loop (with them
+  // live, ptxas spills; README "Three consumer warpgroups").
+  constexpr bool kReread = K_::kConsumerWGs == 3;
+  const int ctid = tid - 128;          // 0 .. kConsumers - 1 in the consumer warpgroups' MMA
   const int lane = tid % 32;
   const int wq = (ctid % 128) / 32;    // warp within the warpgroup
   const int col_lane = 2 * (lane % 4);
@@ -130,7 +140,11 @@ __device__ __forceinline__ void fwd_consumers(const typename Fwd<Cfg>::Params& p
     const int m_block = tile.m_block, h = tile.h, b = tile.b;
     int n_min, n_max;
     Mainloop::key_blocks(p, m_block, n_min, n_max);
-    const int row0 = m_block * BR + (ctid / 128) * 64 + wq * 16 + lane / 4;  // rows row0, row0 + 8
+    // Three consumer warpgroups (kReread): the thread's index read from
+    // %tid.x again (c0), so no coordinate of it stays live across the key blocks.
+    const int c0 = kReread ? int(detail::reread_tid()) - 128 : ctid;
+    const int row0 = kReread ? m_block * BR + (c0 / 128) * 64 + ((c0 % 128) / 32) * 16 + (c0 % 32) / 4
+                             : m_block * BR + (ctid / 128) * 64 + wq * 16 + lane / 4;  // rows row0, row0 + 8
     // This tile's Q buffer (its wgmma descriptors; one buffer: always the same).
     Tensor sQ = make_tensor(make_smem_ptr(ss.q.data() + (q_iter % QS) * K_::kQElems), typename K_::SmemQ{});
     Tensor tSrQ = thr_qk.partition_fragment_A(sQ);  // (MMA, 1, D/16) descriptors
@@ -140,20 +154,37 @@ __device__ __forceinline__ void fwd_consumers(const typename Fwd<Cfg>::Params& p
     float row_sum[2] = {0.f, 0.f};  // this thread's partial sums (its 2 columns of each 8)
     FwdSoftmax<Cfg> softmax{row_max, row_sum};
     // diag: the block's first row's last visible key.
-    const FwdMask<Cfg> mask{m_block * BR + (p.Sk - p.Sq), row0, col_lane};
+    const FwdMask<Cfg> mask{m_block * BR + (p.Sk - p.Sq), row0, kReread ? 2 * (c0 % 4) : col_lane};
 
     if (n_max > n_min) {
       Mainloop::mma(p, ss, pipe_k, pipe_v, st, q_iter, n_min, n_max, ctid, mma_qk, mma_pv, tSrQ, tSrK, tOrV, tSrS,
                     tOrP, tOrO, softmax, mask);
     }
-    Epilogue::store(p, ss, thr_pv, tOrO, softmax, m_block, h, b, row0, lane, col_lane, ctid);
+    if constexpr (kReread) {
+      // The tile again from t (made opaque: not the values from before the
+      // loop) and the thread's coordinates from %tid.x.
+      int te = t;
+      asm volatile("" : "+r"(te));
+      const FwdTile et = sched.tile(te);
+      const int ce = int(detail::reread_tid()) - 128, le = ce % 32;
+      const int re = et.m_block * BR + (ce / 128) * 64 + ((ce % 128) / 32) * 16 + le / 4;
+      Epilogue::store(p, ss, mma_pv.get_thread_slice(ce), tOrO, softmax, et.m_block, et.h, et.b, re, le, 2 * (le % 4),
+                      ce);
+    } else {
+      Epilogue::store(p, ss, thr_pv, tOrO, softmax, m_block, h, b, row0, lane, col_lane, ctid);
+    }
   }
-  Epilogue::finish(ctid);
+  if constexpr (kReread) {
+    Epilogue::finish(int(detail::reread_tid()) - 128);
+  } else {
+    Epilogue::finish(ctid);
+  }
 }
 
 // The kernel: shared memory, the barriers and pipelines, then the roles.
 template <class Cfg>
-__global__ void __launch_bounds__(384, 1) attention_fwd_wgmma_kernel(const __grid_constant__ typename Fwd<Cfg>::Params p) {
+__global__ void __launch_bounds__(Fwd<Cfg>::THREADS, 1)
+    attention_fwd_wgmma_kernel(const __grid_constant__ typename Fwd<Cfg>::Params p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using K_ = Fwd<Cfg>;
   using Pipeline = typename K_::Pipeline;

@@ -11,14 +11,16 @@
 
 namespace detfuse::attention::wg {
 
-// One forward configuration: head dim D, BR query rows per CTA (two consumer
-// warpgroups of BR/2 = 64 rows each), BC keys per K/V tile, STAGES-deep K and V
-// rings in shared memory. OVERLAP: each consumer warpgroup software-pipelines
-// its blocks (S of block n and P V of block n + 1 issued together, the softmax
-// of n under P V), else one block at a time (the two warpgroups still overlap
-// each other). PINGPONG (with OVERLAP): the two consumer warpgroups take turns
-// issuing their wgmma (two named barriers), so one's softmax runs while the
-// other's products own the tensor cores. PERSISTENT (param ps1): grid =
+// One forward configuration: head dim D, BR query rows per CTA (BR / 64
+// consumer warpgroups of 64 rows each: two at BR = 128, three at BR = 192, d64
+// only, FlashAttention-3 / -4's 192 x 128 tile of their sm90 forward at d <=
+// 64), BC keys per K/V tile, STAGES-deep K and V rings in shared memory.
+// OVERLAP: each consumer warpgroup software-pipelines its blocks (S of block n
+// and P V of block n + 1 issued together, the softmax of n under P V), else one
+// block at a time (the consumer warpgroups still overlap each other). PINGPONG
+// (with OVERLAP, BR = 128): the two consumer warpgroups take turns issuing
+// their wgmma (two named barriers), so one's softmax runs while the other's
+// products own the tensor cores. PERSISTENT (param ps1): grid =
 // min(tiles, SMs), each CTA walks (query block, head, batch) tiles in the order
 // of fwd_tile_scheduler.h; the producer loads the next tile's Q as soon as the
 // consumers' last Q K^T of the current tile is done, and its K/V into the ring
@@ -43,7 +45,10 @@ struct FwdConfig {
   static_assert(QSTAGES == 1 || (QSTAGES == 2 && PERSISTENT), "two Q buffers serve the persistent kernel only");
   static_assert(OVERLAP || !PINGPONG, "the ping-pong schedule is built on the overlapped loop");
   static_assert(D == 64 || D == 128, "head dim 64 or 128");
-  static_assert(BR == 128, "two consumer warpgroups of 64 query rows each");
+  static_assert(BR == 128 || (BR == 192 && D == 64),
+                "two consumer warpgroups of 64 query rows each, or three at d64 (160 registers each: S 64 + P 32 "
+                "+ O 32 fp32 values fit, d128's O 64 does not)");
+  static_assert(!PINGPONG || BR == 128, "the ping-pong turns are two warpgroups'");
   static_assert(BC % 16 == 0 && BC >= 16 && BC <= 256, "BC: the wgmma N of Q K^T (<= 256) and K of P V (16s)");
   static_assert(STAGES >= 2, "at least a double-buffered K/V ring");
   // Shared memory: QSTAGES Q (BR x D), STAGES K and V tiles (BC x D), (TMA_O) one O tile (BR x D),
@@ -83,6 +88,14 @@ using FwdD128Bc128St2OvPpPsRdOt = FwdConfig<128, 128, 128, 2, true, true, true, 
 using FwdD128Bc128St2OvRdOt = FwdConfig<128, 128, 128, 2, true, false, false, 1, true, true>;
 using FwdD128Bc160St2OvPsRdOt = FwdConfig<128, 128, 160, 2, true, false, true, 1, true, true>;
 using FwdD64Bc128St3OvPsRdOt = FwdConfig<64, 128, 128, 3, true, false, true, 1, true, true>;
+// Session 15 (issue 16 item 2): three consumer warpgroups, 192 query rows per
+// CTA at d64 (FlashAttention-3 / -4's sm90 tile at d <= 64), persistent with
+// the overlap: with the O tile (ot1, the causal heuristic's options at BR 192)
+// and without. Both with rd1: at 160 registers the rd0 softmax spills 8 bytes
+// (the Q descriptor, reloaded every key block), rd1 does not (README "Three
+// consumer warpgroups").
+using FwdD64Br192Bc128St3OvPsRd = FwdConfig<64, 192, 128, 3, true, false, true, 1, true, false>;
+using FwdD64Br192Bc128St3OvPsRdOt = FwdConfig<64, 192, 128, 3, true, false, true, 1, true, true>;
 
 // Dynamic shared memory bytes of one CTA of Cfg (the kernel's SharedStorage).
 template <class Cfg>
@@ -131,6 +144,8 @@ DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD128Bc128St2OvPpPsRdOt)
 DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD128Bc128St2OvRdOt)
 DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD128Bc160St2OvPsRdOt)
 DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD64Bc128St3OvPsRdOt)
+DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD64Br192Bc128St3OvPsRd)
+DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD64Br192Bc128St3OvPsRdOt)
 
 }  // namespace detfuse::attention::wg
 

@@ -39,7 +39,7 @@ struct FwdEpilogue {
     return s;
   }
 
-  // Tile (m_block, h, b) of one consumer thread (ctid among the 256; rows
+  // Tile (m_block, h, b) of one consumer thread (ctid among the kConsumers; rows
   // row0 and row0 + 8, columns col_lane + 8 j of O): thr_pv its slice of the
   // P V TiledMMA, tOrO its O accumulators (persistent: the stores run under
   // the next tile's loads).
@@ -54,7 +54,7 @@ struct FwdEpilogue {
     if constexpr (Cfg::TMA_O) {
       // O through the shared tile and one TMA store. The previous tile's
       // store must have read the tile: its issuing thread waits, then all
-      // 256 consumers pass FwdBarrier::kOStore.
+      // kConsumers pass FwdBarrier::kOStore.
       if (ctid == 0) tma_store_wait<0>();
       detail::named_sync(barrier_id(FwdBarrier::kOStore), K_::kConsumers);
       Tensor sO = make_tensor(make_smem_ptr(ss.o.data()), typename K_::SmemQ{});

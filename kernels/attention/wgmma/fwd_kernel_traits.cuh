@@ -23,20 +23,32 @@ template <class Cfg>
 struct Fwd {
   using T = cutlass::bfloat16_t;
   static constexpr int D = Cfg::D, BR = Cfg::BR, BC = Cfg::BC, ST = Cfg::STAGES, QS = Cfg::QSTAGES;
-  static constexpr int THREADS = 384;
-  static constexpr int kConsumers = 256;
-  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;  // 128 * (24 + 2 * 240) <= 64K registers
+  // One producer warpgroup and BR / 64 consumer warpgroups of 64 query rows:
+  // two (384 threads) at BR = 128, three (512 threads) at BR = 192.
+  static constexpr int kConsumerWGs = BR / 64;
+  static_assert(kConsumerWGs * 64 == BR && (kConsumerWGs == 2 || kConsumerWGs == 3), "64 query rows per warpgroup");
+  static constexpr int THREADS = 128 * (1 + kConsumerWGs);
+  static constexpr int kConsumers = 128 * kConsumerWGs;
+  // setmaxnreg (multiples of 8): two consumer warpgroups 128 * (24 + 2 * 240)
+  // <= 64K registers; three 128 * (32 + 3 * 160) = 64K (FlashAttention-3's
+  // split for three MMA warpgroups; 168 each would need 24 + 3 * 168 = 528).
+  static constexpr int kProducerRegs = kConsumerWGs == 2 ? 24 : 32;
+  static constexpr int kConsumerRegs = kConsumerWGs == 2 ? 240 : 160;
+  static_assert(128 * (kProducerRegs + kConsumerWGs * kConsumerRegs) <= 64 * 1024, "the register file");
+  static_assert(kProducerRegs % 8 == 0 && kConsumerRegs % 8 == 0, "setmaxnreg takes multiples of 8");
   static constexpr uint32_t kTileBytes = uint32_t(BC) * D * sizeof(T);
   static constexpr uint32_t kQBytes = uint32_t(BR) * D * sizeof(T);
   static constexpr int kQElems = BR * D;  // one Q buffer (a multiple of 1024 bytes)
 
+  // The consumer warpgroups along M (Int<2> is _2: the two-warpgroup types are unchanged).
+  using WgLayout = Layout<Shape<Int<kConsumerWGs>, _1, _1>>;
   // S = Q K^T: M 64 per warpgroup, N = BC keys, K = D; both operands K-major.
-  using MmaQK = decltype(make_tiled_mma(GMMA::ss_op_selector<T, T, float, Shape<_64, Int<BC>, Int<D>>>(),
-                                        Layout<Shape<_2, _1, _1>>{}));
+  using MmaQK =
+      decltype(make_tiled_mma(GMMA::ss_op_selector<T, T, float, Shape<_64, Int<BC>, Int<D>>>(), WgLayout{}));
   // O += P V: M 64, N = D, K = BC; P from registers (K-major), V MN-major.
   using MmaPV = decltype(make_tiled_mma(
       GMMA::rs_op_selector<T, T, float, Shape<_64, Int<D>, Int<BC>>, GMMA::Major::K, GMMA::Major::MN>(),
-      Layout<Shape<_2, _1, _1>>{}));
+      WgLayout{}));
 
   // 128-byte swizzled tiles (64 bf16 = one swizzle row along d), as TMA writes
   // them and wgmma reads them.

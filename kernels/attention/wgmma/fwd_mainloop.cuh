@@ -112,8 +112,8 @@ struct FwdMainloop {
     }
   }
 
-  // One consumer warpgroup (ctid: its thread's index among the 256
-  // consumers) on one tile with key blocks [n_min, n_max), n_max > n_min: O
+  // One consumer warpgroup (ctid: its thread's index among the kConsumers
+  // consumers, 256 or 384) on one tile with key blocks [n_min, n_max), n_max > n_min: O
   // (tOrO, cleared) and the softmax state accumulate over the blocks; the K/V
   // ring position st and the Q buffer counter q_iter advance. tSrQ: the Q
   // buffer's wgmma descriptors; tSrK / tOrV: the K and V rings'; tSrS / tOrP:
@@ -165,7 +165,8 @@ struct FwdMainloop {
         softmax.online(p, tSrS, corr);  // O is zero: nothing to rescale
         Softmax::to_p(tSrS, tOrP);
       }
-      // Ping-pong: warpgroup c waits on its barrier (kPingPongWg0 + c) before
+      // Ping-pong (two consumer warpgroups only: FwdConfig refuses it at BR =
+      // 192): warpgroup c waits on its barrier (kPingPongWg0 + c) before
       // issuing and then lets the other one go (arrive on kPingPongWg1 - c).
       // Both run the same n_max - n_min - 1 turns; the second primes the
       // first's barrier once and skips its last arrive, so every barrier phase

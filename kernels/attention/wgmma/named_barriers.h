@@ -12,7 +12,7 @@ enum class FwdBarrier : int {
   // (kPingPongWg1 - c).
   kPingPongWg0 = 1,
   kPingPongWg1 = 2,
-  // TMA O store (Cfg::TMA_O): the 256 consumer threads, around their writes
+  // TMA O store (Cfg::TMA_O): all consumer threads (256, or 384 at BR = 192), around their writes
   // of the shared O tile.
   kOStore = 3,
 };

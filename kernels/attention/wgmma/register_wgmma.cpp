@@ -2,6 +2,7 @@
 //   attention.bf16.wgmma.fwd.*       forward only (attention_wgmma.h); can_run
 //                                    refuses the backward mode; `ps1`: the
 //                                    persistent forward (fwd_tile_scheduler.h);
+//                                    `br192`: three consumer warpgroups (d64);
 //   attention.bf16.wgmma.owning.*    forward (the overlapped forward of the head
 //   attention.bf16.wgmma.atomic.*    dim) and backward (attention_wgmma_bwd.h):
 //   attention.bf16.wgmma.partials.*
@@ -125,7 +126,8 @@ void add(Registry& r) {
   // Every output element is written once by one thread after a fixed sequence
   // of key blocks: no atomics, nothing depends on timing.
   v.desc.deterministic = true;
-  v.desc.summary = "Hopper forward: TMA producer + 2 consumer warpgroups (wgmma SS QK^T, RS PV), " +
+  v.desc.summary = "Hopper forward: TMA producer + " + std::to_string(Cfg::BR / 64) +
+                   " consumer warpgroups (wgmma SS QK^T, RS PV), " +
                    std::to_string(Cfg::BR) + "x" + std::to_string(Cfg::BC) + " tiles, " +
                    std::to_string(Cfg::STAGES) + "-stage K/V ring" +
                    (Cfg::OVERLAP ? ", softmax overlapped with P V in each warpgroup" : "") +
@@ -356,6 +358,12 @@ void register_attention_wgmma_forward_only(Registry& r) {
   add<FwdD128Bc128St2OvRdOt>(r);
   add<FwdD128Bc160St2OvPsRdOt>(r);
   add<FwdD64Bc128St3OvPsRdOt>(r);
+  // Session 15 (issue 16 item 2): three consumer warpgroups, 192 x 128 tiles
+  // at d64 (FlashAttention-3 / -4's sm90 tile at d <= 64; README "Three
+  // consumer warpgroups"), the two d64 heuristic forwards' options: last
+  // until the H200 has measured them (experiments/device/s15-fwd192.sh).
+  add<FwdD64Br192Bc128St3OvPsRd>(r);
+  add<FwdD64Br192Bc128St3OvPsRdOt>(r);
 }
 
 // Forward-only, then forward + backward (deterministic owning dQ first).

@@ -57,6 +57,14 @@ __device__ __forceinline__ float softcap_grad(float P, float lse2, float cap_t) 
   return P > 0.f ? fmaf(-t, t, 1.f) : 0.f;
 }
 
+// threadIdx.x read again (asm volatile: not merged with an earlier read, so a
+// value derived from it need not stay live across a loop; it is recomputed).
+__device__ __forceinline__ uint32_t reread_tid() {
+  uint32_t x;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(x));
+  return x;
+}
+
 // bar.sync / bar.arrive on named barrier `id` (0 is __syncthreads) with
 // `threads` threads; the ids are named in named_barriers.h.
 __device__ __forceinline__ void named_sync(int id, int threads) {
