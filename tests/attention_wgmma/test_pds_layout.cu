@@ -492,6 +492,45 @@ void check_wq_tile() {
     EXPECT_EQ(KB::dq_tile_offset(KB::dq_tile_thread(off), KB::dq_tile_value(off)), off);
 }
 
+// The TMA dQ convert kernel (bwd_dq_writer.cuh) reads the tile-blocked
+// accumulator four values at a time and stores offsets 2 k, 2 k + 1 as one bf16
+// pair at (dq_row, dq_col) of the first in a row-major shared tile of D + 8
+// columns: the pair must be values i, i + 1 (i even) of one thread, at columns
+// c, c + 1 (c even) of one row, and the padded positions must cover the
+// BR x D tile once.
+template <class Cfg>
+void check_convert_pairs() {
+  using K_ = BwdKv<Cfg>;
+  constexpr int BR = K_::BR, D = K_::D, P = D + 8;
+  std::vector<int> seen(BR * P, 0);
+  for (int off = 0; off < BR * D; off += 2) {
+    const int t = K_::dq_tile_thread(off), i = K_::dq_tile_value(off);
+    ASSERT_EQ(i % 2, 0) << off;
+    ASSERT_EQ(K_::dq_tile_offset(t, i), off);
+    ASSERT_EQ(K_::dq_tile_offset(t, i + 1), off + 1);
+    ASSERT_EQ(K_::dq_tile_thread(off + 1), t);
+    ASSERT_EQ(K_::dq_tile_value(off + 1), i + 1);
+    const int r = K_::dq_row(t, i), c = K_::dq_col(t, i);
+    ASSERT_TRUE(r >= 0 && r < BR && c >= 0 && c + 1 < D && c % 2 == 0) << off << ": " << r << "," << c;
+    ASSERT_EQ(K_::dq_row(t, i + 1), r);
+    ASSERT_EQ(K_::dq_col(t, i + 1), c + 1);
+    ++seen[r * P + c];
+    ++seen[r * P + c + 1];
+  }
+  int once = 0;
+  for (int r = 0; r < BR; ++r)
+    for (int c = 0; c < D; ++c) once += seen[r * P + c] == 1;
+  EXPECT_EQ(once, BR * D) << "the pairs do not cover the tile once";
+}
+
+TEST(AttentionWgmmaPds, DqConvertPairs) {
+  check_convert_pairs<KvD64Br128St2OTS3E2>();   // pds3: each warpgroup its 64 rows
+  check_convert_pairs<KvD64Br128St2OTS3E2W>();  // wq1 halves
+  check_convert_pairs<KvD128Br64St2OTS2PE1>();  // sp1 d128: each warpgroup its 64 columns
+  check_convert_pairs<KvD128Br64St2OTS2PE1W>();
+  check_convert_pairs<KvD64Br64St2OT>();        // tma1 d64 (warpgroup 0 writes the tile)
+}
+
 TEST(AttentionWgmmaPds, Wq1DqTileHalves) {
   check_wq_tile<KvD64Br128St2OTS3E2W, KvD64Br128St2OTS3E2>();
   check_wq_tile<KvD64Br128St2ATS3E2W, KvD64Br128St2ATS3E2>();

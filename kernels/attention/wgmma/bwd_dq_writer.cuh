@@ -426,7 +426,7 @@ __global__ void __launch_bounds__(256) attention_bwd_dq_tma_convert_kernel(const
                                                                           const int* __restrict__ sem,
                                                                           bool aligned16) {
   using K_ = BwdKv<Cfg>;
-  constexpr int BR = K_::BR, D = K_::D, NT = K_::kDqWriters, TILE = BR * D, THREADS = 256, P = D + 8;
+  constexpr int BR = K_::BR, D = K_::D, TILE = BR * D, THREADS = 256, P = D + 8;
   static_assert(TILE % (4 * THREADS) == 0 && D % 8 == 0, "whole float4 loads and 16-byte row pieces");
   __shared__ alignas(16) __nv_bfloat16 rows[BR * P];
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
@@ -440,14 +440,9 @@ __global__ void __launch_bounds__(256) attention_bwd_dq_tma_convert_kernel(const
       CUTLASS_PRAGMA_UNROLL
       for (int u = 0; u < 4; u += 2) {
         const int off = 4 * q4 + u;
-        int t, i;  // dq_tile_offset inverted (i even; off + 1 is value i + 1)
-        if constexpr (K_::kWq) {
-          t = K_::dq_tile_thread(off);
-          i = K_::dq_tile_value(off);
-        } else {
-          t = off % (2 * NT) / 2;
-          i = off / (2 * NT) * 2;
-        }
+        // dq_tile_offset inverted (i even; off + 1 is value i + 1 of thread t:
+        // AttentionWgmmaPds.DqConvertPairs)
+        const int t = K_::dq_tile_thread(off), i = K_::dq_tile_value(off);
         // + 0: -0 (a first write that was a copy) as +0, the sum from +0's bits
         *reinterpret_cast<__nv_bfloat162*>(&rows[K_::dq_row(t, i) * P + K_::dq_col(t, i)]) =
             __floats2bfloat162_rn(__fadd_rn(vals[u], 0.f), __fadd_rn(vals[u + 1], 0.f));
