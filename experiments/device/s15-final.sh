@@ -22,7 +22,7 @@ KV64=$W.ordered.br128_bc128_st2_tma1_pds3_ew2_spt1_d64
 KV128=$W.ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_spt1_d128
 
 run tests_common 60 "$TG" --gtest_filter='AttentionGpuBwdCommon.*:AttentionGpuApi.*'
-run tests_bwd 150 "$TW" --gtest_filter='AttentionWgmmaBwd.*:AttentionWgmmaBwdGpu.Ew*:AttentionWgmmaBwdGpu.Spt1*:AttentionWgmmaBwdGpu.Pds3*'
+run tests_bwd 150 "$TW" --gtest_filter='AttentionWgmmaBwd.*:AttentionWgmmaBwdGpu.Ew*:AttentionWgmmaBwdGpu.Spt1*:AttentionWgmmaBwdGpu.Pds3*:AttentionWgmmaBwdGpu.TmaConvert*'
 run heuristic 30 "$B/tests/attention/test_attention_variants" --gtest_filter='*euristic*'
 sanitize3 common "$TG" --gtest_filter='AttentionGpuBwdCommon.*'
 sanitize3 ew "$TW" --gtest_filter='AttentionWgmmaBwdGpu.EwSanitizerSized'

@@ -1350,6 +1350,52 @@ TEST(AttentionWgmmaBwdGpu, EwBitwiseEqualsBase) {
   EXPECT_EQ(check_bits_equal_base(ew_variants(), ew_base_name, /*dq_equal=*/true, 12400, cases), 40);
 }
 
+// The TMA dQ convert stores 16 bytes at a time where dQ is 16-byte aligned
+// and one element at a time elsewhere: the heuristic's ordered variants with
+// dQ 2 bytes past an allocation's start give the aligned run's dQ bits, and
+// the bytes around the view stay untouched.
+TEST(AttentionWgmmaBwdGpu, TmaConvertUnalignedDq) {
+  REQUIRE_SM90();
+  const DeviceInfo& dev = cached_device(0);
+  for (const char* n : {"attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_spt1_d64",
+                        "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_spt1_d128"}) {
+    const auto* v = builtin_registry().find_attention(n);
+    ASSERT_NE(v, nullptr) << n;
+    const Case c = {1, 4, 2, 1000, 1300, true, 0.0, "causal Sq < Sk, GQA 2:1"};
+    const AttentionProblem p = problem_of(c, param(*v, "d"));
+    ASSERT_FALSE(v->can_run(p, AttentionMode::backward, dev).has_value()) << n;
+    const reference::AttentionInputs in = reference::make_attention_inputs(p, 12500);
+    const size_t nq = in.Q.size(), nk = in.K.size(), nl = size_t(p.B * p.H * p.Sq);
+    DeviceBuffer<uint16_t> Q(nq), K(nk), V(nk), dO(nq), O(nq), dQ(nq), dQu(nq + 16), dK(nk), dV(nk);
+    DeviceBuffer<float> L(nl);
+    Q.upload(bf16_bits(in.Q));
+    K.upload(bf16_bits(in.K));
+    V.upload(bf16_bits(in.V));
+    dO.upload(bf16_bits(in.dO));
+    AttentionArgs f;
+    f.Q = Q.data(), f.K = K.data(), f.V = V.data(), f.O = O.data(), f.lse = L.data();
+    v->launch(p, AttentionMode::forward, f, nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ASSERT_EQ(cudaMemset(dQu.data(), 0xff, dQu.bytes()), cudaSuccess);
+    DeviceBytes ws(v->workspace_bytes(p, AttentionMode::backward));
+    for (uint16_t* out : {dQ.data(), dQu.data() + 1}) {
+      ASSERT_EQ(cudaMemset(ws.get(), 0xff, ws.bytes()), cudaSuccess);
+      AttentionArgs a;
+      a.Q = Q.data(), a.K = K.data(), a.V = V.data(), a.dO = dO.data(), a.O_in = O.data(), a.lse_in = L.data();
+      a.dQ = out, a.dK = dK.data(), a.dV = dV.data();
+      a.workspace = ws.get(), a.workspace_size = ws.bytes();
+      v->launch(p, AttentionMode::backward, a, nullptr);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    }
+    EXPECT_EQ(digest_device(dQu.data() + 1, dQ.bytes()).hex(), digest_device(dQ.data(), dQ.bytes()).hex())
+        << n << ": dQ bits differ between the aligned and the unaligned output";
+    uint16_t guard[16] = {};
+    ASSERT_EQ(cudaMemcpy(guard, dQu.data(), 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(guard + 1, dQu.data() + 1 + nq, 15 * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    for (int i = 0; i < 16; ++i) EXPECT_EQ(guard[i], 0xffffu) << n << ": a byte outside dQ written, guard " << i;
+  }
+}
+
 // The partials variant's chunked launches, on a registry with a 1 MiB slab
 // bound (d128, G = 2, Sq = 300: a key block's partial of one unit is
 // 2*300*128*4 = 307200 bytes, 3 per slab): Sk = 700 -> 6 key blocks in 2 key
