@@ -19,7 +19,8 @@
 #      and shared memory), AttentionWgmmaBwdGpu.Ew* (now the twelve ew / wq /
 #      pb variants: float64 reference on every backward case, 18 key blocks,
 #      spt1's shift cases; sanitizer-sized; 20 repeats one digest; ew / wq
-#      bitwise their bases, pb1 left out of that comparison);
+#      bitwise their bases, pb1 left out of that comparison); the pds layout
+#      tests (CPU; Pb1IsEw2StorageWithRegisterFragments among them);
 #   2. the kv objects' registers and spills (cuobjdump, where present; 0 STL);
 #   3. compute-sanitizer memcheck, racecheck, synccheck on EwSanitizerSized;
 #   4. `detfuse bench attention` B=4 H=32 S=4096 d64, 3 repeats, causal and not
@@ -39,6 +40,7 @@ attention_bins
 
 # 1. tests
 run tests_pb 150 "$TW" --gtest_filter='AttentionWgmmaBwd.*:AttentionWgmmaBwdGpu.Ew*'
+run tests_layout 30 "$B/tests/attention_wgmma/test_attention_wgmma_pds_layout" --gtest_filter='AttentionWgmmaPds.*'
 
 # 2. registers and spills (the ew batch: ew1 / ew2 d64, ew1 sp1 d128, pb1)
 OBJ=$B/kernels/attention/wgmma/CMakeFiles/detfuse_attention_wgmma.dir
@@ -63,7 +65,7 @@ run digest20_nc 30 "$DF" bench attention --shape 2,16,8,2304,2304,64 --variant $
 {
   echo
   echo "--- tests"
-  test_report tests_pb
+  test_report tests_pb tests_layout
   echo "--- registers (cuobjdump: STL count; REG / STACK / SHARED per kv kernel)"
   cat "$OUT/regs.log"
   echo "--- sanitizers"
