@@ -552,13 +552,13 @@ struct BwdKvMainloop {
   // fragment: set_a_pair, as rs1) and into a copy pc, the fp32 S^T dead
   // after it; dV += P^T dO issued at once from registers (no P^T store, no
   // fence, no barrier). The A registers of a wgmma in flight may be neither
-  // written nor read before its wait (PTX: undefined; ptxas serializes), so
-  // dS^T is formed from the copy: softcap's factor on it (P from bf16, the
+  // written nor read before its wait (PTX: undefined), so dS^T is formed from
+  // the copy (in the PTX; ptxas puts both in the same physical registers): softcap's factor on it (P from bf16, the
   // product rounded to bf16 again; softcap only), dP^T waited on (dV may
   // run), then per 8-query chunk dS^T = P_bf16 (dP^T - D) rounded to bf16,
   // stored to its pds3 tile for dQ and set into dK's A fragment tdSr (D read
-  // ahead of the stores as ew1). Registers at the peak: P^T 32 (A) + 32
-  // (copy), dP^T 64, dV 32, dK 32, the dS^T fragment growing as dP^T is
+  // ahead of the stores as ew1). Registers at the peak: P^T 32 (A; the copy
+  // coalesced), dP^T 64, dV 32, dK 32, the dS^T fragment growing as dP^T is
   // consumed (S^T's 64 fp32 gone before dP^T is waited on).
   template <class TS, class TP, class MmaKVR, class TB, class Acc>
   __device__ __forceinline__ static void pb_dv_ds(const Params& p, TS& tSrS, TS& tSrdP, TP& tPr, TP& tdSr,
