@@ -2,12 +2,11 @@
 # Session 15's last build on the H200 (cold machine, carry [".debs", ".deps"]):
 #   1. the whole build (experiments/device/build_there.sh; units of 4 configurations);
 #   2. tests: the backward's memory-bound passes (AttentionGpuBwdCommon, AttentionGpuApi),
-#      the wgmma backward's registry, Ew*, Spt1* and Pds3* tests (the heuristic's
-#      kernels: float64 reference on every backward case, repeats, sanitizer-sized), the
-#      heuristic tests; memcheck / racecheck / synccheck on AttentionGpuBwdCommon and
-#      EwSanitizerSized (the device budget leaves no room for the whole suites);
-#   3. the helpers' scripts when in the tree (HELPERS, default s15-fwd192 s15-kv128
-#      s15-pb1), each with its own OUT and at most HELPER_S seconds (150);
+#      the wgmma backward's Spt1*, Pds3* and TmaConvert* tests (s15-pb1.sh runs the
+#      registry test, Ew* and the sanitizers on EwSanitizerSized: the heuristic's kernels
+#      among them), the heuristic tests; memcheck / racecheck / synccheck on
+#      AttentionGpuBwdCommon (the device budget leaves no room for the whole suites);
+#   3. the helpers' scripts when in the tree (HELPERS, default s15-pb1 s15-fwd192), each with its own OUT and at most HELPER_S seconds (150);
 #   4. per-kernel durations (ncu) of the backward at 4,32,32,4096,{64,128} causal and
 #      the bench of the heuristic's backward variants at the issue's shapes.
 set -uo pipefail
@@ -22,11 +21,10 @@ KV64=$W.ordered.br128_bc128_st2_tma1_pds3_ew2_spt1_d64
 KV128=$W.ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_spt1_d128
 
 run tests_common 60 "$TG" --gtest_filter='AttentionGpuBwdCommon.*:AttentionGpuApi.*'
-run tests_bwd 150 "$TW" --gtest_filter='AttentionWgmmaBwd.*:AttentionWgmmaBwdGpu.Ew*:AttentionWgmmaBwdGpu.Spt1*:AttentionWgmmaBwdGpu.Pds3*:AttentionWgmmaBwdGpu.TmaConvert*'
+run tests_bwd 150 "$TW" --gtest_filter='AttentionWgmmaBwdGpu.Spt1*:AttentionWgmmaBwdGpu.Pds3*:AttentionWgmmaBwdGpu.TmaConvert*'
 run heuristic 30 "$B/tests/attention/test_attention_variants" --gtest_filter='*euristic*'
 sanitize3 common "$TG" --gtest_filter='AttentionGpuBwdCommon.*'
-sanitize3 ew "$TW" --gtest_filter='AttentionWgmmaBwdGpu.EwSanitizerSized'
-for h in ${HELPERS:-s15-fwd192 s15-kv128 s15-pb1}; do
+for h in ${HELPERS:-s15-pb1 s15-fwd192}; do
   if [ -f "experiments/device/$h.sh" ]; then
     mkdir -p "$OUT/$h"
     OUT=$OUT/$h timeout ${HELPER_S:-150} bash "experiments/device/$h.sh" > "$OUT/$h.log" 2>&1
@@ -56,7 +54,7 @@ done
   done
   echo "--- bench"
   for f in "$OUT"/bench*.log; do grep -E "^attention\." "$f" | cut -c1-170; done
-  for h in ${HELPERS:-s15-fwd192 s15-kv128 s15-pb1}; do [ -f "$OUT/$h.log" ] && { echo "=== $h"; tail -40 "$OUT/$h.log"; }; done
+  for h in ${HELPERS:-s15-pb1 s15-fwd192}; do [ -f "$OUT/$h.log" ] && { echo "=== $h"; tail -40 "$OUT/$h.log"; }; done
   echo "--- runs"
   cat "$SUMMARY"
 } > "$OUT/report.txt"

@@ -69,10 +69,10 @@ bench_both d64 4,32,32,4096,4096,64 $NAMES
 vs=""
 for n in $REV; do vs="$vs --variant $W.$n"; done
 run bench_d64_causal_rev 40 "$DF" bench attention --shape 4,32,32,4096,4096,64 --causal $vs --repeats 3
-bench_both d64_s4608 4,32,32,4608,4608,64 $NAMES
+[ -n "${FWD192_FULL:-}" ] && bench_both d64_s4608 4,32,32,4608,4608,64 $NAMES  # (the lead: off in s15-final.sh, device budget)
 
 # 5. ncu: one causal forward of each tile (the kernel's duration)
-for n in br192_bc128_st3_ov1_pp0_ps1_rd1_ot1_d64 br128_bc128_st3_ov1_pp0_ps1_rd1_ot1_d64; do
+for n in ${FWD192_FULL:+br192_bc128_st3_ov1_pp0_ps1_rd1_ot1_d64 br128_bc128_st3_ov1_pp0_ps1_rd1_ot1_d64}; do
   run "ncu_${n%%_bc128*}" 60 ncu --clock-control none --section SpeedOfLight --section LaunchStats -k regex:attention_fwd --launch-count 1 \
     "$DF" bench attention --shape 4,32,32,4096,4096,64 --causal --variant "$W.$n" --repeats 1
 done

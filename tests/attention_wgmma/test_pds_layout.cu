@@ -531,6 +531,32 @@ TEST(AttentionWgmmaPds, DqConvertPairs) {
   check_convert_pairs<KvD64Br64St2OT>();        // tma1 d64 (warpgroup 0 writes the tile)
 }
 
+// pb1 (issue 16, session 15): ew2 pds3 with P^T as dV's A fragment and
+// dS^T as dK's (the C fragment of S^T / dP^T, value for value: the rs1
+// identity on pb1's own traits), ew2's storage (the P^T tile kept, unused;
+// one LSE / D stage), ew2's dQ tile order.
+template <class Cfg, class Base>
+void check_pb1() {
+  using K_ = BwdKv<Cfg>;
+  using KB = BwdKv<Base>;
+  static_assert(K_::kPb && !KB::kPb && K_::kEw == 2 && K_::kPds3 && K_::kLOne && !K_::kRs && !K_::kWq);
+  static_assert(sizeof(typename K_::SharedStorage) == sizeof(typename KB::SharedStorage));
+  static_assert(int(Cfg::kSmemBytes) == int(Base::kSmemBytes));
+  check_rs_a_is_c<Cfg>();
+  for (int off = 0; off < K_::BR * K_::D; ++off)
+    EXPECT_EQ(K_::dq_tile_offset(K_::dq_tile_thread(off), K_::dq_tile_value(off)),
+              KB::dq_tile_offset(KB::dq_tile_thread(off), KB::dq_tile_value(off)));
+}
+
+TEST(AttentionWgmmaPds, Pb1IsEw2StorageWithRegisterFragments) {
+  check_pb1<KvD64Br128St2OTS3E2B, KvD64Br128St2OTS3E2>();
+  check_pb1<KvD64Br128St2ATS3E2B, KvD64Br128St2ATS3E2>();
+  EXPECT_EQ(KvD64Br128St2OTS3E2B::PB, 1);
+  EXPECT_EQ(KvD64Br128St2OTS3E2::PB, 0);
+  EXPECT_EQ(KvD64Br128St2OTS3E2B::EW, 2);
+  EXPECT_EQ(KvD64Br128St2OTS3E2B::RS, 0);
+}
+
 TEST(AttentionWgmmaPds, Wq1DqTileHalves) {
   check_wq_tile<KvD64Br128St2OTS3E2W, KvD64Br128St2OTS3E2>();
   check_wq_tile<KvD64Br128St2ATS3E2W, KvD64Br128St2ATS3E2>();

@@ -63,6 +63,7 @@ struct BwdKvConfig {
   static constexpr int RS = 0;   // BwdKvPdsConfig below
   static constexpr int EW = 0;   // BwdKvEwConfig below
   static constexpr int WQ = 0;   // BwdKvWqConfig below
+  static constexpr int PB = 0;   // BwdKvPbConfig below
   static constexpr bool DQ_ATOMIC = DQS == DqStrategy::kAtomic || DQS == DqStrategy::kAtomicTma;
   static constexpr bool DQ_PARTIALS = DQS == DqStrategy::kPartials;
   static constexpr bool DQ_ORDERED = DQS == DqStrategy::kOrdered || DQS == DqStrategy::kOrderedTma;
@@ -219,6 +220,21 @@ struct BwdKvWqConfig : Base_ {
                 "wq1: ew on pds3 (d64) or on sp1 (d128): one dQ tile written by both warpgroups");
 };
 
+// PB (`pb1`, issue 16 session 15: FlashAttention-4's Mma_dKV_is_RS at d64; a
+// type of its own over ew2 pds3, as EW): P^T rounded to bf16 into the A
+// fragment of dV += P^T dO right after the exp (the fp32 S^T registers die
+// there), dV issued at once from registers (no P^T store, fence or barrier
+// before it); dS^T = P_bf16 (dP^T - D) from the same bf16 P values, stored
+// for dQ (SS) as pds3 and kept as the A fragment of dK += dS^T Q (RS); the
+// step's end as ew2. Other bits than ew2 (dS^T from the rounded P); the P^T
+// tile stays allocated, unused (ew2's storage, one LSE / D stage).
+template <class Base_>
+struct BwdKvPbConfig : Base_ {
+  static constexpr int PB = 1;
+  static_assert(Base_::EW == 2 && Base_::PDS == 3 && Base_::WQ == 0 && Base_::SP == 0 && Base_::RS == 0,
+                "pb1: on ew2 pds3 (d64)");
+};
+
 // pds2: LSE (log2 units, +inf where P must be 0) and D, padded to whole query
 // blocks, [B, H, ceil(Sq / br), br] each, so the producer brings a block's
 // values with one aligned bulk copy.
@@ -309,6 +325,9 @@ using KvD64Br128St2ATS3E2W = BwdKvWqConfig<KvD64Br128St2ATS3E2>;
 using KvD64Br128St2OTS3E2W = BwdKvWqConfig<KvD64Br128St2OTS3E2>;
 using KvD128Br64St2ATS2PE1W = BwdKvWqConfig<KvD128Br64St2ATS2PE1>;
 using KvD128Br64St2OTS2PE1W = BwdKvWqConfig<KvD128Br64St2OTS2PE1>;
+// pb1: ew2 pds3 (d64) with dV, dK from registers and dS^T from the bf16 P^T (BwdKvPbConfig).
+using KvD64Br128St2ATS3E2B = BwdKvPbConfig<KvD64Br128St2ATS3E2>;
+using KvD64Br128St2OTS3E2B = BwdKvPbConfig<KvD64Br128St2OTS3E2>;
 using DqD128Bc64St2 = BwdDqConfig<128, 64, 2>;
 using DqD64Bc128St2 = BwdDqConfig<64, 128, 2>;
 using DqD128Bc64St3 = BwdDqConfig<128, 64, 3>;  // owning: a third block shape per head dim
@@ -399,6 +418,8 @@ DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2ATS3E2W)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2OTS3E2W)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2ATS2PE1W)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2PE1W)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2ATS3E2B)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2OTS3E2B)
 DETFUSE_ATTN_WGMMA_DQ_INSTANCES(extern, DqD128Bc64St2)
 DETFUSE_ATTN_WGMMA_DQ_INSTANCES(extern, DqD64Bc128St2)
 DETFUSE_ATTN_WGMMA_DQ_INSTANCES(extern, DqD128Bc64St3)

@@ -2,7 +2,7 @@
 // role, read to learn, not copied): pds2's LSE / D loads (thread 64, bulk
 // copies into a third ring) and the consumer warpgroups' walk of the pds
 // variants over the query blocks (`consume_pds`: P^T and dS^T through shared
-// memory, pds1 / pds2 / pds3 and their sp1, sp2, dc1, rs1 forms): S^T = K Q^T
+// memory, pds1 / pds2 / pds3 and their sp1, sp2, dc1, rs1, pb1 forms): S^T = K Q^T
 // and dP^T = V dO^T, P^T, dV += P^T dO, dS^T = P^T (dP^T - D), dK += dS^T Q,
 // the dQ part dS K handed to bwd_dq_writer.cuh; and the dQ product of the
 // walk without pds (`dq_product_ds`). Thread 0's K, V, Q, dO loads and the
@@ -164,6 +164,9 @@ struct BwdKvMainloop {
   // rs1 (K_::kRs, pds3 or pds2 at d = 128): P^T and dS^T also converted to bf16 A fragments in
   // registers; dV and dK read them there (RS), P^T is never stored and dK is
   // issued before the dS^T barrier (which only dQ then waits for).
+  // pb1 (K_::kPb, ew2 pds3): P^T rounded to bf16 into dV's A fragment right
+  // after the exp and dV issued from registers at once; dS^T from the bf16
+  // P^T, stored for dQ and dK's A fragment (pb_dv_ds); ew2's step end with dK RS.
   template <class PipeL, class Acc>
   __device__ __forceinline__ static void consume_pds(const Params& p, SharedStorage& ss, Pipeline& pipe_q,
                                                      Pipeline& pipe_do, PipeL& pipe_l, int n_block, int hk, int b,
@@ -375,6 +378,8 @@ struct BwdKvMainloop {
           };
           half(Int<0>{});
           half(Int<1>{});
+        } else if constexpr (K_::kPb) {
+          pb_dv_ds(p, tSrS, tSrdP, tPr, tdSr, ds_base, lse2, dd, kl0, col_lane, mma_kvr, tKVRrdO, st.index(), tdVacc);
         } else {
           pt_dv_ds(p, tSrS, tSrdP, pt_base, ds_base, lse2, dd, kl0, col_lane, wg, mma_kv, tKVrP, tKVrdO, st.index(),
                    tdVacc);
@@ -403,8 +408,11 @@ struct BwdKvMainloop {
           // waited on, the dO stage released, the dQ part handed to the writer
           // warp while dK runs; then dK, and the Q stage released (the LSE /
           // D stage: pds3 after the dS^T barrier above, pds2 with dO).
-          detail::wg_gemm<false, false>(mma_kv, tKVrdSb, tKVrQ(_, _, _, st.index()), tdKacc);
-          warpgroup_wait<1>();  // dV, dQ part done (dK may run)
+          if constexpr (K_::kPb)  // pb1: dK from the dS^T A fragment (read until the wait below)
+            detail::wg_gemm<false, true>(mma_kvr, tdSr, tKVRrQ(_, _, _, st.index()), tdKacc);
+          else
+            detail::wg_gemm<false, false>(mma_kv, tKVrdSb, tKVrQ(_, _, _, st.index()), tdKacc);
+          warpgroup_wait<1>();  // dV, dQ part done (dK may run); pb1: P^T's A fragment free
           pipe_do.consumer_release(st);
           if constexpr (!K_::kLOne) pipe_l.consumer_release(st);
           BwdDqWriter<K_>::hand_tile(p, ss, tdQacc, ctid, wg, t, it, buf);
@@ -537,6 +545,66 @@ struct BwdKvMainloop {
       }
     }
 
+  }
+
+  // pb1 (K_::kPb, ew2 pds3): P^T rounded to bf16 pair by pair into dV's A
+  // fragment tPr (value v of the S^T C fragment is value v of the A
+  // fragment: set_a_pair, as rs1) and into a copy pc, the fp32 S^T dead
+  // after it; dV += P^T dO issued at once from registers (no P^T store, no
+  // fence, no barrier). The A registers of a wgmma in flight may be neither
+  // written nor read before its wait (PTX: undefined), so dS^T is formed from
+  // the copy (in the PTX; ptxas puts both in the same physical registers): softcap's factor on it (P from bf16, the
+  // product rounded to bf16 again; softcap only), dP^T waited on (dV may
+  // run), then per 8-query chunk dS^T = P_bf16 (dP^T - D) rounded to bf16,
+  // stored to its pds3 tile for dQ and set into dK's A fragment tdSr (D read
+  // ahead of the stores as ew1). Registers at the peak: P^T 32 (A; the copy
+  // coalesced), dP^T 64, dV 32, dK 32, the dS^T fragment growing as dP^T is
+  // consumed (S^T's 64 fp32 gone before dP^T is waited on).
+  template <class TS, class TP, class MmaKVR, class TB, class Acc>
+  __device__ __forceinline__ static void pb_dv_ds(const Params& p, TS& tSrS, TS& tSrdP, TP& tPr, TP& tdSr,
+                                                  __nv_bfloat16* ds_base, const float* lse2, const float* dd, int kl0,
+                                                  int col_lane, MmaKVR& mma_kvr, TB& tKVRrdO, int s, Acc& tdVacc) {
+    constexpr int BR = K_::BR, BC = K_::BC;
+    static_assert(K_::kPds3, "pb1: pds3's dS^T tile");
+    uint32_t pc[BR / 4];  // P^T pairs (bf16x2), the copy dS^T is formed from
+    CUTLASS_PRAGMA_UNROLL
+    for (int v = 0; v < BR / 2; v += 2) {
+      const __nv_bfloat162 two = __floats2bfloat162_rn(tSrS(v), tSrS(v + 1));
+      detail::set_a_pair(tPr, v, two);
+      pc[v / 2] = *reinterpret_cast<const uint32_t*>(&two);
+    }
+    detail::wg_gemm<false, true>(mma_kvr, tPr, tKVRrdO(_, _, _, s), tdVacc);  // dV issued, P^T in registers
+    if (p.softcap) {
+      // P^T times 1 - t^2 (t from the bf16 P, as the other kv kernels from the fp32 one).
+      CUTLASS_PRAGMA_UNROLL
+      for (int v = 0; v < BR / 2; v += 2) {
+        const int j = 8 * (v / 4) + col_lane;
+        float2 pf = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&pc[v / 2]));
+        pf.x *= detail::softcap_grad(pf.x, lse2[j], p.cap_t);
+        pf.y *= detail::softcap_grad(pf.y, lse2[j + 1], p.cap_t);
+        const __nv_bfloat162 two = __floats2bfloat162_rn(pf.x, pf.y);
+        pc[v / 2] = *reinterpret_cast<const uint32_t*>(&two);
+      }
+    }
+    constexpr int kChunks = BR / 8, kAhead = 4;
+    float2 dpre[kAhead];
+    CUTLASS_PRAGMA_UNROLL
+    for (int k = 0; k < kAhead; ++k) dpre[k] = *reinterpret_cast<const float2*>(dd + 8 * k + col_lane);
+    warpgroup_wait<1>();  // dP^T done (dV may still run)
+    const int base = detail::opaque(kl0 * 64 + col_lane), sw = detail::opaque((kl0 & 7) << 3);
+    CUTLASS_PRAGMA_UNROLL
+    for (int k = 0; k < kChunks; ++k) {
+      const float2 d2 = dpre[k % kAhead];
+      if (k + kAhead < kChunks) dpre[k % kAhead] = *reinterpret_cast<const float2*>(dd + 8 * (k + kAhead) + col_lane);
+      CUTLASS_PRAGMA_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        const int v = 4 * k + 2 * h;
+        const float2 pf = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&pc[v / 2]));
+        const __nv_bfloat162 ds2 = __floats2bfloat162_rn(pf.x * (tSrdP(v) - d2.x), pf.y * (tSrdP(v + 1) - d2.y));
+        *reinterpret_cast<__nv_bfloat162*>(ds_base + pt3_offset<BC>(base, sw, k, h)) = ds2;
+        detail::set_a_pair(tdSr, v, ds2);
+      }
+    }
   }
 
   // pds: the dQ part = dS K from dS^T tile dsb (through its transposed view).

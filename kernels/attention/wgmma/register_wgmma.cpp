@@ -34,7 +34,10 @@
 //                                    them); `ew2`: ew1 with dQ
 //                                    before dK, handed over while dK runs;
 //                                    `wq1`: ew2 pds3 / ew1 sp1 with each
-//                                    warpgroup's dQ part handed over alone),
+//                                    warpgroup's dQ part handed over alone;
+//                                    `pb1`: ew2 pds3 with P^T as dV's A
+//                                    fragment in registers after the exp and
+//                                    dS^T from the bf16 P^T, dK from registers),
 //                                    owning:
 //                                    the dq kernel over query blocks.
 #include <algorithm>
@@ -177,6 +180,7 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
   if constexpr (Kv::RS != 0) v.desc.params.push_back({"rs", Kv::RS});
   if constexpr (Kv::EW != 0) v.desc.params.push_back({"ew", Kv::EW});
   if constexpr (Kv::WQ != 0) v.desc.params.push_back({"wq", Kv::WQ});
+  if constexpr (Kv::PB != 0) v.desc.params.push_back({"pb", Kv::PB});
   if constexpr (kSpt) v.desc.params.push_back({"spt", 1});
   if constexpr (kDq == kNone) {
     static_assert(Dq::D == Kv::D, "one head dim");
@@ -226,6 +230,9 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
                    (Kv::EW == 2 ? "; dQ before dK, the dQ part handed over while dK runs" : "") +
                    (Kv::WQ == 1 ? "; each warpgroup's dQ part handed to the writer warp alone (its own half of "
                                   "the dQ tile, barriers and bulk add)"
+                                : "") +
+                   (Kv::PB == 1 ? "; P^T as dV's wgmma A fragment in registers right after the exp (dV by wgmma "
+                                  "RS, no P^T tile), dS^T from the bf16 P^T (dK by wgmma RS, dQ SS)"
                                 : "") +
                    (kSpt ? "; dQ adds in FlashAttention-3's order (causal: query blocks ascending from the "
                            "diagonal, the diagonal key block first; non-causal: each key block starting on its "
@@ -456,6 +463,12 @@ void register_attention_wgmma(Registry& r) {
   add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2ATS3E2W, void>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2PE1W, void, true>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2ATS2PE1W, void>(r);
+  // pb1 (issue 16, session 15: ew2 pds3 d64 with P^T as dV's A fragment in
+  // registers right after the exp, dS^T from the bf16 P^T, dK from
+  // registers; ordered with spt1): registered last until measured
+  // (experiments/device/s15-pb1.sh).
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2OTS3E2B, void, true>(r);
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2ATS3E2B, void>(r);
 }
 
 void register_attention_wgmma_partials(Registry& r, int partials_mib) {
