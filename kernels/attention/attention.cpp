@@ -90,7 +90,13 @@ const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMo
   // 410.8 (causal 352.5) against pds3 spt1 356.1 (307.6), ew1 404.1 (350.9);
   // d128 sp1 ew1 spt1 504.8 (435.6) against sp1 spt1 463.5 (403.6); so ew2 at
   // d64 and ew1 at d128 (with GQA too: 388.7 against 375.8 interleaved beside
-  // FA4, 4,32,8,4096 causal).
+  // FA4, 4,32,8,4096 causal). Session 15, `pb1` (ew2 pds3 d64 with P^T as dV's
+  // wgmma A fragment in registers right after the exp and dS^T from the bf16
+  // P^T; other bits than ew2): one Python process beside FA4, 6 interleaved
+  // passes (build 58d73ac), d64 causal 348.3 against ew2's 335.9, non-causal
+  // 415.9 against 397.3; bench 385.5 / 434.2 against 372.8 / 419.5. So pb1 at
+  // d64 without softcap; its softcap path was measured wrong and can_run
+  // refuses softcap, where ew2 runs.
   const Registry& r = builtin_registry();
   std::vector<std::string> preferred;
   if (p.dtype == DType::bf16) {
@@ -101,6 +107,7 @@ const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMo
                           : p.causal ? "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_rd1_ot1_d64"
                                      : "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_d64");
     if (!gqa || p.d == 128) {
+      if (p.d == 64) preferred.push_back("attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb1_spt1_d64");
       preferred.push_back(p.d == 128 ? "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_spt1_d128"
                                      : "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_spt1_d64");
       // pds3 takes the whole 227 KB of an H100/H200 block; where less is

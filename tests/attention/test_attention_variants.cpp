@@ -333,9 +333,9 @@ TEST(AttentionHeuristic, PicksADeterministicVariantOfTheHeadDimOrExplains) {
 TEST(AttentionHeuristic, PrefersTheMeasuredHopperVariantWhereItRuns) {
   // bf16 on an H200, where the build has the wgmma engine: forward the
   // persistent forward with rd1/ot1 (d64: only causal was measured); backward
-  // without GQA the ordered sp1 ew1 spt1 variant at d128, pds3 ew2 spt1 at d64 (pds2 spt1 where a block has
-  // less shared memory), with GQA the owning one at d64 (sp1 ew1 spt1 at d128); fp32 and a pre-Hopper device: the
-  // exact fma owning 64x64 variant.
+  // without GQA the ordered sp1 ew1 spt1 variant at d128, pds3 ew2 pb1 spt1 at d64 (pds3 ew2 spt1 with softcap,
+  // which pb1 refuses; pds2 spt1 where a block has less shared memory), with GQA the owning one at d64 (sp1 ew1
+  // spt1 at d128); fp32 and a pre-Hopper device: the exact fma owning 64x64 variant.
   const DeviceInfo dev = h200();
   for (int d : {64, 128})
     for (bool causal : {false, true})
@@ -346,7 +346,7 @@ TEST(AttentionHeuristic, PrefersTheMeasuredHopperVariantWhereItRuns) {
         const std::string owning = d == 128 ? "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst2_d128"
                                             : "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst3_d64";
         const std::string ordered = d == 128 ? "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_spt1_d128"
-                                             : "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_spt1_d64";
+                                             : "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb1_spt1_d64";
         const std::string bwd = hkv == 32 || d == 128 ? ordered : owning;  // GQA: spt1 at d128 (session 12)
         const std::string fwd = d == 128  ? "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp0_ps1_rd1_ot1_d128"
                                 : causal ? "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_rd1_ot1_d64"
@@ -359,6 +359,12 @@ TEST(AttentionHeuristic, PrefersTheMeasuredHopperVariantWhereItRuns) {
           EXPECT_EQ(attention::heuristic_variant(bf, m, dev).desc.name, built ? hopper : fma_bf16);
           EXPECT_EQ(attention::heuristic_variant(prob(d, DType::f32, causal), m, dev).desc.name,
                     "attention.fp32.fma.owning.br64_bc64_w8_d" + std::to_string(d));
+        }
+        if (built && d == 64 && hkv == 32) {  // softcap: pb1 refuses it, ew2 runs
+          AttentionProblem capped = bf;
+          capped.softcap = 50.0;
+          EXPECT_EQ(attention::heuristic_variant(capped, AttentionMode::backward, dev).desc.name,
+                    "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_spt1_d64");
         }
         DeviceInfo ampere = dev;
         ampere.cc_major = 8;
