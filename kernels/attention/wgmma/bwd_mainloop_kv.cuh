@@ -560,6 +560,10 @@ struct BwdKvMainloop {
   // ahead of the stores as ew1). Registers at the peak: P^T 32 (A; the copy
   // coalesced), dP^T 64, dV 32, dK 32, the dS^T fragment growing as dP^T is
   // consumed (S^T's 64 fp32 gone before dP^T is waited on).
+  // Measured on the H200 (session 15): right without softcap; wrong with it
+  // (dV ~1e37, dK not repeatable): the softcap loop rewrites pc, which ptxas
+  // keeps in tPr's registers while dV reads them. can_run refuses softcap for
+  // pb1 (register_wgmma.cpp) until pc is fenced apart from tPr or dV waited for.
   template <class TS, class TP, class MmaKVR, class TB, class Acc>
   __device__ __forceinline__ static void pb_dv_ds(const Params& p, TS& tSrS, TS& tSrdP, TP& tPr, TP& tdSr,
                                                   __nv_bfloat16* ds_base, const float* lse2, const float* dd, int kl0,
