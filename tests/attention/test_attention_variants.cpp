@@ -108,8 +108,9 @@ TEST(AttentionVariants, CanRunRefusesOtherHeadDimsAndDtypesWithAReason) {
 }
 
 // Softcap and sliding window run on every registered variant, every engine
-// (fma and, when built, wgmma), both modes: nothing refuses them any more; the
-// other refusals still come with their reasons when the options are set.
+// (fma and, when built, wgmma), both modes, except the backward of pb1 with
+// softcap (refused with its reason: kernels/attention/wgmma/README.md "pb1");
+// the other refusals still come with their reasons when the options are set.
 TEST(AttentionVariants, EveryVariantRunsSoftcapAndWindow) {
   const DeviceInfo dev = h200();
   int fma = 0, wgmma = 0;
@@ -124,7 +125,10 @@ TEST(AttentionVariants, EveryVariantRunsSoftcapAndWindow) {
                                                               << *v.can_run(p, AttentionMode::forward, dev);
       if (v.desc.strategy != "fwd") {
         const auto why = v.can_run(p, AttentionMode::backward, dev);
-        EXPECT_FALSE(why) << v.desc.name << " " << p.key() << ": " << *why;
+        if (param(v.desc, "pb") >= 1)  // pb1: softcap refused with the reason (measured wrong, session 15)
+          EXPECT_TRUE(why && why->find("softcap") != std::string::npos) << v.desc.name;
+        else
+          EXPECT_FALSE(why) << v.desc.name << " " << p.key() << ": " << *why;
       }
       p.window = 1;  // the narrowest window, and one wider than Sk (it hides nothing)
       EXPECT_FALSE(v.can_run(p, AttentionMode::forward, dev)) << v.desc.name;
