@@ -21,11 +21,13 @@
 namespace detfuse::attention {
 
 // D[row] = sum_k dO[row, k] * O[row, k] (fp32, fixed order) for rows = B*H*Sq
-// rows of d elements in `dtype`. One warp per row.
+// rows of d elements in `dtype`: one warp per row, or (bf16 at d = 64, 128,
+// 16-byte aligned) d / 8 lanes a row with 16-byte loads; the same bits either way.
 void launch_rowsum_do_o(DType dtype, const void* dO, const void* O, float* D, int64_t rows, int d,
                         cudaStream_t stream);
 
-// dst[i] = (dtype) src[i] for n elements (round to nearest even for bf16).
+// dst[i] = (dtype) src[i] for n elements (round to nearest even for bf16; float4
+// loads where n % 4 == 0 and the pointers allow).
 void launch_convert_f32(DType dtype, const float* src, void* dst, int64_t n, cudaStream_t stream);
 
 // The partials reduction. slab holds, for `units` consecutive units (a unit is
