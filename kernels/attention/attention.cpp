@@ -63,7 +63,9 @@ const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMo
   // 549.7 (481.1), d64 430.5 against 414.4; session 8, beside FA4 in one
   // Python process: `ps1 rd1 ot1` (softmax reductions in four chains, O by a
   // TMA store) 567.7 at d128 (causal 476.6) against `ps1` 551.6 (468.6), d64
-  // causal 285.2 against 257.4 (d64 non-causal not measured: `ps1` stays);
+  // causal 285.2 against 257.4 (d64 non-causal not measured: `ps1` stayed;
+  // session 16: `br192 ps1 rd1`, three consumer warpgroups, 1.119 ms against
+  // `ps1`'s 1.262 at d64 non-causal, so br192 there; causal stays);
   // backward (fwd+bwd TFLOP/s): `ordered` pds2 443.4 at d128 (causal 371.3)
   // against owning 411.2 (364.7), d64 304.7 (causal 249.5) against owning
   // 283.4 (248.9); session 8: `ordered` pds3 (128 queries a step) at d64
@@ -95,8 +97,9 @@ const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMo
   // P^T; other bits than ew2): one Python process beside FA4, 6 interleaved
   // passes (build 58d73ac), d64 causal 348.3 against ew2's 335.9, non-causal
   // 415.9 against 397.3; bench 385.5 / 434.2 against 372.8 / 419.5. So pb1 at
-  // d64 without softcap; its softcap path was measured wrong and can_run
-  // refuses softcap, where ew2 runs.
+  // d64. Softcap: pb1's softcap path (wrong in session 15, right since
+  // session 16: the factor taken inside the dS^T loop) measured 213.1 against
+  // ew2's 234.0 causal, so ew2 with softcap.
   const Registry& r = builtin_registry();
   std::vector<std::string> preferred;
   if (p.dtype == DType::bf16) {
@@ -105,9 +108,10 @@ const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMo
     if (mode == AttentionMode::forward)
       preferred.push_back(p.d == 128  ? "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp0_ps1_rd1_ot1_d128"
                           : p.causal ? "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_rd1_ot1_d64"
-                                     : "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_d64");
+                                     : "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_ps1_rd1_d64");
     if (!gqa || p.d == 128) {
-      if (p.d == 64) preferred.push_back("attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb1_spt1_d64");
+      if (p.d == 64 && p.softcap <= 0)
+        preferred.push_back("attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb1_spt1_d64");
       preferred.push_back(p.d == 128 ? "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_spt1_d128"
                                      : "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_spt1_d64");
       // pds3 takes the whole 227 KB of an H100/H200 block; where less is

@@ -767,12 +767,9 @@ TEST(AttentionWgmmaBwd, FiftySevenVariantsRunBothModesWithReasonsAndWorkspace) {
       p.B = 2, p.H = 8, p.Hkv = 2, p.Sq = 1000, p.Sk = 700, p.d = d, p.causal = causal;
       EXPECT_EQ(v->workspace_bytes(p, AttentionMode::backward), base->workspace_bytes(p, AttentionMode::backward));
       EXPECT_FALSE(v->can_run(p, AttentionMode::backward, h200).has_value());
-      // pb1 refuses softcap (measured wrong there, session 15), the others run it.
-      AttentionProblem ps = p;
+      AttentionProblem ps = p;  // softcap runs on every one (pb1 too since session 16)
       ps.softcap = 30.0;
-      const auto why = v->can_run(ps, AttentionMode::backward, h200);
-      EXPECT_EQ(why.has_value(), is_pb(v)) << n;
-      if (why) EXPECT_NE(why->find("softcap"), std::string::npos) << *why;
+      EXPECT_FALSE(v->can_run(ps, AttentionMode::backward, h200).has_value()) << n;
       DeviceInfo small = h200;
       small.max_smem_per_block_optin = 232448 - 1024;
       EXPECT_EQ(v->can_run(p, AttentionMode::backward, small).has_value(), d == 64);
@@ -812,8 +809,7 @@ const Case kBwdCases[] = {
 // against the float64 reference on the bf16-rounded inputs; 5 repeats of the
 // backward (`repeats` of them): deterministic variants give one digest per
 // output, atomic reports its dQ digests (dK and dV must still repeat). Returns
-// the (variant, case) pairs checked (pb1 with softcap: its refusal).
-bool refuses_softcap(const AttentionVariant& v) { return is_pb(&v); }
+// the (variant, case) pairs checked.
 
 int check_backward(const std::vector<const AttentionVariant*>& variants, const Case* cases, size_t n_cases,
                    uint64_t seed0, int repeats = 5) {
@@ -839,14 +835,6 @@ int check_backward(const std::vector<const AttentionVariant*>& variants, const C
       for (const auto* v : variants) {
         if (param(*v, "d") != d) continue;
         SCOPED_TRACE(v->desc.name + " on " + p.key() + " (" + c.what + ")");
-        if (refuses_softcap(*v) && p.softcap > 0) {
-          // pb1: its softcap path was measured wrong (session 15); can_run
-          // refuses it with the reason, which is what this pair checks.
-          const auto why = v->can_run(p, AttentionMode::backward, dev);
-          EXPECT_TRUE(why.has_value() && why->find("softcap") != std::string::npos) << "pb1 runs softcap";
-          ++checked;
-          continue;
-        }
         EXPECT_FALSE(v->can_run(p, AttentionMode::backward, dev).has_value());
         if (v->can_run(p, AttentionMode::backward, dev)) continue;
         AttentionArgs f;

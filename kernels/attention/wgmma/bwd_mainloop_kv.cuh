@@ -553,17 +553,14 @@ struct BwdKvMainloop {
   // after it; dV += P^T dO issued at once from registers (no P^T store, no
   // fence, no barrier). The A registers of a wgmma in flight may be neither
   // written nor read before its wait (PTX: undefined), so dS^T is formed from
-  // the copy (in the PTX; ptxas puts both in the same physical registers): softcap's factor on it (P from bf16, the
-  // product rounded to bf16 again; softcap only), dP^T waited on (dV may
-  // run), then per 8-query chunk dS^T = P_bf16 (dP^T - D) rounded to bf16,
-  // stored to its pds3 tile for dQ and set into dK's A fragment tdSr (D read
-  // ahead of the stores as ew1). Registers at the peak: P^T 32 (A; the copy
-  // coalesced), dP^T 64, dV 32, dK 32, the dS^T fragment growing as dP^T is
-  // consumed (S^T's 64 fp32 gone before dP^T is waited on).
-  // Measured on the H200 (session 15): right without softcap; wrong with it
-  // (dV ~1e37, dK not repeatable): the softcap loop rewrites pc, which ptxas
-  // keeps in tPr's registers while dV reads them. can_run refuses softcap for
-  // pb1 (register_wgmma.cpp) until pc is fenced apart from tPr or dV waited for.
+  // the copy (in the PTX; ptxas puts both in the same physical registers),
+  // which is only read: dP^T waited on (dV may run), then per 8-query chunk
+  // dS^T = P_bf16 (dP^T - D) rounded to bf16 (softcap: P_bf16 times 1 - t^2,
+  // rounded to bf16 again, first), stored to its pds3 tile for dQ and set into
+  // dK's A fragment tdSr (D read ahead of the stores as ew1). Registers at the
+  // peak: P^T 32 (A; the copy coalesced), dP^T 64, dV 32, dK 32, the dS^T
+  // fragment growing as dP^T is consumed (S^T's 64 fp32 gone before dP^T is
+  // waited on).
   template <class TS, class TP, class MmaKVR, class TB, class Acc>
   __device__ __forceinline__ static void pb_dv_ds(const Params& p, TS& tSrS, TS& tSrdP, TP& tPr, TP& tdSr,
                                                   __nv_bfloat16* ds_base, const float* lse2, const float* dd, int kl0,
@@ -578,37 +575,43 @@ struct BwdKvMainloop {
       pc[v / 2] = *reinterpret_cast<const uint32_t*>(&two);
     }
     detail::wg_gemm<false, true>(mma_kvr, tPr, tKVRrdO(_, _, _, s), tdVacc);  // dV issued, P^T in registers
-    if (p.softcap) {
-      // P^T times 1 - t^2 (t from the bf16 P, as the other kv kernels from the fp32 one).
-      CUTLASS_PRAGMA_UNROLL
-      for (int v = 0; v < BR / 2; v += 2) {
-        const int j = 8 * (v / 4) + col_lane;
-        float2 pf = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&pc[v / 2]));
-        pf.x *= detail::softcap_grad(pf.x, lse2[j], p.cap_t);
-        pf.y *= detail::softcap_grad(pf.y, lse2[j + 1], p.cap_t);
-        const __nv_bfloat162 two = __floats2bfloat162_rn(pf.x, pf.y);
-        pc[v / 2] = *reinterpret_cast<const uint32_t*>(&two);
-      }
-    }
     constexpr int kChunks = BR / 8, kAhead = 4;
     float2 dpre[kAhead];
     CUTLASS_PRAGMA_UNROLL
     for (int k = 0; k < kAhead; ++k) dpre[k] = *reinterpret_cast<const float2*>(dd + 8 * k + col_lane);
     warpgroup_wait<1>();  // dP^T done (dV may still run)
     const int base = detail::opaque(kl0 * 64 + col_lane), sw = detail::opaque((kl0 & 7) << 3);
-    CUTLASS_PRAGMA_UNROLL
-    for (int k = 0; k < kChunks; ++k) {
-      const float2 d2 = dpre[k % kAhead];
-      if (k + kAhead < kChunks) dpre[k % kAhead] = *reinterpret_cast<const float2*>(dd + 8 * (k + kAhead) + col_lane);
+    // dS^T per pair from the copy, which is only read: softcap's factor 1 - t^2
+    // (t from the bf16 P, as the other kv kernels from the fp32 one; the product
+    // rounded to bf16 again) is taken inside the loop. (Session 15 rewrote the
+    // copy with it while dV was in flight: dV wrong, ~1e37 and not repeatable,
+    // on the H200; session 16 fenced tPr after the wait: still wrong, and 138
+    // bytes spilled; the factor before the dV issue spilled as well.)
+    auto ds_loop = [&](auto cap) {
+      constexpr bool kCap = decltype(cap)::value;
       CUTLASS_PRAGMA_UNROLL
-      for (int h = 0; h < 2; ++h) {
-        const int v = 4 * k + 2 * h;
-        const float2 pf = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&pc[v / 2]));
-        const __nv_bfloat162 ds2 = __floats2bfloat162_rn(pf.x * (tSrdP(v) - d2.x), pf.y * (tSrdP(v + 1) - d2.y));
-        *reinterpret_cast<__nv_bfloat162*>(ds_base + pt3_offset<BC>(base, sw, k, h)) = ds2;
-        detail::set_a_pair(tdSr, v, ds2);
+      for (int k = 0; k < kChunks; ++k) {
+        const float2 d2 = dpre[k % kAhead];
+        if (k + kAhead < kChunks) dpre[k % kAhead] = *reinterpret_cast<const float2*>(dd + 8 * (k + kAhead) + col_lane);
+        CUTLASS_PRAGMA_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          const int v = 4 * k + 2 * h;
+          float2 pf = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&pc[v / 2]));
+          if constexpr (kCap) {
+            const int j = 8 * k + col_lane;
+            pf = __bfloat1622float2(__floats2bfloat162_rn(pf.x * detail::softcap_grad(pf.x, lse2[j], p.cap_t),
+                                                          pf.y * detail::softcap_grad(pf.y, lse2[j + 1], p.cap_t)));
+          }
+          const __nv_bfloat162 ds2 = __floats2bfloat162_rn(pf.x * (tSrdP(v) - d2.x), pf.y * (tSrdP(v + 1) - d2.y));
+          *reinterpret_cast<__nv_bfloat162*>(ds_base + pt3_offset<BC>(base, sw, k, h)) = ds2;
+          detail::set_a_pair(tdSr, v, ds2);
+        }
       }
-    }
+    };
+    if (p.softcap)
+      ds_loop(cute::true_type{});
+    else
+      ds_loop(cute::false_type{});
   }
 
   // pds: the dQ part = dS K from dS^T tile dsb (through its transposed view).

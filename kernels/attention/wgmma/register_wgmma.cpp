@@ -249,13 +249,6 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
     if (mode == AttentionMode::backward) {
       if (p.B * p.Hkv > 65535)
         return "B*Hkv must be at most 65535 (the kv kernel's grid y), got " + std::to_string(p.B * p.Hkv);
-      // pb1 with softcap: measured wrong on the H200 (session 15: dV off by
-      // orders of magnitude, dK not repeatable on the three softcap cases of the
-      // Ew* tests): its softcap path rewrites the P^T pairs while the dV wgmma
-      // that reads them as its A fragment is in flight. Refused until fixed.
-      if (Kv::PB == 1 && p.softcap > 0)
-        return "softcap is not supported by the pb1 backward (its softcap path overwrites the registers of the dV "
-               "product in flight: measured wrong); use the ew2 variant";
       if (kDq == kPartials && !plan_partials(p, Kv::BC, size_t(kMiB) << 20))
         return "workspace bound: one key block's dQ partial of a kv-head group (" +
                std::to_string((p.H / p.Hkv) * p.Sq * p.d * 4) + " bytes) exceeds " + std::to_string(kMiB) + " MiB";
