@@ -3,6 +3,7 @@
 #include "kernels/baseline/lt_matmul.h"
 
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <library_types.h>
 
 #include <string>
@@ -12,10 +13,65 @@
 
 namespace detfuse::baseline {
 
+// cuBLASLt is opened on first use (dlopen), not linked: loading
+// libcublasLt.so costs every process ~0.17 s and ~210 MB of touched pages
+// (measured on the CPU machine: a program that only links it, 25 k minor page
+// faults), which the command, the C ABI's users and each of CI's ~1400 test
+// processes paid whether or not they ran a cuBLASLt GEMM. The functions below
+// are the only cuBLASLt entry points detfuse calls; the header still gives
+// their types.
+#define DETFUSE_LT_FUNCTIONS(X)                                                                            \
+  X(cublasLtCreate) X(cublasLtDestroy) X(cublasLtGetStatusName) X(cublasLtGetStatusString)                 \
+  X(cublasLtMatmulDescCreate) X(cublasLtMatmulDescDestroy) X(cublasLtMatmulDescSetAttribute)               \
+  X(cublasLtMatrixLayoutCreate) X(cublasLtMatrixLayoutDestroy) X(cublasLtMatmulPreferenceCreate)           \
+  X(cublasLtMatmulPreferenceDestroy) X(cublasLtMatmulPreferenceSetAttribute) X(cublasLtMatmulAlgoGetHeuristic) \
+  X(cublasLtMatmul)
+
+namespace {
+
+struct LtApi {
+#define DETFUSE_LT_MEMBER(name) decltype(&::name) name = nullptr;
+  DETFUSE_LT_FUNCTIONS(DETFUSE_LT_MEMBER)
+#undef DETFUSE_LT_MEMBER
+};
+
+// The library of the toolkit detfuse was built with (its major version's
+// soname), found as the dynamic loader finds libraries, then in the toolkit's
+// library folder CMake found at configure time.
+LtApi open_lt() {
+  const std::string soname = "libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR);
+  std::string tried;
+  void* lib = nullptr;
+  for (const std::string& path : {soname, std::string(DETFUSE_CUBLASLT_DIR) + "/" + soname}) {
+    lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (lib) break;
+    const char* why = dlerror();
+    tried += "\n  " + path + ": " + (why ? why : "not found");
+  }
+  if (!lib)
+    throw Error("cuBLASLt (the cublaslt engine and the baseline GEMMs) could not be loaded:" + tried +
+                "\n(install the CUDA toolkit's cuBLAS, or put its library folder on LD_LIBRARY_PATH)");
+  LtApi api;
+#define DETFUSE_LT_LOAD(name)                                                                  \
+  api.name = reinterpret_cast<decltype(api.name)>(dlsym(lib, #name));                         \
+  if (!api.name) throw Error("cuBLASLt: " + soname + " has no " #name " (a different toolkit's library?)");
+  DETFUSE_LT_FUNCTIONS(DETFUSE_LT_LOAD)
+#undef DETFUSE_LT_LOAD
+  return api;  // the library stays open for the process
+}
+
+// Opened once (a failed open throws and is tried again on the next call).
+const LtApi& lt() {
+  static const LtApi api = open_lt();
+  return api;
+}
+
+}  // namespace
+
 void check_cublas(cublasStatus_t st, const char* expr, const char* file, int line) {
   if (st == CUBLAS_STATUS_SUCCESS) return;
-  throw Error(std::string(file) + ":" + std::to_string(line) + ": " + expr + ": " + cublasLtGetStatusName(st) +
-              " (" + cublasLtGetStatusString(st) + ")");
+  throw Error(std::string(file) + ":" + std::to_string(line) + ": " + expr + ": " + lt().cublasLtGetStatusName(st) +
+              " (" + lt().cublasLtGetStatusString(st) + ")");
 }
 
 // Descriptors and the algorithm of one problem key. Destroyed with the context.
@@ -25,20 +81,20 @@ struct LtContext::Plan {
   cublasLtMatmulAlgo_t algo{};
   size_t workspace_bytes = 0;
   ~Plan() {
-    if (c) cublasLtMatrixLayoutDestroy(c);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (op) cublasLtMatmulDescDestroy(op);
+    if (c) lt().cublasLtMatrixLayoutDestroy(c);
+    if (b) lt().cublasLtMatrixLayoutDestroy(b);
+    if (a) lt().cublasLtMatrixLayoutDestroy(a);
+    if (op) lt().cublasLtMatmulDescDestroy(op);
   }
 };
 
 LtContext::LtContext(size_t workspace_bytes) : workspace_(workspace_bytes) {
-  DETFUSE_CUBLAS_CHECK(cublasLtCreate(&handle_));
+  DETFUSE_CUBLAS_CHECK(lt().cublasLtCreate(&handle_));
 }
 
 LtContext::~LtContext() {
   plans_.clear();
-  if (handle_) cublasLtDestroy(handle_);
+  if (handle_) lt().cublasLtDestroy(handle_);
 }
 
 LtContext::Plan* LtContext::find(const std::string& key) {
@@ -107,54 +163,56 @@ void lt_matmul(LtContext& ctx, DType in_dtype, Major am, Major bm, int M, int N,
     auto fresh = std::make_unique<LtContext::Plan>();
     const cudaDataType_t tin = cuda_type(in_dtype), tc = cuda_type(c_dtype);
     // fp32 accumulation and scaling; COMPUTE_32F (not _FAST_TF32) keeps fp32 exact.
-    DETFUSE_CUBLAS_CHECK(cublasLtMatmulDescCreate(&fresh->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    DETFUSE_CUBLAS_CHECK(lt().cublasLtMatmulDescCreate(&fresh->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     // cuBLASLt's A is our B: [N x K] after op.
     const cublasOperation_t ta = bm == Major::K ? CUBLAS_OP_T : CUBLAS_OP_N;
     // cuBLASLt's B is our A: [K x M] after op.
     const cublasOperation_t tb = am == Major::K ? CUBLAS_OP_N : CUBLAS_OP_T;
-    DETFUSE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(fresh->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-    DETFUSE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(fresh->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    DETFUSE_CUBLAS_CHECK(lt().cublasLtMatmulDescSetAttribute(fresh->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    DETFUSE_CUBLAS_CHECK(lt().cublasLtMatmulDescSetAttribute(fresh->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
     if (bm == Major::K)
-      DETFUSE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&fresh->a, tin, uint64_t(K), uint64_t(N), ldb));
+      DETFUSE_CUBLAS_CHECK(lt().cublasLtMatrixLayoutCreate(&fresh->a, tin, uint64_t(K), uint64_t(N), ldb));
     else
-      DETFUSE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&fresh->a, tin, uint64_t(N), uint64_t(K), ldb));
+      DETFUSE_CUBLAS_CHECK(lt().cublasLtMatrixLayoutCreate(&fresh->a, tin, uint64_t(N), uint64_t(K), ldb));
     if (am == Major::K)
-      DETFUSE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&fresh->b, tin, uint64_t(K), uint64_t(M), lda));
+      DETFUSE_CUBLAS_CHECK(lt().cublasLtMatrixLayoutCreate(&fresh->b, tin, uint64_t(K), uint64_t(M), lda));
     else
-      DETFUSE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&fresh->b, tin, uint64_t(M), uint64_t(K), lda));
-    DETFUSE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&fresh->c, tc, uint64_t(N), uint64_t(M), ldc));
+      DETFUSE_CUBLAS_CHECK(lt().cublasLtMatrixLayoutCreate(&fresh->b, tin, uint64_t(M), uint64_t(K), lda));
+    DETFUSE_CUBLAS_CHECK(lt().cublasLtMatrixLayoutCreate(&fresh->c, tc, uint64_t(N), uint64_t(M), ldc));
 
     cublasLtMatmulPreference_t pref = nullptr;
-    DETFUSE_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    DETFUSE_CUBLAS_CHECK(lt().cublasLtMatmulPreferenceCreate(&pref));
     struct PrefGuard {
       cublasLtMatmulPreference_t p;
-      ~PrefGuard() { cublasLtMatmulPreferenceDestroy(p); }
+      ~PrefGuard() { lt().cublasLtMatmulPreferenceDestroy(p); }
     } guard{pref};
     const size_t ws = ctx.workspace_bytes();
+    const LtApi& api = lt();
     DETFUSE_CUBLAS_CHECK(
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+        api.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
     const uint32_t al_a = alignment(B), al_b = alignment(A), al_c = alignment(C);  // cuBLASLt's A is our B
     DETFUSE_CUBLAS_CHECK(
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof(al_a)));
+        api.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a));
     DETFUSE_CUBLAS_CHECK(
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof(al_b)));
+        api.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b));
     DETFUSE_CUBLAS_CHECK(
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof(al_c)));
+        api.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c));
     DETFUSE_CUBLAS_CHECK(
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof(al_c)));
+        api.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c));
 
     cublasLtMatmulHeuristicResult_t result{};
     int returned = 0;
-    DETFUSE_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(ctx.handle(), fresh->op, fresh->a, fresh->b, fresh->c,
-                                                        fresh->c, pref, 1, &result, &returned));
+    DETFUSE_CUBLAS_CHECK(lt().cublasLtMatmulAlgoGetHeuristic(ctx.handle(), fresh->op, fresh->a, fresh->b, fresh->c,
+                                                             fresh->c, pref, 1, &result, &returned));
     if (returned == 0 || result.state != CUBLAS_STATUS_SUCCESS)
       throw Error("lt_matmul: cuBLASLt found no algorithm for " + key);
     fresh->algo = result.algo;
     fresh->workspace_bytes = result.workspaceSize;
     plan = ctx.insert(key, std::move(fresh));
   }
-  DETFUSE_CUBLAS_CHECK(cublasLtMatmul(ctx.handle(), plan->op, &alpha, B, plan->a, A, plan->b, &beta, C, plan->c, C,
-                                      plan->c, &plan->algo, ctx.workspace(), ctx.workspace_bytes(), stream));
+  DETFUSE_CUBLAS_CHECK(lt().cublasLtMatmul(ctx.handle(), plan->op, &alpha, B, plan->a, A, plan->b, &beta, C,
+                                           plan->c, C, plan->c, &plan->algo, ctx.workspace(), ctx.workspace_bytes(),
+                                           stream));
 }
 
 }  // namespace detfuse::baseline

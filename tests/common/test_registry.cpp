@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 
 #include "kernels/common/error.h"
 #include "kernels/common/strategy.h"
@@ -24,6 +26,19 @@ FlceVariant fake_variant(const std::string& strategy, int64_t bm) {
   v.workspace_bytes = [](const FlceProblem&, FlceMode) { return size_t(0); };
   v.launch = [](const FlceProblem&, FlceMode, const FlceArgs&, cudaStream_t) {};
   return v;
+}
+
+// The builtin registry (every engine, the cuBLASLt one among them) is built
+// and listed without loading libcublasLt: kernels/baseline/lt_matmul.cpp opens
+// it on the first cuBLASLt GEMM (tests/engines/test_baseline.cu checks that
+// it is open after one). Linked, it cost every process ~0.17 s at start.
+TEST(Registry, BuiltinRegistryDoesNotLoadCublasLt) {
+  EXPECT_FALSE(builtin_registry().flce().empty());
+  std::ifstream maps("/proc/self/maps");
+  ASSERT_TRUE(maps.good()) << "/proc/self/maps (Linux only)";
+  std::stringstream all;
+  all << maps.rdbuf();
+  EXPECT_EQ(all.str().find("libcublasLt"), std::string::npos) << "libcublasLt is mapped before any cuBLASLt call";
 }
 
 TEST(Registry, CanonicalNameSpellsEveryParameter) {

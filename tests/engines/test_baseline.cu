@@ -6,7 +6,9 @@
 
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <random>
+#include <sstream>
 #include <vector>
 
 #include "kernels/baseline/lt_matmul.h"
@@ -112,6 +114,20 @@ TEST(LtMatmul, AllLayoutsAndDtypes) {
           check_lt_case(ctx, {in, out, am, bm}, 1, 64, 256);
         }
     }
+}
+
+// cuBLASLt is opened on first use (lt_matmul.cpp, dlopen): mapped once a
+// context exists, and its GEMMs above are right through the loaded entry
+// points (test_common's BuiltinRegistryDoesNotLoadCublasLt: not before).
+TEST(LtMatmul, CublasLtIsOpenedByTheFirstContext) {
+  DETFUSE_REQUIRE_GPU();
+  LtContext ctx;
+  std::ifstream maps("/proc/self/maps");
+  ASSERT_TRUE(maps.good());
+  std::stringstream all;
+  all << maps.rdbuf();
+  EXPECT_NE(all.str().find("libcublasLt.so"), std::string::npos);
+  EXPECT_NE(ctx.handle(), nullptr);
 }
 
 TEST(LtMatmul, RejectsBadArguments) {
