@@ -4,6 +4,8 @@
 
 namespace detfuse::attention {
 
-void register_fma_f32_br32_bc32(Registry& r) { fma::register_config<float, 32, 32, 4>(r); }
+void register_fma_f32_br32_bc32(Registry& r, int partials_mib) {
+  fma::register_config<float, 32, 32, 4>(r, partials_mib);
+}
 
 }  // namespace detfuse::attention
