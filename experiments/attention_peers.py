@@ -284,16 +284,19 @@ def main():
             if args.profile:
                 prof = profile_interleaved({n: st[1] for n, st in steps.items()}, 4)
                 for n, r in prof.items():
-                    row_recs[n]["ilv_profile"] = {k: v for k, v in r.items() if k != "kernels_ms"}
+                    row_recs[n]["ilv_profile"] = r
                     print(f"{row} {n} fwd+bwd under the profiler ({r['calls']} calls, medians ms): window "
                           f"{r.get('window', 0):.3f}, GPU busy {r.get('busy', 0):.3f}, lead {r.get('lead', 0):.3f}, "
                           f"tail {r.get('tail', 0):.3f}", flush=True)
+                    for kname, kms in list(r["kernels_ms"].items())[:8]:  # GPU ms per call, largest first
+                        print(f"    {kms:8.3f} ms  {kname[:110]}", flush=True)
             print(f"{row} interleaved ({n_ilv} passes) fwd / fwd+bwd TFLOP/s: " + ", ".join(
                 f"{n} {row_recs[n]['ilv_fwd_tflops']:.1f} / {row_recs[n]['ilv_fwd_bwd_tflops']:.1f}" for n in steps),
                 flush=True)
             if out:
                 out.write(json.dumps({"row": list(row), "interleaved": {
-                    n: {k: row_recs[n][k] for k in ("ilv_fwd_ms", "ilv_fwd_bwd_ms")} for n in steps}}) + "\n")
+                    n: {k: row_recs[n][k] for k in ("ilv_fwd_ms", "ilv_fwd_bwd_ms", "ilv_profile") if k in row_recs[n]}
+                    for n in steps}}) + "\n")
                 out.flush()
         del steps
         torch.cuda.empty_cache()

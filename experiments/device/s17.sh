@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Session 17 on the H200 (issue 16), calls made back to back on one warm machine:
+#   STAGE=1, carry [".debs", ".deps"]: the whole build (build_there.sh); the forward variants
+#            at the causal rows (GQA 32/8 and d64 too); the GPU tests and sanitizers named in
+#            TESTS (a gtest filter, default none).
+#   then, carry [".peers/a"]: bash experiments/peers/install.sh stage
+#   STAGE=2, carry [".peers/b"]: detfuse beside FA4 deterministic on the issue's rows (one
+#            process, interleaved), with --profile: per implementation the GPU busy time, the
+#            host's lead and tail per call and the GPU ms of each kernel (where the time between
+#            the events goes, on both sides). ATTN_V: more detfuse variants (--variant ...).
+# Logs in $OUT (default ./out); $OUT/report.txt last.
+set -uo pipefail
+OUT=$(realpath -m "${OUT:-out}")
+export OUT
+mkdir -p "$OUT"
+source "$(dirname "$0")/lib.sh"
+attention_bins
+W=attention.bf16.wgmma
+case ${STAGE:-1} in
+  1)
+    DETFUSE_COMMIT=$(git rev-parse --short HEAD 2>/dev/null) bash "$(dirname "$0")/build_there.sh" build 2>&1 | tail -2
+    gpu_line "$OUT/gpu.txt"
+    if [ -n "${TESTS:-}" ]; then
+      run tests 300 "$TW" --gtest_filter="$TESTS"
+      [ -n "${SAN:-}" ] && sanitize3 s17 "$TW" --gtest_filter="$SAN"
+    fi
+    F=$W.fwd
+    F128="br128_bc128_st2_ov1_pp0_ps1_rd1_ot1_d128 br128_bc128_st2_ov1_pp0_rd1_ot1_d128 ${F128X:-}"
+    fv=""; for n in $F128; do fv="$fv --variant $F.$n"; done
+    run fwd128g 60 "$DF" bench attention --shape 4,32,8,4096,4096,128 --causal $fv --repeats 3
+    run fwd128c 60 "$DF" bench attention --shape 4,32,32,4096,4096,128 --causal $fv --repeats 3
+    run fwd8k 60 "$DF" bench attention --shape 1,16,16,8192,8192,128 --causal $fv --repeats 3
+    F64="br128_bc128_st3_ov1_pp0_ps1_rd1_ot1_d64 br192_bc128_st3_ov1_pp0_ps1_rd1_d64 ${F64X:-}"
+    fv=""; for n in $F64; do fv="$fv --variant $F.$n"; done
+    run fwd64c 40 "$DF" bench attention --shape 4,32,32,4096,4096,64 --causal $fv --repeats 3
+    {
+      cat "$OUT/gpu.txt"
+      [ -n "${TESTS:-}" ] && test_report tests
+      grep -h "ERROR SUMMARY" "$OUT"/memcheck_*.log "$OUT"/racecheck_*.log "$OUT"/synccheck_*.log 2>/dev/null
+      for f in fwd128g fwd128c fwd8k fwd64c; do
+        echo "=== $f"
+        grep -hE "^attention\.|^variant" "$OUT/$f.log" | cut -c1-170
+      done
+      cat "$SUMMARY"
+    } > "$OUT/report.txt"
+    cat "$OUT/report.txt" ;;
+  2)
+    bash experiments/peers/install.sh stage install > "$OUT/peers_install.log" 2>&1 || { tail -20 "$OUT/peers_install.log"; exit 1; }
+    cp build/capi/libdetfuse_c.so python/detfuse/libdetfuse_c.so
+    export DETFUSE_LIB=$PWD/build/capi/libdetfuse_c.so
+    gpu_line "$OUT/gpu.txt"
+    run attention_peers 480 python3 experiments/attention_peers.py --json "$OUT/attention_peers.jsonl" \
+      --rows ${ATTN_ROWS:-issue} ${ATTN_V:-} --impl detfuse --impl fa4-det --reps 6 --warmup 2 --digest-runs 2 \
+      --interleave 8 --profile
+    gpu_line "$OUT/gpu.txt"
+    grep -E "under the profiler|^    |interleaved \(" "$OUT/attention_peers.log" | cut -c1-170
+    tail -25 "$OUT/attention_peers.log" ;;
+esac
