@@ -32,6 +32,13 @@ struct FwdMask {
   // Softcap (uniform branch), then keys >= Sk, (causal) keys after a row's
   // last visible key and (window) keys at or before its diagonal - window to
   // -inf, on the blocks that hold any (uniform branch). n: the key block.
+  // Per row, the visible keys are an interval: the thread's value v sits at
+  // column offset o = 8 (v / 4) + v % 2 from key0 + col_lane (a compile-time
+  // constant), so each value is masked by two compares with immediates and a
+  // select (lo < o <= hi, per row). (The test written per value, col >= Sk ||
+  // (causal && ...) || (window && ...), compiled to 739 instructions a masked
+  // block with branches and a constant load per value: the causal diagonal
+  // block of every tile, which the walk from the last key block takes first.)
   template <class Params, class TS>
   __device__ __forceinline__ void apply(const Params& p, TS& tSrS, int n) const {
     if (p.softcap) {
@@ -41,13 +48,23 @@ struct FwdMask {
     const int key0 = n * BC;
     if (key0 + BC > p.Sk || (p.causal && key0 + BC - 1 > diag) ||
         (p.window > 0 && key0 <= diag + BR - 1 - p.window)) {
+      // Row r sees offsets o with lo[r] < o <= hi[r]; both clamped to [-1, BC]
+      // (o is in [0, BC): the same test, and no int overflow at any Sq, Sk).
+      int hi[2], lo[2];
+      const int64_t base = int64_t(key0) + col_lane;
+      CUTLASS_PRAGMA_UNROLL
+      for (int r = 0; r < 2; ++r) {
+        const int64_t last = int64_t(row0) + 8 * r + (p.Sk - p.Sq);  // the row's diagonal key
+        int64_t h = int64_t(p.Sk) - 1 - base;
+        if (p.causal) h = min(h, last - base);
+        const int64_t l = p.window > 0 ? last - p.window - base : int64_t(-1);
+        hi[r] = int(max(int64_t(-1), min(h, int64_t(BC))));
+        lo[r] = int(max(int64_t(-1), min(l, int64_t(BC))));
+      }
       CUTLASS_PRAGMA_UNROLL
       for (int v = 0; v < BC / 2; ++v) {
-        const int col = key0 + 8 * (v / 4) + col_lane + (v % 2);
-        const int row = row0 + 8 * ((v / 2) % 2);
-        if (col >= p.Sk || (p.causal && col > row + (p.Sk - p.Sq)) ||
-            (p.window > 0 && col <= row + (p.Sk - p.Sq) - p.window))
-          tSrS(v) = -INFINITY;
+        const int o = 8 * (v / 4) + v % 2, r = (v / 2) % 2;
+        tSrS(v) = (o > hi[r] || o <= lo[r]) ? -INFINITY : tSrS(v);
       }
     }
   }
