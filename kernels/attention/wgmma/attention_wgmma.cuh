@@ -119,8 +119,12 @@ __device__ __forceinline__ void fwd_consumers(const typename Fwd<Cfg>::Params& p
 
   typename K_::MmaQK mma_qk;
   typename K_::MmaPV mma_pv;
-  auto thr_qk = mma_qk.get_thread_slice(ctid);
-  auto thr_pv = mma_pv.get_thread_slice(ctid);
+  // Shared-memory operands sliced at the warpgroup's first thread: their
+  // descriptors in uniform registers (detail::wg_slice_thread); the epilogue's
+  // partition_C takes the thread's own slice.
+  const int wgt = detail::wg_slice_thread(ctid);
+  auto thr_qk = mma_qk.get_thread_slice(wgt);
+  auto thr_pv = mma_pv.get_thread_slice(wgt);
   Tensor sVt = make_tensor(make_smem_ptr(ss.v.data()), typename K_::SmemVt{});
   Tensor tSrK = thr_qk.partition_fragment_B(sK);   // (MMA, 1, D/16, ST)
   Tensor tOrV = thr_pv.partition_fragment_B(sVt);  // (MMA, 1, BC/16, ST)
@@ -171,7 +175,7 @@ __device__ __forceinline__ void fwd_consumers(const typename Fwd<Cfg>::Params& p
       Epilogue::store(p, ss, mma_pv.get_thread_slice(ce), tOrO, softmax, et.m_block, et.h, et.b, re, le, 2 * (le % 4),
                       ce);
     } else {
-      Epilogue::store(p, ss, thr_pv, tOrO, softmax, m_block, h, b, row0, lane, col_lane, ctid);
+      Epilogue::store(p, ss, mma_pv.get_thread_slice(ctid), tOrO, softmax, m_block, h, b, row0, lane, col_lane, ctid);
     }
   }
   if constexpr (kReread) {

@@ -57,6 +57,18 @@ __device__ __forceinline__ float softcap_grad(float P, float lse2, float cap_t) 
   return P > 0.f ? fmaf(-t, t, 1.f) : 0.f;
 }
 
+// The first consumer thread of this thread's warpgroup (ctid: the index among
+// the consumer threads), the warpgroup read from lane 0 (__shfl_sync): the same
+// value for every thread of the warpgroup, and provably so for ptxas. A wgmma
+// thread slice taken at it partitions shared-memory operands (descriptors) as
+// one taken at ctid does (they depend only on the warpgroup), and ptxas then
+// builds the descriptors in uniform registers; taken at ctid they are built in
+// ordinary registers and moved with R2UR before every HGMMA (session 17, ncu of
+// the d128 forward: 16.9 M R2UR and 11.9 M more UMOV than FlashAttention-4's
+// forward, whose cycles follow its instruction count). Not for partition_C or
+// anything else that places a thread's own values: those need ctid.
+__device__ __forceinline__ int wg_slice_thread(int ctid) { return __shfl_sync(0xffffffffu, ctid / 128, 0) * 128; }
+
 // threadIdx.x read again (asm volatile: not merged with an earlier read, so a
 // value derived from it need not stay live across a loop; it is recomputed).
 __device__ __forceinline__ uint32_t reread_tid() {
