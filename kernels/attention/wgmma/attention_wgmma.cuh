@@ -121,8 +121,11 @@ __device__ __forceinline__ void fwd_consumers(const typename Fwd<Cfg>::Params& p
   typename K_::MmaPV mma_pv;
   // Shared-memory operands sliced at the warpgroup's first thread: their
   // descriptors in uniform registers (detail::wg_slice_thread); the epilogue's
-  // partition_C takes the thread's own slice.
-  const int wgt = detail::wg_slice_thread(ctid);
+  // partition_C takes the thread's own slice. Not in the persistent loop
+  // without the overlap (bc176 ps1, the one such configuration): there ptxas
+  // spilled 4 / 16 bytes with them, none without.
+  constexpr bool kUniformSlices = Cfg::OVERLAP || !Cfg::PERSISTENT;
+  const int wgt = kUniformSlices ? detail::wg_slice_thread(ctid) : ctid;
   auto thr_qk = mma_qk.get_thread_slice(wgt);
   auto thr_pv = mma_pv.get_thread_slice(wgt);
   Tensor sVt = make_tensor(make_smem_ptr(ss.v.data()), typename K_::SmemVt{});
