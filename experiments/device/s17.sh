@@ -14,11 +14,7 @@
 #            kernel at 4,32,32,4096,128 non-causal and causal (where the instructions go).
 # Logs in $OUT (default ./out); $OUT/report.txt last.
 set -uo pipefail
-OUT=$(realpath -m "${OUT:-out}")
-export OUT
-mkdir -p "$OUT"
-source "$(dirname "$0")/lib.sh"
-attention_bins
+source "$(dirname "$0")/lib.sh"  # OUT (made), run, sanitize3, attention_bins
 W=attention.bf16.wgmma
 case ${STAGE:-1} in
   1)
@@ -66,12 +62,13 @@ case ${STAGE:-1} in
     if [ "${NCU:-0}" = 1 ]; then
       M="--metrics sass__inst_executed_per_opcode,smsp__inst_executed.sum,sm__cycles_elapsed.max --print-metric-instances details"
       for r in 4,32,32,4096,128,0 4,32,32,4096,128,1; do
-        run "ncu_fa4_$r" 120 ncu --clock-control none $M -k regex:'FlashAttentionForwardSm90' --launch-count 1 \
+        t=$(echo "$r" | tr , _)  # no commas in log names: the device tool does not return such files
+        run "ncu_fa4_$t" 120 ncu --clock-control none $M -k regex:'FlashAttentionForwardSm90' --launch-count 1 \
           python3 experiments/attention_peers.py --rows $r --impl fa4-det --reps 1 --warmup 0 --digest-runs 1 --interleave 0
-        run "ncu_detfuse_$r" 120 ncu --clock-control none $M -k regex:'attention_fwd_wgmma' --launch-count 1 \
+        run "ncu_detfuse_$t" 120 ncu --clock-control none $M -k regex:'attention_fwd_wgmma' --launch-count 1 \
           python3 experiments/attention_peers.py --rows $r --impl detfuse --reps 1 --warmup 0 --digest-runs 1 --interleave 0
         for i in fa4 detfuse; do
-          echo "=== ncu $i $r"; grep -E "sass__inst|smsp__inst|sm__cycles" -A14 "$OUT/ncu_${i}_$r.log" | tr -s ' ' | head -30
+          echo "=== ncu $i $r"; grep -E "sass__inst|smsp__inst|sm__cycles" -A14 "$OUT/ncu_${i}_$t.log" | tr -s ' ' | head -30
         done
       done
     fi
