@@ -122,10 +122,32 @@ std::vector<const AttentionVariant*> spt_variants() {
 // With them, wq1 (the same session: each warpgroup's dQ part handed to the
 // writer warp alone, BwdKvWqConfig) on ew2 pds3 d64 and ew1 sp1 d128.
 // ew = 0: all.
+// Without the hs / ws tokens (hs_variants, ws_variants).
+bool split_variant(const AttentionVariant& v) { return param(v, "hs") >= 2 || param(v, "ws") >= 2; }
 std::vector<const AttentionVariant*> ew_variants(int ew = 0) {
   std::vector<const AttentionVariant*> out;
   for (const auto* v : wgmma_bwd_variants())
-    if (ew == 0 ? param(*v, "ew") >= 1 : param(*v, "ew") == ew) out.push_back(v);
+    if ((ew == 0 ? param(*v, "ew") >= 1 : param(*v, "ew") == ew) && !split_variant(*v)) out.push_back(v);
+  return out;
+}
+
+// hs2, hs4 (issue 16, session 17): the ordered ew1 sp1 spt1 d128 kv kernel
+// with a kv head's query heads split over 2 or 4 CTAs per key block, the dK /
+// dV parts added in split order (KvHeadSplit).
+std::vector<const AttentionVariant*> hs_variants() {
+  std::vector<const AttentionVariant*> out;
+  for (const auto* v : wgmma_bwd_variants())
+    if (param(*v, "hs") >= 2) out.push_back(v);
+  return out;
+}
+
+// ws2 (issue 16, session 18): the same kernel with each causal key block's
+// walk split over 2 CTAs (every other query block each), the dK / dV parts
+// added in split order (KvHeadSplit::walk).
+std::vector<const AttentionVariant*> ws_variants() {
+  std::vector<const AttentionVariant*> out;
+  for (const auto* v : wgmma_bwd_variants())
+    if (param(*v, "ws") >= 2) out.push_back(v);
   return out;
 }
 
@@ -554,9 +576,9 @@ TEST(AttentionWgmmaGpu, ThreeWarpgroupsSanitizerSized) {
 
 // ------------------------------------------------------------------ backward
 
-TEST(AttentionWgmmaBwd, FiftySevenVariantsRunBothModesWithReasonsAndWorkspace) {
+TEST(AttentionWgmmaBwd, SixtyVariantsRunBothModesWithReasonsAndWorkspace) {
   const auto vs = wgmma_bwd_variants();
-  ASSERT_EQ(vs.size(), 57u);
+  ASSERT_EQ(vs.size(), 60u);
   DeviceInfo h200;
   h200.cc_major = 9;
   h200.cc_minor = 0;
@@ -600,6 +622,10 @@ TEST(AttentionWgmmaBwd, FiftySevenVariantsRunBothModesWithReasonsAndWorkspace) {
     if (v->desc.strategy == "atomic" && tma) extra = attention::wg::dq_tile_acc_bytes(p, br);
     // pds2, pds3: LSE and D padded to whole query blocks, fp32, two 256-byte aligned halves.
     if (param(*v, "pds") >= 2) extra += 2 * attention::align256(size_t(p.B * p.H * ((p.Sq + br - 1) / br) * br) * 4);
+    // hs, ws: the dK / dV parts' fp32 sums ([B, Hkv, Sk, d] each) and a semaphore per (batch, kv head, key block).
+    if (split_variant(*v))
+      extra += attention::align256(2 * size_t(p.B * p.Hkv * p.Sk * p.d) * 4) +
+               attention::align256(size_t(p.B * p.Hkv * ((p.Sk + 127) / 128)) * 4);
     if (v->desc.strategy == "partials") {
       const auto pl = attention::plan_partials(p, 128, size_t(param(*v, "mb")) << 20);
       ASSERT_TRUE(pl.has_value());
@@ -610,7 +636,34 @@ TEST(AttentionWgmmaBwd, FiftySevenVariantsRunBothModesWithReasonsAndWorkspace) {
   EXPECT_EQ(owning, 6);
   EXPECT_EQ(atomic, 22);
   EXPECT_EQ(partials, 3);
-  EXPECT_EQ(ordered, 26);
+  EXPECT_EQ(ordered, 29);
+  // hs: refused, with the reason, where the query heads per kv head are not a multiple of the split.
+  ASSERT_EQ(hs_variants().size(), 2u);
+  for (const auto* v : hs_variants()) {
+    SCOPED_TRACE(v->desc.name);
+    AttentionProblem p;
+    p.B = 2, p.H = 6, p.Hkv = 2, p.Sq = 1000, p.Sk = 700, p.d = 128, p.causal = true;  // 3 query heads a kv head
+    const auto why = v->can_run(p, AttentionMode::backward, h200);
+    ASSERT_TRUE(why.has_value());
+    EXPECT_NE(why->find("must be a multiple of " + std::to_string(param(*v, "hs"))), std::string::npos) << *why;
+    EXPECT_FALSE(v->can_run(p, AttentionMode::forward, h200).has_value());
+    p.H = 2;  // MHA: one query head a kv head
+    EXPECT_TRUE(v->can_run(p, AttentionMode::backward, h200).has_value());
+    p.H = 16;  // 8 a kv head
+    EXPECT_FALSE(v->can_run(p, AttentionMode::backward, h200).has_value());
+  }
+  // ws: any group (the split is of the walk).
+  ASSERT_EQ(ws_variants().size(), 1u);
+  for (const auto* v : ws_variants()) {
+    SCOPED_TRACE(v->desc.name);
+    AttentionProblem p;
+    p.B = 2, p.H = 6, p.Hkv = 2, p.Sq = 1000, p.Sk = 700, p.d = 128, p.causal = true;
+    EXPECT_FALSE(v->can_run(p, AttentionMode::backward, h200).has_value());
+    p.Hkv = 6;
+    EXPECT_FALSE(v->can_run(p, AttentionMode::backward, h200).has_value());
+    p.d = 64;
+    EXPECT_TRUE(v->can_run(p, AttentionMode::backward, h200).has_value());
+  }
   EXPECT_EQ(pds_variants().size(), 6u);
   for (const auto* v : pds_variants()) {
     SCOPED_TRACE(v->desc.name);
@@ -926,7 +979,7 @@ TEST(AttentionWgmmaBwdGpu, SanitizerSizedWindowOrdered) {
   REQUIRE_SM90();
   std::vector<const AttentionVariant*> vs;
   for (const auto* v : wgmma_bwd_variants())
-    if (v->desc.strategy == "ordered") vs.push_back(v);
+    if (v->desc.strategy == "ordered" && !split_variant(*v)) vs.push_back(v);  // hs, ws: their own tests
   ASSERT_EQ(vs.size(), 26u);
   const Case cases[] = {{1, 2, 1, 150, 331, false, 0.0, "sanitizer: window 100, softcap 2, non-causal", 2.0, 100}};
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 4200, /*repeats=*/2), int(vs.size()));
@@ -939,7 +992,7 @@ TEST(AttentionWgmmaBwdGpu, OrderedManyKeyBlocks) {
   REQUIRE_SM90();
   std::vector<const AttentionVariant*> vs;
   for (const auto* v : wgmma_bwd_variants())
-    if (v->desc.strategy == "ordered") vs.push_back(v);
+    if (v->desc.strategy == "ordered" && !split_variant(*v)) vs.push_back(v);  // hs, ws: their own tests
   ASSERT_EQ(vs.size(), 26u);
   const Case cases[] = {
       {2, 8, 4, 640, 2304, false, 0.0, "ordered: 18 key blocks, GQA 2:1"},
@@ -1280,6 +1333,127 @@ TEST(AttentionWgmmaBwdGpu, Spt1SanitizerSized) {
 TEST(AttentionWgmmaBwdGpu, Spt1TwentyRepeats) {
   REQUIRE_SM90();
   check_pds_twenty_repeats(spt_variants(), 11300);
+}
+
+// hs2, hs4 (hs_variants): GQA cases whose query heads per kv head are a
+// multiple of 4 (the cases of kBwdCases and the walks, with the group raised:
+// odd lengths, Sq != Sk both ways, causal with rows that see no key, softcap,
+// window, 18 key blocks in the causal and shift orders), 8 query heads a kv
+// head too; float64 reference, 5 repeats one digest each.
+const Case kHsCases[] = {
+    {1, 4, 1, 77, 300, true, 0.0, "causal Sq < Sk, GQA 4:1"},
+    {2, 8, 2, 200, 333, false, 0.0, "GQA 4:1, Sq != Sk, odd lengths"},
+    {2, 8, 2, 300, 129, true, 0.0, "causal Sq > Sk: rows with no visible key, GQA 4:1"},
+    {1, 8, 1, 513, 700, true, 1.0, "softcap 5 on large-magnitude scores, causal, GQA 8:1", 5.0},
+    {1, 4, 1, 300, 1000, false, 0.0, "window 200, Sq < Sk: key blocks no query sees, GQA 4:1", 0.0, 200},
+    {1, 4, 1, 1000, 300, false, 0.0, "window 77, Sq > Sk: query blocks skipped, GQA 4:1", 0.0, 77},
+    {1, 8, 2, 700, 700, true, 1.0, "softcap 3 and window 150, causal, GQA 4:1", 3.0, 150},
+    {2, 8, 2, 2100, 2304, true, 0.0, "18 key blocks, causal Sq < Sk, GQA 4:1"},
+    {1, 8, 2, 640, 2304, false, 0.0, "18 key blocks, non-causal (shift), GQA 4:1"},
+};
+
+TEST(AttentionWgmmaBwdGpu, HsMatchesFloat64Reference) {
+  REQUIRE_SM90();
+  const auto vs = hs_variants();
+  ASSERT_EQ(vs.size(), 2u);
+  EXPECT_EQ(check_backward(vs, kHsCases, std::size(kHsCases), 13000), int(vs.size() * std::size(kHsCases)));
+}
+
+// Sanitizer-sized: causal GQA 4:1 with rows that see no key, the shift order
+// and softcap + window (memcheck / racecheck / synccheck on the split epilogue's
+// semaphores and fp32 parts).
+TEST(AttentionWgmmaBwdGpu, HsSanitizerSized) {
+  REQUIRE_SM90();
+  const Case cases[] = {
+      {1, 4, 1, 150, 131, true, 0.0, "sanitizer: causal GQA 4:1, Sq > Sk, odd lengths"},
+      {1, 4, 1, 150, 331, false, 0.0, "sanitizer: non-causal GQA 4:1, Sq < Sk (shift)"},
+      {1, 4, 1, 150, 331, false, 0.0, "sanitizer: window 100, softcap 2, GQA 4:1", 2.0, 100},
+  };
+  EXPECT_EQ(check_backward(hs_variants(), cases, std::size(cases), 13100, /*repeats=*/2), 6);
+}
+
+// 20 repeats, one digest each, at 18 key blocks, GQA 4:1, causal and not.
+TEST(AttentionWgmmaBwdGpu, HsTwentyRepeats) {
+  REQUIRE_SM90();
+  const Case cases[] = {
+      {2, 8, 2, 1100, 2304, false, 0.0, "20 repeats, 18 key blocks, GQA 4:1"},
+      {2, 8, 2, 2304, 2304, true, 0.0, "20 repeats, 18 key blocks, causal, GQA 4:1"},
+  };
+  EXPECT_EQ(check_backward(hs_variants(), cases, std::size(cases), 13200, /*repeats=*/20), 4);
+}
+
+// The split changes only who computes a query head's part: dQ (each (query
+// head, query block)'s adds in the same key-block order) is the unsplit
+// variant's bit for bit; dK and dV are summed in another order (parts, then
+// the parts in split order), so they are compared with the reference only.
+std::string hs_base_name(const std::string& n) { return without_token(n, "hs"); }
+TEST(AttentionWgmmaBwdGpu, HsDqBitwiseEqualsUnsplit) {
+  REQUIRE_SM90();
+  const std::vector<Case> cases = {kHsCases[7], kHsCases[8], kHsCases[6]};
+  EXPECT_EQ(check_bits_equal_base(hs_variants(), hs_base_name, /*dq_equal=*/true, 13300, cases,
+                                  /*dkdv_equal=*/false),
+            6);
+}
+
+// ws2 (ws_variants): causal cases, MHA and GQA (odd lengths, Sq != Sk both
+// ways, rows that see no key, key blocks whose walk has one query block or
+// none in a part, softcap, window, 18 and 24 key blocks), and non-causal ones
+// (the walks run whole there); float64 reference, 5 repeats one digest each.
+const Case kWsCases[] = {
+    {1, 2, 2, 77, 300, true, 0.0, "causal Sq < Sk, odd lengths"},
+    {2, 4, 4, 300, 129, true, 0.0, "causal Sq > Sk: rows with no visible key"},
+    {1, 4, 1, 513, 700, true, 1.0, "softcap 5 on large-magnitude scores, causal, GQA 4:1", 5.0},
+    {1, 6, 2, 700, 700, true, 1.0, "softcap 3 and window 150, causal, GQA 3:1", 3.0, 150},
+    {2, 4, 2, 2100, 2304, true, 0.0, "18 key blocks, causal Sq < Sk, GQA 2:1"},
+    {1, 1, 1, 3000, 3000, true, 0.0, "24 key blocks, causal, one head"},
+    {2, 4, 2, 200, 333, false, 0.0, "non-causal (whole walks), Sq != Sk, GQA 2:1"},
+    {1, 4, 4, 640, 2304, false, 0.0, "18 key blocks, non-causal (shift, whole walks)"},
+};
+
+TEST(AttentionWgmmaBwdGpu, WsMatchesFloat64Reference) {
+  REQUIRE_SM90();
+  const auto vs = ws_variants();
+  ASSERT_EQ(vs.size(), 1u);
+  EXPECT_EQ(check_backward(vs, kWsCases, std::size(kWsCases), 13400), int(vs.size() * std::size(kWsCases)));
+}
+
+// Sanitizer-sized: causal with rows that see no key, GQA, softcap + window.
+TEST(AttentionWgmmaBwdGpu, WsSanitizerSized) {
+  REQUIRE_SM90();
+  const Case cases[] = {
+      {1, 2, 1, 150, 131, true, 0.0, "sanitizer: causal GQA 2:1, Sq > Sk, odd lengths"},
+      {1, 2, 2, 300, 331, true, 0.0, "sanitizer: causal Sq < Sk"},
+      {1, 2, 2, 300, 331, true, 0.0, "sanitizer: causal, window 100, softcap 2", 2.0, 100},
+  };
+  EXPECT_EQ(check_backward(ws_variants(), cases, std::size(cases), 13500, /*repeats=*/2), 3);
+}
+
+// 20 repeats, one digest each, at 18 key blocks, causal, MHA and GQA 2:1.
+TEST(AttentionWgmmaBwdGpu, WsTwentyRepeats) {
+  REQUIRE_SM90();
+  const Case cases[] = {
+      {2, 4, 4, 2304, 2304, true, 0.0, "20 repeats, 18 key blocks, causal"},
+      {2, 8, 4, 2304, 2304, true, 0.0, "20 repeats, 18 key blocks, causal, GQA 2:1"},
+  };
+  EXPECT_EQ(check_backward(ws_variants(), cases, std::size(cases), 13600, /*repeats=*/20), 2);
+}
+
+// The split changes only which CTA walks a query block: dQ (each query
+// block's adds in the same key-block order) is the unsplit variant's bit for
+// bit; causal dK and dV are summed in another order (two parts, then the
+// parts), so compared with the reference only; non-causal walks run whole:
+// all three the unsplit variant's.
+std::string ws_base_name(const std::string& n) { return without_token(n, "ws"); }
+TEST(AttentionWgmmaBwdGpu, WsDqBitwiseEqualsUnsplit) {
+  REQUIRE_SM90();
+  const std::vector<Case> causal = {kWsCases[4], kWsCases[5], kWsCases[3]};
+  EXPECT_EQ(check_bits_equal_base(ws_variants(), ws_base_name, /*dq_equal=*/true, 13700, causal,
+                                  /*dkdv_equal=*/false),
+            3);
+  const std::vector<Case> whole = {kWsCases[6], kWsCases[7]};
+  EXPECT_EQ(check_bits_equal_base(ws_variants(), ws_base_name, /*dq_equal=*/true, 13800, whole,
+                                  /*dkdv_equal=*/true),
+            2);
 }
 
 // spt1 walks the query blocks in another order where its order applies

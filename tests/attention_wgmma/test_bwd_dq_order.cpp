@@ -231,6 +231,89 @@ TEST(BwdDqOrder, NoChainWhereSqEqualsSk) {
     }
 }
 
+// ws (dq_walk_part): a key block's walk split over S parts, part s taking
+// the steps u = s (mod S). The parts of every key block partition its walk
+// (each step once, in the same order), the kernel's step count is theirs,
+// and the lock-step simulation with the (key block, part) pairs as walkers
+// finishes without a deadlock; causal with Sq = Sk and S = 2, nobody waits
+// (part s of key block n waits only for part s of the key blocks after it,
+// one step ahead of it). The desc order keeps its chain (the parts do not
+// remove it).
+TEST(BwdDqOrder, WalkPartsPartitionAndNeverDeadlock) {
+  for (int order : {int(kDqOrderCausal), int(kDqOrderDesc)})
+    for (int S : {2, 3, 4})
+      for (int sq : {1, 100, 1000, 2048})
+        for (int sk : {1, 300, 1000, 2048})
+          for (int window : {0, 77, 300}) {
+            const Shape sh{sq, sk, 64, 128, order == kDqOrderCausal, window};
+            SCOPED_TRACE(::testing::Message() << "order " << order << " S " << S << " Sq " << sq << " Sk " << sk
+                                              << " window " << window);
+            const int M = sh.M(), NK = sh.NK();
+            struct Walker {
+              int n;
+              std::vector<int> ms, us;
+            };
+            std::vector<Walker> ws;
+            for (int n = 0; n < NK; ++n) {
+              int mb, ms;
+              sh.range(n, mb, ms);
+              std::vector<int> whole_us;
+              walk(sh, order, n, &whole_us);
+              std::vector<int> got;
+              for (int part = 0; part < S; ++part) {
+                Walker w{n, {}, {}};
+                const DqWalk full = mb < ms ? dq_walk(order, n, mb, ms, M, NK) : DqWalk{mb, mb};
+                const DqWalk pw = dq_walk_part(full, part, S);
+                EXPECT_EQ((pw.u_end - pw.u_first) % S, 0);
+                for (int u = pw.u_first; u != pw.u_end; u += S) {
+                  ASSERT_TRUE(u >= full.u_first && u < full.u_end) << "u " << u << " outside the walk";
+                  EXPECT_EQ(((u % S) + S) % S, part);
+                  w.us.push_back(u);
+                  w.ms.push_back(dq_walk_m(u, M));
+                  got.push_back(u);
+                }
+                EXPECT_EQ(dq_walk_steps(pw, S), int(w.us.size()));
+                ws.push_back(w);
+              }
+              std::sort(got.begin(), got.end());
+              std::sort(whole_us.begin(), whole_us.end());
+              EXPECT_EQ(got, whole_us) << "key block " << n << ": the parts partition its walk";
+            }
+            if (HasFailure()) return;
+            std::vector<int> sem(size_t(M), 0);
+            std::vector<size_t> pos(ws.size(), 0);
+            int left = 0, waits = 0;
+            for (auto& w : ws) left += int(w.ms.size());
+            while (left > 0) {
+              std::vector<int> inc(size_t(M), 0);
+              int done = 0;
+              for (size_t i = 0; i < ws.size(); ++i) {
+                const Walker& w = ws[i];
+                if (pos[i] == w.ms.size()) continue;
+                const int m = w.ms[pos[i]];
+                if (sem[size_t(m)] == turn_of(sh, order, w.n, m, w.us[pos[i]])) {
+                  ++inc[size_t(m)];
+                  ++pos[i];
+                  ++done;
+                } else {
+                  ++waits;
+                }
+              }
+              ASSERT_GT(done, 0) << "deadlock";
+              for (int m = 0; m < M; ++m) sem[size_t(m)] += inc[size_t(m)];
+              left -= done;
+            }
+            // S = 2 keeps the walks' parity (at BR = 64, BC = 128 a key block's
+            // walk starts 2 query blocks after the next one's): nobody waits.
+            // S = 3, 4 (not registered): a part can land on the step of the
+            // next key block's part and fall a round behind it, and the lags
+            // add up along the key blocks (here 240 rounds of waits for 64
+            // walkers at S = 4, 16 key blocks).
+            if (order == kDqOrderCausal && sq == sk && window == 0 && S == 2) EXPECT_EQ(waits, 0);
+            if (order == kDqOrderCausal && sq == 2048 && sk == 2048 && window == 0 && S == 4) EXPECT_GT(waits, 200);
+          }
+}
+
 // The writer's division by multiply and shift (dq_div): x / c for every
 // divisor from 2 up to 70000 on dividends near 0, near multiples of c, and up
 // to 2^31 - 1.

@@ -104,8 +104,7 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
   // The tile of this CTA (bwd_tile_scheduler.cuh).
   const BwdKvTile tile = Sched::tile(p);
   const int n_block = tile.n_block, hk = tile.hk, b = tile.b, m_begin = tile.m_begin, m_stop = tile.m_stop;
-  const int m_count = m_stop - m_begin;
-  const int iters = m_count * p.group;
+  const int iters = tile.steps * p.group;
 
   if (tid == 0) {
     cute::prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
@@ -113,7 +112,7 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
     cute::prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
     cute::prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
     Barrier::init(&ss.kv_bar, 1);
-    Sched::init_walk(p, ss, n_block, m_begin, m_stop);
+    Sched::init_walk(p, ss, n_block, m_begin, m_stop, tile.part);
   }
   const typename Pipeline::Params pp = detail::tma_pipeline_params<Pipeline>(tid, 0, K_::kConsumers, K_::kTileBytes);
   Pipeline pipe_q(ss.pipe_q, pp, Shape<_1, _1, _1>{});
@@ -160,8 +159,9 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
       Tensor mdO = p.tma_do.get_tma_tensor(make_shape(p.Sq, D, p.H, p.B));
       Tensor mK = p.tma_k.get_tma_tensor(make_shape(p.Sk, D, p.Hkv, p.B));
       Tensor mV = p.tma_v.get_tma_tensor(make_shape(p.Sk, D, p.Hkv, p.B));
-      Tensor gK = local_tile(mK(_, _, hk, b), Shape<Int<BC>, Int<D>>{}, make_coord(n_block, 0));
-      Tensor gV = local_tile(mV(_, _, hk, b), Shape<Int<BC>, Int<D>>{}, make_coord(n_block, 0));
+      const int hkr = K_::kHs && p.walk_step == 1 ? hk / p.splits : hk;  // the kv head (hs: hk counts its splits)
+      Tensor gK = local_tile(mK(_, _, hkr, b), Shape<Int<BC>, Int<D>>{}, make_coord(n_block, 0));
+      Tensor gV = local_tile(mV(_, _, hkr, b), Shape<Int<BC>, Int<D>>{}, make_coord(n_block, 0));
       auto [tKg, tKs] = tma_partition(p.tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
       auto [tVg, tVs] = tma_partition(p.tma_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
       Barrier::arrive_and_expect_tx(&ss.kv_bar, K_::kKVBytes);
@@ -333,7 +333,7 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
     }
 
     if constexpr (K_::DQS == DqStrategy::kPartials) BwdKvEpilogue<K_>::zero_partials(p, m_begin, m_stop, ctid);
-    // Epilogue: dK * scale and dV in bf16, keys < Sk.
+    // Epilogue: dK * scale and dV in bf16, keys < Sk (hs: the parts summed in split order first).
     BwdKvEpilogue<K_>::store(p, tdKacc, tdVacc, hk, b, key0, col_lane);
   }
 #endif
@@ -526,7 +526,7 @@ size_t bwd_dq_smem_bytes() {
 template <class Cfg>
 void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const float* Dvec, float* dq,
                    cudaStream_t stream, int64_t kb_begin, int64_t kb_count, int64_t unit_begin, int64_t units,
-                   int* sem, float* stage, bool spt) {
+                   int* sem, float* stage, bool spt, KvHeadSplit hs) {
   using K_ = BwdKv<Cfg>;
   using T = typename K_::T;
   detail::check_ptr(a.Q, "Q");
@@ -568,10 +568,10 @@ void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const flo
       0, 0, 0,
       opt.window, opt.softcap, opt.cap_k, opt.cap_c, opt.cap_t,
       nullptr, nullptr,
-      kDqOrderDesc, 0, 0, 0, 0, 1u, 0};
+      kDqOrderDesc, 0, 0, 0, 0, 1u, 0,
+      1, 1, nullptr, nullptr};
   const int64_t n_kb = (pr.Sk + Cfg::BC - 1) / Cfg::BC;
   if (kb_count < 0) kb_count = n_kb - kb_begin;
-  if (units < 0) units = pr.B * pr.Hkv - unit_begin;
   // Ordered: a key block waits for the ones before it, so the launch holds
   // every key block of its units, in blockIdx.x order (the hardware starts
   // blocks in linear index order: a waiting block's predecessors have started).
@@ -598,6 +598,31 @@ void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const flo
     P.turn_mul = dv.mul;
     P.turn_sh32 = dv.sh32;
   }
+  if (hs.splits > 1) {
+    // hs: the query heads of a kv head over hs.splits CTAs per key block; ws
+    // (hs.walk): the walk of a key block over hs.splits CTAs, each every
+    // hs.splits-th step, causal order only (elsewhere the walks run whole:
+    // the tail it shortens is the causal grid's). The dK, dV parts are added
+    // in split order (KvHeadSplit, attention_wgmma_bwd.h).
+    if (!K_::kHs || !spt)
+      throw Error("attention wgmma backward: hs / ws need the ew1 sp1 spt1 d128 kv kernel (BwdKv::kHs)");
+    if (!hs.walk && (H / Hkv) % hs.splits != 0)
+      throw Error("attention wgmma backward: hs" + std::to_string(hs.splits) + " needs H / Hkv (" +
+                  std::to_string(H / Hkv) + ") to be a multiple of it");
+    if (hs.acc == nullptr || hs.sem == nullptr)
+      throw Error("attention wgmma backward: hs / ws need their dK / dV workspace");
+    if constexpr (K_::kHs) {
+      if (!hs.walk || P.order == kDqOrderCausal) {
+        P.splits = hs.splits;
+        P.walk_step = hs.walk ? hs.splits : 1;
+        if (!hs.walk) P.group = H / Hkv / hs.splits;
+        P.dkv_acc = hs.acc;
+        P.dkv_sem = hs.sem;
+      }
+    }
+  }
+  if (units < 0) units = pr.B * pr.Hkv * P.splits - unit_begin;
+  if (units > 65535) throw Error("attention wgmma backward: more than 65535 units (the kv kernel's grid y)");
   if constexpr (K_::kPds2) {
     // The padded LSE and D (pds_stage_bytes: two halves, 256-byte aligned).
     const int64_t rows = pr.B * pr.H, n = rows * int64_t(P.m_blocks) * Cfg::BR;

@@ -247,6 +247,34 @@ inline size_t dq_tile_acc_bytes(const AttentionProblem& p, int br) {
   return (size_t(p.B * p.H * ((p.Sq + br - 1) / br)) * size_t(br) * size_t(p.d) * sizeof(float) + 255) / 256 * 256;
 }
 
+// hs (head split, GQA; the ordered spt1 kv kernels): each (batch, kv head)
+// unit's H / Hkv query heads split over `splits` CTAs per key block, each
+// walking H / Hkv / splits of them (more, shorter CTAs: the grid's tail and
+// what each CTA walks shrink as with one query head per kv head). A CTA's dK,
+// dV part goes through acc (fp32 [B, Hkv, Sk, d] for dK, then for dV: the sum
+// of the parts so far; part 0 writes it, the next ones add to it) in split
+// order, counted in sem (int [B, Hkv, ceil(Sk / BC)], zeroed by the caller);
+// the last part adds its own and writes dK, dV in bf16. Fixed order: the bits
+// depend on `splits` (part of the variant's name), not on timing.
+// ws (walk = true; causal order only, elsewhere the walks run whole): each
+// (batch, kv head) unit's key blocks walk over `splits` CTAs instead, part p
+// taking the walk's steps u = p (mod splits) (bwd_dq_order.h dq_walk_part;
+// every query head, half the query blocks at splits = 2): the causal grid's
+// longest CTAs (key block 0 walks every query block) halve, and with them
+// the tail where the last ones run alone. Same dK / dV parts as hs.
+struct KvHeadSplit {
+  int splits = 1;
+  bool walk = false;  // ws
+  float* acc = nullptr;
+  int* sem = nullptr;
+};
+inline size_t dkv_split_acc_bytes(const AttentionProblem& p, int splits) {
+  return splits > 1 ? (2 * size_t(p.B * p.Hkv * p.Sk) * size_t(p.d) * sizeof(float) + 255) / 256 * 256 : 0;
+}
+inline size_t dkv_split_sem_bytes(const AttentionProblem& p, int splits, int bc) {
+  return splits > 1 ? (size_t(p.B * p.Hkv * ((p.Sk + bc - 1) / bc)) * sizeof(int) + 255) / 256 * 256 : 0;
+}
+
 // dq kernel (owning): BR = 128 query rows (64 per consumer warpgroup), BC keys
 // per K/V tile, STAGES-deep K/V rings.
 template <int D_, int BC_, int STAGES_>
@@ -352,11 +380,14 @@ size_t bwd_dq_smem_bytes();
 // sem), then writes args.dQ (bf16) from it. pds2 (Cfg::PDS == 2): stage,
 // pds_stage_bytes of workspace, receives the padded LSE and D first. spt
 // (`spt1`, DQ 5 with pds2 / pds3 / sp1 only): the dQ adds in FlashAttention-3's
-// order where it applies (bwd_dq_order.h; other dQ bits than without).
+// order where it applies (bwd_dq_order.h; other dQ bits than without). hs:
+// KvHeadSplit (splits > 1: the spt kernels only, whole units; units then
+// count (batch, kv head, split)).
 template <class Cfg>
 void launch_bwd_kv(const AttentionProblem& p, const AttentionArgs& args, const float* Dvec, float* dq,
                    cudaStream_t stream, int64_t kb_begin = 0, int64_t kb_count = -1, int64_t unit_begin = 0,
-                   int64_t units = -1, int* sem = nullptr, float* stage = nullptr, bool spt = false);
+                   int64_t units = -1, int* sem = nullptr, float* stage = nullptr, bool spt = false,
+                   KvHeadSplit hs = {});
 // Enqueues the dq kernel: writes args.dQ (bf16).
 template <class Cfg>
 void launch_bwd_dq(const AttentionProblem& p, const AttentionArgs& args, const float* Dvec, cudaStream_t stream);
@@ -364,7 +395,8 @@ void launch_bwd_dq(const AttentionProblem& p, const AttentionArgs& args, const f
 #define DETFUSE_ATTN_WGMMA_KV_INSTANCES(PREFIX, CFG)                                                      \
   PREFIX template size_t bwd_kv_smem_bytes<CFG>();                                                        \
   PREFIX template void launch_bwd_kv<CFG>(const AttentionProblem&, const AttentionArgs&, const float*, float*, \
-                                          cudaStream_t, int64_t, int64_t, int64_t, int64_t, int*, float*, bool);
+                                          cudaStream_t, int64_t, int64_t, int64_t, int64_t, int*, float*, bool, \
+                                          KvHeadSplit);
 #define DETFUSE_ATTN_WGMMA_DQ_INSTANCES(PREFIX, CFG) \
   PREFIX template size_t bwd_dq_smem_bytes<CFG>();   \
   PREFIX template void launch_bwd_dq<CFG>(const AttentionProblem&, const AttentionArgs&, const float*, cudaStream_t);

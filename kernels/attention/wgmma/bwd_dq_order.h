@@ -184,6 +184,24 @@ DETFUSE_ORD_HD int dq_walk_m(int u, int m_blocks) {
   return a >= m_blocks ? a - m_blocks : a;
 }
 
+// ws (issue 16, session 18): a key block's walk split over S CTAs, part s
+// taking the steps u = s (mod S) of [u_first, u_end) (u_first rounded up to
+// that class, u_end to a whole number of steps S past it: the loops run u !=
+// u_end). With the class fixed by u itself, not by the walk's first step,
+// part s of every key block walks the same query blocks (causal: u = m;
+// desc: u = -m), so a key block's turn at m waits only for the same part of
+// the key blocks before it (launched before it: the parts are units, each
+// unit's key blocks in one run of blockIdx.x). Empty where no such step.
+DETFUSE_ORD_HD DqWalk dq_walk_part(DqWalk w, int s, int S) {
+  const int r = ((w.u_first % S) + S) % S;  // u_first's class
+  const int first = w.u_first + (s - r + S) % S;
+  const int n = first < w.u_end ? (w.u_end - first + S - 1) / S : 0;
+  return {first, first + n * S};
+}
+// The steps of a part's walk (its u_end - u_first over the step S); for a
+// whole walk (S = 1), u_end - u_first.
+DETFUSE_ORD_HD int dq_walk_steps(DqWalk w, int S) { return (w.u_end - w.u_first) / S; }
+
 // The key block of blockIdx.x = x (causal: the last first; see above).
 DETFUSE_ORD_HD int dq_walk_key_block(int order, int x, int n_blocks) {
   return order == kDqOrderCausal ? n_blocks - 1 - x : x;

@@ -12,6 +12,8 @@
 #include <cstdint>
 
 #include "kernels/attention/wgmma/bwd_kernel_traits.cuh"
+#include "kernels/attention/wgmma/bwd_tile_scheduler.cuh"
+#include "kernels/attention/wgmma/wgmma_helpers.cuh"
 
 #include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
@@ -39,11 +41,20 @@ struct BwdKvEpilogue {
     }
   }
 
-  // dK * scale and dV in bf16, keys key0, key0 + 8 of kv head hk of batch b if < Sk.
+  // dK * scale and dV in bf16, keys key0, key0 + 8 of kv head hk of batch b if
+  // < Sk. hs (Params::splits > 1): hk counts the splits of kv head hk / splits;
+  // the parts go through dkv_acc in split order first (add_parts), the last
+  // split's sum is the one rounded.
   template <class Acc>
   __device__ __forceinline__ static void store(const Params& p, const Acc& tdKacc, const Acc& tdVacc, int hk, int b,
                                                int key0, int col_lane) {
     constexpr int D = K_::D;
+    if constexpr (K_::kHs) {
+      if (p.splits > 1) {
+        add_parts(p, tdKacc, tdVacc, key0, col_lane);
+        return;
+      }
+    }
     const int64_t base = (int64_t(b) * p.Hkv + hk) * p.Sk;
     CUTLASS_PRAGMA_UNROLL
     for (int r = 0; r < 2; ++r) {
@@ -61,6 +72,65 @@ struct BwdKvEpilogue {
         }
       }
     }
+  }
+
+  // hs, ws: part s of (batch b, kv head, key block n_block) (hs: kv head
+  // hk / splits, s = hk % splits; ws: kv head hk, s the unit's part) waits
+  // until the parts before it have added theirs (its semaphore == s), then:
+  // part 0 writes its dK, dV part into dkv_acc, a middle part adds its own to
+  // it, the last adds its own to the sum so far (acc + own: the sum in part
+  // order, ((p0 + p1) + p2) + ...) and writes dK * scale, dV in bf16; the
+  // others release the next part (semaphore s + 1). The semaphore and the
+  // barrier are the ordered dQ's (K_::Ordered: thread 0 spins with acquire,
+  // named barrier kBarDs over the 256 consumers, release after it). Part s - 1
+  // is the unit before s (blockIdx.y - 1): its blocks started before s's, and
+  // it waits for no later part: no cycle. The tile and the consumer thread are
+  // read again here (kept live over the mainloop as arguments, they made
+  // ptxas spill ~1 KB in the pb1 kernel).
+  template <class Acc>
+  __device__ __forceinline__ static void add_parts(const Params& p, const Acc& tdKacc, const Acc& tdVacc, int key0,
+                                                   int col_lane) {
+    constexpr int D = K_::D;
+    const BwdKvTile t = BwdKvScheduler<K_>::tile(p);
+    const int ctid = int(detail::reread_tid()) - 128;
+    const int n_block = t.n_block, b = t.b;
+    const int s = t.part, hkr = p.walk_step == 1 ? t.hk / p.splits : t.hk;
+    const int nkb = (p.Sk + K_::BC - 1) / K_::BC;
+    const int flag = (b * p.Hkv + hkr) * nkb + n_block;
+    if (s > 0) K_::Ordered::wait_eq(p.dkv_sem, ctid, flag, s);
+    const bool last = s == p.splits - 1;
+    const int64_t base = (int64_t(b) * p.Hkv + hkr) * p.Sk;
+    const int64_t vofs = int64_t(p.B) * p.Hkv * p.Sk * D;  // dV's parts after dK's
+    CUTLASS_PRAGMA_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      const int key = key0 + 8 * r;
+      if (key < p.Sk) {
+        float* krow = p.dkv_acc + (base + key) * D + col_lane;
+        float* vrow = krow + vofs;
+        CUTLASS_PRAGMA_UNROLL
+        for (int j = 0; j < D / 8; ++j) {
+          const int v = 4 * j + 2 * r;
+          float2 k2 = make_float2(tdKacc(v), tdKacc(v + 1)), v2 = make_float2(tdVacc(v), tdVacc(v + 1));
+          if (s > 0) {
+            // (from L2: this SM's L1 may hold an older split's copy of the line)
+            const float2 ka = __ldcg(reinterpret_cast<const float2*>(krow + 8 * j));
+            const float2 va = __ldcg(reinterpret_cast<const float2*>(vrow + 8 * j));
+            k2 = make_float2(ka.x + k2.x, ka.y + k2.y);
+            v2 = make_float2(va.x + v2.x, va.y + v2.y);
+          }
+          if (last) {
+            __nv_bfloat16* kout = reinterpret_cast<__nv_bfloat16*>(p.dK) + (base + key) * D + col_lane;
+            __nv_bfloat16* vout = reinterpret_cast<__nv_bfloat16*>(p.dV) + (base + key) * D + col_lane;
+            *reinterpret_cast<__nv_bfloat162*>(kout + 8 * j) = __floats2bfloat162_rn(k2.x * p.scale, k2.y * p.scale);
+            *reinterpret_cast<__nv_bfloat162*>(vout + 8 * j) = __floats2bfloat162_rn(v2.x, v2.y);
+          } else {
+            __stcg(reinterpret_cast<float2*>(krow + 8 * j), k2);
+            __stcg(reinterpret_cast<float2*>(vrow + 8 * j), v2);
+          }
+        }
+      }
+    }
+    if (!last) K_::Ordered::arrive_inc(p.dkv_sem, ctid, flag, 1);
   }
 };
 

@@ -238,6 +238,11 @@ struct BwdKv {
   // spt1 (issue 16, bwd_dq_order.h): the ordered pds2 / pds3 / sp1 kernels
   // take the walk's order at run time (BwdKvScheduler, bwd_tile_scheduler.cuh).
   static constexpr bool kOrderRt = kOrderedDq && kPds2 && !kRs && !kDc && !kSp2;
+  // hs (KvHeadSplit): the run-time-order ew1 sp1 d = 128 kernel (the
+  // heuristic's) carries the split epilogue (BwdKvEpilogue::add_parts). Its
+  // mere presence made ptxas spill in the others: 768-1024 bytes in d64 pb1,
+  // 8 / 48 in sp1 spt1 d128, 12 / 60 in ew1 wq1 d128; they are built without it.
+  static constexpr bool kHs = kOrderRt && D == 128 && kEw == 1 && !kWq;
 
   struct SharedStorage {
     cute::array_aligned<T, cosize_v<SmemK>, 1024> k;
@@ -303,6 +308,18 @@ struct BwdKv {
     int turn_a, turn_b, turn_cap, turn_base0;  // kOrderRt: dq_turn_line, and its c as
     unsigned turn_mul;                         // dq_div
     int turn_sh32;
+    // hs / ws (KvHeadSplit, attention_wgmma_bwd.h; the kHs kernel): splits
+    // CTAs per (batch, kv head, key block), their dK / dV parts added in split
+    // order. hs (walk_step 1): `group` is then the query heads of one split, a
+    // unit's kv head index hk runs over Hkv splits (kv head hk / splits, its
+    // query heads hk group .. hk group + group - 1: the real ones). ws (walk_step
+    // == splits): the unit (batch, kv head, part), part p walking the
+    // steps u = p mod splits of the key block's walk (dq_walk_part), u_step
+    // walk_step (1 without ws).
+    int splits;
+    int walk_step;
+    float* dkv_acc;  // splits > 1: fp32 [B, Hkv, Sk, D] dK parts so far, then dV's
+    int* dkv_sem;    // splits > 1: [B, Hkv, ceil(Sk / BC)] parts added so far
   };
 };
 

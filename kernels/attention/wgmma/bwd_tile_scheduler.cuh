@@ -14,10 +14,13 @@
 
 namespace detfuse::attention::wg {
 
-// A kv-kernel CTA's tile: key block n_block of kv head hk of batch b, and the
-// query blocks [m_begin, m_stop) that hold a query seeing one of its keys.
+// A kv-kernel CTA's tile: key block n_block of kv head hk of batch b (hs:
+// hk counts the splits, Params::splits), the query blocks [m_begin, m_stop)
+// that hold a query seeing one of its keys, the CTA's part of the key block
+// (hs, ws; else 0) and the steps of its walk (ws: of its part; else m_stop -
+// m_begin).
 struct BwdKvTile {
-  int n_block, hk, b, m_begin, m_stop;
+  int n_block, hk, b, m_begin, m_stop, part, steps;
 };
 
 template <class K_>
@@ -35,8 +38,22 @@ struct BwdKvScheduler {
     // (spt1 causal: the last key block first, bwd_dq_order.h)
     const int n_block =
         p.kb_begin + (kOrderRt ? dq_walk_key_block(p.order, int(blockIdx.x), p.kb_count) : int(blockIdx.x));
-    const int unit = p.unit_begin + int(blockIdx.y);
-    const int hk = unit % p.Hkv, b = unit / p.Hkv;
+    int unit = p.unit_begin + int(blockIdx.y), part = 0, hkv = p.Hkv;
+    if constexpr (K_::kHs) {
+      // hs: hk counts the splits of kv head hk / splits (virtual kv heads),
+      // the part is hk % splits; ws (walk_step > 1): the unit is (batch, kv
+      // head, part), the part fastest.
+      if (p.walk_step > 1) {
+        part = unit % p.splits;
+        unit /= p.splits;
+      } else {
+        hkv = p.Hkv * p.splits;
+      }
+    }
+    const int hk = unit % hkv, b = unit / hkv;
+    if constexpr (K_::kHs) {
+      if (p.walk_step == 1) part = hk % p.splits;
+    }
     int m_begin = 0, m_stop = p.m_blocks;
     if (p.causal) {
       const int first_q = n_block * BC - (p.Sk - p.Sq);
@@ -48,20 +65,34 @@ struct BwdKvScheduler {
       m_stop = last_q < 0 ? 0 : min(p.m_blocks, last_q / BR + 1);
     }
     m_begin = min(m_begin, m_stop);  // the walks below stop at m_stop (or start below it)
-    return BwdKvTile{n_block, hk, b, m_begin, m_stop};
+    int steps = m_stop - m_begin;
+    if constexpr (K_::kHs) {
+      if (p.walk_step > 1) steps = dq_walk_steps(walk(p, n_block, m_begin, m_stop, part), p.walk_step);
+    }
+    return BwdKvTile{n_block, hk, b, m_begin, m_stop, part, steps};
   }
 
   // Thread 0, at the start: the walk's end for the 24-register roles and,
   // kOrderRt, the walk and the turn base (bwd_dq_order.h) in shared memory.
   __device__ __forceinline__ static void init_walk(const Params& p, SharedStorage& ss, int n_block, int m_begin,
-                                                   int m_stop) {
+                                                   int m_stop, int part) {
     ss.m_stop = m_stop;
     if constexpr (kOrderRt) {
-      const DqWalk w = dq_walk(p.order, n_block, m_begin, m_stop, p.m_blocks, p.kb_count);
+      const DqWalk w = walk(p, n_block, m_begin, m_stop, part);
       ss.u_first = w.u_first;
       ss.u_end = w.u_end;
       ss.turn_base = dq_turn_base(p.order, n_block, p.m_blocks, p.kb_count, p.turn_base0);
     }
+  }
+
+  // kOrderRt: the walk of key block n_block over [m_begin, m_stop) in the
+  // launch's order (bwd_dq_order.h dq_walk); ws (walk_step > 1): of part `part`.
+  __device__ __forceinline__ static DqWalk walk(const Params& p, int n_block, int m_begin, int m_stop, int part) {
+    const DqWalk w = dq_walk(p.order, n_block, m_begin, m_stop, p.m_blocks, p.kb_count);
+    if constexpr (K_::kHs) {
+      if (p.walk_step > 1) return dq_walk_part(w, part, p.walk_step);
+    }
+    return w;
   }
 
   // The query blocks a CTA walks, [m_begin, m_blocks): m = m_first, m_first +
@@ -91,6 +122,7 @@ struct BwdKvScheduler {
     if constexpr (kOrderRt) return ss.u_end; else return m_end(m_begin, m_stop);
   }
   __device__ static int u_step(const Params& p) {
+    if constexpr (K_::kHs) return p.walk_step;  // ws: its part's steps
     if constexpr (kOrderRt) return 1; else return kMStep;
   }
   __device__ static int walk_m(const Params& p, int u) {

@@ -155,7 +155,12 @@ void add(Registry& r) {
 // otherwise). Partials: slab bound kPartialsMiB (variants.h), as the portable family.
 // kSpt (`spt1`, ordered pds2 / pds3): the same kv kernel with the dQ adds in
 // FlashAttention-3's order (a run-time flag of the kernel, bwd_dq_order.h).
-template <class Fwd, class Kv, class Dq, bool kSpt = false>
+// kHs (`hs2`, `hs4`, spt1 only): the query heads of a kv head split over kHs
+// CTAs per key block, their dK / dV parts added in split order
+// (KvHeadSplit, attention_wgmma_bwd.h; a run-time parameter of the same kernel).
+// kWs (`ws2`, with kHs = 2): the split is of each key block's walk instead
+// (part p taking every other query block of it, causal only: KvHeadSplit).
+template <class Fwd, class Kv, class Dq, bool kSpt = false, int kHs = 1, bool kWs = false>
 void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
   using enum DqStrategy;
   constexpr DqStrategy kDq = Kv::DQS;  // the dQ mechanism; its strategy:
@@ -182,6 +187,9 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
   if constexpr (Kv::WQ != 0) v.desc.params.push_back({"wq", Kv::WQ});
   if constexpr (Kv::PB != 0) v.desc.params.push_back({"pb", Kv::PB});
   if constexpr (kSpt) v.desc.params.push_back({"spt", 1});
+  static_assert(kHs == 1 || (kSpt && Kv::D == 128 && Kv::EW == 1 && Kv::WQ == 0),
+                "hs: the ew1 sp1 spt1 d128 kv kernel (BwdKv::kHs)");
+  if constexpr (kHs > 1) v.desc.params.push_back({kWs ? "ws" : "hs", kHs});
   if constexpr (kDq == kNone) {
     static_assert(Dq::D == Kv::D, "one head dim");
     v.desc.params.push_back({"qbc", Dq::BC});
@@ -237,7 +245,14 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
                    (kSpt ? "; dQ adds in FlashAttention-3's order (causal: query blocks ascending from the "
                            "diagonal, the diagonal key block first; non-causal: each key block starting on its "
                            "own query block)"
-                         : "");
+                         : "") +
+                   (kHs > 1 && !kWs ? "; a kv head's query heads split over " + std::to_string(kHs) +
+                                          " CTAs per key block, their dK / dV parts added in split order through fp32"
+                                    : "") +
+                   (kWs ? "; causal: each key block's walk split over " + std::to_string(kHs) +
+                              " CTAs (every " + std::to_string(kHs) +
+                              "th query block each), their dK / dV parts added in split order through fp32"
+                        : "");
   v.can_run = [kMiB](const AttentionProblem& p, AttentionMode mode,
                      const DeviceInfo& dev) -> std::optional<std::string> {
     size_t smem = fwd_smem_bytes<Fwd>();
@@ -247,8 +262,12 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
     }
     if (auto e = common_reason(p, dev, Kv::D, smem)) return e;
     if (mode == AttentionMode::backward) {
-      if (p.B * p.Hkv > 65535)
-        return "B*Hkv must be at most 65535 (the kv kernel's grid y), got " + std::to_string(p.B * p.Hkv);
+      if (p.B * p.Hkv * kHs > 65535)
+        return "B*Hkv" + std::string(kHs > 1 ? "*" + std::to_string(kHs) : "") +
+               " must be at most 65535 (the kv kernel's grid y), got " + std::to_string(p.B * p.Hkv * kHs);
+      if (kHs > 1 && !kWs && (p.H / p.Hkv) % kHs != 0)
+        return "hs" + std::to_string(kHs) + ": the query heads per kv head (H / Hkv = " + std::to_string(p.H / p.Hkv) +
+               ") must be a multiple of " + std::to_string(kHs);
       if (kDq == kPartials && !plan_partials(p, Kv::BC, size_t(kMiB) << 20))
         return "workspace bound: one key block's dQ partial of a kv-head group (" +
                std::to_string((p.H / p.Hkv) * p.Sq * p.d * 4) + " bytes) exceeds " + std::to_string(kMiB) + " MiB";
@@ -262,6 +281,7 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
     if (kDq == kOrdered) n += dq_acc_bytes(p) + ordered_sem_bytes(p, Kv::BR);
     if (kDq == kAtomicTma) n += dq_tile_acc_bytes(p, Kv::BR);
     if (kDq == kOrderedTma) n += dq_tile_acc_bytes(p, Kv::BR) + ordered_sem_bytes(p, Kv::BR);
+    n += dkv_split_sem_bytes(p, kHs, Kv::BC) + dkv_split_acc_bytes(p, kHs);  // hs: dK / dV parts (0 without)
     if (Kv::PDS >= 2) n += pds_stage_bytes(p, Kv::BR);  // pds2, pds3: the producer's LSE / D staging
     if (kDq == kPartials) {
       if (auto pl = plan_partials(p, Kv::BC, size_t(kMiB) << 20)) n += pl->slab_bytes + pl->acc_bytes;
@@ -300,14 +320,24 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
       // where no key block wrote); launch_bwd_kv also writes dQ from it.
       float* acc = reinterpret_cast<float*>(rest);
       int* sem = kDq == kOrderedTma ? reinterpret_cast<int*>(rest + dq_tile_acc_bytes(p, Kv::BR)) : nullptr;
-      const size_t used = dq_tile_acc_bytes(p, Kv::BR) + (kDq == kOrderedTma ? ordered_sem_bytes(p, Kv::BR) : 0);
+      // hs: the dK / dV semaphores right after the dQ ones (one memset), the
+      // parts' fp32 sums after the LSE / D staging (written before read).
+      const size_t sems = (kDq == kOrderedTma ? ordered_sem_bytes(p, Kv::BR) : 0) + dkv_split_sem_bytes(p, kHs, Kv::BC);
+      const size_t used = dq_tile_acc_bytes(p, Kv::BR) + sems;
       if constexpr (kDq == kOrderedTma)
-        DETFUSE_CUDA_CHECK(cudaMemsetAsync(sem, 0, ordered_sem_bytes(p, Kv::BR), s));
+        DETFUSE_CUDA_CHECK(cudaMemsetAsync(sem, 0, sems, s));
       else
         DETFUSE_CUDA_CHECK(cudaMemsetAsync(acc, 0, used, s));
       // pds2, pds3: the padded LSE / D after them (written by launch_bwd_kv).
       float* stage = Kv::PDS >= 2 ? reinterpret_cast<float*>(rest + used) : nullptr;
-      launch_bwd_kv<Kv>(p, a, Dvec, acc, s, 0, -1, 0, -1, sem, stage, kSpt);
+      KvHeadSplit hs;
+      if constexpr (kHs > 1) {
+        hs.splits = kHs;
+        hs.walk = kWs;
+        hs.sem = reinterpret_cast<int*>(rest + dq_tile_acc_bytes(p, Kv::BR) + ordered_sem_bytes(p, Kv::BR));
+        hs.acc = reinterpret_cast<float*>(rest + used + (Kv::PDS >= 2 ? pds_stage_bytes(p, Kv::BR) : 0));
+      }
+      launch_bwd_kv<Kv>(p, a, Dvec, acc, s, 0, -1, 0, -1, sem, stage, kSpt, hs);
     } else if constexpr (kDq == kPartials) {
       const auto plan = plan_partials(p, Kv::BC, size_t(kMiB) << 20);
       if (!plan) throw Error("attention wgmma backward: the partials slab bound is too small for this problem");
@@ -469,6 +499,14 @@ void register_attention_wgmma(Registry& r) {
   // (experiments/device/s15-pb1.sh).
   add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2OTS3E2B, void, true>(r);
   add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2ATS3E2B, void>(r);
+  // hs2, hs4 (issue 16, session 17: GQA's query heads of a kv head over 2 or 4
+  // CTAs per key block, dK / dV parts added in split order) and ws2 (session
+  // 18: causal, each key block's walk over 2 CTAs, every other query block
+  // each) on the heuristic's d128 spt1 kernel (ew1 sp1; BwdKv::kHs says why
+  // only there): registered last (experiments/device/s18-split.sh).
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2PE1, void, true, 2>(r);
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2PE1, void, true, 4>(r);
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2PE1, void, true, 2, true>(r);
 }
 
 void register_attention_wgmma_partials(Registry& r, int partials_mib) {
