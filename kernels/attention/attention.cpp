@@ -112,6 +112,12 @@ const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMo
     if (!gqa || p.d == 128) {
       if (p.d == 64 && p.softcap <= 0)
         preferred.push_back("attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb1_spt1_d64");
+      // Session 18 (build c2f7908, one process beside FA4 deterministic, interleaved fwd+bwd
+      // TFLOP/s): causal GQA at d128, hs2 (a kv head's query heads over 2 CTAs per key block)
+      // 450.7 against 420.7 (4,32,8,4096) and 487.5 against 424.7 (2,32,8,8192); non-causal
+      // 507.1 against 514.0, so causal only (its can_run refuses an odd H / Hkv).
+      if (p.d == 128 && gqa && p.causal)
+        preferred.push_back("attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_spt1_hs2_d128");
       preferred.push_back(p.d == 128 ? "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_spt1_d128"
                                      : "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_spt1_d64");
       // pds3 takes the whole 227 KB of an H100/H200 block; where less is
