@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <initializer_list>
 #include <set>
@@ -470,6 +471,54 @@ TEST(AttentionWgmmaGpu, PersistentManyTilesPerCta) {
   for (int64_t d : {64, 128})
     for (const Case& c : kPsCases)
       check_persistent(c, d, {0, 1, 7}, {0, 1, 5}, 2, 7000 + uint64_t(d) + uint64_t(&c - kPsCases));
+}
+
+// Session 18's launch orders (experiments read at every launch, so a test
+// switches them between launches): the persistent causal forward's snake
+// (DETFUSE_FWD_SNAKE=1: one group over every head; 2: over the L2 groups)
+// on every persistent configuration, grids of 1, 7 CTAs and the full grid,
+// against the float64 reference; and its O, LSE bit for bit those of the
+// order without it (each tile is computed alone).
+struct ScopedEnv {
+  const char* name;
+  ScopedEnv(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
+  ~ScopedEnv() { unsetenv(name); }
+};
+TEST(AttentionWgmmaGpu, PersistentSnakeOrder) {
+  REQUIRE_SM90();
+  for (const char* mode : {"1", "2"}) {
+    ScopedEnv env("DETFUSE_FWD_SNAKE", mode);
+    for (int64_t d : {64, 128})
+      for (const Case& c : kPsCases)
+        if (c.causal) check_persistent(c, d, {0, 1, 7}, {0, 5}, 2, 7400 + uint64_t(d) + uint64_t(&c - kPsCases));
+  }
+  const Case c{2, 12, 4, 1100, 900, true, 0.0, "causal Sq > Sk, GQA 3:1, 216 tiles"};
+  const AttentionProblem p = problem_of(c, 128);
+  const reference::AttentionInputs in = reference::make_attention_inputs(p, 7500);
+  DeviceBuffer<uint16_t> dQ(in.Q.size()), dK(in.K.size()), dV(in.K.size()), dOut(in.Q.size());
+  DeviceBuffer<float> dL(size_t(p.B * p.H * p.Sq));
+  dQ.upload(bf16_bits(in.Q));
+  dK.upload(bf16_bits(in.K));
+  dV.upload(bf16_bits(in.V));
+  AttentionArgs a;
+  a.Q = dQ.data(), a.K = dK.data(), a.V = dV.data(), a.O = dOut.data(), a.lse = dL.data();
+  for (const PsEntry& e : kPs) {
+    if (e.d != 128) continue;
+    SCOPED_TRACE(e.name);
+    std::string o[3], l[3];
+    for (int k = 0; k < 3; ++k) {
+      ScopedEnv env("DETFUSE_FWD_SNAKE", k == 0 ? "0" : k == 1 ? "1" : "2");
+      EXPECT_EQ(cudaMemset(dOut.data(), 0xff, dOut.bytes()), cudaSuccess);
+      e.launch(p, a, nullptr, 7, 0);
+      EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      o[k] = digest_device(dOut.data(), dOut.bytes()).hex();
+      l[k] = digest_device(dL.data(), dL.bytes()).hex();
+    }
+    EXPECT_EQ(o[0], o[1]);
+    EXPECT_EQ(o[0], o[2]);
+    EXPECT_EQ(l[0], l[1]);
+    EXPECT_EQ(l[0], l[2]);
+  }
 }
 
 // Small enough for compute-sanitizer (memcheck, racecheck, synccheck), every
@@ -1454,6 +1503,67 @@ TEST(AttentionWgmmaBwdGpu, WsDqBitwiseEqualsUnsplit) {
   EXPECT_EQ(check_bits_equal_base(ws_variants(), ws_base_name, /*dq_equal=*/true, 13800, whole,
                                   /*dkdv_equal=*/true),
             2);
+}
+
+// DETFUSE_KV_LPT=1 (session 18's experiment): the causal order's key blocks
+// launched first to last. Only the launch order changes: dQ, dK and dV of the
+// spt1 d128 variants (unsplit, hs2, ws2) are the bits of the default order,
+// at 18 and 24 key blocks, MHA and GQA, with a window, and 20 repeats under
+// it give one digest each.
+TEST(AttentionWgmmaBwdGpu, KvLptOrderSameBits) {
+  REQUIRE_SM90();
+  const DeviceInfo& dev = cached_device(0);
+  std::vector<const AttentionVariant*> vs;
+  for (const auto* v : wgmma_bwd_variants())
+    if (v->desc.strategy == "ordered" && param(*v, "spt") == 1 && param(*v, "d") == 128 && param(*v, "ew") == 1 &&
+        param(*v, "wq") < 1)
+      vs.push_back(v);
+  ASSERT_EQ(vs.size(), 4u);  // unsplit, hs2, hs4, ws2
+  const Case cases[] = {
+      {2, 8, 4, 2304, 2304, true, 0.0, "18 key blocks, causal, GQA 2:1"},
+      {1, 4, 4, 3000, 3000, true, 0.0, "24 key blocks, causal"},
+      {1, 4, 2, 1000, 1300, true, 0.0, "window 300, causal Sq < Sk, softcap 20", 20.0, 300},
+  };
+  int compared = 0;
+  for (const auto* v : vs)
+    for (size_t ci = 0; ci < std::size(cases); ++ci) {
+      const AttentionProblem p = problem_of(cases[ci], 128);
+      if (v->can_run(p, AttentionMode::backward, dev)) continue;  // hs4 on GQA 2:1
+      SCOPED_TRACE(v->desc.name + " on " + p.key() + " (" + cases[ci].what + ")");
+      const reference::AttentionInputs in = reference::make_attention_inputs(p, 13900 + ci);
+      const size_t nq = in.Q.size(), nk = in.K.size();
+      DeviceBuffer<uint16_t> Q(nq), K(nk), V(nk), dO(nq), O(nq), dQ(nq), dK(nk), dV(nk);
+      DeviceBuffer<float> L(size_t(p.B * p.H * p.Sq));
+      Q.upload(bf16_bits(in.Q));
+      K.upload(bf16_bits(in.K));
+      V.upload(bf16_bits(in.V));
+      dO.upload(bf16_bits(in.dO));
+      AttentionArgs f;
+      f.Q = Q.data(), f.K = K.data(), f.V = V.data(), f.O = O.data(), f.lse = L.data();
+      v->launch(p, AttentionMode::forward, f, nullptr);
+      EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      DeviceBytes ws(v->workspace_bytes(p, AttentionMode::backward));
+      AttentionArgs a;
+      a.Q = Q.data(), a.K = K.data(), a.V = V.data(), a.dO = dO.data(), a.O_in = O.data(), a.lse_in = L.data();
+      a.dQ = dQ.data(), a.dK = dK.data(), a.dV = dV.data();
+      a.workspace = ws.get(), a.workspace_size = ws.bytes();
+      std::set<std::string> seen[2];
+      for (int k = 0; k < 2; ++k) {
+        ScopedEnv env("DETFUSE_KV_LPT", k == 0 ? "0" : "1");
+        for (int r = 0; r < (k == 0 ? 1 : 20); ++r) {
+          for (auto* b : {&dQ, &dK, &dV}) EXPECT_EQ(cudaMemset(b->data(), 0xff, b->bytes()), cudaSuccess);
+          EXPECT_EQ(cudaMemset(ws.get(), 0xff, ws.bytes()), cudaSuccess);
+          v->launch(p, AttentionMode::backward, a, nullptr);
+          EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          seen[k].insert(digest_device(dQ.data(), dQ.bytes()).hex() + digest_device(dK.data(), dK.bytes()).hex() +
+                         digest_device(dV.data(), dV.bytes()).hex());
+        }
+      }
+      EXPECT_EQ(seen[1].size(), 1u) << "20 repeats under DETFUSE_KV_LPT=1";
+      EXPECT_EQ(seen[0], seen[1]) << "the launch order changed the bits";
+      ++compared;
+    }
+  EXPECT_EQ(compared, 8);  // unsplit and ws2 3 each, hs2 2 (not MHA), hs4 none (2 query heads a kv head)
 }
 
 // spt1 walks the query blocks in another order where its order applies

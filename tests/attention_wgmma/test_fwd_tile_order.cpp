@@ -103,4 +103,48 @@ TEST(FwdTileOrder, L2GroupKeepsKvOfTheGroupInHalfTheCache) {
   EXPECT_EQ(fwd_l2_head_group(0, 1, 1, 16), 1);
 }
 
+// Snake (fwd_snake_slot / fwd_snake_end): over every grid size and tile count,
+// the CTAs' walks t = c, c + G, ... < fwd_snake_end(c) map to each order tile
+// exactly once, odd rounds reversed; and at 1,16,16,8192 causal (64 query
+// blocks, 16 heads, 132 CTAs) the snake over one group is within 1% of the
+// mean CTA load where round robin over the L2 rule's groups of 6 is 30% above
+// it (a tile's load: its key blocks).
+TEST(FwdTileOrder, SnakeCoversEveryTileOnce) {
+  using detfuse::attention::wg::fwd_snake_end;
+  using detfuse::attention::wg::fwd_snake_slot;
+  for (int G : {1, 2, 3, 7, 132})
+    for (int tiles = 0; tiles <= 3 * G + 5; ++tiles) {
+      std::vector<int> seen(size_t(tiles), 0);
+      for (int c = 0; c < G; ++c)
+        for (int t = c; t < fwd_snake_end(c, G, tiles); t += G) {
+          const int s = fwd_snake_slot(t, G);
+          ASSERT_GE(s, 0);
+          ASSERT_LT(s, tiles) << "G " << G << " tiles " << tiles << " c " << c << " t " << t;
+          seen[size_t(s)] += 1;
+          EXPECT_EQ(s, (t / G) % 2 == 0 ? t : (t / G) * G + (G - 1 - c));
+        }
+      for (int i = 0; i < tiles; ++i) ASSERT_EQ(seen[size_t(i)], 1) << "G " << G << " tiles " << tiles << " tile " << i;
+    }
+  auto worst = [](const FwdTileOrder& o, int G, bool snake) {
+    std::vector<int64_t> load(size_t(G), 0);
+    int64_t total = 0;
+    for (int c = 0; c < G; ++c)
+      for (int t = c; t < (snake ? fwd_snake_end(c, G, o.tiles()) : o.tiles()); t += G) {
+        const int64_t l = causal_len(o(snake ? fwd_snake_slot(t, G) : t));
+        load[size_t(c)] += l;
+        total += l;
+      }
+    int64_t mx = 0;
+    for (int64_t l : load) mx = l > mx ? l : mx;
+    return double(mx) / (double(total) / G);
+  };
+  FwdTileOrder o;
+  o.m_blocks = 64, o.H = 16, o.B = 1, o.causal = 1, o.group = 6;
+  EXPECT_GT(worst(o, 132, false), 1.25);
+  o.group = 16;
+  EXPECT_LT(worst(o, 132, true), 1.01);
+  o.m_blocks = 32, o.H = 32, o.B = 4, o.group = 128;  // 4,32,32,4096
+  EXPECT_LT(worst(o, 132, true), 1.01);
+}
+
 }  // namespace

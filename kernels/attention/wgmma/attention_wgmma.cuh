@@ -69,6 +69,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 #include "kernels/attention/wgmma/attention_wgmma.h"
@@ -287,6 +288,14 @@ void launch_fwd_impl(const AttentionProblem& pr, const AttentionArgs& a, cudaStr
     DETFUSE_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
     order.group = group > 0 ? std::min(group, H * B)
                             : fwd_l2_head_group(l2, int64_t(2) * Sk * D * int64_t(sizeof(T)), H / Hkv, int64_t(H) * B);
+    // Experiment (session 18, A/B in one process; read at every launch): DETFUSE_FWD_SNAKE=1 the
+    // causal order in one group over every head, its rounds taken as a snake (fwd_snake_slot);
+    // 2: the snake over the L2 groups. The bits do not depend on it (each tile is computed alone).
+    if (const char* e = std::getenv("DETFUSE_FWD_SNAKE"); e != nullptr && pr.causal) {
+      const int mode = std::atoi(e);
+      if (mode >= 1) order.snake = 1;
+      if (mode == 1 && group <= 0) order.group = H * B;
+    }
   }
   typename K_::Params P{
       make_tma_copy(SM90_TMA_LOAD{}, gq, typename K_::SmemQ{}, Shape<Int<Cfg::BR>, Int<D>>{}, _1{}),

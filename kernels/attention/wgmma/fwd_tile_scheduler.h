@@ -40,6 +40,7 @@ struct FwdTileOrder {
   int m_blocks = 0, H = 0, B = 0;
   int causal = 0;  // 1: longest first (by groups of `group` (batch, head) pairs)
   int group = 1;   // causal only: (batch, head) pairs per group, 1 <= group <= H * B
+  int snake = 0;   // 1: the CTAs take the order's rounds alternately forward and back (fwd_snake_slot)
 
   DETFUSE_FWD_HD int tiles() const { return m_blocks * H * B; }
 
@@ -65,6 +66,28 @@ struct FwdTileOrder {
   }
 };
 
+// Snake (FwdTileOrder::snake, issue 16, session 18): a grid of G CTAs takes
+// the order in rounds of G tiles, CTA c the c-th of even rounds and the
+// (G - 1 - c)-th of odd ones, so a CTA that drew a long tile of a
+// longest-first order draws a short one next. (Plain round robin, CTA c every
+// c-th, gives CTA 0 the longest tile of every round: at 1,16,16,8192 causal
+// with the L2 groups a model of the grid puts its slowest CTA 30% above the
+// mean.) The CTA still walks t = c, c + G, ... (the scheduler's loop); slot t
+// is order tile fwd_snake_slot(t, G), a permutation of [0, rounds G); the
+// last, partial round holds the tiles below `tiles`, so CTA c stops before
+// t = fwd_snake_end(c, G, tiles).
+DETFUSE_FWD_HD int fwd_snake_slot(int t, int G) {
+  const int r = t / G, c = t - r * G;
+  return r % 2 == 0 ? t : r * G + (G - 1 - c);
+}
+DETFUSE_FWD_HD int fwd_snake_end(int c, int G, int tiles) {
+  if (tiles <= 0) return 0;
+  const int R = (tiles - 1) / G;          // the last round
+  const int rem = tiles - R * G;          // its tiles, 1 .. G
+  const int slot = R % 2 == 0 ? c : G - 1 - c;
+  return slot < rem ? R * G + c + 1 : R * G;
+}
+
 #if defined(__CUDACC__)
 // The tiles of one CTA in the forward kernel, walked as
 //   for (int t = s.t_first; t < s.t_end; t += s.t_step) s.tile(t) ...
@@ -80,12 +103,14 @@ struct FwdTileScheduler {
   __device__ __forceinline__ explicit FwdTileScheduler(const Params& params)
       : p(params),
         t_first(kPersistent ? int(blockIdx.x) : 0),
-        t_end(kPersistent ? params.order.tiles() : 1),
+        t_end(kPersistent ? (params.order.snake ? fwd_snake_end(int(blockIdx.x), int(gridDim.x), params.order.tiles())
+                                                 : params.order.tiles())
+                          : 1),
         t_step(kPersistent ? int(gridDim.x) : 1) {}
 
   __device__ __forceinline__ FwdTile tile(int t) const {
     if constexpr (kPersistent) {
-      return p.order(t);
+      return p.order(p.order.snake ? fwd_snake_slot(t, int(gridDim.x)) : t);
     } else {
       return FwdTile{p.causal ? p.m_blocks - 1 - int(blockIdx.x) : int(blockIdx.x), int(blockIdx.y), int(blockIdx.z)};
     }
