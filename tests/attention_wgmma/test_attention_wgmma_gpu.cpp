@@ -1505,67 +1505,6 @@ TEST(AttentionWgmmaBwdGpu, WsDqBitwiseEqualsUnsplit) {
             2);
 }
 
-// DETFUSE_KV_LPT=1 (session 18's experiment): the causal order's key blocks
-// launched first to last. Only the launch order changes: dQ, dK and dV of the
-// spt1 d128 variants (unsplit, hs2, ws2) are the bits of the default order,
-// at 18 and 24 key blocks, MHA and GQA, with a window, and 20 repeats under
-// it give one digest each.
-TEST(AttentionWgmmaBwdGpu, KvLptOrderSameBits) {
-  REQUIRE_SM90();
-  const DeviceInfo& dev = cached_device(0);
-  std::vector<const AttentionVariant*> vs;
-  for (const auto* v : wgmma_bwd_variants())
-    if (v->desc.strategy == "ordered" && param(*v, "spt") == 1 && param(*v, "d") == 128 && param(*v, "ew") == 1 &&
-        param(*v, "wq") < 1)
-      vs.push_back(v);
-  ASSERT_EQ(vs.size(), 4u);  // unsplit, hs2, hs4, ws2
-  const Case cases[] = {
-      {2, 8, 4, 2304, 2304, true, 0.0, "18 key blocks, causal, GQA 2:1"},
-      {1, 4, 4, 3000, 3000, true, 0.0, "24 key blocks, causal"},
-      {1, 4, 2, 1000, 1300, true, 0.0, "window 300, causal Sq < Sk, softcap 20", 20.0, 300},
-  };
-  int compared = 0;
-  for (const auto* v : vs)
-    for (size_t ci = 0; ci < std::size(cases); ++ci) {
-      const AttentionProblem p = problem_of(cases[ci], 128);
-      if (v->can_run(p, AttentionMode::backward, dev)) continue;  // hs4 on GQA 2:1
-      SCOPED_TRACE(v->desc.name + " on " + p.key() + " (" + cases[ci].what + ")");
-      const reference::AttentionInputs in = reference::make_attention_inputs(p, 13900 + ci);
-      const size_t nq = in.Q.size(), nk = in.K.size();
-      DeviceBuffer<uint16_t> Q(nq), K(nk), V(nk), dO(nq), O(nq), dQ(nq), dK(nk), dV(nk);
-      DeviceBuffer<float> L(size_t(p.B * p.H * p.Sq));
-      Q.upload(bf16_bits(in.Q));
-      K.upload(bf16_bits(in.K));
-      V.upload(bf16_bits(in.V));
-      dO.upload(bf16_bits(in.dO));
-      AttentionArgs f;
-      f.Q = Q.data(), f.K = K.data(), f.V = V.data(), f.O = O.data(), f.lse = L.data();
-      v->launch(p, AttentionMode::forward, f, nullptr);
-      EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      DeviceBytes ws(v->workspace_bytes(p, AttentionMode::backward));
-      AttentionArgs a;
-      a.Q = Q.data(), a.K = K.data(), a.V = V.data(), a.dO = dO.data(), a.O_in = O.data(), a.lse_in = L.data();
-      a.dQ = dQ.data(), a.dK = dK.data(), a.dV = dV.data();
-      a.workspace = ws.get(), a.workspace_size = ws.bytes();
-      std::set<std::string> seen[2];
-      for (int k = 0; k < 2; ++k) {
-        ScopedEnv env("DETFUSE_KV_LPT", k == 0 ? "0" : "1");
-        for (int r = 0; r < (k == 0 ? 1 : 20); ++r) {
-          for (auto* b : {&dQ, &dK, &dV}) EXPECT_EQ(cudaMemset(b->data(), 0xff, b->bytes()), cudaSuccess);
-          EXPECT_EQ(cudaMemset(ws.get(), 0xff, ws.bytes()), cudaSuccess);
-          v->launch(p, AttentionMode::backward, a, nullptr);
-          EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-          seen[k].insert(digest_device(dQ.data(), dQ.bytes()).hex() + digest_device(dK.data(), dK.bytes()).hex() +
-                         digest_device(dV.data(), dV.bytes()).hex());
-        }
-      }
-      EXPECT_EQ(seen[1].size(), 1u) << "20 repeats under DETFUSE_KV_LPT=1";
-      EXPECT_EQ(seen[0], seen[1]) << "the launch order changed the bits";
-      ++compared;
-    }
-  EXPECT_EQ(compared, 8);  // unsplit and ws2 3 each, hs2 2 (not MHA), hs4 none (2 query heads a kv head)
-}
-
 // spt1 walks the query blocks in another order where its order applies
 // (causal: ascending from the diagonal; shift: cyclic), so dK and dV are
 // summed over the query blocks in that order too: their bits may differ from

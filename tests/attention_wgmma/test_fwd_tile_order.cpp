@@ -147,4 +147,30 @@ TEST(FwdTileOrder, SnakeCoversEveryTileOnce) {
   EXPECT_LT(worst(o, 132, true), 1.01);
 }
 
+// The launch's choice (fwd_snake_pays, the L2 rule's group as the launch
+// computes it for an H200: 50 MB of L2, 132 SMs): the snake over every head
+// at 1,16,16,8192 causal d128 (round robin over groups of 6 leaves a CTA 30%
+// above the mean), not at 4,32,32,4096 causal d128 / d64 nor 4,32,8,4096 GQA
+// (where the H200 measured it slower or equal: the groups keep K, V in L2;
+// d64's round robin is 13% above the mean by the model, but every head's K, V
+// are 128 MB there).
+TEST(FwdTileOrder, SnakeChosenWhereRoundRobinIsUnbalanced) {
+  using detfuse::attention::wg::fwd_snake_pays;
+  const int64_t l2 = 50 * 1024 * 1024;
+  auto pays = [&](int B, int H, int Hkv, int S, int d) {
+    FwdTileOrder o;
+    o.m_blocks = (S + 127) / 128, o.H = H, o.B = B, o.causal = 1;
+    o.group = fwd_l2_head_group(l2, int64_t(2) * S * d * 2, H / Hkv, int64_t(H) * B);
+    return fwd_snake_pays(o, 132, 128, 128, S, S, int64_t(B) * Hkv * 2 * S * d * 2, l2);
+  };
+  EXPECT_TRUE(pays(1, 16, 16, 8192, 128));
+  EXPECT_TRUE(pays(1, 16, 16, 8192, 128));  // (the cached answer)
+  EXPECT_FALSE(pays(4, 32, 32, 4096, 128));
+  EXPECT_FALSE(pays(4, 32, 32, 4096, 64));
+  EXPECT_FALSE(pays(4, 32, 8, 4096, 128));
+  FwdTileOrder nc;
+  nc.m_blocks = 64, nc.H = 16, nc.B = 1, nc.causal = 0, nc.group = 1;
+  EXPECT_FALSE(fwd_snake_pays(nc, 132, 128, 128, 8192, 8192, 0, l2));  // non-causal: head-major, equal tiles
+}
+
 }  // namespace

@@ -288,13 +288,23 @@ void launch_fwd_impl(const AttentionProblem& pr, const AttentionArgs& a, cudaStr
     DETFUSE_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
     order.group = group > 0 ? std::min(group, H * B)
                             : fwd_l2_head_group(l2, int64_t(2) * Sk * D * int64_t(sizeof(T)), H / Hkv, int64_t(H) * B);
-    // Experiment (session 18, A/B in one process; read at every launch): DETFUSE_FWD_SNAKE=1 the
-    // causal order in one group over every head, its rounds taken as a snake (fwd_snake_slot);
-    // 2: the snake over the L2 groups. The bits do not depend on it (each tile is computed alone).
-    if (const char* e = std::getenv("DETFUSE_FWD_SNAKE"); e != nullptr && pr.causal) {
-      const int mode = std::atoi(e);
+    // Causal without a window: one group over every head taken as a snake where the model says
+    // round robin over the L2 groups leaves a CTA well above the mean (fwd_snake_pays; the grid
+    // is min(SMs, ctas, tiles) CTAs, below). Tests and A/B runs force it (read at every launch):
+    // DETFUSE_FWD_SNAKE=0 never, 1 always (one group over every head), 2 the snake over the L2
+    // groups. The bits do not depend on the order (each tile is computed alone).
+    if (pr.causal && group <= 0) {
+      const int g = int(std::min<int64_t>(ctas > 0 && ctas < sms ? ctas : sms, order.tiles()));
+      const char* e = std::getenv("DETFUSE_FWD_SNAKE");
+      const int mode = e != nullptr ? std::atoi(e)
+                       : opt.window <= 0 && fwd_snake_pays(order, g, Cfg::BR, Cfg::BC, Sq, Sk,
+                                                           int64_t(B) * Hkv * 2 * Sk * D * int64_t(sizeof(T)), l2)
+                           ? 1
+                           : 0;
       if (mode >= 1) order.snake = 1;
-      if (mode == 1 && group <= 0) order.group = H * B;
+      if (mode == 1) order.group = H * B;
+    } else if (const char* e = std::getenv("DETFUSE_FWD_SNAKE"); e != nullptr && pr.causal && std::atoi(e) >= 1) {
+      order.snake = 1;  // (a test's own group: the snake over it)
     }
   }
   typename K_::Params P{

@@ -61,7 +61,6 @@
 #pragma once
 
 #include <algorithm>
-#include <cstdlib>
 #include <type_traits>
 
 #include <cuda/ptx>
@@ -570,7 +569,7 @@ void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const flo
       opt.window, opt.softcap, opt.cap_k, opt.cap_c, opt.cap_t,
       nullptr, nullptr,
       kDqOrderDesc, 0, 0, 0, 0, 1u, 0,
-      1, 1, 0, nullptr, nullptr};
+      1, 1, nullptr, nullptr};
   const int64_t n_kb = (pr.Sk + Cfg::BC - 1) / Cfg::BC;
   if (kb_count < 0) kb_count = n_kb - kb_begin;
   // Ordered: a key block waits for the ones before it, so the launch holds
@@ -598,14 +597,6 @@ void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const flo
     P.turn_base0 = l.base0;
     P.turn_mul = dv.mul;
     P.turn_sh32 = dv.sh32;
-    // Experiment (session 18, A/B in one process; read at every launch): DETFUSE_KV_LPT=1 launches
-    // the causal order's key blocks first to last (the longest walk first). A key block then waits
-    // for blocks launched after it, in its own unit: every key block of a unit must be able to be
-    // resident at once (n_kb <= SMs, one CTA per SM, as the shift order); BR < BC only (at BR = BC
-    // consecutive key blocks' walks start one query block apart and the first would wait).
-    if (const char* e = std::getenv("DETFUSE_KV_LPT");
-        e != nullptr && std::atoi(e) == 1 && P.order == kDqOrderCausal && n_kb <= sms && 2 * Cfg::BR <= Cfg::BC)
-      P.lpt = 1;
   }
   if (hs.splits > 1) {
     // hs: the query heads of a kv head over hs.splits CTAs per key block; ws

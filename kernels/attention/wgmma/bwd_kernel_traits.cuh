@@ -318,7 +318,6 @@ struct BwdKv {
     // walk_step (1 without ws).
     int splits;
     int walk_step;
-    int lpt;  // kOrderRt, causal order: the key blocks launched first to last (longest walk first)
     float* dkv_acc;  // splits > 1: fp32 [B, Hkv, Sk, D] dK parts so far, then dV's
     int* dkv_sem;    // splits > 1: [B, Hkv, ceil(Sk / BC)] parts added so far
   };

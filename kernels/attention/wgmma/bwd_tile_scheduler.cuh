@@ -36,9 +36,8 @@ struct BwdKvScheduler {
   // key blocks that walk a query block m are a range [n_lo(m), n_hi(m)).
   __device__ __forceinline__ static BwdKvTile tile(const Params& p) {
     // (spt1 causal: the last key block first, bwd_dq_order.h)
-    // (lpt: the first key block first, Params::lpt)
     const int n_block =
-        p.kb_begin + (kOrderRt && !p.lpt ? dq_walk_key_block(p.order, int(blockIdx.x), p.kb_count) : int(blockIdx.x));
+        p.kb_begin + (kOrderRt ? dq_walk_key_block(p.order, int(blockIdx.x), p.kb_count) : int(blockIdx.x));
     int unit = p.unit_begin + int(blockIdx.y), part = 0, hkv = p.Hkv;
     if constexpr (K_::kHs) {
       // hs: hk counts the splits of kv head hk / splits (virtual kv heads),

@@ -88,6 +88,60 @@ DETFUSE_FWD_HD int fwd_snake_end(int c, int G, int tiles) {
   return slot < rem ? R * G + c + 1 : R * G;
 }
 
+// The persistent causal forward's order choice (host): the largest CTA load
+// over the mean, a tile's load its key blocks (bottom-right causal, no
+// window), for a grid of G CTAs walking `o` in round robin or as a snake.
+inline double fwd_static_imbalance(const FwdTileOrder& o, int G, bool snake, int br, int bc, int sq, int sk) {
+  const int tiles = o.tiles();
+  if (G <= 0 || tiles <= 0) return 1.0;
+  const int nk = (sk + bc - 1) / bc;
+  int64_t worst = 0, total = 0;
+  for (int c = 0; c < G && c < tiles; ++c) {
+    int64_t load = 0;
+    const int end = snake ? fwd_snake_end(c, G, tiles) : tiles;
+    for (int t = c; t < end; t += G) {
+      const FwdTile x = o(snake ? fwd_snake_slot(t, G) : t);
+      const int64_t last = (int64_t(x.m_block) + 1) * br + sk - sq;  // one past the last visible key
+      const int64_t n = last <= 0 ? 0 : (last + bc - 1) / bc;
+      load += 1 + (n < nk ? n : nk);  // (+1: a tile's fixed cost, so tiles without keys count)
+    }
+    worst = load > worst ? load : worst;
+    total += load;
+  }
+  return total > 0 ? double(worst) * (G < tiles ? G : tiles) / double(total) : 1.0;
+}
+
+// Session 18 (H200, `detfuse bench attention`, forward ms, the order switched
+// per launch): one group over every head taken as a snake against round robin
+// over the L2 groups: 1,16,16,8192 causal 0.461-0.488 against 0.509-0.533
+// (ncu: slowest SM 16% above the mean -> 2%; the model: 1.305 -> 1.003); but
+// 4,32,32,4096 causal 1.231-1.255 against 1.081-1.092 (the groups keep K, V
+// of 12 heads in L2, not 128; the model: 1.002 either way), d64 0.75-0.80
+// against 0.70-0.72 (the model: 1.129 -> 1.002, yet slower: 128 heads' K, V,
+// 128 MB, against 64 MB at 8192). So the snake over every head only where
+// round robin leaves a CTA well above the mean, the snake does not, and every
+// head's K and V (kv_bytes) are within 1.5 times the L2 (l2_bytes).
+// (The model walks every tile twice, ~0.1 ms for a few thousand tiles: the
+// last answer is kept per thread, so a training loop pays it once a shape.)
+inline bool fwd_snake_pays(const FwdTileOrder& l2_groups, int G, int br, int bc, int sq, int sk, int64_t kv_bytes,
+                           int64_t l2_bytes) {
+  if (!l2_groups.causal || l2_groups.tiles() > (1 << 20) || 2 * kv_bytes > 3 * l2_bytes) return false;
+  struct Key {
+    int m_blocks, H, B, group, G, br, bc, sq, sk;
+    bool operator==(const Key&) const = default;
+  };
+  thread_local Key last{-1, 0, 0, 0, 0, 0, 0, 0, 0};
+  thread_local bool answer = false;
+  const Key k{l2_groups.m_blocks, l2_groups.H, l2_groups.B, l2_groups.group, G, br, bc, sq, sk};
+  if (k == last) return answer;
+  FwdTileOrder all = l2_groups;
+  all.group = l2_groups.H * l2_groups.B;
+  const double rr = fwd_static_imbalance(l2_groups, G, false, br, bc, sq, sk);
+  answer = rr > 1.10 && fwd_static_imbalance(all, G, true, br, bc, sq, sk) < rr - 0.05;
+  last = k;
+  return answer;
+}
+
 #if defined(__CUDACC__)
 // The tiles of one CTA in the forward kernel, walked as
 //   for (int t = s.t_first; t < s.t_end; t += s.t_step) s.tile(t) ...
