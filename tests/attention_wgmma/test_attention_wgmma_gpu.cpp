@@ -132,25 +132,12 @@ std::vector<const AttentionVariant*> ew_variants(int ew = 0) {
   return out;
 }
 
-// hs2, hs4 (issue 16, session 17): the ordered ew1 sp1 spt1 d128 kv kernel
-// with a kv head's query heads split over 2 or 4 CTAs per key block, the dK /
-// dV parts added in split order (KvHeadSplit).
-std::vector<const AttentionVariant*> hs_variants() {
-  std::vector<const AttentionVariant*> out;
-  for (const auto* v : wgmma_bwd_variants())
-    if (param(*v, "hs") >= 2) out.push_back(v);
-  return out;
-}
-
-// ws2 (issue 16, session 18): the same kernel with each causal key block's
-// walk split over 2 CTAs (every other query block each), the dK / dV parts
-// added in split order (KvHeadSplit::walk).
-std::vector<const AttentionVariant*> ws_variants() {
-  std::vector<const AttentionVariant*> out;
-  for (const auto* v : wgmma_bwd_variants())
-    if (param(*v, "ws") >= 2) out.push_back(v);
-  return out;
-}
+// hs2, hs4 (issue 16, session 17: a kv head's query heads over 2 or 4 CTAs
+// per key block) and ws2 (session 18: each causal key block's walk over 2
+// CTAs), the dK / dV parts added in split order (KvHeadSplit): hs_variants,
+// ws_variants (below, with their tests).
+std::vector<const AttentionVariant*> hs_variants();
+std::vector<const AttentionVariant*> ws_variants();
 
 // A name without its "_<token><digit>" part: the variant a schedule
 // variant reorders (sp: the pds2 one; dc: the sp1 one).
@@ -1384,125 +1371,150 @@ TEST(AttentionWgmmaBwdGpu, Spt1TwentyRepeats) {
   check_pds_twenty_repeats(spt_variants(), 11300);
 }
 
-// hs2, hs4 (hs_variants): GQA cases whose query heads per kv head are a
-// multiple of 4 (the cases of kBwdCases and the walks, with the group raised:
-// odd lengths, Sq != Sk both ways, causal with rows that see no key, softcap,
-// window, 18 key blocks in the causal and shift orders), 8 query heads a kv
-// head too; float64 reference, 5 repeats one digest each.
-const Case kHsCases[] = {
-    {1, 4, 1, 77, 300, true, 0.0, "causal Sq < Sk, GQA 4:1"},
-    {2, 8, 2, 200, 333, false, 0.0, "GQA 4:1, Sq != Sk, odd lengths"},
-    {2, 8, 2, 300, 129, true, 0.0, "causal Sq > Sk: rows with no visible key, GQA 4:1"},
-    {1, 8, 1, 513, 700, true, 1.0, "softcap 5 on large-magnitude scores, causal, GQA 8:1", 5.0},
-    {1, 4, 1, 300, 1000, false, 0.0, "window 200, Sq < Sk: key blocks no query sees, GQA 4:1", 0.0, 200},
-    {1, 4, 1, 1000, 300, false, 0.0, "window 77, Sq > Sk: query blocks skipped, GQA 4:1", 0.0, 77},
-    {1, 8, 2, 700, 700, true, 1.0, "softcap 3 and window 150, causal, GQA 4:1", 3.0, 150},
-    {2, 8, 2, 2100, 2304, true, 0.0, "18 key blocks, causal Sq < Sk, GQA 4:1"},
-    {1, 8, 2, 640, 2304, false, 0.0, "18 key blocks, non-causal (shift), GQA 4:1"},
+// The split kv variants (KvHeadSplit): hs2, hs4 (hs_variants) and ws2
+// (ws_variants), each checked the same four ways: the float64 reference on
+// its cases (5 repeats, one digest each), sanitizer-sized cases (memcheck /
+// racecheck / synccheck on the split epilogue's semaphores and fp32 parts), 20
+// repeats at 18 key blocks, and dQ bit for bit the unsplit variant's (each
+// query block's adds keep their key-block order; dK and dV are summed in
+// another order: parts, then the parts in split order, so compared with the
+// reference only; where ws2's walks run whole, non-causal, all three are the
+// unsplit variant's).
+struct SplitFamily {
+  const char* token;
+  size_t variants;
+  std::vector<Case> reference, sanitizer, repeats;
+  std::vector<int> dq_bits, whole_bits;  // cases of `reference` (by index) for check_split_bits
+  uint64_t seed;
+  std::vector<Case> pick(const std::vector<int>& idx) const {
+    std::vector<Case> out;
+    for (int i : idx) out.push_back(reference[size_t(i)]);
+    return out;
+  }
+  std::vector<const AttentionVariant*> members() const {
+    std::vector<const AttentionVariant*> out;
+    for (const auto* v : wgmma_bwd_variants())
+      if (param(*v, token) >= 2) out.push_back(v);
+    return out;
+  }
 };
+
+// hs2, hs4: GQA cases whose query heads per kv head are a multiple of 4 (the
+// cases of kBwdCases and the walks, with the group raised: odd lengths, Sq !=
+// Sk both ways, causal with rows that see no key, softcap, window, 18 key
+// blocks in the causal and shift orders), 8 query heads a kv head too.
+const SplitFamily& hs_family() {
+  static const SplitFamily f{
+      "hs",
+      2,
+      {{1, 4, 1, 77, 300, true, 0.0, "causal Sq < Sk, GQA 4:1"},
+       {2, 8, 2, 200, 333, false, 0.0, "GQA 4:1, Sq != Sk, odd lengths"},
+       {2, 8, 2, 300, 129, true, 0.0, "causal Sq > Sk: rows with no visible key, GQA 4:1"},
+       {1, 8, 1, 513, 700, true, 1.0, "softcap 5 on large-magnitude scores, causal, GQA 8:1", 5.0},
+       {1, 4, 1, 300, 1000, false, 0.0, "window 200, Sq < Sk: key blocks no query sees, GQA 4:1", 0.0, 200},
+       {1, 4, 1, 1000, 300, false, 0.0, "window 77, Sq > Sk: query blocks skipped, GQA 4:1", 0.0, 77},
+       {1, 8, 2, 700, 700, true, 1.0, "softcap 3 and window 150, causal, GQA 4:1", 3.0, 150},
+       {2, 8, 2, 2100, 2304, true, 0.0, "18 key blocks, causal Sq < Sk, GQA 4:1"},
+       {1, 8, 2, 640, 2304, false, 0.0, "18 key blocks, non-causal (shift), GQA 4:1"}},
+      {{1, 4, 1, 150, 131, true, 0.0, "sanitizer: causal GQA 4:1, Sq > Sk, odd lengths"},
+       {1, 4, 1, 150, 331, false, 0.0, "sanitizer: non-causal GQA 4:1, Sq < Sk (shift)"},
+       {1, 4, 1, 150, 331, false, 0.0, "sanitizer: window 100, softcap 2, GQA 4:1", 2.0, 100}},
+      {{2, 8, 2, 1100, 2304, false, 0.0, "20 repeats, 18 key blocks, GQA 4:1"},
+       {2, 8, 2, 2304, 2304, true, 0.0, "20 repeats, 18 key blocks, causal, GQA 4:1"}},
+      {7, 8, 6},
+      {},
+      13000};
+  return f;
+}
+
+// ws2: causal cases, MHA and GQA (odd lengths, Sq != Sk both ways, rows that
+// see no key, key blocks whose walk has one query block or none in a part,
+// softcap, window, 18 and 24 key blocks), and non-causal ones (the walks run
+// whole there).
+const SplitFamily& ws_family() {
+  static const SplitFamily f{
+      "ws",
+      1,
+      {{1, 2, 2, 77, 300, true, 0.0, "causal Sq < Sk, odd lengths"},
+       {2, 4, 4, 300, 129, true, 0.0, "causal Sq > Sk: rows with no visible key"},
+       {1, 4, 1, 513, 700, true, 1.0, "softcap 5 on large-magnitude scores, causal, GQA 4:1", 5.0},
+       {1, 6, 2, 700, 700, true, 1.0, "softcap 3 and window 150, causal, GQA 3:1", 3.0, 150},
+       {2, 4, 2, 2100, 2304, true, 0.0, "18 key blocks, causal Sq < Sk, GQA 2:1"},
+       {1, 1, 1, 3000, 3000, true, 0.0, "24 key blocks, causal, one head"},
+       {2, 4, 2, 200, 333, false, 0.0, "non-causal (whole walks), Sq != Sk, GQA 2:1"},
+       {1, 4, 4, 640, 2304, false, 0.0, "18 key blocks, non-causal (shift, whole walks)"}},
+      {{1, 2, 1, 150, 131, true, 0.0, "sanitizer: causal GQA 2:1, Sq > Sk, odd lengths"},
+       {1, 2, 2, 300, 331, true, 0.0, "sanitizer: causal Sq < Sk"},
+       {1, 2, 2, 300, 331, true, 0.0, "sanitizer: causal, window 100, softcap 2", 2.0, 100}},
+      {{2, 4, 4, 2304, 2304, true, 0.0, "20 repeats, 18 key blocks, causal"},
+       {2, 8, 4, 2304, 2304, true, 0.0, "20 repeats, 18 key blocks, causal, GQA 2:1"}},
+      {4, 5, 3},
+      {6, 7},
+      13400};
+  return f;
+}
+
+std::vector<const AttentionVariant*> hs_variants() { return hs_family().members(); }
+std::vector<const AttentionVariant*> ws_variants() { return ws_family().members(); }
+
+// The four checks of a family (seeds f.seed + 0, 100, 200, 300, 400).
+void check_split_reference(const SplitFamily& f) {
+  const auto vs = f.members();
+  ASSERT_EQ(vs.size(), f.variants);
+  EXPECT_EQ(check_backward(vs, f.reference.data(), f.reference.size(), f.seed),
+            int(vs.size() * f.reference.size()));
+}
+void check_split_repeats(const SplitFamily& f, const std::vector<Case>& cases, uint64_t seed, int repeats) {
+  const auto vs = f.members();
+  ASSERT_EQ(vs.size(), f.variants);
+  EXPECT_EQ(check_backward(vs, cases.data(), cases.size(), seed, repeats), int(vs.size() * cases.size()));
+}
+std::string split_base_name(const std::string& n) {
+  return without_token(n, n.find("_hs") != std::string::npos ? "hs" : "ws");
+}
+void check_split_bits(const SplitFamily& f) {
+  const auto vs = f.members();
+  ASSERT_EQ(vs.size(), f.variants);
+  EXPECT_EQ(check_bits_equal_base(vs, split_base_name, /*dq_equal=*/true, f.seed + 300, f.pick(f.dq_bits),
+                                  /*dkdv_equal=*/false),
+            int(vs.size() * f.dq_bits.size()));
+  if (!f.whole_bits.empty())
+    EXPECT_EQ(check_bits_equal_base(vs, split_base_name, /*dq_equal=*/true, f.seed + 400, f.pick(f.whole_bits),
+                                    /*dkdv_equal=*/true),
+              int(vs.size() * f.whole_bits.size()));
+}
 
 TEST(AttentionWgmmaBwdGpu, HsMatchesFloat64Reference) {
   REQUIRE_SM90();
-  const auto vs = hs_variants();
-  ASSERT_EQ(vs.size(), 2u);
-  EXPECT_EQ(check_backward(vs, kHsCases, std::size(kHsCases), 13000), int(vs.size() * std::size(kHsCases)));
+  check_split_reference(hs_family());
 }
-
-// Sanitizer-sized: causal GQA 4:1 with rows that see no key, the shift order
-// and softcap + window (memcheck / racecheck / synccheck on the split epilogue's
-// semaphores and fp32 parts).
 TEST(AttentionWgmmaBwdGpu, HsSanitizerSized) {
   REQUIRE_SM90();
-  const Case cases[] = {
-      {1, 4, 1, 150, 131, true, 0.0, "sanitizer: causal GQA 4:1, Sq > Sk, odd lengths"},
-      {1, 4, 1, 150, 331, false, 0.0, "sanitizer: non-causal GQA 4:1, Sq < Sk (shift)"},
-      {1, 4, 1, 150, 331, false, 0.0, "sanitizer: window 100, softcap 2, GQA 4:1", 2.0, 100},
-  };
-  EXPECT_EQ(check_backward(hs_variants(), cases, std::size(cases), 13100, /*repeats=*/2), 6);
+  check_split_repeats(hs_family(), hs_family().sanitizer, 13100, 2);
 }
-
-// 20 repeats, one digest each, at 18 key blocks, GQA 4:1, causal and not.
 TEST(AttentionWgmmaBwdGpu, HsTwentyRepeats) {
   REQUIRE_SM90();
-  const Case cases[] = {
-      {2, 8, 2, 1100, 2304, false, 0.0, "20 repeats, 18 key blocks, GQA 4:1"},
-      {2, 8, 2, 2304, 2304, true, 0.0, "20 repeats, 18 key blocks, causal, GQA 4:1"},
-  };
-  EXPECT_EQ(check_backward(hs_variants(), cases, std::size(cases), 13200, /*repeats=*/20), 4);
+  check_split_repeats(hs_family(), hs_family().repeats, 13200, 20);
 }
-
-// The split changes only who computes a query head's part: dQ (each (query
-// head, query block)'s adds in the same key-block order) is the unsplit
-// variant's bit for bit; dK and dV are summed in another order (parts, then
-// the parts in split order), so they are compared with the reference only.
-std::string hs_base_name(const std::string& n) { return without_token(n, "hs"); }
 TEST(AttentionWgmmaBwdGpu, HsDqBitwiseEqualsUnsplit) {
   REQUIRE_SM90();
-  const std::vector<Case> cases = {kHsCases[7], kHsCases[8], kHsCases[6]};
-  EXPECT_EQ(check_bits_equal_base(hs_variants(), hs_base_name, /*dq_equal=*/true, 13300, cases,
-                                  /*dkdv_equal=*/false),
-            6);
+  check_split_bits(hs_family());
 }
-
-// ws2 (ws_variants): causal cases, MHA and GQA (odd lengths, Sq != Sk both
-// ways, rows that see no key, key blocks whose walk has one query block or
-// none in a part, softcap, window, 18 and 24 key blocks), and non-causal ones
-// (the walks run whole there); float64 reference, 5 repeats one digest each.
-const Case kWsCases[] = {
-    {1, 2, 2, 77, 300, true, 0.0, "causal Sq < Sk, odd lengths"},
-    {2, 4, 4, 300, 129, true, 0.0, "causal Sq > Sk: rows with no visible key"},
-    {1, 4, 1, 513, 700, true, 1.0, "softcap 5 on large-magnitude scores, causal, GQA 4:1", 5.0},
-    {1, 6, 2, 700, 700, true, 1.0, "softcap 3 and window 150, causal, GQA 3:1", 3.0, 150},
-    {2, 4, 2, 2100, 2304, true, 0.0, "18 key blocks, causal Sq < Sk, GQA 2:1"},
-    {1, 1, 1, 3000, 3000, true, 0.0, "24 key blocks, causal, one head"},
-    {2, 4, 2, 200, 333, false, 0.0, "non-causal (whole walks), Sq != Sk, GQA 2:1"},
-    {1, 4, 4, 640, 2304, false, 0.0, "18 key blocks, non-causal (shift, whole walks)"},
-};
-
 TEST(AttentionWgmmaBwdGpu, WsMatchesFloat64Reference) {
   REQUIRE_SM90();
-  const auto vs = ws_variants();
-  ASSERT_EQ(vs.size(), 1u);
-  EXPECT_EQ(check_backward(vs, kWsCases, std::size(kWsCases), 13400), int(vs.size() * std::size(kWsCases)));
+  check_split_reference(ws_family());
 }
-
-// Sanitizer-sized: causal with rows that see no key, GQA, softcap + window.
 TEST(AttentionWgmmaBwdGpu, WsSanitizerSized) {
   REQUIRE_SM90();
-  const Case cases[] = {
-      {1, 2, 1, 150, 131, true, 0.0, "sanitizer: causal GQA 2:1, Sq > Sk, odd lengths"},
-      {1, 2, 2, 300, 331, true, 0.0, "sanitizer: causal Sq < Sk"},
-      {1, 2, 2, 300, 331, true, 0.0, "sanitizer: causal, window 100, softcap 2", 2.0, 100},
-  };
-  EXPECT_EQ(check_backward(ws_variants(), cases, std::size(cases), 13500, /*repeats=*/2), 3);
+  check_split_repeats(ws_family(), ws_family().sanitizer, 13500, 2);
 }
-
-// 20 repeats, one digest each, at 18 key blocks, causal, MHA and GQA 2:1.
 TEST(AttentionWgmmaBwdGpu, WsTwentyRepeats) {
   REQUIRE_SM90();
-  const Case cases[] = {
-      {2, 4, 4, 2304, 2304, true, 0.0, "20 repeats, 18 key blocks, causal"},
-      {2, 8, 4, 2304, 2304, true, 0.0, "20 repeats, 18 key blocks, causal, GQA 2:1"},
-  };
-  EXPECT_EQ(check_backward(ws_variants(), cases, std::size(cases), 13600, /*repeats=*/20), 2);
+  check_split_repeats(ws_family(), ws_family().repeats, 13600, 20);
 }
-
-// The split changes only which CTA walks a query block: dQ (each query
-// block's adds in the same key-block order) is the unsplit variant's bit for
-// bit; causal dK and dV are summed in another order (two parts, then the
-// parts), so compared with the reference only; non-causal walks run whole:
-// all three the unsplit variant's.
-std::string ws_base_name(const std::string& n) { return without_token(n, "ws"); }
 TEST(AttentionWgmmaBwdGpu, WsDqBitwiseEqualsUnsplit) {
   REQUIRE_SM90();
-  const std::vector<Case> causal = {kWsCases[4], kWsCases[5], kWsCases[3]};
-  EXPECT_EQ(check_bits_equal_base(ws_variants(), ws_base_name, /*dq_equal=*/true, 13700, causal,
-                                  /*dkdv_equal=*/false),
-            3);
-  const std::vector<Case> whole = {kWsCases[6], kWsCases[7]};
-  EXPECT_EQ(check_bits_equal_base(ws_variants(), ws_base_name, /*dq_equal=*/true, 13800, whole,
-                                  /*dkdv_equal=*/true),
-            2);
+  check_split_bits(ws_family());
 }
 
 // spt1 walks the query blocks in another order where its order applies
