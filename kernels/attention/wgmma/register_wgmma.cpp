@@ -250,8 +250,8 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
                                           " CTAs per key block, their dK / dV parts added in split order through fp32"
                                     : "") +
                    (kWs ? "; causal: each key block's walk split over " + std::to_string(kHs) +
-                              " CTAs (every " + std::to_string(kHs) +
-                              "th query block each), their dK / dV parts added in split order through fp32"
+                              " CTAs (one query block in " + std::to_string(kHs) +
+                              " each), their dK / dV parts added in split order through fp32"
                         : "");
   v.can_run = [kMiB](const AttentionProblem& p, AttentionMode mode,
                      const DeviceInfo& dev) -> std::optional<std::string> {
