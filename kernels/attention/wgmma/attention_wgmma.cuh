@@ -278,33 +278,33 @@ void launch_fwd_impl(const AttentionProblem& pr, const AttentionArgs& a, cudaStr
   const int m_blocks = (Sq + Cfg::BR - 1) / Cfg::BR;
   FwdTileOrder order;
   order.m_blocks = m_blocks, order.H = H, order.B = B, order.causal = pr.causal ? 1 : 0, order.group = 1;
-  int device = 0, sms = 0;
+  int device = 0, sms = 0, grid_ctas = 1;
   if constexpr (Cfg::PERSISTENT) {
     if (int64_t(m_blocks) * H * B > int64_t(INT32_MAX))
       throw Error("attention wgmma persistent forward: more than 2^31 - 1 tiles (can_run refuses this)");
     DETFUSE_CUDA_CHECK(cudaGetDevice(&device));
     DETFUSE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    // One CTA per SM (the shared memory allows no second), never more CTAs than tiles.
+    grid_ctas = int(std::max<int64_t>(1, std::min<int64_t>(ctas > 0 && ctas < sms ? ctas : sms, order.tiles())));
     int l2 = 0;
     DETFUSE_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
     order.group = group > 0 ? std::min(group, H * B)
                             : fwd_l2_head_group(l2, int64_t(2) * Sk * D * int64_t(sizeof(T)), H / Hkv, int64_t(H) * B);
-    // Causal without a window: one group over every head taken as a snake where the model says
-    // round robin over the L2 groups leaves a CTA well above the mean (fwd_snake_pays; the grid
-    // is min(SMs, ctas, tiles) CTAs, below). Tests and A/B runs force it (read at every launch):
-    // DETFUSE_FWD_SNAKE=0 never, 1 always (one group over every head), 2 the snake over the L2
-    // groups. The bits do not depend on the order (each tile is computed alone).
-    if (pr.causal && group <= 0) {
-      const int g = int(std::min<int64_t>(ctas > 0 && ctas < sms ? ctas : sms, order.tiles()));
-      const char* e = std::getenv("DETFUSE_FWD_SNAKE");
-      const int mode = e != nullptr ? std::atoi(e)
-                       : opt.window <= 0 && fwd_snake_pays(order, g, Cfg::BR, Cfg::BC, Sq, Sk,
-                                                           int64_t(B) * Hkv * 2 * Sk * D * int64_t(sizeof(T)), l2)
+    // Causal: one group over every head taken as a snake where the model says round robin over
+    // the L2 groups leaves a CTA well above the mean (fwd_snake_pays; the L2 rule's group, no
+    // window). Tests and A/B runs force it (read at every launch): DETFUSE_FWD_SNAKE=0 never, 1
+    // always (one group over every head, or a test's own group), 2 the snake over the L2 groups.
+    // The bits do not depend on the order (each tile is computed alone).
+    if (pr.causal) {
+      const char* force = std::getenv("DETFUSE_FWD_SNAKE");
+      const int mode = force != nullptr ? std::atoi(force)
+                       : group <= 0 && opt.window <= 0 &&
+                               fwd_snake_pays(order, grid_ctas, Cfg::BR, Cfg::BC, Sq, Sk,
+                                              int64_t(B) * Hkv * 2 * Sk * D * int64_t(sizeof(T)), l2)
                            ? 1
                            : 0;
       if (mode >= 1) order.snake = 1;
-      if (mode == 1) order.group = H * B;
-    } else if (const char* e = std::getenv("DETFUSE_FWD_SNAKE"); e != nullptr && pr.causal && std::atoi(e) >= 1) {
-      order.snake = 1;  // (a test's own group: the snake over it)
+      if (mode == 1 && group <= 0) order.group = H * B;
     }
   }
   typename K_::Params P{
@@ -330,12 +330,7 @@ void launch_fwd_impl(const AttentionProblem& pr, const AttentionArgs& a, cudaStr
   // Per launch: the attribute belongs to the function on the current device.
   DETFUSE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   dim3 grid(unsigned(P.m_blocks), unsigned(H), unsigned(B));
-  if constexpr (Cfg::PERSISTENT) {
-    // One CTA per SM (the shared memory allows no second), never more CTAs than tiles.
-    int n = ctas > 0 && ctas < sms ? ctas : sms;
-    if (n > order.tiles()) n = order.tiles();
-    grid = dim3(unsigned(n < 1 ? 1 : n), 1u, 1u);
-  }
+  if constexpr (Cfg::PERSISTENT) grid = dim3(unsigned(grid_ctas), 1u, 1u);
   kernel<<<grid, K_::THREADS, smem, stream>>>(P);
   DETFUSE_CUDA_CHECK(cudaGetLastError());
 }
