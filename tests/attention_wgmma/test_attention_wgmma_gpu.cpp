@@ -153,11 +153,17 @@ std::string rs_base_name(const std::string& n) { return without_token(n, "rs"); 
 std::string spt_base_name(const std::string& n) { return without_token(n, "spt"); }
 // ew: the name without its ew token; wq1: the ew variant it is built on.
 std::string ew_base_name(const std::string& n) {
-  if (n.find("_pb") != std::string::npos) return without_token(n, "pb");  // pb1: its ew2 variant (other bits)
+  if (n.find("_pb") != std::string::npos) {  // pb1: its ew2 variant (other bits)
+    // d128: ew2 pds2 is not registered alone; sp1 ew1 has pds2's storage and workspace as well.
+    std::string b = without_token(n, "pb");
+    const size_t at = b.find("_pds2_ew2");
+    return at == std::string::npos ? b : b.replace(at, 9, "_pds2_sp1_ew1");
+  }
   return n.find("_wq") != std::string::npos ? without_token(n, "wq") : without_token(n, "ew");
 }
 // pb1 (issue 16, session 15: ew2 pds3 d64 with P^T as dV's A fragment in
-// registers after the exp, dS^T from the bf16 P^T; BwdKvPbConfig): in the ew
+// registers after the exp, dS^T from the bf16 P^T; BwdKvPbConfig; session 19:
+// ew2 pds2 at d128 too): in the ew
 // lists (float64 reference, sanitizer-sized, 20 repeats), not in the bitwise
 // comparisons with the base (dS^T from the rounded P: other bits than ew2).
 bool is_pb(const AttentionVariant* v) { return param(*v, "pb") >= 1; }
@@ -612,9 +618,9 @@ TEST(AttentionWgmmaGpu, ThreeWarpgroupsSanitizerSized) {
 
 // ------------------------------------------------------------------ backward
 
-TEST(AttentionWgmmaBwd, SixtyVariantsRunBothModesWithReasonsAndWorkspace) {
+TEST(AttentionWgmmaBwd, SixtyTwoVariantsRunBothModesWithReasonsAndWorkspace) {
   const auto vs = wgmma_bwd_variants();
-  ASSERT_EQ(vs.size(), 60u);
+  ASSERT_EQ(vs.size(), 62u);
   DeviceInfo h200;
   h200.cc_major = 9;
   h200.cc_minor = 0;
@@ -670,9 +676,9 @@ TEST(AttentionWgmmaBwd, SixtyVariantsRunBothModesWithReasonsAndWorkspace) {
     EXPECT_EQ(v->workspace_bytes(p, AttentionMode::backward), attention::d_bytes(p) + extra);
   }
   EXPECT_EQ(owning, 6);
-  EXPECT_EQ(atomic, 22);
+  EXPECT_EQ(atomic, 23);
   EXPECT_EQ(partials, 3);
-  EXPECT_EQ(ordered, 29);
+  EXPECT_EQ(ordered, 30);
   // hs: refused, with the reason, where the query heads per kv head are not a multiple of the split.
   ASSERT_EQ(hs_variants().size(), 2u);
   for (const auto* v : hs_variants()) {
@@ -831,7 +837,7 @@ TEST(AttentionWgmmaBwd, SixtyVariantsRunBothModesWithReasonsAndWorkspace) {
   // are refused, sp1 and its ew1 run). wq1 (the wq token after ew): on ew2
   // pds3 and ew1 sp1, the ew variant's workspace and shared memory.
   EXPECT_EQ(ew_variants(1).size(), 6u);
-  EXPECT_EQ(ew_variants(2).size(), 6u);  // with pb1 (ew2 pds3 d64, ordered spt1 and atomic; P^T tile kept: ew2's storage)
+  EXPECT_EQ(ew_variants(2).size(), 8u);  // with pb1 (ew2 pds3 d64 and pds2 d128, ordered spt1 and atomic; P^T tile kept: ew2's storage)
   for (const char* n : {"attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew1_spt1_d64",
                         "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_ew1_d64",
                         "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_spt1_d64",
@@ -843,7 +849,9 @@ TEST(AttentionWgmmaBwd, SixtyVariantsRunBothModesWithReasonsAndWorkspace) {
                         "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_wq1_spt1_d128",
                         "attention.bf16.wgmma.atomic.br64_bc128_st2_tma1_pds2_sp1_ew1_wq1_d128",
                         "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb1_spt1_d64",
-                        "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_ew2_pb1_d64"}) {
+                        "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_ew2_pb1_d64",
+                        "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_ew2_pb1_spt1_d128",
+                        "attention.bf16.wgmma.atomic.br64_bc128_st2_tma1_pds2_ew2_pb1_d128"}) {
     const auto* v = builtin_registry().find_attention(n);
     ASSERT_NE(v, nullptr) << n;
     EXPECT_EQ(v->desc.deterministic, v->desc.strategy == "ordered");
@@ -1563,7 +1571,7 @@ TEST(AttentionWgmmaBwdGpu, Spt1ChangesDqOrder) {
 TEST(AttentionWgmmaBwdGpu, EwMatchesFloat64Reference) {
   REQUIRE_SM90();
   const auto vs = ew_variants();
-  ASSERT_EQ(vs.size(), 12u);  // ew1, ew2, wq1 and pb1
+  ASSERT_EQ(vs.size(), 14u);  // ew1, ew2, wq1 and pb1 (d64, d128)
   check_schedule_cases(vs, 12000);
   const Case shift[] = {
       {1, 8, 2, 3000, 700, false, 0.0, "shift: Sq > Sk, 6 key blocks, GQA 4:1"},
@@ -1577,7 +1585,7 @@ TEST(AttentionWgmmaBwdGpu, EwMatchesFloat64Reference) {
 TEST(AttentionWgmmaBwdGpu, EwSanitizerSized) {
   REQUIRE_SM90();
   const auto vs = ew_variants();
-  ASSERT_EQ(vs.size(), 12u);  // ew1, ew2, wq1 and pb1
+  ASSERT_EQ(vs.size(), 14u);  // ew1, ew2, wq1 and pb1 (d64, d128)
   const auto& cases = kOrderSanitizerCases;
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 12200, /*repeats=*/2), int(vs.size() * std::size(cases)));
 }

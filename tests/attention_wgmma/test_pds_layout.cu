@@ -531,7 +531,7 @@ TEST(AttentionWgmmaPds, DqConvertPairs) {
   check_convert_pairs<KvD64Br64St2OT>();        // tma1 d64 (warpgroup 0 writes the tile)
 }
 
-// pb1 (issue 16, session 15): ew2 pds3 with P^T as dV's A fragment and
+// pb1 (issue 16, session 15; d128 on ew2 pds2, session 19): ew2 pds3 with P^T as dV's A fragment and
 // dS^T as dK's (the C fragment of S^T / dP^T, value for value: the rs1
 // identity on pb1's own traits), ew2's storage (the P^T tile kept, unused;
 // one LSE / D stage), ew2's dQ tile order.
@@ -539,7 +539,9 @@ template <class Cfg, class Base>
 void check_pb1() {
   using K_ = BwdKv<Cfg>;
   using KB = BwdKv<Base>;
-  static_assert(K_::kPb && !KB::kPb && K_::kEw == 2 && K_::kPds3 && K_::kLOne && !K_::kRs && !K_::kWq);
+  // pds3 (d64): one LSE / D stage; pds2 (d128): the LSE / D ring at the Q / dO depth.
+  static_assert(K_::kPb && !KB::kPb && K_::kEw == 2 && K_::kPds2 && K_::kLOne == K_::kPds3 && !K_::kRs && !K_::kWq);
+  static_assert(K_::kLOne == KB::kLOne && K_::kDsBufs == KB::kDsBufs && K_::kDqBufs == KB::kDqBufs);
   static_assert(sizeof(typename K_::SharedStorage) == sizeof(typename KB::SharedStorage));
   static_assert(int(Cfg::kSmemBytes) == int(Base::kSmemBytes));
   check_rs_a_is_c<Cfg>();
@@ -551,6 +553,9 @@ void check_pb1() {
 TEST(AttentionWgmmaPds, Pb1IsEw2StorageWithRegisterFragments) {
   check_pb1<KvD64Br128St2OTS3E2B, KvD64Br128St2OTS3E2>();
   check_pb1<KvD64Br128St2ATS3E2B, KvD64Br128St2ATS3E2>();
+  check_pb1<KvD128Br64St2OTS2E2B, KvD128Br64St2OTS2E2>();  // d128 (session 19): pds2's storage
+  check_pb1<KvD128Br64St2ATS2E2B, KvD128Br64St2ATS2E2>();
+  static_assert(sizeof(BwdKv<KvD128Br64St2OTS2E2B>::SharedStorage) == sizeof(BwdKv<KvD128Br64St2OTS2PE1>::SharedStorage));
   EXPECT_EQ(KvD64Br128St2OTS3E2B::PB, 1);
   EXPECT_EQ(KvD64Br128St2OTS3E2::PB, 0);
   EXPECT_EQ(KvD64Br128St2OTS3E2B::EW, 2);

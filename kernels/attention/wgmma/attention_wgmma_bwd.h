@@ -231,8 +231,9 @@ struct BwdKvWqConfig : Base_ {
 template <class Base_>
 struct BwdKvPbConfig : Base_ {
   static constexpr int PB = 1;
-  static_assert(Base_::EW == 2 && Base_::PDS == 3 && Base_::WQ == 0 && Base_::SP == 0 && Base_::RS == 0,
-                "pb1: on ew2 pds3 (d64)");
+  static_assert(Base_::EW == 2 && (Base_::PDS == 3 || (Base_::PDS == 2 && Base_::D == 128)) && Base_::WQ == 0 &&
+                    Base_::SP == 0 && Base_::RS == 0,
+                "pb1: on ew2 pds3 (d64) or ew2 pds2 (d128)");
 };
 
 // pds2: LSE (log2 units, +inf where P must be 0) and D, padded to whole query
@@ -356,6 +357,12 @@ using KvD128Br64St2OTS2PE1W = BwdKvWqConfig<KvD128Br64St2OTS2PE1>;
 // pb1: ew2 pds3 (d64) with dV, dK from registers and dS^T from the bf16 P^T (BwdKvPbConfig).
 using KvD64Br128St2ATS3E2B = BwdKvPbConfig<KvD64Br128St2ATS3E2>;
 using KvD64Br128St2OTS3E2B = BwdKvPbConfig<KvD64Br128St2OTS3E2>;
+// pb1 at d = 128 (session 19): ew2 pds2 (BR = 64; not registered alone) with
+// FlashAttention-4's d128 Mma_dKV_is_RS, dV issued from registers after the exp.
+using KvD128Br64St2ATS2E2 = BwdKvEwConfig<KvD128Br64St2ATS2, 2>;
+using KvD128Br64St2OTS2E2 = BwdKvEwConfig<KvD128Br64St2OTS2, 2>;
+using KvD128Br64St2ATS2E2B = BwdKvPbConfig<KvD128Br64St2ATS2E2>;
+using KvD128Br64St2OTS2E2B = BwdKvPbConfig<KvD128Br64St2OTS2E2>;
 using DqD128Bc64St2 = BwdDqConfig<128, 64, 2>;
 using DqD64Bc128St2 = BwdDqConfig<64, 128, 2>;
 using DqD128Bc64St3 = BwdDqConfig<128, 64, 3>;  // owning: a third block shape per head dim
@@ -452,6 +459,8 @@ DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2ATS2PE1W)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2PE1W)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2ATS3E2B)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2OTS3E2B)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2ATS2E2B)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2E2B)
 DETFUSE_ATTN_WGMMA_DQ_INSTANCES(extern, DqD128Bc64St2)
 DETFUSE_ATTN_WGMMA_DQ_INSTANCES(extern, DqD64Bc128St2)
 DETFUSE_ATTN_WGMMA_DQ_INSTANCES(extern, DqD128Bc64St3)

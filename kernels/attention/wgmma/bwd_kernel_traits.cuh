@@ -71,11 +71,12 @@ struct BwdKv {
   // own bulk add (bwd_dq_writer.cuh).
   static constexpr bool kWq = Cfg::WQ == 1;
   static_assert(!kWq || (kEw >= 1 && kTma && !kDc), "wq1: ew on pds3 / sp1");
-  // pb1 (BwdKvPbConfig, issue 16 session 15): ew2 pds3 with P^T rounded to
+  // pb1 (BwdKvPbConfig, issue 16 session 15; pds2 d128 session 19): ew2 pds3 / pds2 with P^T rounded to
   // bf16 into dV's A fragment right after the exp, dV issued from registers
   // at once, dS^T from the bf16 P^T (stored for dQ, dK from registers).
   static constexpr bool kPb = Cfg::PB == 1;
-  static_assert(!kPb || (kPds3 && kEw == 2 && !kWq && !kRs && !kSp), "pb1: ew2 pds3");
+  static_assert(!kPb || ((kPds3 || (kPds2 && D == 128)) && kEw == 2 && !kWq && !kRs && !kSp),
+                "pb1: ew2 pds3 (d = 64) or ew2 pds2 (d = 128)");
   static constexpr int kDsBufs = kPds2 && !kDc ? 2 : 1;
   static constexpr int kDqBufs = kDc ? 2 : (kPds2 && D == 128) || kPds3 ? 1 : 2;
   // Bulk adds per query block of a CTA (the writer warp), and what the

@@ -164,8 +164,8 @@ struct BwdKvMainloop {
   // rs1 (K_::kRs, pds3 or pds2 at d = 128): P^T and dS^T also converted to bf16 A fragments in
   // registers; dV and dK read them there (RS), P^T is never stored and dK is
   // issued before the dS^T barrier (which only dQ then waits for).
-  // pb1 (K_::kPb, ew2 pds3): P^T rounded to bf16 into dV's A fragment right
-  // after the exp and dV issued from registers at once; dS^T from the bf16
+  // pb1 (K_::kPb, ew2 pds3 at d = 64 or pds2 at d = 128): P^T rounded to bf16
+  // into dV's A fragment right after the exp and dV issued from registers at once; dS^T from the bf16
   // P^T, stored for dQ and dK's A fragment (pb_dv_ds); ew2's step end with dK RS.
   template <class PipeL, class Acc>
   __device__ __forceinline__ static void consume_pds(const Params& p, SharedStorage& ss, Pipeline& pipe_q,
@@ -478,7 +478,7 @@ struct BwdKvMainloop {
     // Keys kl0 + 8 are 512 elements on (the swizzle reads row % 8 only):
     // one address per 8-query chunk.
     if constexpr (K_::kPds3) {
-      const int base = detail::opaque(kl0 * 64 + col_lane), sw = detail::opaque((kl0 & 7) << 3);
+      [[maybe_unused]] const int base = detail::opaque(kl0 * 64 + col_lane), sw = detail::opaque((kl0 & 7) << 3);
       CUTLASS_PRAGMA_UNROLL
       for (int v = 0; v < BR / 2; v += 2)
         *reinterpret_cast<__nv_bfloat162*>(pt_base + pt3_offset<BC>(base, sw, v / 4, (v / 2) % 2)) =
@@ -528,7 +528,7 @@ struct BwdKvMainloop {
     BwdKvSoftmax<BR>::softcap_grad(p, tSrS, lse2, col_lane);  // P^T times 1 - t^2 (as the other kv kernels)
     warpgroup_wait<1>();  // dP^T done (dV may still run)
     if constexpr (K_::kPds3) {
-      const int base = detail::opaque(kl0 * 64 + col_lane), sw = detail::opaque((kl0 & 7) << 3);
+      [[maybe_unused]] const int base = detail::opaque(kl0 * 64 + col_lane), sw = detail::opaque((kl0 & 7) << 3);
       CUTLASS_PRAGMA_UNROLL
       for (int v = 0; v < BR / 2; v += 2) {
         const float2 d2 = *reinterpret_cast<const float2*>(dd + 8 * (v / 4) + col_lane);
@@ -566,7 +566,7 @@ struct BwdKvMainloop {
                                                   __nv_bfloat16* ds_base, const float* lse2, const float* dd, int kl0,
                                                   int col_lane, MmaKVR& mma_kvr, TB& tKVRrdO, int s, Acc& tdVacc) {
     constexpr int BR = K_::BR, BC = K_::BC;
-    static_assert(K_::kPds3, "pb1: pds3's dS^T tile");
+    static_assert(K_::kPds3 || (K_::kPds2 && BR == 64), "pb1: pds3's or pds2's dS^T tile");
     uint32_t pc[BR / 4];  // P^T pairs (bf16x2), the copy dS^T is formed from
     CUTLASS_PRAGMA_UNROLL
     for (int v = 0; v < BR / 2; v += 2) {
@@ -580,7 +580,7 @@ struct BwdKvMainloop {
     CUTLASS_PRAGMA_UNROLL
     for (int k = 0; k < kAhead; ++k) dpre[k] = *reinterpret_cast<const float2*>(dd + 8 * k + col_lane);
     warpgroup_wait<1>();  // dP^T done (dV may still run)
-    const int base = detail::opaque(kl0 * 64 + col_lane), sw = detail::opaque((kl0 & 7) << 3);
+    [[maybe_unused]] const int base = detail::opaque(kl0 * 64 + col_lane), sw = detail::opaque((kl0 & 7) << 3);
     // dS^T per pair from the copy, which is only read: softcap's factor 1 - t^2
     // (t from the bf16 P, as the other kv kernels from the fp32 one; the product
     // rounded to bf16 again) is taken inside the loop. (Session 15 rewrote the
@@ -603,7 +603,9 @@ struct BwdKvMainloop {
                                                           pf.y * detail::softcap_grad(pf.y, lse2[j + 1], p.cap_t)));
           }
           const __nv_bfloat162 ds2 = __floats2bfloat162_rn(pf.x * (tSrdP(v) - d2.x), pf.y * (tSrdP(v + 1) - d2.y));
-          *reinterpret_cast<__nv_bfloat162*>(ds_base + pt3_offset<BC>(base, sw, k, h)) = ds2;
+          // pds3: two 64-query swizzle atoms (pt3_offset); pds2 (d = 128): one, rs1's offsets.
+          const int at = K_::kPds3 ? pt3_offset<BC>(base, sw, k, h) : K_::pt_offset(kl0, 8 * k + col_lane) + 8 * 64 * h;
+          *reinterpret_cast<__nv_bfloat162*>(ds_base + at) = ds2;
           detail::set_a_pair(tdSr, v, ds2);
         }
       }

@@ -35,7 +35,7 @@
 //                                    before dK, handed over while dK runs;
 //                                    `wq1`: ew2 pds3 / ew1 sp1 with each
 //                                    warpgroup's dQ part handed over alone;
-//                                    `pb1`: ew2 pds3 with P^T as dV's A
+//                                    `pb1`: ew2 pds3 (d64) / pds2 (d128) with P^T as dV's A
 //                                    fragment in registers after the exp and
 //                                    dS^T from the bf16 P^T, dK from registers),
 //                                    owning:
@@ -499,6 +499,11 @@ void register_attention_wgmma(Registry& r) {
   // (experiments/device/s15-pb1.sh).
   add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2OTS3E2B, void, true>(r);
   add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2ATS3E2B, void>(r);
+  // pb1 at d128 (issue 16, session 19: ew2 pds2 with FlashAttention-4's d128
+  // order, dV and dK from registers): registered last until measured
+  // (experiments/device/s19-pb128.sh).
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2E2B, void, true>(r);
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2ATS2E2B, void>(r);
   // hs2, hs4 (issue 16, session 17: GQA's query heads of a kv head over 2 or 4
   // CTAs per key block, dK / dV parts added in split order) and ws2 (session
   // 18: causal, each key block's walk over 2 CTAs, every other query block
