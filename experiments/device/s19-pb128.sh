@@ -16,7 +16,7 @@ set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 W=attention.bf16.wgmma
 A=ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_spt1_d128
-B=ordered.br64_bc128_st2_tma1_pds2_ew2_pb1_spt1_d128
+PB=ordered.br64_bc128_st2_tma1_pds2_ew2_pb1_spt1_d128
 AA=atomic.br64_bc128_st2_tma1_pds2_sp1_ew1_d128
 AB=atomic.br64_bc128_st2_tma1_pds2_ew2_pb1_d128
 DETFUSE_COMMIT=$(git rev-parse --short HEAD 2>/dev/null) bash "$(dirname "$0")/build_there.sh" build 2>&1 | tail -2
@@ -30,8 +30,8 @@ sanitize3 ew "$TW" --gtest_filter='AttentionWgmmaBwdGpu.EwSanitizerSized'
 for s in "128 4,32,32,4096,4096,128" "128c 4,32,32,4096,4096,128 --causal" "128gn 4,32,8,4096,4096,128" \
          "8k 1,16,16,8192,8192,128 --causal"; do
   set -- $s
-  run "bench$1_ab" 60 "$DF" bench attention --shape "$2" ${3:-} --variant "$W.$A" --variant "$W.$B" --repeats 3
-  run "bench$1_ba" 60 "$DF" bench attention --shape "$2" ${3:-} --variant "$W.$B" --variant "$W.$A" --repeats 3
+  run "bench$1_ab" 60 "$DF" bench attention --shape "$2" ${3:-} --variant "$W.$A" --variant "$W.$PB" --repeats 3
+  run "bench$1_ba" 60 "$DF" bench attention --shape "$2" ${3:-} --variant "$W.$PB" --variant "$W.$A" --repeats 3
 done
 run bench128_atomic 60 "$DF" bench attention --shape 4,32,32,4096,4096,128 --variant "$W.$AA" --variant "$W.$AB" --repeats 3
 {

@@ -118,6 +118,14 @@ const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMo
       // 507.1 against 514.0, so causal only (its can_run refuses an odd H / Hkv).
       if (p.d == 128 && gqa && p.causal)
         preferred.push_back("attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_spt1_hs2_d128");
+      // Session 19 (build 5bb0ec6, `detfuse bench`, 3 repeats, both orders in one call, fwd+bwd ms):
+      // pb1 at d128 (ew2 pds2, FlashAttention-4's d128 step) against sp1 ew1 spt1: 4,32,32,4096
+      // 7.411 / 7.405 against 7.518 / 7.457, causal 4.193 / 4.183 against 4.210 / 4.219, 4,32,8,4096
+      // 7.226 / 7.152 against 7.324 / 7.261, 1,16,16,8192 causal 2.027 / 2.027 against 2.060 /
+      // 2.072; causal GQA 4.409 / 4.394, behind hs2's 4.13. Softcap not measured on it: sp1 ew1 there
+      // (d64's pb1 was 9% slower with softcap).
+      if (p.d == 128 && p.softcap <= 0)
+        preferred.push_back("attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_ew2_pb1_spt1_d128");
       preferred.push_back(p.d == 128 ? "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_spt1_d128"
                                      : "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_spt1_d64");
       // pds3 takes the whole 227 KB of an H100/H200 block; where less is

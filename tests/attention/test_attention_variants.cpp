@@ -332,9 +332,9 @@ TEST(AttentionHeuristic, PicksADeterministicVariantOfTheHeadDimOrExplains) {
 TEST(AttentionHeuristic, PrefersTheMeasuredHopperVariantWhereItRuns) {
   // bf16 on an H200, where the build has the wgmma engine: forward the
   // persistent forward with rd1/ot1 (d64 non-causal: br192 rd1); backward
-  // without GQA the ordered sp1 ew1 spt1 variant at d128, pds3 ew2 pb1 spt1 at d64 (ew2 with softcap;
-  // pds2 spt1 where a block has less shared memory), with GQA the owning one at d64 (sp1 ew1
-  // spt1 at d128, its hs2 form where causal); fp32 and a pre-Hopper device: the exact fma owning
+  // without GQA the ordered pds2 ew2 pb1 spt1 variant at d128 (sp1 ew1 spt1 with softcap), pds3
+  // ew2 pb1 spt1 at d64 (ew2 with softcap; pds2 spt1 where a block has less shared memory), with
+  // GQA the owning one at d64 (pb1 at d128, sp1 ew1 spt1 hs2 where causal); fp32 and a pre-Hopper device: the exact fma owning
   // 64x64 variant.
   const DeviceInfo dev = h200();
   for (int d : {64, 128})
@@ -345,7 +345,7 @@ TEST(AttentionHeuristic, PrefersTheMeasuredHopperVariantWhereItRuns) {
         bf.Hkv = hkv;
         const std::string owning = d == 128 ? "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst2_d128"
                                             : "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst3_d64";
-        const std::string ordered = d == 128 ? "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_spt1_d128"
+        const std::string ordered = d == 128 ? "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_ew2_pb1_spt1_d128"
                                              : "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb1_spt1_d64";
         // GQA: spt1 at d128 (session 12), causal with hs2 (session 18: a kv head's query heads over 2 CTAs)
         const std::string hs2 = "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_spt1_hs2_d128";
@@ -362,11 +362,12 @@ TEST(AttentionHeuristic, PrefersTheMeasuredHopperVariantWhereItRuns) {
           EXPECT_EQ(attention::heuristic_variant(prob(d, DType::f32, causal), m, dev).desc.name,
                     "attention.fp32.fma.owning.br64_bc64_w8_d" + std::to_string(d));
         }
-        if (built && d == 64 && hkv == 32) {  // softcap: ew2 (pb1 runs it too, 9% slower: session 16)
+        if (built && hkv == 32) {  // softcap: ew2 / sp1 ew1 (d64's pb1 runs it too, 9% slower: session 16)
           AttentionProblem capped = bf;
           capped.softcap = 50.0;
           EXPECT_EQ(attention::heuristic_variant(capped, AttentionMode::backward, dev).desc.name,
-                    "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_spt1_d64");
+                    d == 64 ? "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_spt1_d64"
+                            : "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_spt1_d128");
         }
         DeviceInfo ampere = dev;
         ampere.cc_major = 8;
