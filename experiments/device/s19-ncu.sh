@@ -2,7 +2,7 @@
 # Session 19 (issue 16): what limits detfuse's forward and kv kernel beside FlashAttention-4's, per row. On a
 # machine with ./build (build_there.sh) and the peers staged (peers/install.sh stage, carry [".peers/a"]); this
 # call carries [".peers/b"] and installs them. ncu (clock control off; speed of light, compute workload, warp
-# state, scheduler, instruction statistics) of the first forward and, separately, the first backward main kernel
+# state, scheduler, instruction statistics, the SASS opcode mix) of the first forward and, separately, the first backward main kernel
 # of one fwd+bwd of each side through attention_peers.py, per row while the call has time left (ROWS, default
 # the d64 causal row, then 4,32,32,4096,128 non-causal; BUDGET_S).
 # (Session 19's first form ran s16-ncu-peer.sh, whose --launch-count 2 over one regex now catches two forwards:
@@ -14,6 +14,8 @@ cp build/capi/libdetfuse_c.so python/detfuse/libdetfuse_c.so
 export DETFUSE_LIB=$PWD/build/capi/libdetfuse_c.so
 S="--section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats"
 S="$S --section InstructionStats --section LaunchStats"
+# The SASS opcode mix (session 17's form): which instructions one side executes more of.
+S="$S --metrics sass__inst_executed_per_opcode,smsp__inst_executed.sum,sm__cycles_elapsed.max --print-metric-instances details"
 start=$SECONDS
 for row in ${ROWS:-4,32,32,4096,64,1 4,32,32,4096,128,0}; do
   t=${row//,/_}
@@ -26,5 +28,6 @@ for row in ${ROWS:-4,32,32,4096,64,1 4,32,32,4096,128,0}; do
     echo "=== $1 $2 $row"
     grep -E "Duration|Compute \(SM\) Throughput|Executed Ipc A|Issue Slots Busy|Eligible Warps|Warp Cycles Per Issued|Executed Instructions  |Block Size|Grid Size|Registers Per" \
       "$OUT/ncu_${1}_${2}_$t.log" | tr -s ' ' | cut -c1-110
+    grep -E "sass__inst_executed_per_opcode" -A3 "$OUT/ncu_${1}_${2}_$t.log" | tr -s ' ' | cut -c1-2000 | head -4
   done
 done
