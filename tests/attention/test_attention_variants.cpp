@@ -334,8 +334,8 @@ TEST(AttentionHeuristic, PrefersTheMeasuredHopperVariantWhereItRuns) {
   // persistent forward with rd1/ot1 (d64 non-causal: br192 rd1); backward
   // without GQA the ordered pds2 ew2 pb1 spt1 variant at d128 (sp1 ew1 spt1 with softcap), pds3
   // ew2 pb1 spt1 at d64 (ew2 with softcap; pds2 spt1 where a block has less shared memory), with
-  // GQA the owning one at d64 (pb1 at d128, sp1 ew1 spt1 hs2 where causal); fp32 and a pre-Hopper device: the exact fma owning
-  // 64x64 variant.
+  // GQA the owning one at d64 (pb1 at d128, sp1 ew1 spt1 hs2 where causal); fp32 and a
+  // pre-Hopper device: the exact fma owning 64x64 variant.
   const DeviceInfo dev = h200();
   for (int d : {64, 128})
     for (bool causal : {false, true})

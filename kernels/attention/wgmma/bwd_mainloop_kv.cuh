@@ -164,9 +164,10 @@ struct BwdKvMainloop {
   // rs1 (K_::kRs, pds3 or pds2 at d = 128): P^T and dS^T also converted to bf16 A fragments in
   // registers; dV and dK read them there (RS), P^T is never stored and dK is
   // issued before the dS^T barrier (which only dQ then waits for).
-  // pb1 (K_::kPb, ew2 pds3 at d = 64 or pds2 at d = 128): P^T rounded to bf16
-  // into dV's A fragment right after the exp and dV issued from registers at once; dS^T from the bf16
-  // P^T, stored for dQ and dK's A fragment (pb_dv_ds); ew2's step end with dK RS.
+  // pb1 (K_::kPb, ew2 pds3 at d = 64 or pds2 at d = 128): P^T rounded to
+  // bf16 into dV's A fragment right after the exp and dV issued from
+  // registers at once; dS^T from the bf16 P^T, stored for dQ and dK's A
+  // fragment (pb_dv_ds); ew2's step end with dK RS.
   template <class PipeL, class Acc>
   __device__ __forceinline__ static void consume_pds(const Params& p, SharedStorage& ss, Pipeline& pipe_q,
                                                      Pipeline& pipe_do, PipeL& pipe_l, int n_block, int hk, int b,
@@ -478,7 +479,7 @@ struct BwdKvMainloop {
     // Keys kl0 + 8 are 512 elements on (the swizzle reads row % 8 only):
     // one address per 8-query chunk.
     if constexpr (K_::kPds3) {
-      [[maybe_unused]] const int base = detail::opaque(kl0 * 64 + col_lane), sw = detail::opaque((kl0 & 7) << 3);
+      const int base = detail::opaque(kl0 * 64 + col_lane), sw = detail::opaque((kl0 & 7) << 3);
       CUTLASS_PRAGMA_UNROLL
       for (int v = 0; v < BR / 2; v += 2)
         *reinterpret_cast<__nv_bfloat162*>(pt_base + pt3_offset<BC>(base, sw, v / 4, (v / 2) % 2)) =
@@ -528,7 +529,7 @@ struct BwdKvMainloop {
     BwdKvSoftmax<BR>::softcap_grad(p, tSrS, lse2, col_lane);  // P^T times 1 - t^2 (as the other kv kernels)
     warpgroup_wait<1>();  // dP^T done (dV may still run)
     if constexpr (K_::kPds3) {
-      [[maybe_unused]] const int base = detail::opaque(kl0 * 64 + col_lane), sw = detail::opaque((kl0 & 7) << 3);
+      const int base = detail::opaque(kl0 * 64 + col_lane), sw = detail::opaque((kl0 & 7) << 3);
       CUTLASS_PRAGMA_UNROLL
       for (int v = 0; v < BR / 2; v += 2) {
         const float2 d2 = *reinterpret_cast<const float2*>(dd + 8 * (v / 4) + col_lane);
