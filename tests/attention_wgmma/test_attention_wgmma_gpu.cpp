@@ -184,17 +184,17 @@ constexpr int kDqBitsDiffer = 2;
                    << dev_.name << " (cc " << dev_.cc_string() << ")";                        \
   } while (0)
 
-TEST(AttentionWgmma, TwentyFourVariantsRegisteredWithCanonicalNames) {
+TEST(AttentionWgmma, TwentyEightVariantsRegisteredWithCanonicalNames) {
   const auto vs = wgmma_variants();
-  ASSERT_EQ(vs.size(), 24u);
+  ASSERT_EQ(vs.size(), 28u);
   int d64 = 0, d128 = 0;
   for (const auto* v : vs) {
     EXPECT_EQ(v->desc.name, VariantDesc::canonical_name(Family::attention, DType::bf16, "wgmma", "fwd", v->desc.params));
     EXPECT_TRUE(v->desc.deterministic);
     (param(*v, "d") == 64 ? d64 : d128) += 1;
   }
-  EXPECT_EQ(d64, 9);
-  EXPECT_EQ(d128, 15);
+  EXPECT_EQ(d64, 12);
+  EXPECT_EQ(d128, 16);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.fwd.br128_bc128_st2_ov0_pp0_d128"), nullptr);
   // The persistent ones (ps1); the older names carry no ps token.
   for (const char* n : {"attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp0_ps1_d128",
@@ -213,7 +213,12 @@ TEST(AttentionWgmma, TwentyFourVariantsRegisteredWithCanonicalNames) {
                         "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_rd1_ot1_d64",
                         // session 15: three consumer warpgroups (192 query rows, d64)
                         "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_ps1_rd1_d64",
-                        "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_ps1_rd1_ot1_d64"})
+                        "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_ps1_rd1_ot1_d64",
+                        // session 20: FlashAttention-4's launches, one CTA a tile
+                        "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_rd1_ot1_d64",
+                        "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_rd1_ot1_d64",
+                        "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp1_rd1_ot1_d128",
+                        "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp1_rd1_ot1_d64"})
     EXPECT_NE(builtin_registry().find_attention(n), nullptr) << n;
   int ps = 0, rd = 0, ot = 0, br192 = 0;
   for (const auto* v : vs) {
@@ -230,9 +235,9 @@ TEST(AttentionWgmma, TwentyFourVariantsRegisteredWithCanonicalNames) {
     }
   }
   EXPECT_EQ(ps, 14);
-  EXPECT_EQ(rd, 8);
-  EXPECT_EQ(ot, 6);
-  EXPECT_EQ(br192, 2);
+  EXPECT_EQ(rd, 12);
+  EXPECT_EQ(ot, 10);
+  EXPECT_EQ(br192, 4);
 }
 
 TEST(AttentionWgmma, CanRunRefusesWithReasons) {
@@ -537,34 +542,38 @@ TEST(AttentionWgmmaGpu, PersistentSanitizerSized) {
 
 // The sanitizer-sized case for the O-by-TMA configurations alone (ot1: the
 // shared O tile reused tile after tile behind the bulk store's read wait): the
-// persistent ones on 2 CTAs and the full grid, and the non-persistent one, on
+// persistent ones on 2 CTAs and the full grid, and the non-persistent ones (d128
+// rd1 ot1 with and without the ping-pong; d64 br128, br192 and br192 pp1, session 20), on
 // the causal Sq > Sk case above and on a non-causal GQA one with odd lengths.
 TEST(AttentionWgmmaGpu, TmaOSanitizerSized) {
   REQUIRE_SM90();
   const DeviceInfo& dev = cached_device(0);
   int ran = 0;
   for (const Case& c : kSanitizerCases) {
-    for (int64_t d : {64, 128}) check_persistent(c, d, {2, 0}, {1}, 1, 9100 + uint64_t(d), "ot1");
-    const AttentionProblem p = problem_of(c, 128);
-    const reference::AttentionInputs in = reference::make_attention_inputs(p, 9200);
-    const reference::AttentionResult ref = reference::attention_reference(p, in, /*backward=*/false);
-    DeviceBuffer<uint16_t> dQ(in.Q.size()), dK(in.K.size()), dV(in.K.size()), dOut(in.Q.size());
-    DeviceBuffer<float> dL(size_t(p.B * p.H * p.Sq));
-    dQ.upload(bf16_bits(in.Q));
-    dK.upload(bf16_bits(in.K));
-    dV.upload(bf16_bits(in.V));
-    AttentionArgs a;
-    a.Q = dQ.data(), a.K = dK.data(), a.V = dV.data(), a.O = dOut.data(), a.lse = dL.data();
-    for (const auto* v : wgmma_variants()) {
-      if (param(*v, "ot") != 1 || param(*v, "ps") == 1 || param(*v, "d") != 128) continue;
-      SCOPED_TRACE(v->desc.name + " on " + p.key() + " (" + c.what + ")");
-      ASSERT_FALSE(v->can_run(p, AttentionMode::forward, dev).has_value());
-      ASSERT_NO_FATAL_FAILURE(
-          expect_forward([&] { v->launch(p, AttentionMode::forward, a, nullptr); }, dOut, dL, ref, 128, 1));
-      ++ran;
+    for (int64_t d : {64, 128}) {
+      check_persistent(c, d, {2, 0}, {1}, 1, 9100 + uint64_t(d), "ot1");
+      const AttentionProblem p = problem_of(c, d);
+      const reference::AttentionInputs in = reference::make_attention_inputs(p, 9200 + uint64_t(d));
+      const reference::AttentionResult ref = reference::attention_reference(p, in, /*backward=*/false);
+      DeviceBuffer<uint16_t> dQ(in.Q.size()), dK(in.K.size()), dV(in.K.size()), dOut(in.Q.size());
+      DeviceBuffer<float> dL(size_t(p.B * p.H * p.Sq));
+      dQ.upload(bf16_bits(in.Q));
+      dK.upload(bf16_bits(in.K));
+      dV.upload(bf16_bits(in.V));
+      AttentionArgs a;
+      a.Q = dQ.data(), a.K = dK.data(), a.V = dV.data(), a.O = dOut.data(), a.lse = dL.data();
+      for (const auto* v : wgmma_variants()) {
+        if (param(*v, "ot") != 1 || param(*v, "ps") == 1 || param(*v, "d") != d) continue;
+        SCOPED_TRACE(v->desc.name + " on " + p.key() + " (" + c.what + ")");
+        ASSERT_FALSE(v->can_run(p, AttentionMode::forward, dev).has_value());
+        ASSERT_NO_FATAL_FAILURE(
+            expect_forward([&] { v->launch(p, AttentionMode::forward, a, nullptr); }, dOut, dL, ref, d, 1));
+        ++ran;
+      }
     }
   }
-  EXPECT_EQ(ran, 2);
+  // 2 cases x (d128: rd1 ot1, pp1 rd1 ot1; d64: br128 rd1 ot1, br192 rd1 ot1 and pp1 rd1 ot1).
+  EXPECT_EQ(ran, 10);
 }
 
 // The TMA store of the last query block of a head covers BR rows, past Sq:
@@ -601,7 +610,7 @@ TEST(AttentionWgmmaGpu, TmaOStoresNoRowPastSq) {
     EXPECT_LE(reference::rel_norm_error(O, ref.O), 2e-2) << "O relative norm error";
     ++ran;
   }
-  EXPECT_EQ(ran, 6);
+  EXPECT_EQ(ran, 10);
 }
 
 // ------------------------- session 15: three consumer warpgroups (br192, d64)

@@ -48,7 +48,7 @@ struct FwdConfig {
   static_assert(BR == 128 || (BR == 192 && D == 64),
                 "two consumer warpgroups of 64 query rows each, or three at d64 (160 registers each: S 64 + P 32 "
                 "+ O 32 fp32 values fit, d128's O 64 does not)");
-  static_assert(!PINGPONG || BR == 128, "the ping-pong turns are two warpgroups'");
+
   static_assert(BC % 16 == 0 && BC >= 16 && BC <= 256, "BC: the wgmma N of Q K^T (<= 256) and K of P V (16s)");
   static_assert(STAGES >= 2, "at least a double-buffered K/V ring");
   // Shared memory: QSTAGES Q (BR x D), STAGES K and V tiles (BC x D), (TMA_O) one O tile (BR x D),
@@ -96,6 +96,16 @@ using FwdD64Bc128St3OvPsRdOt = FwdConfig<64, 128, 128, 3, true, false, true, 1, 
 // consumer warpgroups").
 using FwdD64Br192Bc128St3OvPsRd = FwdConfig<64, 192, 128, 3, true, false, true, 1, true, false>;
 using FwdD64Br192Bc128St3OvPsRdOt = FwdConfig<64, 192, 128, 3, true, false, true, 1, true, true>;
+// Session 20: FlashAttention-4's sm90 forward launches, not persistent (one CTA a tile, the
+// causal grid's longest query blocks first): at d64 192 query rows in three consumer
+// warpgroups (FA4's d64 tile: 2816 CTAs of 512 threads at 4,32,32,4096, ncu session 19), at d128
+// the ping-pong turns of the two consumer warpgroups (FA4's d128 forward waits at a warp-scheduler
+// barrier between them, ncu session 17); and at d64 the non-persistent br128 beside them.
+using FwdD64Br192Bc128St3OvRdOt = FwdConfig<64, 192, 128, 3, true, false, false, 1, true, true>;
+using FwdD64Bc128St3OvRdOt = FwdConfig<64, 128, 128, 3, true, false, false, 1, true, true>;
+using FwdD128Bc128St2OvPpRdOt = FwdConfig<128, 128, 128, 2, true, true, false, 1, true, true>;
+// FlashAttention-4's d64 forward whole: 192 rows, three warpgroups taking turns in a ring, one CTA a tile.
+using FwdD64Br192Bc128St3OvPpRdOt = FwdConfig<64, 192, 128, 3, true, true, false, 1, true, true>;
 
 // Dynamic shared memory bytes of one CTA of Cfg (the kernel's SharedStorage).
 template <class Cfg>
@@ -146,6 +156,10 @@ DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD128Bc160St2OvPsRdOt)
 DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD64Bc128St3OvPsRdOt)
 DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD64Br192Bc128St3OvPsRd)
 DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD64Br192Bc128St3OvPsRdOt)
+DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD64Br192Bc128St3OvRdOt)
+DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD64Bc128St3OvRdOt)
+DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD128Bc128St2OvPpRdOt)
+DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD64Br192Bc128St3OvPpRdOt)
 
 }  // namespace detfuse::attention::wg
 

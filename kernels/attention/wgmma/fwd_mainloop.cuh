@@ -165,17 +165,19 @@ struct FwdMainloop {
         softmax.online(p, tSrS, corr);  // O is zero: nothing to rescale
         Softmax::to_p(tSrS, tOrP);
       }
-      // Ping-pong (two consumer warpgroups only: FwdConfig refuses it at BR =
-      // 192): warpgroup c waits on its barrier (kPingPongWg0 + c) before
-      // issuing and then lets the other one go (arrive on kPingPongWg1 - c).
-      // Both run the same n_max - n_min - 1 turns; the second primes the
-      // first's barrier once and skips its last arrive, so every barrier phase
-      // completes (in the persistent kernel too: the second warpgroup primes
-      // the next tile only after its last turn here, which waited for the
-      // first's last).
+      // Ping-pong: the consumer warpgroups take turns on the tensor cores in a
+      // ring (FlashAttention-4's warp-scheduler barrier, two or three
+      // warpgroups): warpgroup c waits on its barrier (kPingPongWg0 + c)
+      // before issuing and then lets the next one go (arrive on c + 1's, mod
+      // the warpgroups; with two, kPingPongWg1 - c). All run the same n_max -
+      // n_min - 1 turns; the last primes the first's barrier once and skips
+      // its last arrive, so every barrier phase completes (in the persistent
+      // kernel too: the last warpgroup primes the next tile only after its
+      // last turn here, which waited for every other one's last).
+      constexpr int kWgs = K_::kConsumerWGs;
       const int cwg = ctid / 128;
       if constexpr (Cfg::PINGPONG) {
-        if (cwg == 1 && n_max - n_min >= 2) detail::named_arrive(barrier_id(FwdBarrier::kPingPongWg0), 256);
+        if (cwg == kWgs - 1 && n_max - n_min >= 2) detail::named_arrive(barrier_id(FwdBarrier::kPingPongWg0), 256);
       }
       for (int n = n_max - 2; n >= n_min; --n) {
         PipelineState prev = st;
@@ -186,7 +188,9 @@ struct FwdMainloop {
         detail::wg_gemm<true, false>(mma_qk, tSrQ, tSrK(_, _, _, st.index()), tSrS);
         detail::wg_gemm<false, true>(mma_pv, tOrP, tOrV(_, _, _, prev.index()), tOrO);
         if constexpr (Cfg::PINGPONG) {
-          if (!(cwg == 1 && n == n_min)) detail::named_arrive(barrier_id(FwdBarrier::kPingPongWg1) - cwg, 256);
+          const int next = kWgs == 2 ? barrier_id(FwdBarrier::kPingPongWg1) - cwg
+                                     : barrier_id(FwdBarrier::kPingPongWg0) + (cwg + 1) % kWgs;
+          if (!(cwg == kWgs - 1 && n == n_min)) detail::named_arrive(next, 256);
         }
         warpgroup_wait<1>();  // S done, P V may still run
         pipe_k.consumer_release(st);

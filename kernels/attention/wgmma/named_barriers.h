@@ -7,14 +7,15 @@ namespace detfuse::attention::wg {
 
 enum class FwdBarrier : int {
   kSyncThreads = 0,
-  // Ping-pong (Cfg::PINGPONG): consumer warpgroup c (0 or 1) waits on
-  // kPingPongWg0 + c before issuing its wgmmas and then arrives on the other's
-  // (kPingPongWg1 - c).
+  // Ping-pong (Cfg::PINGPONG): consumer warpgroup c (0, 1; 2 at BR = 192) waits on
+  // kPingPongWg0 + c before issuing its wgmmas and then arrives on the next one's
+  // (c + 1 mod the warpgroups; with two, kPingPongWg1 - c).
   kPingPongWg0 = 1,
   kPingPongWg1 = 2,
+  kPingPongWg2 = 3,
   // TMA O store (Cfg::TMA_O): all consumer threads (256, or 384 at BR = 192), around their writes
   // of the shared O tile.
-  kOStore = 3,
+  kOStore = 4,
 };
 
 // The backward's kv kernel (bwd_*.cuh; the dq kernel uses none). Which
@@ -54,6 +55,9 @@ enum class BwdBarrier : int {
 
 // The id as bar.sync takes it.
 constexpr int barrier_id(FwdBarrier b) { return static_cast<int>(b); }
+static_assert(barrier_id(FwdBarrier::kPingPongWg1) == barrier_id(FwdBarrier::kPingPongWg0) + 1 &&
+                  barrier_id(FwdBarrier::kPingPongWg2) == barrier_id(FwdBarrier::kPingPongWg0) + 2,
+              "the ping-pong ring takes kPingPongWg0 + c for warpgroup c");
 constexpr int barrier_id(BwdBarrier b) { return static_cast<int>(b); }
 
 }  // namespace detfuse::attention::wg

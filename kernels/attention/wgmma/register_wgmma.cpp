@@ -401,6 +401,11 @@ void register_attention_wgmma_forward_only(Registry& r) {
   // until the H200 has measured them (experiments/device/s15-fwd192.sh).
   add<FwdD64Br192Bc128St3OvPsRd>(r);
   add<FwdD64Br192Bc128St3OvPsRdOt>(r);
+  // Session 20: FlashAttention-4's forward launches, not persistent (attention_wgmma.h).
+  add<FwdD64Br192Bc128St3OvRdOt>(r);
+  add<FwdD64Bc128St3OvRdOt>(r);
+  add<FwdD128Bc128St2OvPpRdOt>(r);
+  add<FwdD64Br192Bc128St3OvPpRdOt>(r);
 }
 
 // Forward-only, then forward + backward (deterministic owning dQ first).

@@ -1,0 +1,11 @@
+// Attention forward on wgmma/TMA, configuration FwdD128Bc128St2OvPpRdOt (attention_wgmma.h):
+// the ping-pong turns, one CTA a tile (FlashAttention-4's d128 launch).
+// One file per configuration so the CUTLASS instantiations compile in
+// parallel; built for sm_90a only (DETFUSE_ATTN_WGMMA_IMPL).
+#include "kernels/attention/wgmma/attention_wgmma.cuh"
+
+namespace detfuse::attention::wg {
+
+DETFUSE_ATTN_WGMMA_INSTANCES(, FwdD128Bc128St2OvPpRdOt)
+
+}  // namespace detfuse::attention::wg
