@@ -10,7 +10,7 @@
 #            layout tests, every wgmma registry case of test_attention_gpu), memcheck / racecheck /
 #            synccheck on the sanitizer-sized cases (TmaOSanitizerSized holds the new ones), then the
 #            benches in one order.
-#   STAGE=2 (warm): the benches again, each variant list in the other order.
+#   STAGE=2 (warm): the benches again, each variant list in the other order (ORDER=ab: the first).
 # Prediction: br192 non-persistent at d64 causal at or below the persistent br128's 0.695 ms (FA4's
 # 0.59 is this launch); pp1 non-persistent at d128 within 2% of ps1 rd1 ot1 (session 17: the
 # persistent pp1 was 0-7% slower).
@@ -50,11 +50,11 @@ report() {
   } > "$OUT/report.txt"
   cat "$OUT/report.txt"
 }
-attention_bins
 gpu_line "$OUT/gpu.txt"
 case ${STAGE:-1} in
   1)
     DETFUSE_COMMIT=$(git rev-parse --short HEAD 2>/dev/null) bash "$(dirname "$0")/build_there.sh" build 2>&1 | tail -2
+    attention_bins  # after the build: DF is build/detfuse once it exists
     { grep -c "Registers are spilled" build.log; grep -B1 "Registers are spilled" build.log | grep -o "fwd_[A-Za-z0-9_]*" | sort | uniq -c; } > "$OUT/spills.txt" 2>&1
     run tests_fwd 200 "$TW" --gtest_filter='AttentionWgmmaGpu.*:AttentionWgmma.*'
     run tests_layout 30 "$B/tests/attention_wgmma/test_attention_wgmma_fwd_layout"
@@ -63,7 +63,8 @@ case ${STAGE:-1} in
     sanitize3 fwd3 "$TW" --gtest_filter='AttentionWgmmaGpu.ThreeWarpgroupsSanitizerSized'
     benches ab "$F128" "$F64"
     report ;;
-  2)
-    benches ba "$(reversed $F128)" "$(reversed $F64)"
+  2)  # ORDER=ab: the first order again (stage 1's benches, when it ran out of time)
+    attention_bins
+    if [ "${ORDER:-ba}" = ab ]; then benches ab "$F128" "$F64"; else benches ba "$(reversed $F128)" "$(reversed $F64)"; fi
     report ;;
 esac

@@ -65,7 +65,12 @@ const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMo
   // TMA store) 567.7 at d128 (causal 476.6) against `ps1` 551.6 (468.6), d64
   // causal 285.2 against 257.4 (d64 non-causal not measured: `ps1` stayed;
   // session 16: `br192 ps1 rd1`, three consumer warpgroups, 1.119 ms against
-  // `ps1`'s 1.262 at d64 non-causal, so br192 there; causal stays);
+  // `ps1`'s 1.262 at d64 non-causal, so br192 there; causal stays; session
+  // 20: FlashAttention-4's launch, br192 rd1 ot1 not persistent, 0.692 / 0.695
+  // ms at 4,32,32,4096,64 causal against `br128 ps1 rd1 ot1`'s 0.704 / 0.703,
+  // `detfuse bench`, 5 repeats, both orders in one machine; so that at d64
+  // causal; its ping-pong ring 0.700 / 0.691, at d128 no launch of FA4's
+  // better than `ps1 rd1 ot1`);
   // backward (fwd+bwd TFLOP/s): `ordered` pds2 443.4 at d128 (causal 371.3)
   // against owning 411.2 (364.7), d64 304.7 (causal 249.5) against owning
   // 283.4 (248.9); session 8: `ordered` pds3 (128 queries a step) at d64
@@ -107,7 +112,7 @@ const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMo
     const std::string d = std::to_string(p.d);
     if (mode == AttentionMode::forward)
       preferred.push_back(p.d == 128  ? "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp0_ps1_rd1_ot1_d128"
-                          : p.causal ? "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_rd1_ot1_d64"
+                          : p.causal ? "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_rd1_ot1_d64"
                                      : "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_ps1_rd1_d64");
     if (!gqa || p.d == 128) {
       if (p.d == 64 && p.softcap <= 0)

@@ -351,7 +351,7 @@ TEST(AttentionHeuristic, PrefersTheMeasuredHopperVariantWhereItRuns) {
         const std::string hs2 = "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_spt1_hs2_d128";
         const std::string bwd = d == 128 && hkv == 8 && causal ? hs2 : hkv == 32 || d == 128 ? ordered : owning;
         const std::string fwd = d == 128  ? "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp0_ps1_rd1_ot1_d128"
-                                : causal ? "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_rd1_ot1_d64"
+                                : causal ? "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_rd1_ot1_d64"
                                          : "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_ps1_rd1_d64";
         const std::string fma_bf16 = "attention.bf16.fma.owning.br64_bc64_w8_d" + std::to_string(d);
         const bool built = builtin_registry().find_attention(bwd) != nullptr;

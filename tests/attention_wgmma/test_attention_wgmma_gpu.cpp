@@ -383,7 +383,7 @@ TEST(AttentionWgmmaGpu, MatchesFloat64ReferenceAndIsDeterministic) {
       }
     }
   }
-  EXPECT_EQ(checked, 24 * int(std::size(kCases)));
+  EXPECT_EQ(checked, 28 * int(std::size(kCases)));
 }
 
 // ------------------------------------------------- persistent forward (ps1)
