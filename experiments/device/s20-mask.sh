@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Session 20 on the H200 (issue 16): the forward's mask as FlashAttention-4's R2P mask (fwd_softmax.cuh
+# Session 20 on the H200 (issue 16; ran at c2a1385, now branch s20-r2p: measured flat, not on main):
+# the forward's mask as FlashAttention-4's R2P mask (fwd_softmax.cuh
 # FwdMask::apply: per row one bit mask of the visible values, ptxas's R2P moves it into predicates,
 # a select per value; before: two compares with immediates and a select per value). ncu of the d64
 # causal forward (session 20, build edc44d6): 14.6 M ISETP against FA4's 2.4 M, 290.8 M instructions,

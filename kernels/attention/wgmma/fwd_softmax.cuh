@@ -34,17 +34,11 @@ struct FwdMask {
   // -inf, on the blocks that hold any (uniform branch). n: the key block.
   // Per row, the visible keys are an interval: the thread's value v sits at
   // column offset o = 8 (v / 4) + v % 2 from key0 + col_lane (a compile-time
-  // constant), and o rises with the value's index k = 2 (v / 4) + v % 2 in
-  // the row, so the row's visible values are the k in [klo, khi): one bit
-  // mask per 32 of them (FlashAttention-4's R2P mask, mask.py: ptxas moves
-  // the bits into predicates 7 at a time with R2P) and a select per value.
-  // (Session 17: the test written per value, col >= Sk || (causal && ...) ||
-  // (window && ...), compiled to 739 instructions a masked block with
-  // branches and a constant load per value; then two compares with
-  // immediates and a select per value, lo < o <= hi: 14.6 M ISETP in the d64
-  // causal forward against FA4's 2.4 M, ncu session 20. The masked block is
-  // the causal diagonal of every tile, which the walk takes first, outside
-  // the overlap.)
+  // constant), so each value is masked by two compares with immediates and a
+  // select (lo < o <= hi, per row). (The test written per value, col >= Sk ||
+  // (causal && ...) || (window && ...), compiled to 739 instructions a masked
+  // block with branches and a constant load per value: the causal diagonal
+  // block of every tile, which the walk from the last key block takes first.)
   template <class Params, class TS>
   __device__ __forceinline__ void apply(const Params& p, TS& tSrS, int n) const {
     if (p.softcap) {
@@ -67,22 +61,10 @@ struct FwdMask {
         hi[r] = int(max(int64_t(-1), min(h, int64_t(BC))));
         lo[r] = int(max(int64_t(-1), min(l, int64_t(BC))));
       }
-      // The values of row r with o < c: k < 2 (c / 8) + min(c % 8, 2), c in [0, BC + 1].
-      auto count_below = [](int c) { return 2 * (c / 8) + min(c % 8, 2); };
-      constexpr int kChunks = (BC / 4 + 31) / 32;
-      uint32_t keep[2][kChunks];
-      CUTLASS_PRAGMA_UNROLL
-      for (int r = 0; r < 2; ++r) {
-        const int khi = count_below(hi[r] + 1), klo = count_below(lo[r] + 1);
-        CUTLASS_PRAGMA_UNROLL
-        for (int c = 0; c < kChunks; ++c)
-          keep[r][c] = detail::ones_shr(uint32_t(max(32 * (c + 1) - khi, 0))) &
-                       detail::ones_shl(uint32_t(max(klo - 32 * c, 0)));
-      }
       CUTLASS_PRAGMA_UNROLL
       for (int v = 0; v < BC / 2; ++v) {
-        const int k = 2 * (v / 4) + v % 2, r = (v / 2) % 2;
-        tSrS(v) = (keep[r][k / 32] >> (k % 32)) & 1u ? tSrS(v) : -INFINITY;
+        const int o = 8 * (v / 4) + v % 2, r = (v / 2) % 2;
+        tSrS(v) = (o > hi[r] || o <= lo[r]) ? -INFINITY : tSrS(v);
       }
     }
   }

@@ -69,19 +69,6 @@ __device__ __forceinline__ float softcap_grad(float P, float lse2, float cap_t) 
 // anything else that places a thread's own values: those need ctid.
 __device__ __forceinline__ int wg_slice_thread(int ctid) { return __shfl_sync(0xffffffffu, ctid / 128, 0) * 128; }
 
-// 0xffffffff shifted right / left by n bits as PTX shifts do (n >= 32 gives 0:
-// the shift amount is clamped to the width, where a C++ shift by 32 is undefined).
-__device__ __forceinline__ uint32_t ones_shr(uint32_t n) {
-  uint32_t y;
-  asm("shr.b32 %0, %1, %2;" : "=r"(y) : "r"(0xffffffffu), "r"(n));
-  return y;
-}
-__device__ __forceinline__ uint32_t ones_shl(uint32_t n) {
-  uint32_t y;
-  asm("shl.b32 %0, %1, %2;" : "=r"(y) : "r"(0xffffffffu), "r"(n));
-  return y;
-}
-
 // threadIdx.x read again (asm volatile: not merged with an earlier read, so a
 // value derived from it need not stay live across a loop; it is recomputed).
 __device__ __forceinline__ uint32_t reread_tid() {
