@@ -195,41 +195,21 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
     }
   } else {
     // ----------------------------------------------------------- consumers
-    // pds: BwdKvMainloop::consume_pds; else the walk below (P^T, dS^T in
-    // registers). Then the epilogue. (The walk and its mask stay here: as
-    // functions they changed the PTX, README "Structure: the backward in role
-    // files".)
+    // pds: BwdKvMainloop::consume_pds; else BwdKvMainloop::consume (P^T, dS^T
+    // in registers). Then the epilogue.
     cutlass::arch::warpgroup_reg_alloc<K_::kConsumerRegs>();
     const int ctid = tid - 128;
     const int lane = tid % 32;
     const int wq = (ctid % 128) / 32;
     const int key0 = n_block * BC + (ctid / 128) * 64 + wq * 16 + lane / 4;  // keys key0, key0 + 8
     const int col_lane = 2 * (lane % 4);
-    const int diag_off = p.Sk - p.Sq;
 
-    typename K_::MmaSdP mma_sdp;
     typename K_::MmaKV mma_kv;
-    auto thr_sdp = mma_sdp.get_thread_slice(ctid);
-    auto thr_kv = mma_kv.get_thread_slice(ctid);
-    Tensor sQt = make_tensor(make_smem_ptr(ss.q.data()), typename K_::SmemQt{});
-    Tensor sdOt = make_tensor(make_smem_ptr(ss.dO.data()), typename K_::SmemQt{});
-    Tensor tSrK = thr_sdp.partition_fragment_A(sK);    // (MMA, 1, D/16)
-    Tensor tSrV = thr_sdp.partition_fragment_A(sV);
-    Tensor tSrQ = thr_sdp.partition_fragment_B(sQ);    // (MMA, 1, D/16, ST)
-    Tensor tSrdO = thr_sdp.partition_fragment_B(sdO);
-    Tensor tKVrdO = thr_kv.partition_fragment_B(sdOt);  // (MMA, 1, BR/16, ST)
-    Tensor tKVrQ = thr_kv.partition_fragment_B(sQt);
     Tensor tdVacc = partition_fragment_C(mma_kv, Shape<Int<BC>, Int<D>>{});
     Tensor tdKacc = partition_fragment_C(mma_kv, Shape<Int<BC>, Int<D>>{});
     static_assert(decltype(size(tdVacc))::value == D / 2, "64 x D accumulator per warpgroup");
     clear(tdVacc);
     clear(tdKacc);
-    Tensor tSrS = partition_fragment_C(mma_sdp, Shape<Int<BC>, Int<BR>>{});
-    Tensor tSrdP = partition_fragment_C(mma_sdp, Shape<Int<BC>, Int<BR>>{});
-    static_assert(decltype(size(tSrS))::value == BR / 2, "64 x BR scores per warpgroup");
-    Tensor tPr = make_tensor<T>(partition_shape_A(mma_kv, Shape<Int<BC>, Int<BR>>{}));
-    Tensor tdSr = make_tensor<T>(partition_shape_A(mma_kv, Shape<Int<BC>, Int<BR>>{}));
-    static_assert(decltype(size(tPr))::value == BR / 2, "P^T fragment matches the score fragment");
 
     if constexpr (K_::kPds) {
       if (iters > 0) {
@@ -238,98 +218,8 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
       }
     } else if (iters > 0) {
       Barrier::wait(&ss.kv_bar, 0);
-      PipelineState st;
-      int it = 0;
-      for (int g = 0; g < p.group; ++g) {
-        const int h = hk * p.group + g;
-        const int64_t bh = int64_t(b) * p.H + h;
-        for (int m = Sched::m_first(m_begin, m_stop); m != Sched::m_end(m_begin, m_stop); m += Sched::kMStep, ++it) {
-          const int q0 = m * BR;
-          // LSE (log2 units; +inf where P must be 0: rows >= Sq or LSE = -inf)
-          // and D of the block's BR rows, one value per thread of the
-          // warpgroup, through shared memory (buffer it % 2: the other one may
-          // still be read by a slower warp of the previous block).
-          const int wg = ctid / 128, t = ctid % 128, buf = it % 2;
-          float ld_lse = INFINITY, ld_d = 0.f;  // thread t < BR: query q0 + t (BR <= 128)
-          if (t < BR && q0 + t < p.Sq) {
-            const float x = __ldg(p.lse + bh * p.Sq + q0 + t);
-            ld_lse = x == -INFINITY ? INFINITY : x * 1.4426950408889634f;
-            ld_d = __ldg(p.Dvec + bh * p.Sq + q0 + t);
-          }
-          pipe_q.consumer_wait(st);
-          detail::wg_gemm<true, false>(mma_sdp, tSrK, tSrQ(_, _, _, st.index()), tSrS);
-          pipe_do.consumer_wait(st);
-          detail::wg_gemm<true, false>(mma_sdp, tSrV, tSrdO(_, _, _, st.index()), tSrdP);
-          if (t < BR) {
-            ss.lse2[wg][buf][t] = ld_lse;
-            ss.dvec[wg][buf][t] = ld_d;
-          }
-          detail::named_sync(K_::kBarLse + wg, 128);
-          const float* lse2 = ss.lse2[wg][buf];
-          const float* dd = ss.dvec[wg][buf];
-          warpgroup_wait<1>();  // S^T done
-          if (p.softcap) {
-            CUTLASS_PRAGMA_UNROLL
-            for (int v = 0; v < BR / 2; ++v) tSrS(v) = detail::softcap_raw(tSrS(v), p.cap_k, p.cap_c);
-          }
-          const bool need_mask = n_block * BC + BC > p.Sk ||
-                                 (p.causal && n_block * BC + BC - 1 > q0 + diag_off) ||
-                                 (p.window > 0 && n_block * BC <= q0 + BR - 1 + diag_off - p.window);
-          CUTLASS_PRAGMA_UNROLL
-          for (int v = 0; v < BR / 2; ++v) {
-            const int j = 8 * (v / 4) + col_lane + (v % 2);  // query column within the block
-            float e = detail::ex2(fmaf(tSrS(v), p.scale_log2, -lse2[j]));
-            if (need_mask) {
-              // Key - query offsets outside (lo, hi] are masked (hi: causal, lo: window).
-              const int key = key0 + 8 * ((v / 2) % 2);
-              const int dlt = key - (q0 + 8 * (v / 4) + col_lane + (v % 2));
-              const int hi = p.causal ? diag_off : INT_MAX;
-              const int lo = p.window > 0 ? diag_off - p.window : INT_MIN;
-              if (key >= p.Sk || dlt > hi || dlt <= lo) e = 0.f;
-            }
-            tSrS(v) = e;
-          }
-          CUTLASS_PRAGMA_UNROLL
-          for (int v = 0; v < BR / 2; v += 2) {
-            const __nv_bfloat162 two = __floats2bfloat162_rn(tSrS(v), tSrS(v + 1));
-            tPr(v) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[0]);
-            tPr(v + 1) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[1]);
-          }
-          detail::wg_gemm<false, true>(mma_kv, tPr, tKVrdO(_, _, _, st.index()), tdVacc);
-          // P^T (in bf16 for dV already) times 1 - t^2: dS^T = (P^T (1 - t^2))
-          // (dP^T - D) below, unchanged.
-          BwdKvSoftmax<BR>::softcap_grad(p, tSrS, lse2, col_lane);
-          warpgroup_wait<1>();  // dP^T done (dV may still run)
-          CUTLASS_PRAGMA_UNROLL
-          for (int v = 0; v < BR / 2; v += 2) {
-            const float2 d2 = *reinterpret_cast<const float2*>(dd + 8 * (v / 4) + col_lane);
-            const __nv_bfloat162 two =
-                __floats2bfloat162_rn(tSrS(v) * (tSrdP(v) - d2.x), tSrS(v + 1) * (tSrdP(v + 1) - d2.y));
-            tdSr(v) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[0]);
-            tdSr(v + 1) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[1]);
-          }
-          detail::wg_gemm<false, true>(mma_kv, tdSr, tKVrQ(_, _, _, st.index()), tdKacc);
-          if constexpr (K_::DQS != DqStrategy::kNone) {
-            // The A registers of an in-flight wgmma may not be read (PTX), so
-            // dV and dK complete first; the Q and dO stages are free then.
-            warpgroup_wait<0>();
-            pipe_q.consumer_release(st);
-            pipe_do.consumer_release(st);
-            typename K_::MmaDQ mma_dq;
-            Tensor tdQacc = partition_fragment_C(mma_dq, Shape<Int<BR>, Int<D>>{});
-            static_assert(decltype(size(tdQacc))::value == K_::kDqPerThread, "dQ part per thread");
-            Mainloop::dq_product_ds(ss, mma_dq, tdSr, tdQacc, key0 - n_block * BC, col_lane, ctid, wg);
-            BwdDqWriter<K_>::add(p, ss, tdQacc, ctid, wg, wq, lane, col_lane, n_block, g, bh, m, q0, it);
-          } else {
-            warpgroup_wait<0>();  // dV and dK done: the Q and dO tiles and P, dS registers are free
-            pipe_q.consumer_release(st);
-            pipe_do.consumer_release(st);
-          }
-          warpgroup_fence_operand(tPr);
-          warpgroup_fence_operand(tdSr);
-          ++st;
-        }
-      }
+      Mainloop::consume(p, ss, pipe_q, pipe_do, n_block, hk, b, m_begin, m_stop, ctid, lane, wq, key0, col_lane, tdVacc,
+                        tdKacc);
     }
 
     if constexpr (K_::DQS == DqStrategy::kPartials) BwdKvEpilogue<K_>::zero_partials(p, m_begin, m_stop, ctid);

@@ -4,10 +4,10 @@
 // variants over the query blocks (`consume_pds`: P^T and dS^T through shared
 // memory, pds1 / pds2 / pds3 and their sp1, sp2, dc1, rs1, pb1 forms): S^T = K Q^T
 // and dP^T = V dO^T, P^T, dV += P^T dO, dS^T = P^T (dP^T - D), dK += dS^T Q,
-// the dQ part dS K handed to bwd_dq_writer.cuh; and the dQ product of the
-// walk without pds (`dq_product_ds`). Thread 0's K, V, Q, dO loads and the
-// consumer walk without pds stay in the kernel (attention_wgmma_bwd.cuh): as
-// functions here they changed the PTX (README "Structure: the backward in
+// the dQ part dS K handed to bwd_dq_writer.cuh; the consumers' walk without
+// pds (`consume`, since session 20) and its dQ product (`dq_product_ds`).
+// Thread 0's K, V, Q, dO loads stay in the kernel (attention_wgmma_bwd.cuh):
+// as a function here it changed the PTX (README "Structure: the backward in
 // role files").
 #pragma once
 
@@ -157,7 +157,15 @@ struct BwdKvMainloop {
   // the dQ part waited on; dK stays in flight into the next block (the Q stage
   // released there, after its S^T wait); S^T and dP^T start from write-only
   // accumulators (wg_gemm_fresh_n64). sp2 (K_::kSp2): the dQ part, scaled, is
-  // handed to the writer warp in the next block, right after its S^T issue.
+  // handed to the writer warp in the next block, right after its S^T issue:
+  // block m's part is carried (tdQcarry) into block m + 1 and handed over there
+  // once S^T (m + 1) is in flight behind dK (m); the last block's after the
+  // walk. The scaling (the same single multiply as the other variants' tile
+  // stores) is done before the back edge, so the carried registers are
+  // defined by FMULs: read there from the accumulator itself (or from plain
+  // moves of it, which ptxas propagates), ptxas cannot tell the dQ product of
+  // the previous trip has completed and injects a wait for every product in
+  // flight (C7517).
   // dc1 (K_::kDc, on sp1): each warpgroup's dQ part over its own 64 keys (the
   // d = 64 K split) into its own dQ tile, its dS^T rows ordered by its own
   // barrier: nothing in the walk waits for the other warpgroup.
@@ -222,15 +230,7 @@ struct BwdKvMainloop {
     // sp1: the Q stage of the block before, held until its dK product (in
     // flight across the loop's back edge) has completed.
     [[maybe_unused]] PipelineState st_q_held;
-    // sp2: block m's dQ part, scaled, carried into block m + 1 and handed to
-    // the writer warp there once S^T (m + 1) is in flight behind dK (m); the
-    // last block's after the walk. The scaling (the same single multiply as
-    // the other variants' tile stores) is done before the back edge, so the
-    // carried registers are defined by FMULs: read there from the accumulator
-    // itself (or from plain moves of it, which ptxas propagates), ptxas cannot
-    // tell the dQ product of the previous trip has completed and injects a
-    // wait for every product in flight (C7517).
-    float tdQcarry[K_::kDqPerThread];
+    float tdQcarry[K_::kDqPerThread];  // sp2: block m's dQ part, scaled (above)
     for (int g = 0; g < p.group; ++g) {
       const int h = hk * p.group + g;
       const int64_t bh = int64_t(b) * p.H + h;
@@ -301,84 +301,14 @@ struct BwdKvMainloop {
         }
         const bool need_mask = n_block * BC + BC > p.Sk || (p.causal && n_block * BC + BC - 1 > q0 + diag_off) ||
                                (p.window > 0 && n_block * BC <= q0 + BR - 1 + diag_off - p.window);
-        if constexpr (K_::kEw) {
-          // ew1: exp2 over the whole tile without a branch, then the mask as a
-          // pass of its own on the blocks that need it (P = 0 where masked:
-          // the value the base's per-element test gives; the exp2 of a masked
-          // score is computed and dropped).
-          CUTLASS_PRAGMA_UNROLL
-          for (int v = 0; v < BR / 2; ++v)
-            tSrS(v) = detail::ex2(fmaf(tSrS(v), p.scale_log2, -lse2[8 * (v / 4) + col_lane + (v % 2)]));
-          if (need_mask) {
-            const int hi = p.causal ? diag_off : INT_MAX;
-            const int lo = p.window > 0 ? diag_off - p.window : INT_MIN;
-            CUTLASS_PRAGMA_UNROLL
-            for (int v = 0; v < BR / 2; ++v) {
-              const int key = key0 + 8 * ((v / 2) % 2);
-              const int dlt = key - (q0 + 8 * (v / 4) + col_lane + (v % 2));
-              if (key >= p.Sk || dlt > hi || dlt <= lo) tSrS(v) = 0.f;
-            }
-          }
-        } else {
-          CUTLASS_PRAGMA_UNROLL
-          for (int v = 0; v < BR / 2; ++v) {
-            const int j = 8 * (v / 4) + col_lane + (v % 2);  // query column within the block
-            float e = detail::ex2(fmaf(tSrS(v), p.scale_log2, -lse2[j]));
-            if (need_mask) {
-              // Key - query offsets outside (lo, hi] are masked (hi: causal, lo: window).
-              const int key = key0 + 8 * ((v / 2) % 2);
-              const int dlt = key - (q0 + j);
-              const int hi = p.causal ? diag_off : INT_MAX;
-              const int lo = p.window > 0 ? diag_off - p.window : INT_MIN;
-              if (key >= p.Sk || dlt > hi || dlt <= lo) e = 0.f;
-            }
-            tSrS(v) = e;
-          }
-        }
+        scores_to_p(p, tSrS, lse2, need_mask, q0, key0, col_lane, diag_off);
         if constexpr (K_::kRs) {
-          // rs1: dP^T waited on first, then per half of the queries (the first,
-          // then the second half of the k steps of the K = BR products): P^T and
-          // dS^T (from P^T in fp32, the operations of the stores below) rounded
-          // to bf16 into the A fragments, dS^T also stored for dQ, dV and dK
-          // issued on that half. Registers at the peak: S^T, dP^T, dV, dK (192
-          // fp32, as pds3 / pds2), each value pair freeing 4 of them for 2, and
-          // the first half's products run while the second half is formed. Each
-          // accumulator still sums its k steps in ascending order: the base's
-          // bits (pds3 at d = 64, pds2 at d = 128).
-          // (dV issued on all of P^T before dS^T was formed put P^T's 32
-          // registers on top of the 192: 284 bytes spilled.)
+          // rs1: dP^T waited on first, then per half of the queries (rs_half).
           warpgroup_wait<0>();  // dP^T done
-          // (hq a compile-time constant: through a loop index the fragments were
-          // indexed at run time, 768 bytes of stack.)
-          auto half = [&](auto hq_c) {
-            constexpr int hq = decltype(hq_c)::value;
-            // dS^T also to shared memory for dQ (pds3's / pds2's layout) as
-            // formed, before dK is issued: the A registers of a wgmma in flight
-            // may not be read.
-            [[maybe_unused]] const int base = detail::opaque(kl0 * 64 + col_lane);
-            [[maybe_unused]] const int sw = detail::opaque((kl0 & 7) << 3);
-            CUTLASS_PRAGMA_UNROLL
-            for (int v = hq * BR / 4; v < (hq + 1) * BR / 4; v += 2) {
-              const int j = 8 * (v / 4) + col_lane;
-              const float2 d2 = *reinterpret_cast<const float2*>(dd + j);
-              float p0 = tSrS(v), p1 = tSrS(v + 1);
-              detail::set_a_pair(tPr, v, __floats2bfloat162_rn(p0, p1));
-              if (p.softcap) {
-                p0 *= detail::softcap_grad(p0, lse2[j], p.cap_t);
-                p1 *= detail::softcap_grad(p1, lse2[j + 1], p.cap_t);
-              }
-              const __nv_bfloat162 ds2 = __floats2bfloat162_rn(p0 * (tSrdP(v) - d2.x), p1 * (tSrdP(v + 1) - d2.y));
-              const int at = K_::kPds3 ? pt3_offset<BC>(base, sw, v / 4, (v / 2) % 2)
-                                       : K_::pt_offset(kl0, j) + 8 * 64 * ((v / 2) % 2);
-              *reinterpret_cast<__nv_bfloat162*>(ds_base + at) = ds2;
-              detail::set_a_pair(tdSr, v, ds2);
-            }
-            detail::wg_gemm_rs_half<hq>(mma_kvr, tPr, tKVRrdO(_, _, _, st.index()), tdVacc);  // no store, no barrier
-            // dK from the registers now; only dQ waits for the dS^T barrier.
-            detail::wg_gemm_rs_half<hq>(mma_kvr, tdSr, tKVRrQ(_, _, _, st.index()), tdKacc);
-          };
-          half(Int<0>{});
-          half(Int<1>{});
+          rs_half<0>(p, tSrS, tSrdP, tPr, tdSr, ds_base, lse2, dd, kl0, col_lane, mma_kvr, tKVRrdO, tKVRrQ,
+                     st.index(), tdVacc, tdKacc);
+          rs_half<1>(p, tSrS, tSrdP, tPr, tdSr, ds_base, lse2, dd, kl0, col_lane, mma_kvr, tKVRrdO, tKVRrQ,
+                     st.index(), tdVacc, tdKacc);
         } else if constexpr (K_::kPb) {
           pb_dv_ds(p, tSrS, tSrdP, tPr, tdSr, ds_base, lse2, dd, kl0, col_lane, mma_kvr, tKVRrdO, st.index(), tdVacc);
         } else {
@@ -453,6 +383,142 @@ struct BwdKvMainloop {
     if constexpr (K_::kSp) warpgroup_wait<0>();  // the last block's dK, before the epilogue reads it
   }
 
+  // The consumers' walk without pds (owning, atomic, partials, ordered and
+  // their TMA forms): per (query head, query block) S^T = K Q^T and dP^T = V
+  // dO^T, LSE and D through shared memory, P^T in registers (bf16) and dV +=
+  // P^T dO from them, dS^T = P^T (dP^T - D) in registers and dK += dS^T Q;
+  // with dQ, its part dS K (dq_product_ds) added by BwdDqWriter::add. In the
+  // kernel until session 20 (issue 16 item 4, no kernel function over ~200
+  // lines): as a function here the PTX of these kernels changed; the pds
+  // kernels' did not (README "Structure: the backward in role files").
+  // ctid, lane, wq: the thread's index among the consumers, its lane and warp
+  // in the warpgroup; key0: its keys key0, key0 + 8; col_lane: its column in
+  // each 8 (the kernel's values, which its epilogue uses too).
+  template <class Acc>
+  __device__ __forceinline__ static void consume(const Params& p, SharedStorage& ss, Pipeline& pipe_q,
+                                                 Pipeline& pipe_do, int n_block, int hk, int b, int m_begin,
+                                                 int m_stop, int ctid, int lane, int wq, int key0, int col_lane,
+                                                 Acc& tdVacc, Acc& tdKacc) {
+    constexpr int D = K_::D, BR = K_::BR, BC = K_::BC;
+    const int diag_off = p.Sk - p.Sq;
+
+    Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename K_::SmemK{});
+    Tensor sV = make_tensor(make_smem_ptr(ss.v.data()), typename K_::SmemK{});
+    Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename K_::SmemQ{});
+    Tensor sdO = make_tensor(make_smem_ptr(ss.dO.data()), typename K_::SmemQ{});
+    typename K_::MmaSdP mma_sdp;
+    typename K_::MmaKV mma_kv;
+    auto thr_sdp = mma_sdp.get_thread_slice(ctid);
+    auto thr_kv = mma_kv.get_thread_slice(ctid);
+    Tensor sQt = make_tensor(make_smem_ptr(ss.q.data()), typename K_::SmemQt{});
+    Tensor sdOt = make_tensor(make_smem_ptr(ss.dO.data()), typename K_::SmemQt{});
+    Tensor tSrK = thr_sdp.partition_fragment_A(sK);    // (MMA, 1, D/16)
+    Tensor tSrV = thr_sdp.partition_fragment_A(sV);
+    Tensor tSrQ = thr_sdp.partition_fragment_B(sQ);    // (MMA, 1, D/16, ST)
+    Tensor tSrdO = thr_sdp.partition_fragment_B(sdO);
+    Tensor tKVrdO = thr_kv.partition_fragment_B(sdOt);  // (MMA, 1, BR/16, ST)
+    Tensor tKVrQ = thr_kv.partition_fragment_B(sQt);
+    Tensor tSrS = partition_fragment_C(mma_sdp, Shape<Int<BC>, Int<BR>>{});
+    Tensor tSrdP = partition_fragment_C(mma_sdp, Shape<Int<BC>, Int<BR>>{});
+    static_assert(decltype(size(tSrS))::value == BR / 2, "64 x BR scores per warpgroup");
+    Tensor tPr = make_tensor<T>(partition_shape_A(mma_kv, Shape<Int<BC>, Int<BR>>{}));
+    Tensor tdSr = make_tensor<T>(partition_shape_A(mma_kv, Shape<Int<BC>, Int<BR>>{}));
+    static_assert(decltype(size(tPr))::value == BR / 2, "P^T fragment matches the score fragment");
+
+    PipelineState st;
+    int it = 0;
+    for (int g = 0; g < p.group; ++g) {
+      const int h = hk * p.group + g;
+      const int64_t bh = int64_t(b) * p.H + h;
+      for (int m = Sched::m_first(m_begin, m_stop); m != Sched::m_end(m_begin, m_stop); m += Sched::kMStep, ++it) {
+        const int q0 = m * BR;
+        // LSE (log2 units; +inf where P must be 0: rows >= Sq or LSE = -inf)
+        // and D of the block's BR rows, one value per thread of the
+        // warpgroup, through shared memory (buffer it % 2: the other one may
+        // still be read by a slower warp of the previous block).
+        const int wg = ctid / 128, t = ctid % 128, buf = it % 2;
+        float ld_lse = INFINITY, ld_d = 0.f;  // thread t < BR: query q0 + t (BR <= 128)
+        if (t < BR && q0 + t < p.Sq) {
+          const float x = __ldg(p.lse + bh * p.Sq + q0 + t);
+          ld_lse = x == -INFINITY ? INFINITY : x * 1.4426950408889634f;
+          ld_d = __ldg(p.Dvec + bh * p.Sq + q0 + t);
+        }
+        pipe_q.consumer_wait(st);
+        detail::wg_gemm<true, false>(mma_sdp, tSrK, tSrQ(_, _, _, st.index()), tSrS);
+        pipe_do.consumer_wait(st);
+        detail::wg_gemm<true, false>(mma_sdp, tSrV, tSrdO(_, _, _, st.index()), tSrdP);
+        if (t < BR) {
+          ss.lse2[wg][buf][t] = ld_lse;
+          ss.dvec[wg][buf][t] = ld_d;
+        }
+        detail::named_sync(K_::kBarLse + wg, 128);
+        const float* lse2 = ss.lse2[wg][buf];
+        const float* dd = ss.dvec[wg][buf];
+        warpgroup_wait<1>();  // S^T done
+        if (p.softcap) {
+          CUTLASS_PRAGMA_UNROLL
+          for (int v = 0; v < BR / 2; ++v) tSrS(v) = detail::softcap_raw(tSrS(v), p.cap_k, p.cap_c);
+        }
+        const bool need_mask = n_block * BC + BC > p.Sk ||
+                               (p.causal && n_block * BC + BC - 1 > q0 + diag_off) ||
+                               (p.window > 0 && n_block * BC <= q0 + BR - 1 + diag_off - p.window);
+        CUTLASS_PRAGMA_UNROLL
+        for (int v = 0; v < BR / 2; ++v) {
+          const int j = 8 * (v / 4) + col_lane + (v % 2);  // query column within the block
+          float e = detail::ex2(fmaf(tSrS(v), p.scale_log2, -lse2[j]));
+          if (need_mask) {
+            // Key - query offsets outside (lo, hi] are masked (hi: causal, lo: window).
+            const int key = key0 + 8 * ((v / 2) % 2);
+            const int dlt = key - (q0 + 8 * (v / 4) + col_lane + (v % 2));
+            const int hi = p.causal ? diag_off : INT_MAX;
+            const int lo = p.window > 0 ? diag_off - p.window : INT_MIN;
+            if (key >= p.Sk || dlt > hi || dlt <= lo) e = 0.f;
+          }
+          tSrS(v) = e;
+        }
+        CUTLASS_PRAGMA_UNROLL
+        for (int v = 0; v < BR / 2; v += 2) {
+          const __nv_bfloat162 two = __floats2bfloat162_rn(tSrS(v), tSrS(v + 1));
+          tPr(v) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[0]);
+          tPr(v + 1) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[1]);
+        }
+        detail::wg_gemm<false, true>(mma_kv, tPr, tKVrdO(_, _, _, st.index()), tdVacc);
+        // P^T (in bf16 for dV already) times 1 - t^2: dS^T = (P^T (1 - t^2))
+        // (dP^T - D) below, unchanged.
+        BwdKvSoftmax<BR>::softcap_grad(p, tSrS, lse2, col_lane);
+        warpgroup_wait<1>();  // dP^T done (dV may still run)
+        CUTLASS_PRAGMA_UNROLL
+        for (int v = 0; v < BR / 2; v += 2) {
+          const float2 d2 = *reinterpret_cast<const float2*>(dd + 8 * (v / 4) + col_lane);
+          const __nv_bfloat162 two =
+              __floats2bfloat162_rn(tSrS(v) * (tSrdP(v) - d2.x), tSrS(v + 1) * (tSrdP(v + 1) - d2.y));
+          tdSr(v) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[0]);
+          tdSr(v + 1) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[1]);
+        }
+        detail::wg_gemm<false, true>(mma_kv, tdSr, tKVrQ(_, _, _, st.index()), tdKacc);
+        if constexpr (K_::DQS != DqStrategy::kNone) {
+          // The A registers of an in-flight wgmma may not be read (PTX), so
+          // dV and dK complete first; the Q and dO stages are free then.
+          warpgroup_wait<0>();
+          pipe_q.consumer_release(st);
+          pipe_do.consumer_release(st);
+          typename K_::MmaDQ mma_dq;
+          Tensor tdQacc = partition_fragment_C(mma_dq, Shape<Int<BR>, Int<D>>{});
+          static_assert(decltype(size(tdQacc))::value == K_::kDqPerThread, "dQ part per thread");
+          dq_product_ds(ss, mma_dq, tdSr, tdQacc, key0 - n_block * BC, col_lane, ctid, wg);
+          BwdDqWriter<K_>::add(p, ss, tdQacc, ctid, wg, wq, lane, col_lane, n_block, g, bh, m, q0, it);
+        } else {
+          warpgroup_wait<0>();  // dV and dK done: the Q and dO tiles and P, dS registers are free
+          pipe_q.consumer_release(st);
+          pipe_do.consumer_release(st);
+        }
+        warpgroup_fence_operand(tPr);
+        warpgroup_fence_operand(tdSr);
+        ++st;
+      }
+    }
+  }
+
   // pds2: this warpgroup's 128 threads (its own rows of P^T, dc1 of dS^T
   // too, stored), barrier kBarLse or kBarP (constant ids: one in a register
   // was a spilled register).
@@ -461,6 +527,92 @@ struct BwdKvMainloop {
       detail::named_sync(K_::kBarLse, 128);
     else
       detail::named_sync(K_::kBarP, 128);
+  }
+
+  // P^T = exp2(S^T scale log2 e - LSE) over the 64 x BR scores (fp32, in
+  // place; lse2: the block's LSE in log2 units, +inf where P must be 0), 0 at
+  // the masked keys where need_mask (keys >= Sk; key - query offsets outside
+  // (lo, hi], hi: causal, lo: window). ew1 / ew2: exp2 over the whole tile
+  // without a branch, then the mask as a pass of its own on the blocks that
+  // need it (P = 0 where masked: the value the base's per-element test gives;
+  // the exp2 of a masked score is computed and dropped). (Softcap and
+  // need_mask stay in the caller: computed here, the machine code changed.)
+  template <class TS>
+  __device__ __forceinline__ static void scores_to_p(const Params& p, TS& tSrS, const float* lse2, bool need_mask,
+                                                     int q0, int key0, int col_lane, int diag_off) {
+    constexpr int BR = K_::BR;
+    if constexpr (K_::kEw) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int v = 0; v < BR / 2; ++v)
+        tSrS(v) = detail::ex2(fmaf(tSrS(v), p.scale_log2, -lse2[8 * (v / 4) + col_lane + (v % 2)]));
+      if (need_mask) {
+        const int hi = p.causal ? diag_off : INT_MAX;
+        const int lo = p.window > 0 ? diag_off - p.window : INT_MIN;
+        CUTLASS_PRAGMA_UNROLL
+        for (int v = 0; v < BR / 2; ++v) {
+          const int key = key0 + 8 * ((v / 2) % 2);
+          const int dlt = key - (q0 + 8 * (v / 4) + col_lane + (v % 2));
+          if (key >= p.Sk || dlt > hi || dlt <= lo) tSrS(v) = 0.f;
+        }
+      }
+    } else {
+      CUTLASS_PRAGMA_UNROLL
+      for (int v = 0; v < BR / 2; ++v) {
+        const int j = 8 * (v / 4) + col_lane + (v % 2);  // query column within the block
+        float e = detail::ex2(fmaf(tSrS(v), p.scale_log2, -lse2[j]));
+        if (need_mask) {
+          const int key = key0 + 8 * ((v / 2) % 2);
+          const int dlt = key - (q0 + j);
+          const int hi = p.causal ? diag_off : INT_MAX;
+          const int lo = p.window > 0 ? diag_off - p.window : INT_MIN;
+          if (key >= p.Sk || dlt > hi || dlt <= lo) e = 0.f;
+        }
+        tSrS(v) = e;
+      }
+    }
+  }
+
+  // rs1, half hq of the queries (the first, then the second half of the k
+  // steps of the K = BR products; dP^T waited on before the first): P^T and
+  // dS^T (from P^T in fp32, softcap's factor) rounded to bf16 into the A
+  // fragments tPr / tdSr, dS^T also stored to its tile for dQ (pds3's / pds2's
+  // layout) as formed, before dK is issued (the A registers of a wgmma in
+  // flight may not be read); then dV and dK issued on that half from the
+  // registers (Q / dO stage s; no P^T store, no barrier; only dQ waits for the
+  // dS^T barrier). Registers at the peak: S^T, dP^T, dV, dK (192 fp32, as
+  // pds3 / pds2), each value pair freeing 4 of them for 2, and the first
+  // half's products run while the second half is formed. Each accumulator
+  // still sums its k steps in ascending order: the base's bits (pds3 at d =
+  // 64, pds2 at d = 128). (dV issued on all of P^T before dS^T was formed put
+  // P^T's 32 registers on top of the 192: 284 bytes spilled. hq a compile-time
+  // constant: through a loop index the fragments were indexed at run time,
+  // 768 bytes of stack.)
+  template <int hq, class TS, class TP, class MmaKVR, class TB, class Acc>
+  __device__ __forceinline__ static void rs_half(const Params& p, TS& tSrS, TS& tSrdP, TP& tPr, TP& tdSr,
+                                                 __nv_bfloat16* ds_base, const float* lse2, const float* dd, int kl0,
+                                                 int col_lane, MmaKVR& mma_kvr, TB& tKVRrdO, TB& tKVRrQ, int s,
+                                                 Acc& tdVacc, Acc& tdKacc) {
+    constexpr int BR = K_::BR, BC = K_::BC;
+    [[maybe_unused]] const int base = detail::opaque(kl0 * 64 + col_lane);
+    [[maybe_unused]] const int sw = detail::opaque((kl0 & 7) << 3);
+    CUTLASS_PRAGMA_UNROLL
+    for (int v = hq * BR / 4; v < (hq + 1) * BR / 4; v += 2) {
+      const int j = 8 * (v / 4) + col_lane;
+      const float2 d2 = *reinterpret_cast<const float2*>(dd + j);
+      float p0 = tSrS(v), p1 = tSrS(v + 1);
+      detail::set_a_pair(tPr, v, __floats2bfloat162_rn(p0, p1));
+      if (p.softcap) {
+        p0 *= detail::softcap_grad(p0, lse2[j], p.cap_t);
+        p1 *= detail::softcap_grad(p1, lse2[j + 1], p.cap_t);
+      }
+      const __nv_bfloat162 ds2 = __floats2bfloat162_rn(p0 * (tSrdP(v) - d2.x), p1 * (tSrdP(v + 1) - d2.y));
+      const int at = K_::kPds3 ? pt3_offset<BC>(base, sw, v / 4, (v / 2) % 2)
+                               : K_::pt_offset(kl0, j) + 8 * 64 * ((v / 2) % 2);
+      *reinterpret_cast<__nv_bfloat162*>(ds_base + at) = ds2;
+      detail::set_a_pair(tdSr, v, ds2);
+    }
+    detail::wg_gemm_rs_half<hq>(mma_kvr, tPr, tKVRrdO(_, _, _, s), tdVacc);
+    detail::wg_gemm_rs_half<hq>(mma_kvr, tdSr, tKVRrQ(_, _, _, s), tdKacc);
   }
 
   // Not rs1: P^T (bf16) to its tile, dV += P^T dO issued (Q / dO stage s),
