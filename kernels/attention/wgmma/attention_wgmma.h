@@ -48,7 +48,6 @@ struct FwdConfig {
   static_assert(BR == 128 || (BR == 192 && D == 64),
                 "two consumer warpgroups of 64 query rows each, or three at d64 (160 registers each: S 64 + P 32 "
                 "+ O 32 fp32 values fit, d128's O 64 does not)");
-
   static_assert(BC % 16 == 0 && BC >= 16 && BC <= 256, "BC: the wgmma N of Q K^T (<= 256) and K of P V (16s)");
   static_assert(STAGES >= 2, "at least a double-buffered K/V ring");
   // Shared memory: QSTAGES Q (BR x D), STAGES K and V tiles (BC x D), (TMA_O) one O tile (BR x D),
