@@ -386,6 +386,22 @@ TEST(AttentionWgmmaGpu, MatchesFloat64ReferenceAndIsDeterministic) {
   EXPECT_EQ(checked, 28 * int(std::size(kCases)));
 }
 
+// MatchesFloat64ReferenceAndIsDeterministic's cases accepted by every forward variant (can_run on
+// an H200's DeviceInfo), checked on any machine (AttentionWgmmaBwd's
+// GpuTestsCasesRunOnTheirVariants says why).
+TEST(AttentionWgmma, GpuTestsCasesRunOnTheirVariants) {
+  DeviceInfo h200;
+  h200.cc_major = 9;
+  h200.cc_minor = 0;
+  h200.max_smem_per_block_optin = 232448;
+  for (const auto* v : wgmma_variants())
+    for (const Case& c : kCases) {
+      const AttentionProblem p = problem_of(c, param(*v, "d"));
+      const auto why = v->can_run(p, AttentionMode::forward, h200);
+      EXPECT_FALSE(why.has_value()) << v->desc.name << " on " << p.key() << ": " << why.value_or("");
+    }
+}
+
 // ------------------------------------------------- persistent forward (ps1)
 
 // The persistent configurations, launched with a capped grid (0: one CTA per
@@ -1014,58 +1030,96 @@ TEST(AttentionWgmmaBwdGpu, MatchesFloat64ReferenceAndRepeats) {
 // Sanitizer-sized (compute-sanitizer memcheck / racecheck / synccheck): every
 // forward+backward variant once (forward, 2 backwards) on one small causal GQA
 // problem with Sq != Sk, odd lengths and rows that see no key.
+const Case kBwdSanitizerCases[] = {{1, 4, 2, 150, 131, true, 0.0, "sanitizer: causal GQA 2:1, Sq > Sk, odd lengths"}};
 TEST(AttentionWgmmaBwdGpu, SanitizerSized) {
   REQUIRE_SM90();
   const auto vs = unsplit_bwd_variants();
-  const Case cases[] = {{1, 4, 2, 150, 131, true, 0.0, "sanitizer: causal GQA 2:1, Sq > Sk, odd lengths"}};
-  EXPECT_EQ(check_backward(vs, cases, std::size(cases), 4000, /*repeats=*/2), int(vs.size()));
+  EXPECT_EQ(check_backward(vs, kBwdSanitizerCases, std::size(kBwdSanitizerCases), 4000, /*repeats=*/2),
+            int(vs.size()));
 }
 
 // Sanitizer-sized, softcap and window: Sk = 331 (3 key blocks), Sq = 150
 // (3 query blocks of 64), window 100: causal, key block 0 sees only query
 // block 0 and key block 2 none of block 0; non-causal, query blocks 1 and 2
 // are not seen by key block 0 (the ordered dQ of those starts at key block 1).
+const Case kBwdSanitizerSoftcapWindowCases[] = {
+    {1, 4, 2, 150, 331, true, 0.0, "sanitizer: softcap 2, window 100, causal GQA 2:1", 2.0, 100},
+    {1, 2, 1, 150, 331, false, 0.0, "sanitizer: window 100, non-causal", 0.0, 100},
+};
 TEST(AttentionWgmmaBwdGpu, SanitizerSizedSoftcapWindow) {
   REQUIRE_SM90();
   const auto vs = unsplit_bwd_variants();
-  const Case cases[] = {
-      {1, 4, 2, 150, 331, true, 0.0, "sanitizer: softcap 2, window 100, causal GQA 2:1", 2.0, 100},
-      {1, 2, 1, 150, 331, false, 0.0, "sanitizer: window 100, non-causal", 0.0, 100},
-  };
+  const auto& cases = kBwdSanitizerSoftcapWindowCases;
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 4100, /*repeats=*/2), int(vs.size() * std::size(cases)));
 }
 
 // The ordered variants alone (plain and TMA semaphores) on the non-causal
 // window case above, where query blocks 1 and 2 start at key block 1: the
 // racecheck filter of experiments/device/attnfeat.sh.
+// The ordered variants without the split ones (hs, ws: their own tests).
+std::vector<const AttentionVariant*> ordered_unsplit_bwd_variants() {
+  std::vector<const AttentionVariant*> out;
+  for (const auto* v : unsplit_bwd_variants())
+    if (v->desc.strategy == "ordered") out.push_back(v);
+  return out;
+}
+
+const Case kOrderedWindowCases[] = {
+    {1, 2, 1, 150, 331, false, 0.0, "sanitizer: window 100, softcap 2, non-causal", 2.0, 100}};
 TEST(AttentionWgmmaBwdGpu, SanitizerSizedWindowOrdered) {
   REQUIRE_SM90();
-  std::vector<const AttentionVariant*> vs;
-  for (const auto* v : wgmma_bwd_variants())
-    if (v->desc.strategy == "ordered" && !split_variant(*v)) vs.push_back(v);  // hs, ws: their own tests
+  const auto vs = ordered_unsplit_bwd_variants();
   ASSERT_EQ(vs.size(), 27u);  // session 19: pb1 at d128
-  const Case cases[] = {{1, 2, 1, 150, 331, false, 0.0, "sanitizer: window 100, softcap 2, non-causal", 2.0, 100}};
-  EXPECT_EQ(check_backward(vs, cases, std::size(cases), 4200, /*repeats=*/2), int(vs.size()));
+  EXPECT_EQ(check_backward(vs, kOrderedWindowCases, std::size(kOrderedWindowCases), 4200, /*repeats=*/2),
+            int(vs.size()));
 }
 
 // Ordered dQ over many key blocks (18 per unit, 8 units): every key block of
 // a query block waits for the ones before it, across GQA heads, causal (key
 // blocks that skip the first query blocks) and not.
+const Case kOrderedManyCases[] = {
+    {2, 8, 4, 640, 2304, false, 0.0, "ordered: 18 key blocks, GQA 2:1"},
+    {2, 8, 4, 2100, 2304, true, 0.0, "ordered: 18 key blocks, causal Sq < Sk, odd Sq"},
+    // Windows: the key blocks that walk a query block start after 0
+    // (n_lo(m) > 0), so the semaphore counts from there.
+    {1, 4, 2, 2100, 2304, true, 0.0, "ordered: window 700, causal, softcap 20", 20.0, 700},
+    {1, 4, 2, 640, 2304, false, 0.0, "ordered: window 500, non-causal Sq < Sk", 0.0, 500},
+};
 TEST(AttentionWgmmaBwdGpu, OrderedManyKeyBlocks) {
   REQUIRE_SM90();
-  std::vector<const AttentionVariant*> vs;
-  for (const auto* v : wgmma_bwd_variants())
-    if (v->desc.strategy == "ordered" && !split_variant(*v)) vs.push_back(v);  // hs, ws: their own tests
+  const auto vs = ordered_unsplit_bwd_variants();
   ASSERT_EQ(vs.size(), 27u);  // session 19: pb1 at d128
-  const Case cases[] = {
-      {2, 8, 4, 640, 2304, false, 0.0, "ordered: 18 key blocks, GQA 2:1"},
-      {2, 8, 4, 2100, 2304, true, 0.0, "ordered: 18 key blocks, causal Sq < Sk, odd Sq"},
-      // Windows: the key blocks that walk a query block start after 0
-      // (n_lo(m) > 0), so the semaphore counts from there.
-      {1, 4, 2, 2100, 2304, true, 0.0, "ordered: window 700, causal, softcap 20", 20.0, 700},
-      {1, 4, 2, 640, 2304, false, 0.0, "ordered: window 500, non-causal Sq < Sk", 0.0, 500},
-  };
+  const auto& cases = kOrderedManyCases;
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 5000), int(vs.size() * std::size(cases)));
+}
+
+// What the GPU tests above expect of the registry, checked on any machine: they
+// skip without an sm_90 device, so a registry change that breaks them shows
+// only there (session 20 found five failing on the H200 since sessions 18 and
+// 19, whose device runs took filtered subsets: hs2 / hs4 refused their cases,
+// the ordered lists had grown). Every variant of each generic test accepts
+// each of its cases (can_run on an H200's DeviceInfo), as check_backward
+// expects.
+TEST(AttentionWgmmaBwd, GpuTestsCasesRunOnTheirVariants) {
+  DeviceInfo h200;
+  h200.cc_major = 9;
+  h200.cc_minor = 0;
+  h200.max_smem_per_block_optin = 232448;
+  auto all_run = [&](const std::vector<const AttentionVariant*>& vs, const Case* cases, size_t n) {
+    for (const auto* v : vs)
+      for (size_t i = 0; i < n; ++i) {
+        const AttentionProblem p = problem_of(cases[i], param(*v, "d"));
+        const auto why = v->can_run(p, AttentionMode::backward, h200);
+        EXPECT_FALSE(why.has_value()) << v->desc.name << " on " << p.key() << ": " << why.value_or("");
+      }
+  };
+  all_run(unsplit_bwd_variants(), kBwdCases, std::size(kBwdCases));
+  all_run(unsplit_bwd_variants(), kBwdSanitizerCases, std::size(kBwdSanitizerCases));
+  all_run(unsplit_bwd_variants(), kBwdSanitizerSoftcapWindowCases, std::size(kBwdSanitizerSoftcapWindowCases));
+  all_run(ordered_unsplit_bwd_variants(), kOrderedWindowCases, std::size(kOrderedWindowCases));
+  all_run(ordered_unsplit_bwd_variants(), kOrderedManyCases, std::size(kOrderedManyCases));
+  EXPECT_EQ(ordered_unsplit_bwd_variants().size(), 27u);
+  EXPECT_EQ(unsplit_bwd_variants().size(), wgmma_bwd_variants().size() - hs_variants().size() - ws_variants().size());
 }
 
 // The pds variants alone (the device script's filter; the tests above walk
