@@ -104,7 +104,14 @@ const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMo
   // 415.9 against 397.3; bench 385.5 / 434.2 against 372.8 / 419.5. So pb1 at
   // d64. Softcap: pb1's softcap path (wrong in session 15, right since
   // session 16: the factor taken inside the dS^T loop) measured 213.1 against
-  // ew2's 234.0 causal, so ew2 with softcap.
+  // ew2's 234.0 causal, so ew2 with softcap. Session 21, `pb3` (pb1 with the
+  // descriptors in uniform registers, the dQ part scaled by the convert pass,
+  // the A fragments as words, and FlashAttention-4's step order: dS^T from the
+  // fp32 P^T, dV issued once dS^T is formed): bench, 3 repeats, both orders
+  // in one call (experiments/device/s21.sh), fwd+bwd ms at 4,32,32,4096,64:
+  // causal 2.473 / 2.456 against pb1's 2.523 / 2.525 (pb2, the same without
+  // the order, 2.488 / 2.469), non-causal 4.379 / 4.376 against 4.518 /
+  // 4.519 (pb2 4.406 / 4.406). So pb3 at d64.
   const Registry& r = builtin_registry();
   std::vector<std::string> preferred;
   if (p.dtype == DType::bf16) {
@@ -116,7 +123,7 @@ const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMo
                                      : "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_ps1_rd1_d64");
     if (!gqa || p.d == 128) {
       if (p.d == 64 && p.softcap <= 0)
-        preferred.push_back("attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb1_spt1_d64");
+        preferred.push_back("attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb3_spt1_d64");
       // Session 18 (build c2f7908, one process beside FA4 deterministic, interleaved fwd+bwd
       // TFLOP/s): causal GQA at d128, hs2 (a kv head's query heads over 2 CTAs per key block)
       // 450.7 against 420.7 (4,32,8,4096) and 487.5 against 424.7 (2,32,8,8192); non-causal

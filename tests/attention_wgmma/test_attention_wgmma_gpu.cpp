@@ -643,9 +643,9 @@ TEST(AttentionWgmmaGpu, ThreeWarpgroupsSanitizerSized) {
 
 // ------------------------------------------------------------------ backward
 
-TEST(AttentionWgmmaBwd, SixtyTwoVariantsRunBothModesWithReasonsAndWorkspace) {
+TEST(AttentionWgmmaBwd, SixtySixVariantsRunBothModesWithReasonsAndWorkspace) {
   const auto vs = wgmma_bwd_variants();
-  ASSERT_EQ(vs.size(), 62u);
+  ASSERT_EQ(vs.size(), 66u);  // session 21: pb2, pb3 (ordered, atomic)
   DeviceInfo h200;
   h200.cc_major = 9;
   h200.cc_minor = 0;
@@ -701,9 +701,9 @@ TEST(AttentionWgmmaBwd, SixtyTwoVariantsRunBothModesWithReasonsAndWorkspace) {
     EXPECT_EQ(v->workspace_bytes(p, AttentionMode::backward), attention::d_bytes(p) + extra);
   }
   EXPECT_EQ(owning, 6);
-  EXPECT_EQ(atomic, 23);
+  EXPECT_EQ(atomic, 25);  // session 21: pb2, pb3 (ordered and atomic each)
   EXPECT_EQ(partials, 3);
-  EXPECT_EQ(ordered, 30);
+  EXPECT_EQ(ordered, 32);
   // hs: refused, with the reason, where the query heads per kv head are not a multiple of the split.
   ASSERT_EQ(hs_variants().size(), 2u);
   for (const auto* v : hs_variants()) {
@@ -862,7 +862,7 @@ TEST(AttentionWgmmaBwd, SixtyTwoVariantsRunBothModesWithReasonsAndWorkspace) {
   // are refused, sp1 and its ew1 run). wq1 (the wq token after ew): on ew2
   // pds3 and ew1 sp1, the ew variant's workspace and shared memory.
   EXPECT_EQ(ew_variants(1).size(), 6u);
-  EXPECT_EQ(ew_variants(2).size(), 8u);  // with pb1 (ew2 pds3 d64 and pds2 d128, ordered spt1 and atomic; P^T tile kept: ew2's storage)
+  EXPECT_EQ(ew_variants(2).size(), 12u);  // with pb1 (ew2 pds3 d64 and pds2 d128, ordered spt1 and atomic; P^T tile kept: ew2's storage), pb2, pb3 (d64)
   for (const char* n : {"attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew1_spt1_d64",
                         "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_ew1_d64",
                         "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_spt1_d64",
@@ -876,7 +876,11 @@ TEST(AttentionWgmmaBwd, SixtyTwoVariantsRunBothModesWithReasonsAndWorkspace) {
                         "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb1_spt1_d64",
                         "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_ew2_pb1_d64",
                         "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_ew2_pb1_spt1_d128",
-                        "attention.bf16.wgmma.atomic.br64_bc128_st2_tma1_pds2_ew2_pb1_d128"}) {
+                        "attention.bf16.wgmma.atomic.br64_bc128_st2_tma1_pds2_ew2_pb1_d128",
+                        "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb2_spt1_d64",
+                        "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_ew2_pb2_d64",
+                        "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb3_spt1_d64",
+                        "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_ew2_pb3_d64"}) {
     const auto* v = builtin_registry().find_attention(n);
     ASSERT_NE(v, nullptr) << n;
     EXPECT_EQ(v->desc.deterministic, v->desc.strategy == "ordered");
@@ -1069,7 +1073,7 @@ const Case kOrderedWindowCases[] = {
 TEST(AttentionWgmmaBwdGpu, SanitizerSizedWindowOrdered) {
   REQUIRE_SM90();
   const auto vs = ordered_unsplit_bwd_variants();
-  ASSERT_EQ(vs.size(), 27u);  // session 19: pb1 at d128
+  ASSERT_EQ(vs.size(), 29u);  // session 19: pb1 at d128; session 21: pb2, pb3
   EXPECT_EQ(check_backward(vs, kOrderedWindowCases, std::size(kOrderedWindowCases), 4200, /*repeats=*/2),
             int(vs.size()));
 }
@@ -1088,7 +1092,7 @@ const Case kOrderedManyCases[] = {
 TEST(AttentionWgmmaBwdGpu, OrderedManyKeyBlocks) {
   REQUIRE_SM90();
   const auto vs = ordered_unsplit_bwd_variants();
-  ASSERT_EQ(vs.size(), 27u);  // session 19: pb1 at d128
+  ASSERT_EQ(vs.size(), 29u);  // session 19: pb1 at d128; session 21: pb2, pb3
   const auto& cases = kOrderedManyCases;
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 5000), int(vs.size() * std::size(cases)));
 }
@@ -1118,7 +1122,7 @@ TEST(AttentionWgmmaBwd, GpuTestsCasesRunOnTheirVariants) {
   all_run(unsplit_bwd_variants(), kBwdSanitizerSoftcapWindowCases, std::size(kBwdSanitizerSoftcapWindowCases));
   all_run(ordered_unsplit_bwd_variants(), kOrderedWindowCases, std::size(kOrderedWindowCases));
   all_run(ordered_unsplit_bwd_variants(), kOrderedManyCases, std::size(kOrderedManyCases));
-  EXPECT_EQ(ordered_unsplit_bwd_variants().size(), 27u);
+  EXPECT_EQ(ordered_unsplit_bwd_variants().size(), 29u);
   EXPECT_EQ(unsplit_bwd_variants().size(), wgmma_bwd_variants().size() - hs_variants().size() - ws_variants().size());
 }
 
@@ -1234,14 +1238,15 @@ TEST(AttentionWgmmaBwdGpu, Pds3TwentyRepeats) {
 // Each variant of vs against its base (base_of(name)) on a causal GQA problem
 // with 18 key blocks and on softcap + window, from one forward (the base's):
 // dK and dV bitwise equal unless dkdv_equal is false (a variant that walks
-// the query blocks in another order sums dK and dV in that order too); dQ
+// the query blocks in another order sums dK and dV in that order too; dv_only:
+// dV alone); dQ
 // too where dq_equal says so (the variant and its base deterministic and
 // summing in the same order). Returns the pairs compared.
 // (other_cases: those instead of the two; dq_equal = kDqBitsDiffer: dQ must
 // differ from the base's, the variant summing in another order.)
 int check_bits_equal_base(const std::vector<const AttentionVariant*>& vs,
                           std::string (*base_of)(const std::string&), int dq_equal, uint64_t seed0,
-                          const std::vector<Case>& other_cases = {}, bool dkdv_equal = true) {
+                          const std::vector<Case>& other_cases = {}, bool dkdv_equal = true, bool dv_only = false) {
   const DeviceInfo& dev = cached_device(0);
   std::vector<Case> cases = {
       {2, 4, 2, 2100, 2304, true, 0.0, "18 key blocks, causal Sq < Sk, GQA 2:1"},
@@ -1291,7 +1296,7 @@ int check_bits_equal_base(const std::vector<const AttentionVariant*>& vs,
       if (dq_equal == 1 && v->desc.deterministic) EXPECT_EQ(digests[0][0], digests[1][0]) << "dQ bits differ from the base's";
       if (dq_equal == kDqBitsDiffer) EXPECT_NE(digests[0][0], digests[1][0]) << "dQ summed in the base's order";
       if (dkdv_equal) {
-        EXPECT_EQ(digests[0][1], digests[1][1]) << "dK bits differ from the base's";
+        if (!dv_only) EXPECT_EQ(digests[0][1], digests[1][1]) << "dK bits differ from the base's";
         EXPECT_EQ(digests[0][2], digests[1][2]) << "dV bits differ from the base's";
       }
       ++compared;
@@ -1644,7 +1649,7 @@ TEST(AttentionWgmmaBwdGpu, Spt1ChangesDqOrder) {
 TEST(AttentionWgmmaBwdGpu, EwMatchesFloat64Reference) {
   REQUIRE_SM90();
   const auto vs = ew_variants();
-  ASSERT_EQ(vs.size(), 14u);  // ew1, ew2, wq1 and pb1 (d64, d128)
+  ASSERT_EQ(vs.size(), 18u);  // ew1, ew2, wq1, pb1 (d64, d128), pb2 and pb3 (d64)
   check_schedule_cases(vs, 12000);
   const Case shift[] = {
       {1, 8, 2, 3000, 700, false, 0.0, "shift: Sq > Sk, 6 key blocks, GQA 4:1"},
@@ -1658,7 +1663,7 @@ TEST(AttentionWgmmaBwdGpu, EwMatchesFloat64Reference) {
 TEST(AttentionWgmmaBwdGpu, EwSanitizerSized) {
   REQUIRE_SM90();
   const auto vs = ew_variants();
-  ASSERT_EQ(vs.size(), 14u);  // ew1, ew2, wq1 and pb1 (d64, d128)
+  ASSERT_EQ(vs.size(), 18u);  // ew1, ew2, wq1, pb1 (d64, d128), pb2 and pb3 (d64)
   const auto& cases = kOrderSanitizerCases;
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 12200, /*repeats=*/2), int(vs.size() * std::size(cases)));
 }
@@ -1680,6 +1685,37 @@ TEST(AttentionWgmmaBwdGpu, EwBitwiseEqualsBase) {
   REQUIRE_SM90();
   const std::vector<Case>& cases = kOrderWalkCases;
   EXPECT_EQ(check_bits_equal_base(without_pb(ew_variants()), ew_base_name, /*dq_equal=*/true, 12400, cases), 40);
+}
+
+// pb2 / pb3 (session 21) against pb1 (ordered spt1 and atomic, d64). pb2 is
+// pb1's arithmetic with other descriptors (uniform registers) and other
+// register moves (the A fragments as words, bf16 unpacked by shift / AND):
+// dK and dV bitwise pb1's. pb3 rounds the same fp32 P^T into dV's A fragment
+// and issues the same dV products in the same order (later in the step): dV
+// bitwise pb1's; its dK is not (dS^T from the fp32 P^T). dQ is not compared
+// (both scale the sum in the convert pass instead of each part).
+std::string pbn_base_name(const std::string& n) {
+  std::string b = n;
+  for (const char* t : {"_pb2", "_pb3"})
+    if (const size_t at = b.find(t); at != std::string::npos) b.replace(at, 4, "_pb1");
+  return b;
+}
+std::vector<const AttentionVariant*> pb_variants(int pb) {
+  std::vector<const AttentionVariant*> out;
+  for (const auto* v : wgmma_bwd_variants())
+    if (param(*v, "pb") == pb) out.push_back(v);
+  return out;
+}
+TEST(AttentionWgmmaBwdGpu, PbNBitsAgainstPb1) {
+  REQUIRE_SM90();
+  const std::vector<Case>& cases = kOrderWalkCases;
+  ASSERT_EQ(pb_variants(2).size(), 2u);
+  ASSERT_EQ(pb_variants(3).size(), 2u);
+  EXPECT_EQ(check_bits_equal_base(pb_variants(2), pbn_base_name, /*dq_equal=*/false, 12450, cases),
+            int(2 * cases.size()));
+  EXPECT_EQ(check_bits_equal_base(pb_variants(3), pbn_base_name, /*dq_equal=*/false, 12460, cases,
+                                  /*dkdv_equal=*/true, /*dv_only=*/true),
+            int(2 * cases.size()));
 }
 
 // The TMA dQ convert stores 16 bytes at a time where dQ is 16-byte aligned

@@ -562,6 +562,45 @@ TEST(AttentionWgmmaPds, Pb1IsEw2StorageWithRegisterFragments) {
   EXPECT_EQ(KvD64Br128St2OTS3E2B::RS, 0);
 }
 
+// pb2 / pb3 (session 21): pb1's storage and dQ tile order; the A fragments
+// written as 32-bit words (detail::a_words): the kernel's tPr / tdSr are
+// compact and 16-byte aligned, value v at byte 2 v, and the uint32_t view
+// cute's RS wgmma reads them through has word w at byte 4 w (values 2 w,
+// 2 w + 1).
+template <class Cfg, class Pb1>
+void check_pbn() {
+  using K_ = BwdKv<Cfg>;
+  using KB = BwdKv<Pb1>;
+  static_assert(K_::kPb && KB::kPb && K_::kWgUniform && K_::kDqLate && !KB::kWgUniform && !KB::kDqLate);
+  static_assert(K_::kPbFa == (Cfg::PB == 3) && !KB::kPbFa && K_::kPds3 && K_::kTma);
+  static_assert(sizeof(typename K_::SharedStorage) == sizeof(typename KB::SharedStorage));
+  static_assert(int(Cfg::kSmemBytes) == int(Pb1::kSmemBytes));
+  check_rs_a_is_c<Cfg>();
+  for (int off = 0; off < K_::BR * K_::D; ++off)
+    EXPECT_EQ(K_::dq_tile_offset(K_::dq_tile_thread(off), K_::dq_tile_value(off)),
+              KB::dq_tile_offset(KB::dq_tile_thread(off), KB::dq_tile_value(off)));
+  typename K_::MmaKV mma_kvr;
+  auto tPr = cute::make_tensor<typename K_::T>(
+      cute::partition_shape_A(mma_kvr, cute::Shape<cute::Int<K_::BC>, cute::Int<K_::BR>>{}));
+  const char* base = reinterpret_cast<const char*>(cute::raw_pointer_cast(tPr.data()));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(base) % 16, 0u);
+  for (int v = 0; v < int(cute::size(tPr)); ++v)
+    EXPECT_EQ(reinterpret_cast<const char*>(&tPr(v)) - base, 2 * v) << "value " << v;
+  auto words = cute::recast<uint32_t>(tPr);
+  ASSERT_EQ(int(cute::size(words)), int(cute::size(tPr)) / 2);
+  for (int w = 0; w < int(cute::size(words)); ++w)
+    EXPECT_EQ(reinterpret_cast<const char*>(&words(w)) - base, 4 * w) << "word " << w;
+}
+
+TEST(AttentionWgmmaPds, PbNIsPb1StorageWithWordFragments) {
+  check_pbn<KvD64Br128St2OTS3E2B2, KvD64Br128St2OTS3E2B>();
+  check_pbn<KvD64Br128St2ATS3E2B2, KvD64Br128St2ATS3E2B>();
+  check_pbn<KvD64Br128St2OTS3E2B3, KvD64Br128St2OTS3E2B>();
+  check_pbn<KvD64Br128St2ATS3E2B3, KvD64Br128St2ATS3E2B>();
+  EXPECT_EQ(KvD64Br128St2OTS3E2B2::PB, 2);
+  EXPECT_EQ(KvD64Br128St2ATS3E2B3::PB, 3);
+}
+
 TEST(AttentionWgmmaPds, Wq1DqTileHalves) {
   check_wq_tile<KvD64Br128St2OTS3E2W, KvD64Br128St2OTS3E2>();
   check_wq_tile<KvD64Br128St2ATS3E2W, KvD64Br128St2ATS3E2>();

@@ -538,7 +538,8 @@ void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const flo
     const unsigned blocks = unsigned(std::min<int64_t>(tiles, int64_t(std::max(sms, 1)) * 8));
     const bool aligned16 = reinterpret_cast<uintptr_t>(a.dQ) % 16 == 0;
     attention_bwd_dq_tma_convert_kernel<Cfg><<<blocks, 256, 0, stream>>>(
-        dq, static_cast<__nv_bfloat16*>(a.dQ), tiles, Sq, P.m_blocks, K_::kOrderedDq ? sem : nullptr, aligned16);
+        dq, static_cast<__nv_bfloat16*>(a.dQ), tiles, Sq, P.m_blocks, K_::kOrderedDq ? sem : nullptr, aligned16,
+        P.scale);
     DETFUSE_CUDA_CHECK(cudaGetLastError());
   }
 }

@@ -236,6 +236,27 @@ struct BwdKvPbConfig : Base_ {
                 "pb1: on ew2 pds3 (d64) or ew2 pds2 (d128)");
 };
 
+// PB 2 and 3 (`pb2`, `pb3`, issue 16 session 21: the d64 kv step with
+// FlashAttention-4's instruction count; a type of its own so that pb1's
+// kernels keep their names and machine code). Both on ew2 pds3 (d64):
+// - the wgmma descriptors of every product from the warpgroup's index read
+//   from lane 0 (warp-uniform: built in uniform registers, no R2UR per wgmma);
+// - the dQ part handed to the writer warp unscaled, the softmax scale applied
+//   once per element by the convert pass (FlashAttention-4's postprocess;
+//   other dQ bits than pb1: scale times the sum instead of the sum of scaled parts);
+// - the bf16 pairs of P^T and dS^T written to the A fragments as 32-bit words.
+// pb2: pb1's step (dV issued right after the exp, dS^T from the bf16 P^T).
+// pb3: FlashAttention-4's step (mma_one_m_block): dS^T from the fp32 P^T, P^T
+// rounded into dV's A fragment in the same loop, dV issued once dS^T is
+// formed, then the dS^T barrier, dQ (SS), dK (RS).
+template <class Base_, int PB_>
+struct BwdKvPbNConfig : Base_ {
+  static constexpr int PB = PB_;
+  static_assert((PB_ == 2 || PB_ == 3) && Base_::EW == 2 && Base_::PDS == 3 && Base_::D == 64 && Base_::WQ == 0 &&
+                    Base_::SP == 0 && Base_::RS == 0 && Base_::DQ_TMA,
+                "pb2 / pb3: on ew2 pds3 (d64)");
+};
+
 // pds2: LSE (log2 units, +inf where P must be 0) and D, padded to whole query
 // blocks, [B, H, ceil(Sq / br), br] each, so the producer brings a block's
 // values with one aligned bulk copy.
@@ -357,6 +378,11 @@ using KvD128Br64St2OTS2PE1W = BwdKvWqConfig<KvD128Br64St2OTS2PE1>;
 // pb1: ew2 pds3 (d64) with dV, dK from registers and dS^T from the bf16 P^T (BwdKvPbConfig).
 using KvD64Br128St2ATS3E2B = BwdKvPbConfig<KvD64Br128St2ATS3E2>;
 using KvD64Br128St2OTS3E2B = BwdKvPbConfig<KvD64Br128St2OTS3E2>;
+// pb2 / pb3 (session 21): BwdKvPbNConfig.
+using KvD64Br128St2ATS3E2B2 = BwdKvPbNConfig<KvD64Br128St2ATS3E2, 2>;
+using KvD64Br128St2OTS3E2B2 = BwdKvPbNConfig<KvD64Br128St2OTS3E2, 2>;
+using KvD64Br128St2ATS3E2B3 = BwdKvPbNConfig<KvD64Br128St2ATS3E2, 3>;
+using KvD64Br128St2OTS3E2B3 = BwdKvPbNConfig<KvD64Br128St2OTS3E2, 3>;
 // pb1 at d = 128 (session 19): ew2 pds2 (BR = 64; not registered alone) with
 // FlashAttention-4's d128 Mma_dKV_is_RS, dV issued from registers after the exp.
 using KvD128Br64St2ATS2E2 = BwdKvEwConfig<KvD128Br64St2ATS2, 2>;
@@ -459,6 +485,10 @@ DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2ATS2PE1W)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2PE1W)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2ATS3E2B)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2OTS3E2B)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2ATS3E2B2)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2OTS3E2B2)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2ATS3E2B3)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2OTS3E2B3)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2ATS2E2B)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2E2B)
 DETFUSE_ATTN_WGMMA_DQ_INSTANCES(extern, DqD128Bc64St2)

@@ -311,7 +311,12 @@ struct BwdDqWriter {
           detail::named_sync(K_::kBarEmpty + qb, K_::kBarDqThreads);
       }
       float* tile = ss.dqs[K_::kWq ? 0 : qb];  // (wq1: warpgroup wg's half by dq_tile_offset)
-      if constexpr (K_::kDqWhole || K_::kDc) {
+      if constexpr (K_::kDqLate) {
+        // pb2 / pb3: unscaled (the convert pass scales the sum).
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < size(tdQacc); i += 2)
+          *reinterpret_cast<float2*>(tile + K_::dq_tile_offset(ctid, i)) = make_float2(tdQacc(i), tdQacc(i + 1));
+      } else if constexpr (K_::kDqWhole || K_::kDc) {
         const int wt = K_::kDc ? t : ctid;  // dc1: each tile written by its warpgroup's 128 threads
         CUTLASS_PRAGMA_UNROLL
         for (int i = 0; i < size(tdQacc); i += 2)
@@ -408,7 +413,8 @@ struct BwdDqWriter {
 };
 
 // TMA dQ: the tile-blocked accumulator [B H][m_blocks][BR D] (dq_tile_offset
-// order, scale applied) to dQ [B, H, Sq, D] in bf16, rows < Sq. One tile per
+// order, scale applied; K_::kDqLate (pb2 / pb3): unscaled, each value times
+// `scale` here, rounded once to fp32, before its bf16 rounding) to dQ [B, H, Sq, D] in bf16, rows < Sq. One tile per
 // block-loop step: 16-byte loads of the tile in its fragment order, each value
 // rounded to bf16 (the only arithmetic) into a row-major shared tile at its
 // (dq_row, dq_col), then 16-byte stores of whole rows (8 bf16 each; element
@@ -424,7 +430,7 @@ __global__ void __launch_bounds__(256) attention_bwd_dq_tma_convert_kernel(const
                                                                           __nv_bfloat16* __restrict__ dQ,
                                                                           int64_t tiles, int Sq, int m_blocks,
                                                                           const int* __restrict__ sem,
-                                                                          bool aligned16) {
+                                                                          bool aligned16, float scale) {
   using K_ = BwdKv<Cfg>;
   constexpr int BR = K_::BR, D = K_::D, TILE = BR * D, THREADS = 256, P = D + 8;
   static_assert(TILE % (4 * THREADS) == 0 && D % 8 == 0, "whole float4 loads and 16-byte row pieces");
@@ -436,7 +442,11 @@ __global__ void __launch_bounds__(256) attention_bwd_dq_tma_convert_kernel(const
     for (int it = 0; it < TILE / (4 * THREADS); ++it) {
       const int q4 = it * THREADS + int(threadIdx.x);
       const float4 v = written ? __ldcs(src + q4) : make_float4(0.f, 0.f, 0.f, 0.f);
-      const float vals[4] = {v.x, v.y, v.z, v.w};
+      float vals[4] = {v.x, v.y, v.z, v.w};
+      if constexpr (K_::kDqLate) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int u = 0; u < 4; ++u) vals[u] *= scale;
+      }
       CUTLASS_PRAGMA_UNROLL
       for (int u = 0; u < 4; u += 2) {
         const int off = 4 * q4 + u;

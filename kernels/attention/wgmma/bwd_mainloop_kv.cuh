@@ -108,6 +108,21 @@ __device__ __forceinline__ void set_a_pair(TA& tA, int v, __nv_bfloat162 two) {
   tA(v) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[0]);
   tA(v + 1) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[1]);
 }
+// pb2 / pb3: a bf16 A fragment (compact, 16-byte aligned register array) as
+// 32-bit words, word v / 2 holding values v, v + 1: the view cute's RS wgmma
+// reads it through (recast to its uint32_t registers). Written as words, no
+// bf16 value lives in a 16-bit register of its own (set_a_pair's halves cost
+// ptxas a PRMT each, and an unpack later).
+template <class TA>
+__device__ __forceinline__ uint32_t* a_words(TA& tA) {
+  static_assert(sizeof(typename TA::value_type) == 2, "bf16 fragment");
+  return reinterpret_cast<uint32_t*>(raw_pointer_cast(tA.data()));
+}
+__device__ __forceinline__ uint32_t bf16x2_bits(__nv_bfloat162 two) { return *reinterpret_cast<const uint32_t*>(&two); }
+// __bfloat1622float2 of a word, as one shift and one AND.
+__device__ __forceinline__ float2 bf16x2_unpack(uint32_t w) {
+  return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
+}
 }  // namespace detail
 
 template <class K_>
@@ -206,8 +221,12 @@ struct BwdKvMainloop {
     typename K_::MmaSdP mma_sdp;
     typename K_::MmaKVss mma_kv;
     typename K_::MmaDQpds mma_dq;
-    auto thr_sdp = mma_sdp.get_thread_slice(ctid);
-    auto thr_kv = mma_kv.get_thread_slice(ctid);
+    // pb2 / pb3: the operand slices at the warpgroup's first thread, warp-uniform
+    // (detail::wg_slice_thread: descriptors in uniform registers); every fragment
+    // below is either such an operand or shaped only (partition_fragment_C).
+    const int slice = K_::kWgUniform ? detail::wg_slice_thread(ctid) : ctid;
+    auto thr_sdp = mma_sdp.get_thread_slice(slice);
+    auto thr_kv = mma_kv.get_thread_slice(slice);
     Tensor tSrK = thr_sdp.partition_fragment_A(sK);  // (MMA, 1, D/16)
     Tensor tSrV = thr_sdp.partition_fragment_A(sV);
     Tensor tSrQ = thr_sdp.partition_fragment_B(sQ);  // (MMA, 1, D/16, ST)
@@ -220,7 +239,7 @@ struct BwdKvMainloop {
     Tensor tKVrQ = thr_kv.partition_fragment_B(sQt);
     // rs1: the register-sourced form of the dV, dK products (B as above).
     typename K_::MmaKV mma_kvr;
-    auto thr_kvr = mma_kvr.get_thread_slice(ctid);
+    auto thr_kvr = mma_kvr.get_thread_slice(slice);
     Tensor tKVRrdO = thr_kvr.partition_fragment_B(sdOt);  // (MMA, 1, BR/16, ST)
     Tensor tKVRrQ = thr_kvr.partition_fragment_B(sQt);
 
@@ -309,6 +328,8 @@ struct BwdKvMainloop {
                      st.index(), tdVacc, tdKacc);
           rs_half<1>(p, tSrS, tSrdP, tPr, tdSr, ds_base, lse2, dd, kl0, col_lane, mma_kvr, tKVRrdO, tKVRrQ,
                      st.index(), tdVacc, tdKacc);
+        } else if constexpr (K_::kPbFa) {
+          fa_ds_dv(p, tSrS, tSrdP, tPr, tdSr, ds_base, lse2, dd, kl0, col_lane, mma_kvr, tKVRrdO, st.index(), tdVacc);
         } else if constexpr (K_::kPb) {
           pb_dv_ds(p, tSrS, tSrdP, tPr, tdSr, ds_base, lse2, dd, kl0, col_lane, mma_kvr, tKVRrdO, st.index(), tdVacc);
         } else {
@@ -333,7 +354,7 @@ struct BwdKvMainloop {
           detail::wg_gemm<false, false>(mma_kv, tKVrdSb, tKVrQ(_, _, _, st.index()), tdKacc);
         Tensor tdQacc = partition_fragment_C(mma_dq, Shape<Int<BR>, Int<D>>{});
         static_assert(decltype(size(tdQacc))::value == K_::kDqPerThread, "dQ part per thread");
-        dq_product(mma_dq, sdS, sKt, tdQacc, dsb, ctid, t, wg);
+        dq_product(mma_dq, sdS, sKt, tdQacc, dsb, slice, t, wg);
         if constexpr (K_::kEw == 2) {
           // ew2 (FlashAttention-4's order): dK after dQ; dV and the dQ part
           // waited on, the dO stage released, the dQ part handed to the writer
@@ -343,7 +364,7 @@ struct BwdKvMainloop {
             detail::wg_gemm<false, true>(mma_kvr, tdSr, tKVRrQ(_, _, _, st.index()), tdKacc);
           else
             detail::wg_gemm<false, false>(mma_kv, tKVrdSb, tKVrQ(_, _, _, st.index()), tdKacc);
-          warpgroup_wait<1>();  // dV, dQ part done (dK may run); pb1: P^T's A fragment free
+          warpgroup_wait<1>();  // dV, dQ part done (dK may run); pb: P^T's A fragment free
           pipe_do.consumer_release(st);
           if constexpr (!K_::kLOne) pipe_l.consumer_release(st);
           BwdDqWriter<K_>::hand_tile(p, ss, tdQacc, ctid, wg, t, it, buf);
@@ -724,7 +745,10 @@ struct BwdKvMainloop {
     CUTLASS_PRAGMA_UNROLL
     for (int v = 0; v < BR / 2; v += 2) {
       const __nv_bfloat162 two = __floats2bfloat162_rn(tSrS(v), tSrS(v + 1));
-      detail::set_a_pair(tPr, v, two);
+      if constexpr (K_::kWgUniform)  // pb2: as a word
+        detail::a_words(tPr)[v / 2] = detail::bf16x2_bits(two);
+      else
+        detail::set_a_pair(tPr, v, two);
       pc[v / 2] = *reinterpret_cast<const uint32_t*>(&two);
     }
     detail::wg_gemm<false, true>(mma_kvr, tPr, tKVRrdO(_, _, _, s), tdVacc);  // dV issued, P^T in registers
@@ -749,7 +773,8 @@ struct BwdKvMainloop {
         CUTLASS_PRAGMA_UNROLL
         for (int h = 0; h < 2; ++h) {
           const int v = 4 * k + 2 * h;
-          float2 pf = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&pc[v / 2]));
+          float2 pf = K_::kWgUniform ? detail::bf16x2_unpack(pc[v / 2])
+                                     : __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&pc[v / 2]));
           if constexpr (kCap) {
             const int j = 8 * k + col_lane;
             pf = __bfloat1622float2(__floats2bfloat162_rn(pf.x * detail::softcap_grad(pf.x, lse2[j], p.cap_t),
@@ -759,7 +784,10 @@ struct BwdKvMainloop {
           // pds3: two 64-query swizzle atoms (pt3_offset); pds2 (d = 128): one, rs1's offsets.
           const int at = K_::kPds3 ? pt3_offset<BC>(base, sw, k, h) : K_::pt_offset(kl0, 8 * k + col_lane) + 8 * 64 * h;
           *reinterpret_cast<__nv_bfloat162*>(ds_base + at) = ds2;
-          detail::set_a_pair(tdSr, v, ds2);
+          if constexpr (K_::kWgUniform)
+            detail::a_words(tdSr)[v / 2] = detail::bf16x2_bits(ds2);
+          else
+            detail::set_a_pair(tdSr, v, ds2);
         }
       }
     };
@@ -767,6 +795,59 @@ struct BwdKvMainloop {
       ds_loop(cute::true_type{});
     else
       ds_loop(cute::false_type{});
+  }
+
+  // pb3 (K_::kPbFa, FlashAttention-4's mma_one_m_block): after the exp, dP^T
+  // waited on (the S^T wait was the caller's), then per 8-query chunk P^T's
+  // pair rounded to bf16 into dV's A fragment and dS^T = P^T (dP^T - D) from
+  // the fp32 P^T (softcap: times 1 - t^2 first, as rs_half), rounded to bf16,
+  // stored to its pds3 tile for dQ and kept as dK's A fragment (D read ahead
+  // of the stores as ew1); dV += P^T dO issued from registers once the loop
+  // is done. No unpack of P (pb1 / pb2 form dS^T from the bf16 copy, since
+  // dV is in flight on the fragment); dV does not overlap the loop.
+  // Registers at the peak: S^T and dP^T (64 each), dV, dK (32 each), the two
+  // A fragments growing as S^T and dP^T are consumed.
+  template <class TS, class TP, class MmaKVR, class TB, class Acc>
+  __device__ __forceinline__ static void fa_ds_dv(const Params& p, TS& tSrS, TS& tSrdP, TP& tPr, TP& tdSr,
+                                                  __nv_bfloat16* ds_base, const float* lse2, const float* dd, int kl0,
+                                                  int col_lane, MmaKVR& mma_kvr, TB& tKVRrdO, int s, Acc& tdVacc) {
+    constexpr int BR = K_::BR, BC = K_::BC;
+    static_assert(K_::kPds3 && K_::kWgUniform, "pb3: pds3's dS^T tile, the fragments as words");
+    constexpr int kChunks = BR / 8, kAhead = 4;
+    float2 dpre[kAhead];
+    CUTLASS_PRAGMA_UNROLL
+    for (int k = 0; k < kAhead; ++k) dpre[k] = *reinterpret_cast<const float2*>(dd + 8 * k + col_lane);
+    warpgroup_wait<0>();  // dP^T done
+    const int base = detail::opaque(kl0 * 64 + col_lane), sw = detail::opaque((kl0 & 7) << 3);
+    uint32_t* const pw = detail::a_words(tPr);
+    uint32_t* const dw = detail::a_words(tdSr);
+    auto ds_loop = [&](auto cap) {
+      constexpr bool kCap = decltype(cap)::value;
+      CUTLASS_PRAGMA_UNROLL
+      for (int k = 0; k < kChunks; ++k) {
+        const float2 d2 = dpre[k % kAhead];
+        if (k + kAhead < kChunks) dpre[k % kAhead] = *reinterpret_cast<const float2*>(dd + 8 * (k + kAhead) + col_lane);
+        CUTLASS_PRAGMA_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          const int v = 4 * k + 2 * h;
+          float p0 = tSrS(v), p1 = tSrS(v + 1);
+          pw[v / 2] = detail::bf16x2_bits(__floats2bfloat162_rn(p0, p1));
+          if constexpr (kCap) {
+            const int j = 8 * k + col_lane;
+            p0 *= detail::softcap_grad(p0, lse2[j], p.cap_t);
+            p1 *= detail::softcap_grad(p1, lse2[j + 1], p.cap_t);
+          }
+          const __nv_bfloat162 ds2 = __floats2bfloat162_rn(p0 * (tSrdP(v) - d2.x), p1 * (tSrdP(v + 1) - d2.y));
+          *reinterpret_cast<__nv_bfloat162*>(ds_base + pt3_offset<BC>(base, sw, k, h)) = ds2;
+          dw[v / 2] = detail::bf16x2_bits(ds2);
+        }
+      }
+    };
+    if (p.softcap)
+      ds_loop(cute::true_type{});
+    else
+      ds_loop(cute::false_type{});
+    detail::wg_gemm<false, true>(mma_kvr, tPr, tKVRrdO(_, _, _, s), tdVacc);  // dV issued, P^T in registers
   }
 
   // pds: the dQ part = dS K from dS^T tile dsb (through its transposed view).

@@ -37,7 +37,11 @@
 //                                    warpgroup's dQ part handed over alone;
 //                                    `pb1`: ew2 pds3 (d64) / pds2 (d128) with P^T as dV's A
 //                                    fragment in registers after the exp and
-//                                    dS^T from the bf16 P^T, dK from registers),
+//                                    dS^T from the bf16 P^T, dK from registers;
+//                                    `pb2` / `pb3`: pb1 d64 with descriptors in
+//                                    uniform registers and dQ scaled by the
+//                                    convert pass, pb3 in FlashAttention-4's
+//                                    step order),
 //                                    owning:
 //                                    the dq kernel over query blocks.
 #include <algorithm>
@@ -239,8 +243,14 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
                    (Kv::WQ == 1 ? "; each warpgroup's dQ part handed to the writer warp alone (its own half of "
                                   "the dQ tile, barriers and bulk add)"
                                 : "") +
-                   (Kv::PB == 1 ? "; P^T as dV's wgmma A fragment in registers right after the exp (dV by wgmma "
+                   (Kv::PB == 1 || Kv::PB == 2 ? "; P^T as dV's wgmma A fragment in registers right after the exp (dV by wgmma "
                                   "RS, no P^T tile), dS^T from the bf16 P^T (dK by wgmma RS, dQ SS)"
+                                : "") +
+                   (Kv::PB == 3 ? "; FlashAttention-4's step: dS^T from the fp32 P^T, P^T and dS^T as the wgmma A "
+                                  "fragments of dV and dK (RS, dV issued once dS^T is formed), dQ SS"
+                                : "") +
+                   (Kv::PB >= 2 ? "; wgmma descriptors in uniform registers, the dQ part handed over unscaled "
+                                  "(the convert pass scales it)"
                                 : "") +
                    (kSpt ? "; dQ adds in FlashAttention-3's order (causal: query blocks ascending from the "
                            "diagonal, the diagonal key block first; non-causal: each key block starting on its "
@@ -509,6 +519,14 @@ void register_attention_wgmma(Registry& r) {
   // (experiments/device/s19-pb128.sh).
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2E2B, void, true>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2ATS2E2B, void>(r);
+  // pb2, pb3 (issue 16, session 21: the d64 step with FlashAttention-4's
+  // instruction count: descriptors in uniform registers, dQ scaled by the
+  // convert pass, the A fragments written as words; pb3 also its step order):
+  // registered last until measured (experiments/device/s21.sh).
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2OTS3E2B2, void, true>(r);
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2ATS3E2B2, void>(r);
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2OTS3E2B3, void, true>(r);
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2ATS3E2B3, void>(r);
   // hs2, hs4 (issue 16, session 17: GQA's query heads of a kv head over 2 or 4
   // CTAs per key block, dK / dV parts added in split order) and ws2 (session
   // 18: causal, each key block's walk over 2 CTAs, every other query block
