@@ -11,6 +11,7 @@
 #   STAGE=2 (carry [".debs", ".deps"]; incremental where warm): the build (the heuristic on pb3),
 #           softcap 50 at d64 causal (ew2, the heuristic there, against pb3), the heuristic's tests,
 #           every backward test.
+#   STAGE=4 (carry [".debs", ".deps"]): pb3 at d128, see below.
 #   STAGE=3 (warm): the layout and registry tests, the sanitizers on EwSanitizerSized (pb2 / pb3
 #           among the ew variants), ncu of pb1 and pb3 at d64 causal.
 set -uo pipefail
@@ -42,6 +43,30 @@ elif [ "$STAGE" = 2 ]; then
   run tests_var 30 "$B/tests/attention/test_attention_variants"
   run tests_bwd 300 "$TW" --gtest_filter='AttentionWgmmaBwd.*:AttentionWgmmaBwdGpu.*'
   TESTS="tests_var tests_bwd"
+fi
+if [ "$STAGE" = 4 ]; then
+  # pb3 at d128 (ew2 pds2, pb1 d128's base): the build, the bench of pb1 / pb3 on the d128 rows in
+  # both orders, the backward registry tests, PbN bits, the float64 reference and 20 repeats on the
+  # ew variants, layout and registry tests, the sanitizers on EwSanitizerSized.
+  DETFUSE_COMMIT=$(git rev-parse --short HEAD 2>/dev/null) bash "$(dirname "$0")/build_there.sh" build 2>&1 | tail -2
+  attention_bins
+  { grep -c "Registers are spilled" build.log; grep -B1 "Registers are spilled" build.log | grep -o "bwd_kv[A-Za-z0-9_]*" | sort | uniq -c; } > "$OUT/spills.txt" 2>&1
+  gpu_line "$OUT/gpu.txt"
+  Q1=ordered.br64_bc128_st2_tma1_pds2_ew2_pb1_spt1_d128
+  Q3=ordered.br64_bc128_st2_tma1_pds2_ew2_pb3_spt1_d128
+  for s in "128 4,32,32,4096,4096,128" "128c 4,32,32,4096,4096,128 --causal" "128gn 4,32,8,4096,4096,128" \
+           "8k 1,16,16,8192,8192,128 --causal"; do
+    set -- $s
+    run "bench$1_ab" 60 "$DF" bench attention --shape "$2" ${3:-} --variant "$W.$Q1" --variant "$W.$Q3" --repeats 3
+    run "bench$1_ba" 60 "$DF" bench attention --shape "$2" ${3:-} --variant "$W.$Q3" --variant "$W.$Q1" --repeats 3
+  done
+  run tests_pb 240 "$TW" --gtest_filter='AttentionWgmmaBwd.*:AttentionWgmmaBwdGpu.PbN*:AttentionWgmmaBwdGpu.Ew*'
+  run tests_pds 30 "$B/tests/attention_wgmma/test_attention_wgmma_pds_layout"
+  run tests_gpu 150 "$B/tests/attention/test_attention_gpu" --gtest_filter='*wgmma*' --gtest_brief=1
+  for tool in memcheck racecheck synccheck; do
+    run "${tool}_ew" 90 compute-sanitizer --tool $tool --error-exitcode 9 "$TW" --gtest_filter='AttentionWgmmaBwdGpu.EwSanitizerSized'
+  done
+  TESTS="tests_pb tests_pds tests_gpu"
 fi
 if [ "$STAGE" = 3 ]; then
   attention_bins

@@ -136,8 +136,12 @@ const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMo
       // 7.226 / 7.152 against 7.324 / 7.261, 1,16,16,8192 causal 2.027 / 2.027 against 2.060 /
       // 2.072; causal GQA 4.409 / 4.394, behind hs2's 4.13. Softcap not measured on it: sp1 ew1 there
       // (d64's pb1 was 9% slower with softcap).
+      // Session 21: pb3 at d128 (pb1's base, FlashAttention-4's step order, descriptors in uniform
+      // registers, dQ scaled by the convert pass) against pb1, same bench, both orders: 4,32,32,4096
+      // 7.202 / 7.252 against 7.440 / 7.437, causal 4.070 / 4.065 against 4.149 / 4.153, 4,32,8,4096
+      // 7.148 / 7.143 against 7.250 / 7.251, 1,16,16,8192 causal 1.973 / 1.971 against 2.014 / 2.018.
       if (p.d == 128 && p.softcap <= 0)
-        preferred.push_back("attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_ew2_pb1_spt1_d128");
+        preferred.push_back("attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_ew2_pb3_spt1_d128");
       preferred.push_back(p.d == 128 ? "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_spt1_d128"
                                      : "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_spt1_d64");
       // pds3 takes the whole 227 KB of an H100/H200 block; where less is

@@ -345,7 +345,7 @@ TEST(AttentionHeuristic, PrefersTheMeasuredHopperVariantWhereItRuns) {
         bf.Hkv = hkv;
         const std::string owning = d == 128 ? "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst2_d128"
                                             : "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst3_d64";
-        const std::string ordered = d == 128 ? "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_ew2_pb1_spt1_d128"
+        const std::string ordered = d == 128 ? "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_ew2_pb3_spt1_d128"
                                              : "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb3_spt1_d64";
         // GQA: spt1 at d128 (session 12), causal with hs2 (session 18: a kv head's query heads over 2 CTAs)
         const std::string hs2 = "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_spt1_hs2_d128";

@@ -643,9 +643,9 @@ TEST(AttentionWgmmaGpu, ThreeWarpgroupsSanitizerSized) {
 
 // ------------------------------------------------------------------ backward
 
-TEST(AttentionWgmmaBwd, SixtySixVariantsRunBothModesWithReasonsAndWorkspace) {
+TEST(AttentionWgmmaBwd, SixtyEightVariantsRunBothModesWithReasonsAndWorkspace) {
   const auto vs = wgmma_bwd_variants();
-  ASSERT_EQ(vs.size(), 66u);  // session 21: pb2, pb3 (ordered, atomic)
+  ASSERT_EQ(vs.size(), 68u);  // session 21: pb2, pb3 at d64 and pb3 at d128 (ordered, atomic)
   DeviceInfo h200;
   h200.cc_major = 9;
   h200.cc_minor = 0;
@@ -701,9 +701,9 @@ TEST(AttentionWgmmaBwd, SixtySixVariantsRunBothModesWithReasonsAndWorkspace) {
     EXPECT_EQ(v->workspace_bytes(p, AttentionMode::backward), attention::d_bytes(p) + extra);
   }
   EXPECT_EQ(owning, 6);
-  EXPECT_EQ(atomic, 25);  // session 21: pb2, pb3 (ordered and atomic each)
+  EXPECT_EQ(atomic, 26);  // session 21: pb2, pb3 d64, pb3 d128 (ordered and atomic each)
   EXPECT_EQ(partials, 3);
-  EXPECT_EQ(ordered, 32);
+  EXPECT_EQ(ordered, 33);
   // hs: refused, with the reason, where the query heads per kv head are not a multiple of the split.
   ASSERT_EQ(hs_variants().size(), 2u);
   for (const auto* v : hs_variants()) {
@@ -862,7 +862,7 @@ TEST(AttentionWgmmaBwd, SixtySixVariantsRunBothModesWithReasonsAndWorkspace) {
   // are refused, sp1 and its ew1 run). wq1 (the wq token after ew): on ew2
   // pds3 and ew1 sp1, the ew variant's workspace and shared memory.
   EXPECT_EQ(ew_variants(1).size(), 6u);
-  EXPECT_EQ(ew_variants(2).size(), 12u);  // with pb1 (ew2 pds3 d64 and pds2 d128, ordered spt1 and atomic; P^T tile kept: ew2's storage), pb2, pb3 (d64)
+  EXPECT_EQ(ew_variants(2).size(), 14u);  // with pb1 (ew2 pds3 d64 and pds2 d128, ordered spt1 and atomic; P^T tile kept: ew2's storage), pb2 (d64), pb3 (d64, d128)
   for (const char* n : {"attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew1_spt1_d64",
                         "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_ew1_d64",
                         "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_spt1_d64",
@@ -880,7 +880,9 @@ TEST(AttentionWgmmaBwd, SixtySixVariantsRunBothModesWithReasonsAndWorkspace) {
                         "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb2_spt1_d64",
                         "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_ew2_pb2_d64",
                         "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb3_spt1_d64",
-                        "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_ew2_pb3_d64"}) {
+                        "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_ew2_pb3_d64",
+                        "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_ew2_pb3_spt1_d128",
+                        "attention.bf16.wgmma.atomic.br64_bc128_st2_tma1_pds2_ew2_pb3_d128"}) {
     const auto* v = builtin_registry().find_attention(n);
     ASSERT_NE(v, nullptr) << n;
     EXPECT_EQ(v->desc.deterministic, v->desc.strategy == "ordered");
@@ -1073,7 +1075,7 @@ const Case kOrderedWindowCases[] = {
 TEST(AttentionWgmmaBwdGpu, SanitizerSizedWindowOrdered) {
   REQUIRE_SM90();
   const auto vs = ordered_unsplit_bwd_variants();
-  ASSERT_EQ(vs.size(), 29u);  // session 19: pb1 at d128; session 21: pb2, pb3
+  ASSERT_EQ(vs.size(), 30u);  // session 19: pb1 at d128; session 21: pb2, pb3 (d64), pb3 (d128)
   EXPECT_EQ(check_backward(vs, kOrderedWindowCases, std::size(kOrderedWindowCases), 4200, /*repeats=*/2),
             int(vs.size()));
 }
@@ -1092,7 +1094,7 @@ const Case kOrderedManyCases[] = {
 TEST(AttentionWgmmaBwdGpu, OrderedManyKeyBlocks) {
   REQUIRE_SM90();
   const auto vs = ordered_unsplit_bwd_variants();
-  ASSERT_EQ(vs.size(), 29u);  // session 19: pb1 at d128; session 21: pb2, pb3
+  ASSERT_EQ(vs.size(), 30u);  // session 19: pb1 at d128; session 21: pb2, pb3 (d64), pb3 (d128)
   const auto& cases = kOrderedManyCases;
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 5000), int(vs.size() * std::size(cases)));
 }
@@ -1122,7 +1124,7 @@ TEST(AttentionWgmmaBwd, GpuTestsCasesRunOnTheirVariants) {
   all_run(unsplit_bwd_variants(), kBwdSanitizerSoftcapWindowCases, std::size(kBwdSanitizerSoftcapWindowCases));
   all_run(ordered_unsplit_bwd_variants(), kOrderedWindowCases, std::size(kOrderedWindowCases));
   all_run(ordered_unsplit_bwd_variants(), kOrderedManyCases, std::size(kOrderedManyCases));
-  EXPECT_EQ(ordered_unsplit_bwd_variants().size(), 29u);
+  EXPECT_EQ(ordered_unsplit_bwd_variants().size(), 30u);
   EXPECT_EQ(unsplit_bwd_variants().size(), wgmma_bwd_variants().size() - hs_variants().size() - ws_variants().size());
 }
 
@@ -1649,7 +1651,7 @@ TEST(AttentionWgmmaBwdGpu, Spt1ChangesDqOrder) {
 TEST(AttentionWgmmaBwdGpu, EwMatchesFloat64Reference) {
   REQUIRE_SM90();
   const auto vs = ew_variants();
-  ASSERT_EQ(vs.size(), 18u);  // ew1, ew2, wq1, pb1 (d64, d128), pb2 and pb3 (d64)
+  ASSERT_EQ(vs.size(), 20u);  // ew1, ew2, wq1, pb1 (d64, d128), pb2 (d64), pb3 (d64, d128)
   check_schedule_cases(vs, 12000);
   const Case shift[] = {
       {1, 8, 2, 3000, 700, false, 0.0, "shift: Sq > Sk, 6 key blocks, GQA 4:1"},
@@ -1663,7 +1665,7 @@ TEST(AttentionWgmmaBwdGpu, EwMatchesFloat64Reference) {
 TEST(AttentionWgmmaBwdGpu, EwSanitizerSized) {
   REQUIRE_SM90();
   const auto vs = ew_variants();
-  ASSERT_EQ(vs.size(), 18u);  // ew1, ew2, wq1, pb1 (d64, d128), pb2 and pb3 (d64)
+  ASSERT_EQ(vs.size(), 20u);  // ew1, ew2, wq1, pb1 (d64, d128), pb2 (d64), pb3 (d64, d128)
   const auto& cases = kOrderSanitizerCases;
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 12200, /*repeats=*/2), int(vs.size() * std::size(cases)));
 }
@@ -1687,7 +1689,8 @@ TEST(AttentionWgmmaBwdGpu, EwBitwiseEqualsBase) {
   EXPECT_EQ(check_bits_equal_base(without_pb(ew_variants()), ew_base_name, /*dq_equal=*/true, 12400, cases), 40);
 }
 
-// pb2 / pb3 (session 21) against pb1 (ordered spt1 and atomic, d64). pb2 is
+// pb2 / pb3 (session 21) against pb1 (ordered spt1 and atomic; pb2 d64, pb3
+// d64 and d128). pb2 is
 // pb1's arithmetic with other descriptors (uniform registers) and other
 // register moves (the A fragments as words, bf16 unpacked by shift / AND):
 // dK and dV bitwise pb1's. pb3 rounds the same fp32 P^T into dV's A fragment
@@ -1710,12 +1713,12 @@ TEST(AttentionWgmmaBwdGpu, PbNBitsAgainstPb1) {
   REQUIRE_SM90();
   const std::vector<Case>& cases = kOrderWalkCases;
   ASSERT_EQ(pb_variants(2).size(), 2u);
-  ASSERT_EQ(pb_variants(3).size(), 2u);
+  ASSERT_EQ(pb_variants(3).size(), 4u);  // d64, d128
   EXPECT_EQ(check_bits_equal_base(pb_variants(2), pbn_base_name, /*dq_equal=*/false, 12450, cases),
             int(2 * cases.size()));
   EXPECT_EQ(check_bits_equal_base(pb_variants(3), pbn_base_name, /*dq_equal=*/false, 12460, cases,
                                   /*dkdv_equal=*/true, /*dv_only=*/true),
-            int(2 * cases.size()));
+            int(4 * cases.size()));
 }
 
 // The TMA dQ convert stores 16 bytes at a time where dQ is 16-byte aligned

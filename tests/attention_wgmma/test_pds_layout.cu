@@ -572,7 +572,7 @@ void check_pbn() {
   using K_ = BwdKv<Cfg>;
   using KB = BwdKv<Pb1>;
   static_assert(K_::kPb && KB::kPb && K_::kWgUniform && K_::kDqLate && !KB::kWgUniform && !KB::kDqLate);
-  static_assert(K_::kPbFa == (Cfg::PB == 3) && !KB::kPbFa && K_::kPds3 && K_::kTma);
+  static_assert(K_::kPbFa == (Cfg::PB == 3) && !KB::kPbFa && K_::kPds2 && K_::kPds3 == KB::kPds3 && K_::kTma);
   static_assert(sizeof(typename K_::SharedStorage) == sizeof(typename KB::SharedStorage));
   static_assert(int(Cfg::kSmemBytes) == int(Pb1::kSmemBytes));
   check_rs_a_is_c<Cfg>();
@@ -597,6 +597,8 @@ TEST(AttentionWgmmaPds, PbNIsPb1StorageWithWordFragments) {
   check_pbn<KvD64Br128St2ATS3E2B2, KvD64Br128St2ATS3E2B>();
   check_pbn<KvD64Br128St2OTS3E2B3, KvD64Br128St2OTS3E2B>();
   check_pbn<KvD64Br128St2ATS3E2B3, KvD64Br128St2ATS3E2B>();
+  check_pbn<KvD128Br64St2OTS2E2B3, KvD128Br64St2OTS2E2B>();  // pb3 at d128 (pds2)
+  check_pbn<KvD128Br64St2ATS2E2B3, KvD128Br64St2ATS2E2B>();
   EXPECT_EQ(KvD64Br128St2OTS3E2B2::PB, 2);
   EXPECT_EQ(KvD64Br128St2ATS3E2B3::PB, 3);
 }

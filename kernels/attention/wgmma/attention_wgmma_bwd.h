@@ -252,9 +252,10 @@ struct BwdKvPbConfig : Base_ {
 template <class Base_, int PB_>
 struct BwdKvPbNConfig : Base_ {
   static constexpr int PB = PB_;
-  static_assert((PB_ == 2 || PB_ == 3) && Base_::EW == 2 && Base_::PDS == 3 && Base_::D == 64 && Base_::WQ == 0 &&
-                    Base_::SP == 0 && Base_::RS == 0 && Base_::DQ_TMA,
-                "pb2 / pb3: on ew2 pds3 (d64)");
+  static_assert((PB_ == 2 || PB_ == 3) && Base_::EW == 2 &&
+                    ((Base_::PDS == 3 && Base_::D == 64) || (PB_ == 3 && Base_::PDS == 2 && Base_::D == 128)) &&
+                    Base_::WQ == 0 && Base_::SP == 0 && Base_::RS == 0 && Base_::DQ_TMA,
+                "pb2 / pb3: on ew2 pds3 (d64); pb3 also on ew2 pds2 (d128)");
 };
 
 // pds2: LSE (log2 units, +inf where P must be 0) and D, padded to whole query
@@ -378,7 +379,7 @@ using KvD128Br64St2OTS2PE1W = BwdKvWqConfig<KvD128Br64St2OTS2PE1>;
 // pb1: ew2 pds3 (d64) with dV, dK from registers and dS^T from the bf16 P^T (BwdKvPbConfig).
 using KvD64Br128St2ATS3E2B = BwdKvPbConfig<KvD64Br128St2ATS3E2>;
 using KvD64Br128St2OTS3E2B = BwdKvPbConfig<KvD64Br128St2OTS3E2>;
-// pb2 / pb3 (session 21): BwdKvPbNConfig.
+// pb2 / pb3 (session 21): BwdKvPbNConfig; pb3 at d = 128 on ew2 pds2 (pb1 d128's base).
 using KvD64Br128St2ATS3E2B2 = BwdKvPbNConfig<KvD64Br128St2ATS3E2, 2>;
 using KvD64Br128St2OTS3E2B2 = BwdKvPbNConfig<KvD64Br128St2OTS3E2, 2>;
 using KvD64Br128St2ATS3E2B3 = BwdKvPbNConfig<KvD64Br128St2ATS3E2, 3>;
@@ -389,6 +390,8 @@ using KvD128Br64St2ATS2E2 = BwdKvEwConfig<KvD128Br64St2ATS2, 2>;
 using KvD128Br64St2OTS2E2 = BwdKvEwConfig<KvD128Br64St2OTS2, 2>;
 using KvD128Br64St2ATS2E2B = BwdKvPbConfig<KvD128Br64St2ATS2E2>;
 using KvD128Br64St2OTS2E2B = BwdKvPbConfig<KvD128Br64St2OTS2E2>;
+using KvD128Br64St2ATS2E2B3 = BwdKvPbNConfig<KvD128Br64St2ATS2E2, 3>;  // pb3 at d = 128 (session 21)
+using KvD128Br64St2OTS2E2B3 = BwdKvPbNConfig<KvD128Br64St2OTS2E2, 3>;
 using DqD128Bc64St2 = BwdDqConfig<128, 64, 2>;
 using DqD64Bc128St2 = BwdDqConfig<64, 128, 2>;
 using DqD128Bc64St3 = BwdDqConfig<128, 64, 3>;  // owning: a third block shape per head dim
@@ -489,6 +492,8 @@ DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2ATS3E2B2)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2OTS3E2B2)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2ATS3E2B3)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2OTS3E2B3)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2ATS2E2B3)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2E2B3)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2ATS2E2B)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2E2B)
 DETFUSE_ATTN_WGMMA_DQ_INSTANCES(extern, DqD128Bc64St2)

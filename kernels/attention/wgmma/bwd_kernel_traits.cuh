@@ -77,7 +77,8 @@ struct BwdKv {
   static constexpr bool kPb = Cfg::PB >= 1;
   static_assert(!kPb || ((kPds3 || (kPds2 && D == 128)) && kEw == 2 && !kWq && !kRs && !kSp),
                 "pb1: ew2 pds3 (d = 64) or ew2 pds2 (d = 128)");
-  // pb2 / pb3 (BwdKvPbNConfig, issue 16 session 21; ew2 pds3 at d = 64): the
+  // pb2 / pb3 (BwdKvPbNConfig, issue 16 session 21; ew2 pds3 at d = 64, pb3
+  // also ew2 pds2 at d = 128): the
   // wgmma descriptors from the warp-uniform warpgroup index (kWgUniform), the
   // dQ part handed over unscaled and scaled by the convert pass (kDqLate),
   // P^T / dS^T pairs written to the A fragments as 32-bit words; pb3
@@ -86,7 +87,8 @@ struct BwdKv {
   static constexpr bool kWgUniform = Cfg::PB >= 2;
   static constexpr bool kDqLate = Cfg::PB >= 2;
   static constexpr bool kPbFa = Cfg::PB == 3;
-  static_assert(!kWgUniform || (kPds3 && kPb && kTma), "pb2 / pb3: ew2 pds3 with TMA dQ");
+  static_assert(!kWgUniform || (kPds2 && kPb && kTma && (kPds3 || kPbFa)),
+                "pb2 / pb3: ew2 pds3 with TMA dQ; pb3 also ew2 pds2 (d = 128)");
   static constexpr int kDsBufs = kPds2 && !kDc ? 2 : 1;
   static constexpr int kDqBufs = kDc ? 2 : (kPds2 && D == 128) || kPds3 ? 1 : 2;
   // Bulk adds per query block of a CTA (the writer warp), and what the

@@ -801,7 +801,7 @@ struct BwdKvMainloop {
   // waited on (the S^T wait was the caller's), then per 8-query chunk P^T's
   // pair rounded to bf16 into dV's A fragment and dS^T = P^T (dP^T - D) from
   // the fp32 P^T (softcap: times 1 - t^2 first, as rs_half), rounded to bf16,
-  // stored to its pds3 tile for dQ and kept as dK's A fragment (D read ahead
+  // stored to its pds3 / pds2 tile for dQ and kept as dK's A fragment (D read ahead
   // of the stores as ew1); dV += P^T dO issued from registers once the loop
   // is done. No unpack of P (pb1 / pb2 form dS^T from the bf16 copy, since
   // dV is in flight on the fragment); dV does not overlap the loop.
@@ -812,13 +812,14 @@ struct BwdKvMainloop {
                                                   __nv_bfloat16* ds_base, const float* lse2, const float* dd, int kl0,
                                                   int col_lane, MmaKVR& mma_kvr, TB& tKVRrdO, int s, Acc& tdVacc) {
     constexpr int BR = K_::BR, BC = K_::BC;
-    static_assert(K_::kPds3 && K_::kWgUniform, "pb3: pds3's dS^T tile, the fragments as words");
+    static_assert(K_::kPds2 && K_::kWgUniform, "pb3: pds3's or pds2's dS^T tile, the fragments as words");
     constexpr int kChunks = BR / 8, kAhead = 4;
     float2 dpre[kAhead];
     CUTLASS_PRAGMA_UNROLL
     for (int k = 0; k < kAhead; ++k) dpre[k] = *reinterpret_cast<const float2*>(dd + 8 * k + col_lane);
     warpgroup_wait<0>();  // dP^T done
-    const int base = detail::opaque(kl0 * 64 + col_lane), sw = detail::opaque((kl0 & 7) << 3);
+    [[maybe_unused]] int base = 0, sw = 0;
+    if constexpr (K_::kPds3) base = detail::opaque(kl0 * 64 + col_lane), sw = detail::opaque((kl0 & 7) << 3);
     uint32_t* const pw = detail::a_words(tPr);
     uint32_t* const dw = detail::a_words(tdSr);
     auto ds_loop = [&](auto cap) {
@@ -838,7 +839,9 @@ struct BwdKvMainloop {
             p1 *= detail::softcap_grad(p1, lse2[j + 1], p.cap_t);
           }
           const __nv_bfloat162 ds2 = __floats2bfloat162_rn(p0 * (tSrdP(v) - d2.x), p1 * (tSrdP(v + 1) - d2.y));
-          *reinterpret_cast<__nv_bfloat162*>(ds_base + pt3_offset<BC>(base, sw, k, h)) = ds2;
+          // pds3: two 64-query swizzle atoms (pt3_offset); pds2 (d = 128): one, rs1's offsets.
+          const int at = K_::kPds3 ? pt3_offset<BC>(base, sw, k, h) : K_::pt_offset(kl0, 8 * k + col_lane) + 8 * 64 * h;
+          *reinterpret_cast<__nv_bfloat162*>(ds_base + at) = ds2;
           dw[v / 2] = detail::bf16x2_bits(ds2);
         }
       }

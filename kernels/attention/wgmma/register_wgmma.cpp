@@ -527,6 +527,8 @@ void register_attention_wgmma(Registry& r) {
   add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2ATS3E2B2, void>(r);
   add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2OTS3E2B3, void, true>(r);
   add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2ATS3E2B3, void>(r);
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2E2B3, void, true>(r);  // pb3 at d128 (ew2 pds2)
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2ATS2E2B3, void>(r);
   // hs2, hs4 (issue 16, session 17: GQA's query heads of a kv head over 2 or 4
   // CTAs per key block, dK / dV parts added in split order) and ws2 (session
   // 18: causal, each key block's walk over 2 CTAs, every other query block
