@@ -12,6 +12,7 @@
 #           softcap 50 at d64 causal (ew2, the heuristic there, against pb3), the heuristic's tests,
 #           every backward test.
 #   STAGE=4 (carry [".debs", ".deps"]): pb3 at d128, see below.
+#   STAGE=5 (carry [".debs", ".deps"]): pb2 / pb3 without the P^T tile, the LSE / D ring two deep, see below.
 #   STAGE=3 (warm): the layout and registry tests, the sanitizers on EwSanitizerSized (pb2 / pb3
 #           among the ew variants), ncu of pb1 and pb3 at d64 causal.
 set -uo pipefail
@@ -67,6 +68,29 @@ if [ "$STAGE" = 4 ]; then
     run "${tool}_ew" 90 compute-sanitizer --tool $tool --error-exitcode 9 "$TW" --gtest_filter='AttentionWgmmaBwdGpu.EwSanitizerSized'
   done
   TESTS="tests_pb tests_pds tests_gpu"
+fi
+if [ "$STAGE" = 5 ]; then
+  # pb2 / pb3 without the (unused) P^T tile and with the LSE / D ring at the Q / dO depth (d64: two
+  # stages instead of one): pb3 against pb1 (unchanged) at d64 and d128, both orders; the tests of
+  # the ew / pb variants and the sanitizers on EwSanitizerSized.
+  DETFUSE_COMMIT=$(git rev-parse --short HEAD 2>/dev/null) bash "$(dirname "$0")/build_there.sh" build 2>&1 | tail -2
+  attention_bins
+  gpu_line "$OUT/gpu.txt"
+  Q1=ordered.br64_bc128_st2_tma1_pds2_ew2_pb1_spt1_d128
+  Q3=ordered.br64_bc128_st2_tma1_pds2_ew2_pb3_spt1_d128
+  for s in "64c 4,32,32,4096,4096,64 --causal $P1 $P3" "64 4,32,32,4096,4096,64 - $P1 $P3" \
+           "128 4,32,32,4096,4096,128 - $Q1 $Q3"; do
+    set -- $s
+    c=$3; [ "$c" = - ] && c=""
+    run "bench$1_ab" 60 "$DF" bench attention --shape "$2" $c --variant "$W.$4" --variant "$W.$5" --repeats 3
+    run "bench$1_ba" 60 "$DF" bench attention --shape "$2" $c --variant "$W.$5" --variant "$W.$4" --repeats 3
+  done
+  run tests_pb 240 "$TW" --gtest_filter='AttentionWgmmaBwd.*:AttentionWgmmaBwdGpu.PbN*:AttentionWgmmaBwdGpu.Ew*'
+  run tests_pds 30 "$B/tests/attention_wgmma/test_attention_wgmma_pds_layout"
+  for tool in memcheck racecheck synccheck; do
+    run "${tool}_ew" 90 compute-sanitizer --tool $tool --error-exitcode 9 "$TW" --gtest_filter='AttentionWgmmaBwdGpu.EwSanitizerSized'
+  done
+  TESTS="tests_pb tests_pds"
 fi
 if [ "$STAGE" = 3 ]; then
   attention_bins

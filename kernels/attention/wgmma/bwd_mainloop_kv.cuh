@@ -593,6 +593,16 @@ struct BwdKvMainloop {
     }
   }
 
+  // The offset in a P^T / dS^T tile of this thread's value pair in 8-query
+  // chunk k, key row kl0 + 8 h: pds3 two 64-query swizzle atoms (pt3_offset,
+  // from the thread's base / sw), pds2 (BR = 64) one (pt_offset).
+  __device__ __forceinline__ static int ds_pair_offset(int base, int sw, int kl0, int col_lane, int k, int h) {
+    if constexpr (K_::kPds3)
+      return pt3_offset<K_::BC>(base, sw, k, h);
+    else
+      return K_::pt_offset(kl0, 8 * k + col_lane) + 8 * 64 * h;
+  }
+
   // rs1, half hq of the queries (the first, then the second half of the k
   // steps of the K = BR products; dP^T waited on before the first): P^T and
   // dS^T (from P^T in fp32, softcap's factor) rounded to bf16 into the A
@@ -627,8 +637,7 @@ struct BwdKvMainloop {
         p1 *= detail::softcap_grad(p1, lse2[j + 1], p.cap_t);
       }
       const __nv_bfloat162 ds2 = __floats2bfloat162_rn(p0 * (tSrdP(v) - d2.x), p1 * (tSrdP(v + 1) - d2.y));
-      const int at = K_::kPds3 ? pt3_offset<BC>(base, sw, v / 4, (v / 2) % 2)
-                               : K_::pt_offset(kl0, j) + 8 * 64 * ((v / 2) % 2);
+      const int at = ds_pair_offset(base, sw, kl0, col_lane, v / 4, (v / 2) % 2);
       *reinterpret_cast<__nv_bfloat162*>(ds_base + at) = ds2;
       detail::set_a_pair(tdSr, v, ds2);
     }
@@ -692,8 +701,7 @@ struct BwdKvMainloop {
         CUTLASS_PRAGMA_UNROLL
         for (int h = 0; h < 2; ++h) {
           const int v = 4 * k + 2 * h;
-          const int at = K_::kPds3 ? pt3_offset<BC>(base, sw, k, h) : K_::pt_offset(kl0, 8 * k + col_lane) + 8 * 64 * h;
-          *reinterpret_cast<__nv_bfloat162*>(ds_base + at) =
+          *reinterpret_cast<__nv_bfloat162*>(ds_base + ds_pair_offset(base, sw, kl0, col_lane, k, h)) =
               __floats2bfloat162_rn(tSrS(v) * (tSrdP(v) - d2.x), tSrS(v + 1) * (tSrdP(v + 1) - d2.y));
         }
       }
@@ -781,9 +789,7 @@ struct BwdKvMainloop {
                                                           pf.y * detail::softcap_grad(pf.y, lse2[j + 1], p.cap_t)));
           }
           const __nv_bfloat162 ds2 = __floats2bfloat162_rn(pf.x * (tSrdP(v) - d2.x), pf.y * (tSrdP(v + 1) - d2.y));
-          // pds3: two 64-query swizzle atoms (pt3_offset); pds2 (d = 128): one, rs1's offsets.
-          const int at = K_::kPds3 ? pt3_offset<BC>(base, sw, k, h) : K_::pt_offset(kl0, 8 * k + col_lane) + 8 * 64 * h;
-          *reinterpret_cast<__nv_bfloat162*>(ds_base + at) = ds2;
+          *reinterpret_cast<__nv_bfloat162*>(ds_base + ds_pair_offset(base, sw, kl0, col_lane, k, h)) = ds2;
           if constexpr (K_::kWgUniform)
             detail::a_words(tdSr)[v / 2] = detail::bf16x2_bits(ds2);
           else
@@ -839,9 +845,7 @@ struct BwdKvMainloop {
             p1 *= detail::softcap_grad(p1, lse2[j + 1], p.cap_t);
           }
           const __nv_bfloat162 ds2 = __floats2bfloat162_rn(p0 * (tSrdP(v) - d2.x), p1 * (tSrdP(v + 1) - d2.y));
-          // pds3: two 64-query swizzle atoms (pt3_offset); pds2 (d = 128): one, rs1's offsets.
-          const int at = K_::kPds3 ? pt3_offset<BC>(base, sw, k, h) : K_::pt_offset(kl0, 8 * k + col_lane) + 8 * 64 * h;
-          *reinterpret_cast<__nv_bfloat162*>(ds_base + at) = ds2;
+          *reinterpret_cast<__nv_bfloat162*>(ds_base + ds_pair_offset(base, sw, kl0, col_lane, k, h)) = ds2;
           dw[v / 2] = detail::bf16x2_bits(ds2);
         }
       }
