@@ -603,6 +603,31 @@ struct BwdKvMainloop {
       return K_::pt_offset(kl0, 8 * k + col_lane) + 8 * 64 * h;
   }
 
+  // The dS^T loops' D read-ahead (ew1, pb1-pb3): D of the thread's query
+  // columns in 8-query chunk k (both key rows of the thread use it) read
+  // kDAhead chunks before the dS^T stores of chunk k, so the loads stay ahead
+  // of the stores in program order and the compiler neither reloads D after
+  // a store nor waits for each load at its use (the base: an LDS right before
+  // every FADD, twice per chunk). d_ahead: the first kDAhead reads (the
+  // caller's, before its dP^T wait, under which they run); ds_chunks: the walk,
+  // f(k, h, v, d2) for key row h of chunk k (value pair v = 4 k + 2 h).
+  static constexpr int kDAhead = 4;
+  __device__ __forceinline__ static void d_ahead(float2 (&dpre)[kDAhead], const float* dd, int col_lane) {
+    CUTLASS_PRAGMA_UNROLL
+    for (int k = 0; k < kDAhead; ++k) dpre[k] = *reinterpret_cast<const float2*>(dd + 8 * k + col_lane);
+  }
+  template <class F>
+  __device__ __forceinline__ static void ds_chunks(float2 (&dpre)[kDAhead], const float* dd, int col_lane, F&& f) {
+    constexpr int kChunks = K_::BR / 8;
+    CUTLASS_PRAGMA_UNROLL
+    for (int k = 0; k < kChunks; ++k) {
+      const float2 d2 = dpre[k % kDAhead];
+      if (k + kDAhead < kChunks) dpre[k % kDAhead] = *reinterpret_cast<const float2*>(dd + 8 * (k + kDAhead) + col_lane);
+      CUTLASS_PRAGMA_UNROLL
+      for (int h = 0; h < 2; ++h) f(k, h, 4 * k + 2 * h, d2);
+    }
+  }
+
   // rs1, half hq of the queries (the first, then the second half of the k
   // steps of the K = BR products; dP^T waited on before the first): P^T and
   // dS^T (from P^T in fp32, softcap's factor) rounded to bf16 into the A
@@ -680,31 +705,17 @@ struct BwdKvMainloop {
     }
     detail::wg_gemm<false, false>(mma_kv, tKVrP, tKVrdO(_, _, _, s), tdVacc);
     if constexpr (K_::kEw) {
-      // ew1: D of the thread's query columns, 8-query chunk k (both key rows
-      // of the thread use it), read kAhead chunks before the dS^T stores of
-      // chunk k: the loads stay ahead of the stores in program order, so the
-      // compiler neither reloads D after a store nor waits for each load at
-      // its use (the base: an LDS right before every FADD, twice per chunk).
-      // The first kAhead reads run under the dP^T wait.
-      constexpr int kChunks = BR / 8, kAhead = 4;
-      float2 dpre[kAhead];
-      CUTLASS_PRAGMA_UNROLL
-      for (int k = 0; k < kAhead; ++k) dpre[k] = *reinterpret_cast<const float2*>(dd + 8 * k + col_lane);
+      // ew1: D read ahead of the dS^T stores (d_ahead, ds_chunks).
+      float2 dpre[kDAhead];
+      d_ahead(dpre, dd, col_lane);
       BwdKvSoftmax<BR>::softcap_grad(p, tSrS, lse2, col_lane);  // P^T times 1 - t^2 (as the other kv kernels)
       warpgroup_wait<1>();  // dP^T done (dV may still run)
       [[maybe_unused]] int base = 0, sw = 0;
       if constexpr (K_::kPds3) base = detail::opaque(kl0 * 64 + col_lane), sw = detail::opaque((kl0 & 7) << 3);
-      CUTLASS_PRAGMA_UNROLL
-      for (int k = 0; k < kChunks; ++k) {
-        const float2 d2 = dpre[k % kAhead];
-        if (k + kAhead < kChunks) dpre[k % kAhead] = *reinterpret_cast<const float2*>(dd + 8 * (k + kAhead) + col_lane);
-        CUTLASS_PRAGMA_UNROLL
-        for (int h = 0; h < 2; ++h) {
-          const int v = 4 * k + 2 * h;
-          *reinterpret_cast<__nv_bfloat162*>(ds_base + ds_pair_offset(base, sw, kl0, col_lane, k, h)) =
-              __floats2bfloat162_rn(tSrS(v) * (tSrdP(v) - d2.x), tSrS(v + 1) * (tSrdP(v + 1) - d2.y));
-        }
-      }
+      ds_chunks(dpre, dd, col_lane, [&](int k, int h, int v, float2 d2) {
+        *reinterpret_cast<__nv_bfloat162*>(ds_base + ds_pair_offset(base, sw, kl0, col_lane, k, h)) =
+            __floats2bfloat162_rn(tSrS(v) * (tSrdP(v) - d2.x), tSrS(v + 1) * (tSrdP(v + 1) - d2.y));
+      });
       return;
     }
     BwdKvSoftmax<BR>::softcap_grad(p, tSrS, lse2, col_lane);  // P^T times 1 - t^2 (as the other kv kernels)
@@ -760,10 +771,8 @@ struct BwdKvMainloop {
       pc[v / 2] = *reinterpret_cast<const uint32_t*>(&two);
     }
     detail::wg_gemm<false, true>(mma_kvr, tPr, tKVRrdO(_, _, _, s), tdVacc);  // dV issued, P^T in registers
-    constexpr int kChunks = BR / 8, kAhead = 4;
-    float2 dpre[kAhead];
-    CUTLASS_PRAGMA_UNROLL
-    for (int k = 0; k < kAhead; ++k) dpre[k] = *reinterpret_cast<const float2*>(dd + 8 * k + col_lane);
+    float2 dpre[kDAhead];
+    d_ahead(dpre, dd, col_lane);
     warpgroup_wait<1>();  // dP^T done (dV may still run)
     [[maybe_unused]] const int base = detail::opaque(kl0 * 64 + col_lane), sw = detail::opaque((kl0 & 7) << 3);
     // dS^T per pair from the copy, which is only read: softcap's factor 1 - t^2
@@ -774,28 +783,21 @@ struct BwdKvMainloop {
     // bytes spilled; the factor before the dV issue spilled as well.)
     auto ds_loop = [&](auto cap) {
       constexpr bool kCap = decltype(cap)::value;
-      CUTLASS_PRAGMA_UNROLL
-      for (int k = 0; k < kChunks; ++k) {
-        const float2 d2 = dpre[k % kAhead];
-        if (k + kAhead < kChunks) dpre[k % kAhead] = *reinterpret_cast<const float2*>(dd + 8 * (k + kAhead) + col_lane);
-        CUTLASS_PRAGMA_UNROLL
-        for (int h = 0; h < 2; ++h) {
-          const int v = 4 * k + 2 * h;
-          float2 pf = K_::kWgUniform ? detail::bf16x2_unpack(pc[v / 2])
-                                     : __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&pc[v / 2]));
-          if constexpr (kCap) {
-            const int j = 8 * k + col_lane;
-            pf = __bfloat1622float2(__floats2bfloat162_rn(pf.x * detail::softcap_grad(pf.x, lse2[j], p.cap_t),
-                                                          pf.y * detail::softcap_grad(pf.y, lse2[j + 1], p.cap_t)));
-          }
-          const __nv_bfloat162 ds2 = __floats2bfloat162_rn(pf.x * (tSrdP(v) - d2.x), pf.y * (tSrdP(v + 1) - d2.y));
-          *reinterpret_cast<__nv_bfloat162*>(ds_base + ds_pair_offset(base, sw, kl0, col_lane, k, h)) = ds2;
-          if constexpr (K_::kWgUniform)
-            detail::a_words(tdSr)[v / 2] = detail::bf16x2_bits(ds2);
-          else
-            detail::set_a_pair(tdSr, v, ds2);
+      ds_chunks(dpre, dd, col_lane, [&](int k, int h, int v, float2 d2) {
+        float2 pf = K_::kWgUniform ? detail::bf16x2_unpack(pc[v / 2])
+                                   : __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&pc[v / 2]));
+        if constexpr (kCap) {
+          const int j = 8 * k + col_lane;
+          pf = __bfloat1622float2(__floats2bfloat162_rn(pf.x * detail::softcap_grad(pf.x, lse2[j], p.cap_t),
+                                                        pf.y * detail::softcap_grad(pf.y, lse2[j + 1], p.cap_t)));
         }
-      }
+        const __nv_bfloat162 ds2 = __floats2bfloat162_rn(pf.x * (tSrdP(v) - d2.x), pf.y * (tSrdP(v + 1) - d2.y));
+        *reinterpret_cast<__nv_bfloat162*>(ds_base + ds_pair_offset(base, sw, kl0, col_lane, k, h)) = ds2;
+        if constexpr (K_::kWgUniform)
+          detail::a_words(tdSr)[v / 2] = detail::bf16x2_bits(ds2);
+        else
+          detail::set_a_pair(tdSr, v, ds2);
+      });
     };
     if (p.softcap)
       ds_loop(cute::true_type{});
@@ -819,10 +821,8 @@ struct BwdKvMainloop {
                                                   int col_lane, MmaKVR& mma_kvr, TB& tKVRrdO, int s, Acc& tdVacc) {
     constexpr int BR = K_::BR, BC = K_::BC;
     static_assert(K_::kPds2 && K_::kWgUniform, "pb3: pds3's or pds2's dS^T tile, the fragments as words");
-    constexpr int kChunks = BR / 8, kAhead = 4;
-    float2 dpre[kAhead];
-    CUTLASS_PRAGMA_UNROLL
-    for (int k = 0; k < kAhead; ++k) dpre[k] = *reinterpret_cast<const float2*>(dd + 8 * k + col_lane);
+    float2 dpre[kDAhead];
+    d_ahead(dpre, dd, col_lane);
     warpgroup_wait<0>();  // dP^T done
     [[maybe_unused]] int base = 0, sw = 0;
     if constexpr (K_::kPds3) base = detail::opaque(kl0 * 64 + col_lane), sw = detail::opaque((kl0 & 7) << 3);
@@ -830,25 +830,18 @@ struct BwdKvMainloop {
     uint32_t* const dw = detail::a_words(tdSr);
     auto ds_loop = [&](auto cap) {
       constexpr bool kCap = decltype(cap)::value;
-      CUTLASS_PRAGMA_UNROLL
-      for (int k = 0; k < kChunks; ++k) {
-        const float2 d2 = dpre[k % kAhead];
-        if (k + kAhead < kChunks) dpre[k % kAhead] = *reinterpret_cast<const float2*>(dd + 8 * (k + kAhead) + col_lane);
-        CUTLASS_PRAGMA_UNROLL
-        for (int h = 0; h < 2; ++h) {
-          const int v = 4 * k + 2 * h;
-          float p0 = tSrS(v), p1 = tSrS(v + 1);
-          pw[v / 2] = detail::bf16x2_bits(__floats2bfloat162_rn(p0, p1));
-          if constexpr (kCap) {
-            const int j = 8 * k + col_lane;
-            p0 *= detail::softcap_grad(p0, lse2[j], p.cap_t);
-            p1 *= detail::softcap_grad(p1, lse2[j + 1], p.cap_t);
-          }
-          const __nv_bfloat162 ds2 = __floats2bfloat162_rn(p0 * (tSrdP(v) - d2.x), p1 * (tSrdP(v + 1) - d2.y));
-          *reinterpret_cast<__nv_bfloat162*>(ds_base + ds_pair_offset(base, sw, kl0, col_lane, k, h)) = ds2;
-          dw[v / 2] = detail::bf16x2_bits(ds2);
+      ds_chunks(dpre, dd, col_lane, [&](int k, int h, int v, float2 d2) {
+        float p0 = tSrS(v), p1 = tSrS(v + 1);
+        pw[v / 2] = detail::bf16x2_bits(__floats2bfloat162_rn(p0, p1));
+        if constexpr (kCap) {
+          const int j = 8 * k + col_lane;
+          p0 *= detail::softcap_grad(p0, lse2[j], p.cap_t);
+          p1 *= detail::softcap_grad(p1, lse2[j + 1], p.cap_t);
         }
-      }
+        const __nv_bfloat162 ds2 = __floats2bfloat162_rn(p0 * (tSrdP(v) - d2.x), p1 * (tSrdP(v + 1) - d2.y));
+        *reinterpret_cast<__nv_bfloat162*>(ds_base + ds_pair_offset(base, sw, kl0, col_lane, k, h)) = ds2;
+        dw[v / 2] = detail::bf16x2_bits(ds2);
+      });
     };
     if (p.softcap)
       ds_loop(cute::true_type{});
