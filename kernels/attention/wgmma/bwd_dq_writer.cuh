@@ -414,7 +414,8 @@ struct BwdDqWriter {
 
 // TMA dQ: the tile-blocked accumulator [B H][m_blocks][BR D] (dq_tile_offset
 // order, scale applied; K_::kDqLate (pb2 / pb3): unscaled, each value times
-// `scale` here, rounded once to fp32, before its bf16 rounding) to dQ [B, H, Sq, D] in bf16, rows < Sq. One tile per
+// `scale` here, rounded to fp32, before its bf16 rounding) to dQ [B, H, Sq,
+// D] in bf16, rows < Sq. One tile per
 // block-loop step: 16-byte loads of the tile in its fragment order, each value
 // rounded to bf16 (the only arithmetic) into a row-major shared tile at its
 // (dq_row, dq_col), then 16-byte stores of whole rows (8 bf16 each; element

@@ -78,12 +78,11 @@ struct BwdKv {
   static_assert(!kPb || ((kPds3 || (kPds2 && D == 128)) && kEw == 2 && !kWq && !kRs && !kSp),
                 "pb1: ew2 pds3 (d = 64) or ew2 pds2 (d = 128)");
   // pb2 / pb3 (BwdKvPbNConfig, issue 16 session 21; ew2 pds3 at d = 64, pb3
-  // also ew2 pds2 at d = 128): the
-  // wgmma descriptors from the warp-uniform warpgroup index (kWgUniform), the
-  // dQ part handed over unscaled and scaled by the convert pass (kDqLate),
-  // P^T / dS^T pairs written to the A fragments as 32-bit words; pb3
-  // (kPbFa) also FlashAttention-4's step order (dS^T from the fp32 P^T, dV
-  // issued once dS^T is formed).
+  // also ew2 pds2 at d = 128): the wgmma descriptors from the warp-uniform
+  // warpgroup index (kWgUniform), the dQ part handed over unscaled and scaled
+  // by the convert pass (kDqLate), P^T / dS^T pairs written to the A
+  // fragments as 32-bit words; pb3 (kPbFa) also FlashAttention-4's step order
+  // (dS^T from the fp32 P^T, dV issued once dS^T is formed).
   static constexpr bool kWgUniform = Cfg::PB >= 2;
   static constexpr bool kDqLate = Cfg::PB >= 2;
   static constexpr bool kPbFa = Cfg::PB == 3;
