@@ -648,7 +648,7 @@ struct BwdKvMainloop {
                                                  __nv_bfloat16* ds_base, const float* lse2, const float* dd, int kl0,
                                                  int col_lane, MmaKVR& mma_kvr, TB& tKVRrdO, TB& tKVRrQ, int s,
                                                  Acc& tdVacc, Acc& tdKacc) {
-    constexpr int BR = K_::BR, BC = K_::BC;
+    constexpr int BR = K_::BR;
     [[maybe_unused]] const int base = detail::opaque(kl0 * 64 + col_lane);
     [[maybe_unused]] const int sw = detail::opaque((kl0 & 7) << 3);
     CUTLASS_PRAGMA_UNROLL
@@ -758,7 +758,7 @@ struct BwdKvMainloop {
   __device__ __forceinline__ static void pb_dv_ds(const Params& p, TS& tSrS, TS& tSrdP, TP& tPr, TP& tdSr,
                                                   __nv_bfloat16* ds_base, const float* lse2, const float* dd, int kl0,
                                                   int col_lane, MmaKVR& mma_kvr, TB& tKVRrdO, int s, Acc& tdVacc) {
-    constexpr int BR = K_::BR, BC = K_::BC;
+    constexpr int BR = K_::BR;
     static_assert(K_::kPds3 || (K_::kPds2 && BR == 64), "pb1: pds3's or pds2's dS^T tile");
     uint32_t pc[BR / 4];  // P^T pairs (bf16x2), the copy dS^T is formed from
     CUTLASS_PRAGMA_UNROLL
@@ -819,7 +819,6 @@ struct BwdKvMainloop {
   __device__ __forceinline__ static void fa_ds_dv(const Params& p, TS& tSrS, TS& tSrdP, TP& tPr, TP& tdSr,
                                                   __nv_bfloat16* ds_base, const float* lse2, const float* dd, int kl0,
                                                   int col_lane, MmaKVR& mma_kvr, TB& tKVRrdO, int s, Acc& tdVacc) {
-    constexpr int BR = K_::BR, BC = K_::BC;
     static_assert(K_::kPds2 && K_::kWgUniform, "pb3: pds3's or pds2's dS^T tile, the fragments as words");
     float2 dpre[kDAhead];
     d_ahead(dpre, dd, col_lane);
