@@ -535,6 +535,15 @@ TEST(AttentionWgmmaPds, DqConvertPairs) {
 // dS^T as dK's (the C fragment of S^T / dP^T, value for value: the rs1
 // identity on pb1's own traits), ew2's storage (the P^T tile kept, unused;
 // one LSE / D stage), ew2's dQ tile order.
+// Two kv kernels' dQ tiles in the same order: every element's (thread, value)
+// placed at the same offset (the convert pass of one reads the other's tile).
+template <class K_, class KB>
+void expect_same_dq_tile_order() {
+  for (int off = 0; off < K_::BR * K_::D; ++off)
+    EXPECT_EQ(K_::dq_tile_offset(K_::dq_tile_thread(off), K_::dq_tile_value(off)),
+              KB::dq_tile_offset(KB::dq_tile_thread(off), KB::dq_tile_value(off)));
+}
+
 template <class Cfg, class Base>
 void check_pb1() {
   using K_ = BwdKv<Cfg>;
@@ -545,9 +554,7 @@ void check_pb1() {
   static_assert(sizeof(typename K_::SharedStorage) == sizeof(typename KB::SharedStorage));
   static_assert(int(Cfg::kSmemBytes) == int(Base::kSmemBytes));
   check_rs_a_is_c<Cfg>();
-  for (int off = 0; off < K_::BR * K_::D; ++off)
-    EXPECT_EQ(K_::dq_tile_offset(K_::dq_tile_thread(off), K_::dq_tile_value(off)),
-              KB::dq_tile_offset(KB::dq_tile_thread(off), KB::dq_tile_value(off)));
+  expect_same_dq_tile_order<K_, KB>();
 }
 
 TEST(AttentionWgmmaPds, Pb1IsEw2StorageWithRegisterFragments) {
@@ -576,9 +583,7 @@ void check_pbn() {
   static_assert(sizeof(typename K_::SharedStorage) == sizeof(typename KB::SharedStorage));
   static_assert(int(Cfg::kSmemBytes) == int(Pb1::kSmemBytes));
   check_rs_a_is_c<Cfg>();
-  for (int off = 0; off < K_::BR * K_::D; ++off)
-    EXPECT_EQ(K_::dq_tile_offset(K_::dq_tile_thread(off), K_::dq_tile_value(off)),
-              KB::dq_tile_offset(KB::dq_tile_thread(off), KB::dq_tile_value(off)));
+  expect_same_dq_tile_order<K_, KB>();
   typename K_::MmaKV mma_kvr;
   auto tPr = cute::make_tensor<typename K_::T>(
       cute::partition_shape_A(mma_kvr, cute::Shape<cute::Int<K_::BC>, cute::Int<K_::BR>>{}));

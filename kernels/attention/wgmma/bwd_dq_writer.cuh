@@ -311,17 +311,19 @@ struct BwdDqWriter {
           detail::named_sync(K_::kBarEmpty + qb, K_::kBarDqThreads);
       }
       float* tile = ss.dqs[K_::kWq ? 0 : qb];  // (wq1: warpgroup wg's half by dq_tile_offset)
-      if constexpr (K_::kDqLate) {
-        // pb2 / pb3: unscaled (the convert pass scales the sum).
-        CUTLASS_PRAGMA_UNROLL
-        for (int i = 0; i < size(tdQacc); i += 2)
-          *reinterpret_cast<float2*>(tile + K_::dq_tile_offset(ctid, i)) = make_float2(tdQacc(i), tdQacc(i + 1));
-      } else if constexpr (K_::kDqWhole || K_::kDc) {
+      if constexpr (K_::kDqWhole || K_::kDc) {
         const int wt = K_::kDc ? t : ctid;  // dc1: each tile written by its warpgroup's 128 threads
+        // pb2 / pb3 (kDqLate): unscaled, the convert pass scales the sum.
+        auto scaled = [&](float x) {
+          if constexpr (K_::kDqLate)
+            return x;
+          else
+            return x * p.scale;
+        };
         CUTLASS_PRAGMA_UNROLL
         for (int i = 0; i < size(tdQacc); i += 2)
           *reinterpret_cast<float2*>(tile + K_::dq_tile_offset(wt, i)) =
-              make_float2(tdQacc(i) * p.scale, tdQacc(i + 1) * p.scale);
+              make_float2(scaled(tdQacc(i)), scaled(tdQacc(i + 1)));
       } else if (wg == 1) {
         // d = 64: warpgroup 1's scaled part first, then warpgroup 0 adds
         // its own in place (thread t of each at the same offsets): a fixed

@@ -768,7 +768,7 @@ struct BwdKvMainloop {
         detail::a_words(tPr)[v / 2] = detail::bf16x2_bits(two);
       else
         detail::set_a_pair(tPr, v, two);
-      pc[v / 2] = *reinterpret_cast<const uint32_t*>(&two);
+      pc[v / 2] = detail::bf16x2_bits(two);
     }
     detail::wg_gemm<false, true>(mma_kvr, tPr, tKVRrdO(_, _, _, s), tdVacc);  // dV issued, P^T in registers
     float2 dpre[kDAhead];
@@ -850,14 +850,16 @@ struct BwdKvMainloop {
   }
 
   // pds: the dQ part = dS K from dS^T tile dsb (through its transposed view).
+  // slice: the thread the operand slice is taken at where both warpgroups
+  // share the product (ctid, or pb2 / pb3's warp-uniform wg_slice_thread).
   template <class MmaDQ, class TdS, class TKt, class TdQ>
-  __device__ __forceinline__ static void dq_product(MmaDQ& mma_dq, TdS& sdS, TKt& sKt, TdQ& tdQacc, int dsb, int ctid,
+  __device__ __forceinline__ static void dq_product(MmaDQ& mma_dq, TdS& sdS, TKt& sKt, TdQ& tdQacc, int dsb, int slice,
                                                     int t, int wg) {
     [[maybe_unused]] constexpr int D = K_::D, BR = K_::BR, BC = K_::BC;
     if constexpr (K_::kDqWhole) {
       // d = 128: N split (each warpgroup D / 2 columns); pds3: M split (each
       // warpgroup 64 queries); every key either way.
-      auto thr_dq = mma_dq.get_thread_slice(ctid);
+      auto thr_dq = mma_dq.get_thread_slice(slice);
       Tensor tQrdS = thr_dq.partition_fragment_A(sdS);  // (MMA, BR/64 or 1, BC/16, 2)
       Tensor tQrK = thr_dq.partition_fragment_B(sKt);
       Tensor tQrdSb = tQrdS(_, _, _, dsb);
