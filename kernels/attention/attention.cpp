@@ -111,7 +111,10 @@ const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMo
   // in one call (experiments/device/s21.sh), fwd+bwd ms at 4,32,32,4096,64:
   // causal 2.473 / 2.456 against pb1's 2.523 / 2.525 (pb2, the same without
   // the order, 2.488 / 2.469), non-causal 4.379 / 4.376 against 4.518 /
-  // 4.519 (pb2 4.406 / 4.406). So pb3 at d64.
+  // 4.519 (pb2 4.406 / 4.406). So pb3 at d64. Session 22, `pb5` (pb3 with the
+  // exp in the dS^T loop after the dP^T wait, the same bits): same bench
+  // (experiments/device/s22-pb5.sh), causal 2.402 / 2.379 against pb3's 2.468 /
+  // 2.472, non-causal 4.275 / 4.275 against 4.410 / 4.378. So pb5 at d64.
   const Registry& r = builtin_registry();
   std::vector<std::string> preferred;
   if (p.dtype == DType::bf16) {
@@ -123,7 +126,7 @@ const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMo
                                      : "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_ps1_rd1_d64");
     if (!gqa || p.d == 128) {
       if (p.d == 64 && p.softcap <= 0)
-        preferred.push_back("attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb3_spt1_d64");
+        preferred.push_back("attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb5_spt1_d64");
       // Session 18 (build c2f7908, one process beside FA4 deterministic, interleaved fwd+bwd
       // TFLOP/s): causal GQA at d128, hs2 (a kv head's query heads over 2 CTAs per key block)
       // 450.7 against 420.7 (4,32,8,4096) and 487.5 against 424.7 (2,32,8,8192); non-causal

@@ -643,9 +643,9 @@ TEST(AttentionWgmmaGpu, ThreeWarpgroupsSanitizerSized) {
 
 // ------------------------------------------------------------------ backward
 
-TEST(AttentionWgmmaBwd, SixtyEightVariantsRunBothModesWithReasonsAndWorkspace) {
+TEST(AttentionWgmmaBwd, SeventyVariantsRunBothModesWithReasonsAndWorkspace) {
   const auto vs = wgmma_bwd_variants();
-  ASSERT_EQ(vs.size(), 68u);  // session 21: pb2, pb3 at d64 and pb3 at d128 (ordered, atomic)
+  ASSERT_EQ(vs.size(), 70u);  // session 21: pb2, pb3 at d64 and pb3 at d128; session 22: pb5 at d64 (ordered, atomic)
   DeviceInfo h200;
   h200.cc_major = 9;
   h200.cc_minor = 0;
@@ -701,9 +701,9 @@ TEST(AttentionWgmmaBwd, SixtyEightVariantsRunBothModesWithReasonsAndWorkspace) {
     EXPECT_EQ(v->workspace_bytes(p, AttentionMode::backward), attention::d_bytes(p) + extra);
   }
   EXPECT_EQ(owning, 6);
-  EXPECT_EQ(atomic, 26);  // session 21: pb2, pb3 d64, pb3 d128 (ordered and atomic each)
+  EXPECT_EQ(atomic, 27);  // session 21: pb2, pb3 d64, pb3 d128 (ordered and atomic each); session 22: pb5 d64
   EXPECT_EQ(partials, 3);
-  EXPECT_EQ(ordered, 33);
+  EXPECT_EQ(ordered, 34);
   // hs: refused, with the reason, where the query heads per kv head are not a multiple of the split.
   ASSERT_EQ(hs_variants().size(), 2u);
   for (const auto* v : hs_variants()) {
@@ -862,7 +862,7 @@ TEST(AttentionWgmmaBwd, SixtyEightVariantsRunBothModesWithReasonsAndWorkspace) {
   // are refused, sp1 and its ew1 run). wq1 (the wq token after ew): on ew2
   // pds3 and ew1 sp1, the ew variant's workspace and shared memory.
   EXPECT_EQ(ew_variants(1).size(), 6u);
-  EXPECT_EQ(ew_variants(2).size(), 14u);  // with pb1 (ew2 pds3 d64 and pds2 d128, ordered spt1 and atomic; P^T tile kept: ew2's storage), pb2 (d64), pb3 (d64, d128)
+  EXPECT_EQ(ew_variants(2).size(), 16u);  // with pb1 (ew2 pds3 d64 and pds2 d128, ordered spt1 and atomic; P^T tile kept: ew2's storage), pb2 (d64), pb3 (d64, d128), pb5 (d64)
   for (const char* n : {"attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew1_spt1_d64",
                         "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_ew1_d64",
                         "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_spt1_d64",
@@ -882,7 +882,9 @@ TEST(AttentionWgmmaBwd, SixtyEightVariantsRunBothModesWithReasonsAndWorkspace) {
                         "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb3_spt1_d64",
                         "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_ew2_pb3_d64",
                         "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_ew2_pb3_spt1_d128",
-                        "attention.bf16.wgmma.atomic.br64_bc128_st2_tma1_pds2_ew2_pb3_d128"}) {
+                        "attention.bf16.wgmma.atomic.br64_bc128_st2_tma1_pds2_ew2_pb3_d128",
+                        "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb5_spt1_d64",
+                        "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_ew2_pb5_d64"}) {
     const auto* v = builtin_registry().find_attention(n);
     ASSERT_NE(v, nullptr) << n;
     EXPECT_EQ(v->desc.deterministic, v->desc.strategy == "ordered");
@@ -1075,7 +1077,7 @@ const Case kOrderedWindowCases[] = {
 TEST(AttentionWgmmaBwdGpu, SanitizerSizedWindowOrdered) {
   REQUIRE_SM90();
   const auto vs = ordered_unsplit_bwd_variants();
-  ASSERT_EQ(vs.size(), 30u);  // session 19: pb1 at d128; session 21: pb2, pb3 (d64), pb3 (d128)
+  ASSERT_EQ(vs.size(), 31u);  // session 19: pb1 at d128; session 21: pb2, pb3 (d64), pb3 (d128); session 22: pb5 (d64)
   EXPECT_EQ(check_backward(vs, kOrderedWindowCases, std::size(kOrderedWindowCases), 4200, /*repeats=*/2),
             int(vs.size()));
 }
@@ -1094,7 +1096,7 @@ const Case kOrderedManyCases[] = {
 TEST(AttentionWgmmaBwdGpu, OrderedManyKeyBlocks) {
   REQUIRE_SM90();
   const auto vs = ordered_unsplit_bwd_variants();
-  ASSERT_EQ(vs.size(), 30u);  // session 19: pb1 at d128; session 21: pb2, pb3 (d64), pb3 (d128)
+  ASSERT_EQ(vs.size(), 31u);  // session 19: pb1 at d128; session 21: pb2, pb3 (d64), pb3 (d128); session 22: pb5 (d64)
   const auto& cases = kOrderedManyCases;
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 5000), int(vs.size() * std::size(cases)));
 }
@@ -1124,7 +1126,7 @@ TEST(AttentionWgmmaBwd, GpuTestsCasesRunOnTheirVariants) {
   all_run(unsplit_bwd_variants(), kBwdSanitizerSoftcapWindowCases, std::size(kBwdSanitizerSoftcapWindowCases));
   all_run(ordered_unsplit_bwd_variants(), kOrderedWindowCases, std::size(kOrderedWindowCases));
   all_run(ordered_unsplit_bwd_variants(), kOrderedManyCases, std::size(kOrderedManyCases));
-  EXPECT_EQ(ordered_unsplit_bwd_variants().size(), 30u);
+  EXPECT_EQ(ordered_unsplit_bwd_variants().size(), 31u);
   EXPECT_EQ(unsplit_bwd_variants().size(), wgmma_bwd_variants().size() - hs_variants().size() - ws_variants().size());
 }
 
@@ -1651,7 +1653,7 @@ TEST(AttentionWgmmaBwdGpu, Spt1ChangesDqOrder) {
 TEST(AttentionWgmmaBwdGpu, EwMatchesFloat64Reference) {
   REQUIRE_SM90();
   const auto vs = ew_variants();
-  ASSERT_EQ(vs.size(), 20u);  // ew1, ew2, wq1, pb1 (d64, d128), pb2 (d64), pb3 (d64, d128)
+  ASSERT_EQ(vs.size(), 22u);  // ew1, ew2, wq1, pb1 (d64, d128), pb2 (d64), pb3 (d64, d128), pb5 (d64)
   check_schedule_cases(vs, 12000);
   const Case shift[] = {
       {1, 8, 2, 3000, 700, false, 0.0, "shift: Sq > Sk, 6 key blocks, GQA 4:1"},
@@ -1665,7 +1667,7 @@ TEST(AttentionWgmmaBwdGpu, EwMatchesFloat64Reference) {
 TEST(AttentionWgmmaBwdGpu, EwSanitizerSized) {
   REQUIRE_SM90();
   const auto vs = ew_variants();
-  ASSERT_EQ(vs.size(), 20u);  // ew1, ew2, wq1, pb1 (d64, d128), pb2 (d64), pb3 (d64, d128)
+  ASSERT_EQ(vs.size(), 22u);  // ew1, ew2, wq1, pb1 (d64, d128), pb2 (d64), pb3 (d64, d128), pb5 (d64)
   const auto& cases = kOrderSanitizerCases;
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 12200, /*repeats=*/2), int(vs.size() * std::size(cases)));
 }
@@ -1719,6 +1721,24 @@ TEST(AttentionWgmmaBwdGpu, PbNBitsAgainstPb1) {
   EXPECT_EQ(check_bits_equal_base(pb_variants(3), pbn_base_name, /*dq_equal=*/false, 12460, cases,
                                   /*dkdv_equal=*/true, /*dv_only=*/true),
             int(4 * cases.size()));
+}
+
+// pb5 (session 22): pb3's arithmetic with the exp moved after the dP^T wait
+// into the dS^T loop and the mask applied as -inf before the exp (exp2 of
+// -inf is the 0 pb3's mask writes): dQ, dK and dV bitwise pb3's (ordered;
+// atomic: dK, dV), on the walk cases (causal, shift, softcap + window). (The
+// float64 reference, 20 repeats and the sanitizer-sized case: the Ew lists.)
+std::string pb3_base_name(const std::string& n) {
+  std::string b = n;
+  if (const size_t at = b.find("_pb5"); at != std::string::npos) b.replace(at, 4, "_pb3");
+  return b;
+}
+TEST(AttentionWgmmaBwdGpu, Pb5BitsAgainstPb3) {
+  REQUIRE_SM90();
+  const std::vector<Case>& cases = kOrderWalkCases;
+  const auto vs = pb_variants(5);
+  ASSERT_EQ(vs.size(), 2u);  // d64, ordered and atomic
+  EXPECT_EQ(check_bits_equal_base(vs, pb3_base_name, /*dq_equal=*/true, 12470, cases), int(vs.size() * cases.size()));
 }
 
 // The TMA dQ convert stores 16 bytes at a time where dQ is 16-byte aligned

@@ -569,7 +569,7 @@ TEST(AttentionWgmmaPds, Pb1IsEw2StorageWithRegisterFragments) {
   EXPECT_EQ(KvD64Br128St2OTS3E2B::RS, 0);
 }
 
-// pb2 / pb3 (session 21): pb1's storage and dQ tile order; the A fragments
+// pb2 / pb3 (session 21), pb5 (session 22): pb1's storage and dQ tile order; the A fragments
 // written as 32-bit words (detail::a_words): the kernel's tPr / tdSr are
 // compact and 16-byte aligned, value v at byte 2 v, and the uint32_t view
 // cute's RS wgmma reads them through has word w at byte 4 w (values 2 w,
@@ -579,7 +579,8 @@ void check_pbn() {
   using K_ = BwdKv<Cfg>;
   using KB = BwdKv<Pb1>;
   static_assert(K_::kPb && KB::kPb && K_::kWgUniform && K_::kDqLate && !KB::kWgUniform && !KB::kDqLate);
-  static_assert(K_::kPbFa == (Cfg::PB == 3) && !KB::kPbFa && K_::kPds2 && K_::kPds3 == KB::kPds3 && K_::kTma);
+  static_assert(K_::kPbFa == (Cfg::PB >= 3) && !KB::kPbFa && K_::kPds2 && K_::kPds3 == KB::kPds3 && K_::kTma);
+  static_assert(K_::kExpInLoop == (Cfg::PB == 5) && !KB::kExpInLoop);
   static_assert(sizeof(typename K_::SharedStorage) == sizeof(typename KB::SharedStorage));
   static_assert(int(Cfg::kSmemBytes) == int(Pb1::kSmemBytes));
   check_rs_a_is_c<Cfg>();
@@ -604,8 +605,11 @@ TEST(AttentionWgmmaPds, PbNIsPb1StorageWithWordFragments) {
   check_pbn<KvD64Br128St2ATS3E2B3, KvD64Br128St2ATS3E2B>();
   check_pbn<KvD128Br64St2OTS2E2B3, KvD128Br64St2OTS2E2B>();  // pb3 at d128 (pds2)
   check_pbn<KvD128Br64St2ATS2E2B3, KvD128Br64St2ATS2E2B>();
+  check_pbn<KvD64Br128St2OTS3E2B5, KvD64Br128St2OTS3E2B>();  // pb5 (d64)
+  check_pbn<KvD64Br128St2ATS3E2B5, KvD64Br128St2ATS3E2B>();
   EXPECT_EQ(KvD64Br128St2OTS3E2B2::PB, 2);
   EXPECT_EQ(KvD64Br128St2ATS3E2B3::PB, 3);
+  EXPECT_EQ(KvD64Br128St2OTS3E2B5::PB, 5);
 }
 
 TEST(AttentionWgmmaPds, Wq1DqTileHalves) {

@@ -249,13 +249,17 @@ struct BwdKvPbConfig : Base_ {
 // pb3: FlashAttention-4's step (mma_one_m_block): dS^T from the fp32 P^T, P^T
 // rounded into dV's A fragment in the same loop, dV issued once dS^T is
 // formed, then the dS^T barrier, dQ (SS), dK (RS).
+// pb5 (session 22, d64): pb3 with the exp in the dS^T loop, after the dP^T
+// wait, each 8-query chunk's next to its dS^T arithmetic (where ptxas places
+// most of FlashAttention-4's): MUFU spread among the FMA-pipe work instead of
+// pb3's run of 40 back to back; the mask as -inf before the exp.
 template <class Base_, int PB_>
 struct BwdKvPbNConfig : Base_ {
   static constexpr int PB = PB_;
-  static_assert((PB_ == 2 || PB_ == 3) && Base_::EW == 2 &&
+  static_assert((PB_ == 2 || PB_ == 3 || PB_ == 5) && Base_::EW == 2 &&
                     ((Base_::PDS == 3 && Base_::D == 64) || (PB_ == 3 && Base_::PDS == 2 && Base_::D == 128)) &&
                     Base_::WQ == 0 && Base_::SP == 0 && Base_::RS == 0 && Base_::DQ_TMA,
-                "pb2 / pb3: on ew2 pds3 (d64); pb3 also on ew2 pds2 (d128)");
+                "pb2 / pb3 / pb5: on ew2 pds3 (d64); pb3 also on ew2 pds2 (d128)");
 };
 
 // pds2: LSE (log2 units, +inf where P must be 0) and D, padded to whole query
@@ -392,6 +396,8 @@ using KvD128Br64St2ATS2E2B = BwdKvPbConfig<KvD128Br64St2ATS2E2>;
 using KvD128Br64St2OTS2E2B = BwdKvPbConfig<KvD128Br64St2OTS2E2>;
 using KvD128Br64St2ATS2E2B3 = BwdKvPbNConfig<KvD128Br64St2ATS2E2, 3>;  // pb3 at d = 128 (session 21)
 using KvD128Br64St2OTS2E2B3 = BwdKvPbNConfig<KvD128Br64St2OTS2E2, 3>;
+using KvD64Br128St2ATS3E2B5 = BwdKvPbNConfig<KvD64Br128St2ATS3E2, 5>;  // pb5 (session 22)
+using KvD64Br128St2OTS3E2B5 = BwdKvPbNConfig<KvD64Br128St2OTS3E2, 5>;
 using DqD128Bc64St2 = BwdDqConfig<128, 64, 2>;
 using DqD64Bc128St2 = BwdDqConfig<64, 128, 2>;
 using DqD128Bc64St3 = BwdDqConfig<128, 64, 3>;  // owning: a third block shape per head dim
@@ -494,6 +500,8 @@ DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2ATS3E2B3)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2OTS3E2B3)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2ATS2E2B3)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2E2B3)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2ATS3E2B5)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2OTS3E2B5)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2ATS2E2B)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2E2B)
 DETFUSE_ATTN_WGMMA_DQ_INSTANCES(extern, DqD128Bc64St2)

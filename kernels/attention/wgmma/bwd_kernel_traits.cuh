@@ -85,7 +85,10 @@ struct BwdKv {
   // (dS^T from the fp32 P^T, dV issued once dS^T is formed).
   static constexpr bool kWgUniform = Cfg::PB >= 2;
   static constexpr bool kDqLate = Cfg::PB >= 2;
-  static constexpr bool kPbFa = Cfg::PB == 3;
+  static constexpr bool kPbFa = Cfg::PB == 3 || Cfg::PB == 5;
+  // pb5 (session 22): the mask before the exp (-inf), the exp in pb3's dS^T
+  // loop after the dP^T wait.
+  static constexpr bool kExpInLoop = Cfg::PB == 5;
   static_assert(!kWgUniform || (kPds2 && kPb && kTma && (kPds3 || kPbFa)),
                 "pb2 / pb3: ew2 pds3 with TMA dQ; pb3 also ew2 pds2 (d = 128)");
   static constexpr int kDsBufs = kPds2 && !kDc ? 2 : 1;

@@ -562,7 +562,20 @@ struct BwdKvMainloop {
   __device__ __forceinline__ static void scores_to_p(const Params& p, TS& tSrS, const float* lse2, bool need_mask,
                                                      int q0, int key0, int col_lane, int diag_off) {
     constexpr int BR = K_::BR;
-    if constexpr (K_::kEw) {
+    if constexpr (K_::kExpInLoop) {
+      // pb5: only the mask here, the masked scores to -inf (exp2 of -inf is
+      // the 0 pb3's mask writes; fa_ds_dv takes the exp).
+      if (need_mask) {
+        const int hi = p.causal ? diag_off : INT_MAX;
+        const int lo = p.window > 0 ? diag_off - p.window : INT_MIN;
+        CUTLASS_PRAGMA_UNROLL
+        for (int v = 0; v < BR / 2; ++v) {
+          const int key = key0 + 8 * ((v / 2) % 2);
+          const int dlt = key - (q0 + 8 * (v / 4) + col_lane + (v % 2));
+          if (key >= p.Sk || dlt > hi || dlt <= lo) tSrS(v) = -INFINITY;
+        }
+      }
+    } else if constexpr (K_::kEw) {
       CUTLASS_PRAGMA_UNROLL
       for (int v = 0; v < BR / 2; ++v)
         tSrS(v) = detail::ex2(fmaf(tSrS(v), p.scale_log2, -lse2[8 * (v / 4) + col_lane + (v % 2)]));
@@ -822,6 +835,8 @@ struct BwdKvMainloop {
     static_assert(K_::kPds2 && K_::kWgUniform, "pb3: pds3's or pds2's dS^T tile, the fragments as words");
     float2 dpre[kDAhead];
     d_ahead(dpre, dd, col_lane);
+    [[maybe_unused]] float2 lpre[kDAhead];  // pb5: the LSE pairs, read ahead as D
+    if constexpr (K_::kExpInLoop) d_ahead(lpre, lse2, col_lane);
     warpgroup_wait<0>();  // dP^T done
     [[maybe_unused]] int base = 0, sw = 0;
     if constexpr (K_::kPds3) base = detail::opaque(kl0 * 64 + col_lane), sw = detail::opaque((kl0 & 7) << 3);
@@ -830,6 +845,13 @@ struct BwdKvMainloop {
     auto ds_loop = [&](auto cap) {
       constexpr bool kCap = decltype(cap)::value;
       ds_chunks(dpre, dd, col_lane, [&](int k, int h, int v, float2 d2) {
+        if constexpr (K_::kExpInLoop) {  // pb5: this chunk's exp, among the dS^T arithmetic
+          const float2 l2 = lpre[k % kDAhead];
+          tSrS(v) = detail::ex2(fmaf(tSrS(v), p.scale_log2, -l2.x));
+          tSrS(v + 1) = detail::ex2(fmaf(tSrS(v + 1), p.scale_log2, -l2.y));
+          if (h == 1 && k + kDAhead < K_::BR / 8)
+            lpre[k % kDAhead] = *reinterpret_cast<const float2*>(lse2 + 8 * (k + kDAhead) + col_lane);
+        }
         float p0 = tSrS(v), p1 = tSrS(v + 1);
         pw[v / 2] = detail::bf16x2_bits(__floats2bfloat162_rn(p0, p1));
         if constexpr (kCap) {

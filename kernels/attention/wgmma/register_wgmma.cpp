@@ -246,7 +246,10 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
                    (Kv::PB == 1 || Kv::PB == 2 ? "; P^T as dV's wgmma A fragment in registers right after the exp (dV by wgmma "
                                   "RS, no P^T tile), dS^T from the bf16 P^T (dK by wgmma RS, dQ SS)"
                                 : "") +
-                   (Kv::PB == 3 ? "; FlashAttention-4's step: dS^T from the fp32 P^T, P^T and dS^T as the wgmma A "
+                   (Kv::PB == 5 ? "; the exp in the dS^T loop, after the dP^T wait, next to each chunk's dS^T "
+                                  "arithmetic (the mask as -inf before it)"
+                                : "") +
+                   (Kv::PB == 3 || Kv::PB == 5 ? "; FlashAttention-4's step: dS^T from the fp32 P^T, P^T and dS^T as the wgmma A "
                                   "fragments of dV and dK (RS, dV issued once dS^T is formed), dQ SS"
                                 : "") +
                    (Kv::PB >= 2 ? "; wgmma descriptors in uniform registers, the dQ part handed over unscaled "
@@ -529,6 +532,9 @@ void register_attention_wgmma(Registry& r) {
   add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2ATS3E2B3, void>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2E2B3, void, true>(r);  // pb3 at d128 (ew2 pds2)
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2ATS2E2B3, void>(r);
+  // pb5 (session 22): pb3 with the exp in the dS^T loop (d64; at d128 it measured slower).
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2OTS3E2B5, void, true>(r);
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2ATS3E2B5, void>(r);
   // hs2, hs4 (issue 16, session 17: GQA's query heads of a kv head over 2 or 4
   // CTAs per key block, dK / dV parts added in split order) and ws2 (session
   // 18: causal, each key block's walk over 2 CTAs, every other query block
