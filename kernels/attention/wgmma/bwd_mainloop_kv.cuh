@@ -558,6 +558,20 @@ struct BwdKvMainloop {
   // need it (P = 0 where masked: the value the base's per-element test gives;
   // the exp2 of a masked score is computed and dropped). (Softcap and
   // need_mask stay in the caller: computed here, the machine code changed.)
+  // The mask as a pass of its own (ew1 / ew2 after the exp, fill 0; pb5
+  // before it, fill -inf): the thread's values at masked keys set to fill.
+  template <class TS>
+  __device__ __forceinline__ static void mask_pass(const Params& p, TS& tSrS, float fill, int q0, int key0,
+                                                   int col_lane, int diag_off) {
+    const int hi = p.causal ? diag_off : INT_MAX;
+    const int lo = p.window > 0 ? diag_off - p.window : INT_MIN;
+    CUTLASS_PRAGMA_UNROLL
+    for (int v = 0; v < K_::BR / 2; ++v) {
+      const int key = key0 + 8 * ((v / 2) % 2);
+      const int dlt = key - (q0 + 8 * (v / 4) + col_lane + (v % 2));
+      if (key >= p.Sk || dlt > hi || dlt <= lo) tSrS(v) = fill;
+    }
+  }
   template <class TS>
   __device__ __forceinline__ static void scores_to_p(const Params& p, TS& tSrS, const float* lse2, bool need_mask,
                                                      int q0, int key0, int col_lane, int diag_off) {
@@ -565,30 +579,12 @@ struct BwdKvMainloop {
     if constexpr (K_::kExpInLoop) {
       // pb5: only the mask here, the masked scores to -inf (exp2 of -inf is
       // the 0 pb3's mask writes; fa_ds_dv takes the exp).
-      if (need_mask) {
-        const int hi = p.causal ? diag_off : INT_MAX;
-        const int lo = p.window > 0 ? diag_off - p.window : INT_MIN;
-        CUTLASS_PRAGMA_UNROLL
-        for (int v = 0; v < BR / 2; ++v) {
-          const int key = key0 + 8 * ((v / 2) % 2);
-          const int dlt = key - (q0 + 8 * (v / 4) + col_lane + (v % 2));
-          if (key >= p.Sk || dlt > hi || dlt <= lo) tSrS(v) = -INFINITY;
-        }
-      }
+      if (need_mask) mask_pass(p, tSrS, -INFINITY, q0, key0, col_lane, diag_off);
     } else if constexpr (K_::kEw) {
       CUTLASS_PRAGMA_UNROLL
       for (int v = 0; v < BR / 2; ++v)
         tSrS(v) = detail::ex2(fmaf(tSrS(v), p.scale_log2, -lse2[8 * (v / 4) + col_lane + (v % 2)]));
-      if (need_mask) {
-        const int hi = p.causal ? diag_off : INT_MAX;
-        const int lo = p.window > 0 ? diag_off - p.window : INT_MIN;
-        CUTLASS_PRAGMA_UNROLL
-        for (int v = 0; v < BR / 2; ++v) {
-          const int key = key0 + 8 * ((v / 2) % 2);
-          const int dlt = key - (q0 + 8 * (v / 4) + col_lane + (v % 2));
-          if (key >= p.Sk || dlt > hi || dlt <= lo) tSrS(v) = 0.f;
-        }
-      }
+      if (need_mask) mask_pass(p, tSrS, 0.f, q0, key0, col_lane, diag_off);
     } else {
       CUTLASS_PRAGMA_UNROLL
       for (int v = 0; v < BR / 2; ++v) {
