@@ -550,14 +550,6 @@ struct BwdKvMainloop {
       detail::named_sync(K_::kBarP, 128);
   }
 
-  // P^T = exp2(S^T scale log2 e - LSE) over the 64 x BR scores (fp32, in
-  // place; lse2: the block's LSE in log2 units, +inf where P must be 0), 0 at
-  // the masked keys where need_mask (keys >= Sk; key - query offsets outside
-  // (lo, hi], hi: causal, lo: window). ew1 / ew2: exp2 over the whole tile
-  // without a branch, then the mask as a pass of its own on the blocks that
-  // need it (P = 0 where masked: the value the base's per-element test gives;
-  // the exp2 of a masked score is computed and dropped). (Softcap and
-  // need_mask stay in the caller: computed here, the machine code changed.)
   // The mask as a pass of its own (ew1 / ew2 after the exp, fill 0; pb5
   // before it, fill -inf): the thread's values at masked keys set to fill.
   template <class TS>
@@ -572,6 +564,15 @@ struct BwdKvMainloop {
       if (key >= p.Sk || dlt > hi || dlt <= lo) tSrS(v) = fill;
     }
   }
+
+  // P^T = exp2(S^T scale log2 e - LSE) over the 64 x BR scores (fp32, in
+  // place; lse2: the block's LSE in log2 units, +inf where P must be 0), 0 at
+  // the masked keys where need_mask (keys >= Sk; key - query offsets outside
+  // (lo, hi], hi: causal, lo: window). ew1 / ew2: exp2 over the whole tile
+  // without a branch, then the mask as a pass of its own on the blocks that
+  // need it (P = 0 where masked: the value the base's per-element test gives;
+  // the exp2 of a masked score is computed and dropped). (Softcap and
+  // need_mask stay in the caller: computed here, the machine code changed.)
   template <class TS>
   __device__ __forceinline__ static void scores_to_p(const Params& p, TS& tSrS, const float* lse2, bool need_mask,
                                                      int q0, int key0, int col_lane, int diag_off) {
@@ -823,7 +824,9 @@ struct BwdKvMainloop {
   // is done. No unpack of P (pb1 / pb2 form dS^T from the bf16 copy, since
   // dV is in flight on the fragment); dV does not overlap the loop.
   // Registers at the peak: S^T and dP^T (64 each), dV, dK (32 each), the two
-  // A fragments growing as S^T and dP^T are consumed.
+  // A fragments growing as S^T and dP^T are consumed. pb5 (kExpInLoop): each
+  // chunk's exp at the head of its step of the loop (the LSE pairs read ahead
+  // as D), the scores masked to -inf by scores_to_p.
   template <class TS, class TP, class MmaKVR, class TB, class Acc>
   __device__ __forceinline__ static void fa_ds_dv(const Params& p, TS& tSrS, TS& tSrdP, TP& tPr, TP& tdSr,
                                                   __nv_bfloat16* ds_base, const float* lse2, const float* dd, int kl0,
