@@ -17,7 +17,7 @@ h = rows[hi]; col = {n: i for i, n in enumerate(h)}
 data = [r for r in rows[hi+1:] if len(r) == len(h)]
 S = col["Warp Stall Sampling (All Samples)"]
 # walk in address order; mark phase boundaries at HGMMA / DEPBAR / BAR for step instructions
-seg = []; cur = None
+seg = []
 for r in data:
     ex = int(r[col["Instructions Executed"]] or 0)
     ins = r[1].strip()
