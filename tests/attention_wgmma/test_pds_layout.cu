@@ -580,7 +580,7 @@ void check_pbn() {
   using KB = BwdKv<Pb1>;
   static_assert(K_::kPb && KB::kPb && K_::kWgUniform && K_::kDqLate && !KB::kWgUniform && !KB::kDqLate);
   static_assert(K_::kPbFa == (Cfg::PB >= 3) && !KB::kPbFa && K_::kPds2 && K_::kPds3 == KB::kPds3 && K_::kTma);
-  static_assert(K_::kExpInLoop == (Cfg::PB == 5) && !KB::kExpInLoop);
+  static_assert(K_::kExpInLoop == (Cfg::PB >= 5) && K_::kDvSplit == (Cfg::PB == 6) && !KB::kExpInLoop);
   static_assert(sizeof(typename K_::SharedStorage) == sizeof(typename KB::SharedStorage));
   static_assert(int(Cfg::kSmemBytes) == int(Pb1::kSmemBytes));
   check_rs_a_is_c<Cfg>();
@@ -607,6 +607,10 @@ TEST(AttentionWgmmaPds, PbNIsPb1StorageWithWordFragments) {
   check_pbn<KvD128Br64St2ATS2E2B3, KvD128Br64St2ATS2E2B>();
   check_pbn<KvD64Br128St2OTS3E2B5, KvD64Br128St2OTS3E2B>();  // pb5 (d64)
   check_pbn<KvD64Br128St2ATS3E2B5, KvD64Br128St2ATS3E2B>();
+  check_pbn<KvD64Br128St2OTS3E2B6, KvD64Br128St2OTS3E2B>();  // pb6 (d64, d128)
+  check_pbn<KvD64Br128St2ATS3E2B6, KvD64Br128St2ATS3E2B>();
+  check_pbn<KvD128Br64St2OTS2E2B6, KvD128Br64St2OTS2E2B>();
+  check_pbn<KvD128Br64St2ATS2E2B6, KvD128Br64St2ATS2E2B>();
   EXPECT_EQ(KvD64Br128St2OTS3E2B2::PB, 2);
   EXPECT_EQ(KvD64Br128St2ATS3E2B3::PB, 3);
   EXPECT_EQ(KvD64Br128St2OTS3E2B5::PB, 5);

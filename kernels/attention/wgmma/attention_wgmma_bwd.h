@@ -252,14 +252,16 @@ struct BwdKvPbConfig : Base_ {
 // pb5 (session 22, d64): pb3 with the exp in the dS^T loop, after the dP^T
 // wait, each 8-query chunk's next to its dS^T arithmetic (where ptxas places
 // most of FlashAttention-4's): MUFU spread among the FMA-pipe work instead of
-// pb3's run of 40 back to back; the mask as -inf before the exp.
+// pb3's run of 40 back to back; the mask as -inf before the exp. pb6 (branch
+// s22-pb6, d64 and d128): the first half of the queries' exp before the wait,
+// rounded into dV's A fragment there and dV's first half issued from it.
 template <class Base_, int PB_>
 struct BwdKvPbNConfig : Base_ {
   static constexpr int PB = PB_;
-  static_assert((PB_ == 2 || PB_ == 3 || PB_ == 5) && Base_::EW == 2 &&
-                    ((Base_::PDS == 3 && Base_::D == 64) || (PB_ == 3 && Base_::PDS == 2 && Base_::D == 128)) &&
+  static_assert((PB_ == 2 || PB_ == 3 || PB_ == 5 || PB_ == 6) && Base_::EW == 2 &&
+                    ((Base_::PDS == 3 && Base_::D == 64) || ((PB_ == 3 || PB_ == 6) && Base_::PDS == 2 && Base_::D == 128)) &&
                     Base_::WQ == 0 && Base_::SP == 0 && Base_::RS == 0 && Base_::DQ_TMA,
-                "pb2 / pb3 / pb5: on ew2 pds3 (d64); pb3 also on ew2 pds2 (d128)");
+                "pb2 / pb3 / pb5 / pb6: on ew2 pds3 (d64); pb3, pb6 also on ew2 pds2 (d128)");
 };
 
 // pds2: LSE (log2 units, +inf where P must be 0) and D, padded to whole query
@@ -398,6 +400,10 @@ using KvD128Br64St2ATS2E2B3 = BwdKvPbNConfig<KvD128Br64St2ATS2E2, 3>;  // pb3 at
 using KvD128Br64St2OTS2E2B3 = BwdKvPbNConfig<KvD128Br64St2OTS2E2, 3>;
 using KvD64Br128St2ATS3E2B5 = BwdKvPbNConfig<KvD64Br128St2ATS3E2, 5>;  // pb5 (session 22)
 using KvD64Br128St2OTS3E2B5 = BwdKvPbNConfig<KvD64Br128St2OTS3E2, 5>;
+using KvD64Br128St2ATS3E2B6 = BwdKvPbNConfig<KvD64Br128St2ATS3E2, 6>;  // pb6 (branch s22-pb6)
+using KvD64Br128St2OTS3E2B6 = BwdKvPbNConfig<KvD64Br128St2OTS3E2, 6>;
+using KvD128Br64St2ATS2E2B6 = BwdKvPbNConfig<KvD128Br64St2ATS2E2, 6>;
+using KvD128Br64St2OTS2E2B6 = BwdKvPbNConfig<KvD128Br64St2OTS2E2, 6>;
 using DqD128Bc64St2 = BwdDqConfig<128, 64, 2>;
 using DqD64Bc128St2 = BwdDqConfig<64, 128, 2>;
 using DqD128Bc64St3 = BwdDqConfig<128, 64, 3>;  // owning: a third block shape per head dim
@@ -502,6 +508,10 @@ DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2ATS2E2B3)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2E2B3)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2ATS3E2B5)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2OTS3E2B5)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2ATS3E2B6)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2OTS3E2B6)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2ATS2E2B6)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2E2B6)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2ATS2E2B)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2E2B)
 DETFUSE_ATTN_WGMMA_DQ_INSTANCES(extern, DqD128Bc64St2)

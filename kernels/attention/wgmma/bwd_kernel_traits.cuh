@@ -85,10 +85,14 @@ struct BwdKv {
   // (dS^T from the fp32 P^T, dV issued once dS^T is formed).
   static constexpr bool kWgUniform = Cfg::PB >= 2;
   static constexpr bool kDqLate = Cfg::PB >= 2;
-  static constexpr bool kPbFa = Cfg::PB == 3 || Cfg::PB == 5;
+  static constexpr bool kPbFa = Cfg::PB == 3 || Cfg::PB == 5 || Cfg::PB == 6;
   // pb5 (session 22): the mask before the exp (-inf), the exp in pb3's dS^T
-  // loop after the dP^T wait.
-  static constexpr bool kExpInLoop = Cfg::PB == 5;
+  // loop after the dP^T wait. pb6 (branch s22-pb6): the first half of the
+  // queries' exp (kExpFirst 8-query chunks) before the wait, rounded into dV's
+  // A fragment and dV's first half issued from it there (kDvSplit).
+  static constexpr bool kExpInLoop = Cfg::PB == 5 || Cfg::PB == 6;
+  static constexpr bool kDvSplit = Cfg::PB == 6;
+  static constexpr int kExpFirst = kDvSplit ? BR / 16 : 0;
   static_assert(!kWgUniform || (kPds2 && kPb && kTma && (kPds3 || kPbFa)),
                 "pb2 / pb3: ew2 pds3 with TMA dQ; pb3 also ew2 pds2 (d = 128)");
   static constexpr int kDsBufs = kPds2 && !kDc ? 2 : 1;

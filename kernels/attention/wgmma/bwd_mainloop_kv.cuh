@@ -581,6 +581,9 @@ struct BwdKvMainloop {
       // pb5: only the mask here, the masked scores to -inf (exp2 of -inf is
       // the 0 pb3's mask writes; fa_ds_dv takes the exp).
       if (need_mask) mask_pass(p, tSrS, -INFINITY, q0, key0, col_lane, diag_off);
+      CUTLASS_PRAGMA_UNROLL
+      for (int v = 0; v < 4 * K_::kExpFirst; ++v)  // pb6: the first half's exp
+        tSrS(v) = detail::ex2(fmaf(tSrS(v), p.scale_log2, -lse2[8 * (v / 4) + col_lane + (v % 2)]));
     } else if constexpr (K_::kEw) {
       CUTLASS_PRAGMA_UNROLL
       for (int v = 0; v < BR / 2; ++v)
@@ -832,27 +835,39 @@ struct BwdKvMainloop {
                                                   __nv_bfloat16* ds_base, const float* lse2, const float* dd, int kl0,
                                                   int col_lane, MmaKVR& mma_kvr, TB& tKVRrdO, int s, Acc& tdVacc) {
     static_assert(K_::kPds2 && K_::kWgUniform, "pb3: pds3's or pds2's dS^T tile, the fragments as words");
-    float2 dpre[kDAhead];
-    d_ahead(dpre, dd, col_lane);
-    [[maybe_unused]] float2 lpre[kDAhead];  // pb5: the LSE pairs, read ahead as D
-    if constexpr (K_::kExpInLoop) d_ahead(lpre, lse2, col_lane);
-    warpgroup_wait<0>();  // dP^T done
-    [[maybe_unused]] int base = 0, sw = 0;
-    if constexpr (K_::kPds3) base = detail::opaque(kl0 * 64 + col_lane), sw = detail::opaque((kl0 & 7) << 3);
     uint32_t* const pw = detail::a_words(tPr);
     uint32_t* const dw = detail::a_words(tdSr);
+    if constexpr (K_::kDvSplit) {
+      // pb6: the first half's P^T into dV's A fragment and that half of dV
+      // issued before the dP^T wait (ptxas moved an exp merely placed before
+      // the wait past it; a wgmma issued from its results it cannot move).
+      CUTLASS_PRAGMA_UNROLL
+      for (int v = 0; v < 4 * K_::kExpFirst; v += 2)
+        pw[v / 2] = detail::bf16x2_bits(__floats2bfloat162_rn(tSrS(v), tSrS(v + 1)));
+      detail::wg_gemm_rs_half<0>(mma_kvr, tPr, tKVRrdO(_, _, _, s), tdVacc);
+    }
+    float2 dpre[kDAhead];
+    d_ahead(dpre, dd, col_lane);
+    [[maybe_unused]] float2 lpre[kDAhead];  // pb5 / pb6: the LSE pairs of the loop's exps, read ahead as D
+    if constexpr (K_::kExpInLoop) d_ahead(lpre, lse2 + 8 * K_::kExpFirst, col_lane);
+    warpgroup_wait<K_::kDvSplit ? 1 : 0>();  // dP^T done (pb6: dV's first half may run)
+    [[maybe_unused]] int base = 0, sw = 0;
+    if constexpr (K_::kPds3) base = detail::opaque(kl0 * 64 + col_lane), sw = detail::opaque((kl0 & 7) << 3);
     auto ds_loop = [&](auto cap) {
       constexpr bool kCap = decltype(cap)::value;
       ds_chunks(dpre, dd, col_lane, [&](int k, int h, int v, float2 d2) {
-        if constexpr (K_::kExpInLoop) {  // pb5: this chunk's exp, among the dS^T arithmetic
-          const float2 l2 = lpre[k % kDAhead];
-          tSrS(v) = detail::ex2(fmaf(tSrS(v), p.scale_log2, -l2.x));
-          tSrS(v + 1) = detail::ex2(fmaf(tSrS(v + 1), p.scale_log2, -l2.y));
-          if (h == 1 && k + kDAhead < K_::BR / 8)
-            lpre[k % kDAhead] = *reinterpret_cast<const float2*>(lse2 + 8 * (k + kDAhead) + col_lane);
+        if constexpr (K_::kExpInLoop) {
+          if (k >= K_::kExpFirst) {  // pb5 / pb6: this chunk's exp, among the dS^T arithmetic
+            const int i = (k - K_::kExpFirst) % kDAhead;
+            const float2 l2 = lpre[i];
+            tSrS(v) = detail::ex2(fmaf(tSrS(v), p.scale_log2, -l2.x));
+            tSrS(v + 1) = detail::ex2(fmaf(tSrS(v + 1), p.scale_log2, -l2.y));
+            if (h == 1 && k + kDAhead < K_::BR / 8)
+              lpre[i] = *reinterpret_cast<const float2*>(lse2 + 8 * (k + kDAhead) + col_lane);
+          }
         }
         float p0 = tSrS(v), p1 = tSrS(v + 1);
-        pw[v / 2] = detail::bf16x2_bits(__floats2bfloat162_rn(p0, p1));
+        if (k >= K_::kExpFirst) pw[v / 2] = detail::bf16x2_bits(__floats2bfloat162_rn(p0, p1));
         if constexpr (kCap) {
           const int j = 8 * k + col_lane;
           p0 *= detail::softcap_grad(p0, lse2[j], p.cap_t);
@@ -867,7 +882,10 @@ struct BwdKvMainloop {
       ds_loop(cute::true_type{});
     else
       ds_loop(cute::false_type{});
-    detail::wg_gemm<false, true>(mma_kvr, tPr, tKVRrdO(_, _, _, s), tdVacc);  // dV issued, P^T in registers
+    if constexpr (K_::kDvSplit)
+      detail::wg_gemm_rs_half<1>(mma_kvr, tPr, tKVRrdO(_, _, _, s), tdVacc);  // pb6: dV's second half
+    else
+      detail::wg_gemm<false, true>(mma_kvr, tPr, tKVRrdO(_, _, _, s), tdVacc);  // dV issued, P^T in registers
   }
 
   // pds: the dQ part = dS K from dS^T tile dsb (through its transposed view).

@@ -249,7 +249,10 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
                    (Kv::PB == 5 ? "; the exp in the dS^T loop, after the dP^T wait, next to each chunk's dS^T "
                                   "arithmetic (the mask as -inf before it)"
                                 : "") +
-                   (Kv::PB == 3 || Kv::PB == 5 ? "; FlashAttention-4's step: dS^T from the fp32 P^T, P^T and dS^T as the wgmma A "
+                   (Kv::PB == 6 ? "; the exp of the first half of the queries before the dP^T wait and dV's first "
+                                  "half issued from it, the second half's in the dS^T loop (the mask as -inf before the exp)"
+                                : "") +
+                   (Kv::PB == 3 || Kv::PB >= 5 ? "; FlashAttention-4's step: dS^T from the fp32 P^T, P^T and dS^T as the wgmma A "
                                   "fragments of dV and dK (RS, dV issued once dS^T is formed), dQ SS"
                                 : "") +
                    (Kv::PB >= 2 ? "; wgmma descriptors in uniform registers, the dQ part handed over unscaled "
@@ -535,6 +538,11 @@ void register_attention_wgmma(Registry& r) {
   // pb5 (session 22): pb3 with the exp in the dS^T loop (d64; at d128 it measured slower).
   add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2OTS3E2B5, void, true>(r);
   add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2ATS3E2B5, void>(r);
+  // pb6 (branch s22-pb6, not yet run on a GPU): pb5 with the first half's exp and dV before the dP^T wait.
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2OTS3E2B6, void, true>(r);
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2ATS3E2B6, void>(r);
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2E2B6, void, true>(r);
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2ATS2E2B6, void>(r);
   // hs2, hs4 (issue 16, session 17: GQA's query heads of a kv head over 2 or 4
   // CTAs per key block, dK / dV parts added in split order) and ws2 (session
   // 18: causal, each key block's walk over 2 CTAs, every other query block
