@@ -4,10 +4,13 @@
 # dP^T with nothing to do (ncu: 8.5 k of 104.8 k samples on that wait, s22/pb5/), and at d128 it was slower
 # than pb3 (there the exp fits under dP^T's tensor time before the wait). pb6: the first half of the
 # queries' exp before the dP^T wait, rounded into dV's A fragment and dV's first half issued from it there
-# (a wgmma issued from the results keeps ptxas from moving that exp past the wait, as it did pb7's in
-# s22/pb5/), the second half's exp in the loop. The same bits as pb3. Prediction: pb6 1-3% faster than pb5
+# (a wgmma issued from the results keeps ptxas from moving that exp past the wait, as it did with the
+# early exps of tag s22-pb5-experiment's pb7 in s22/pb5/), the second half's exp in the loop. The same bits as pb3. Prediction: pb6 1-3% faster than pb5
 # at d64, within 1% of pb3 at d128 (better if the second half's exp under the dS^T arithmetic wins).
-# One cold call, carry [".debs", ".deps"]: build, bench pb3 / pb5 / pb6 (ordered spt1) both orders at d64
+# pb7: pb5 with the dQ part handed over by 128-bit stores (8 STS.128 a thread instead of 16 STS.64, the tile
+# and the accumulator in groups of 4 values a thread, FA4's hand-off); the same bits. Prediction: 0-2% at d64
+# (the hand-off phase 0.241 ms of pb5's kernel against FA4's 0.208).
+# One cold call, carry [".debs", ".deps"]: build, bench pb3 / pb5 / pb6 / pb7 (ordered spt1) both orders at d64
 # causal / non-causal, pb3 / pb6 at four d128 rows, the whole backward suite of test_attention_wgmma (CPU and
 # GPU), the layout, registry and variants tests, the three sanitizers on the Ew sanitizer-sized case, ncu of
 # pb6 at d64 causal. If pb6 wins: the heuristic (kernels/attention/attention.cpp and
@@ -29,8 +32,8 @@ bench_set() {  # name shape causal pds d pbs...
   run "bench${name}_ab" 90 "$DF" bench attention --shape "$shape" $c "${vs[@]}" --repeats 3
   run "bench${name}_ba" 90 "$DF" bench attention --shape "$shape" $c "${rev[@]}" --repeats 3
 }
-bench_set 64c 4,32,32,4096,4096,64 --causal pds3 d64 3 5 6
-bench_set 64 4,32,32,4096,4096,64 - pds3 d64 3 5 6
+bench_set 64c 4,32,32,4096,4096,64 --causal pds3 d64 3 5 6 7
+bench_set 64 4,32,32,4096,4096,64 - pds3 d64 3 5 6 7
 bench_set 128 4,32,32,4096,4096,128 - pds2 d128 3 6
 bench_set 128c 4,32,32,4096,4096,128 --causal pds2 d128 3 6
 bench_set 128g 4,32,8,4096,4096,128 - pds2 d128 3 6

@@ -581,6 +581,7 @@ void check_pbn() {
   static_assert(K_::kPb && KB::kPb && K_::kWgUniform && K_::kDqLate && !KB::kWgUniform && !KB::kDqLate);
   static_assert(K_::kPbFa == (Cfg::PB >= 3) && !KB::kPbFa && K_::kPds2 && K_::kPds3 == KB::kPds3 && K_::kTma);
   static_assert(K_::kExpInLoop == (Cfg::PB >= 5) && K_::kDvSplit == (Cfg::PB == 6) && !KB::kExpInLoop);
+  static_assert(!K_::kDq4 && !KB::kDq4);
   static_assert(sizeof(typename K_::SharedStorage) == sizeof(typename KB::SharedStorage));
   static_assert(int(Cfg::kSmemBytes) == int(Pb1::kSmemBytes));
   check_rs_a_is_c<Cfg>();
@@ -614,6 +615,43 @@ TEST(AttentionWgmmaPds, PbNIsPb1StorageWithWordFragments) {
   EXPECT_EQ(KvD64Br128St2OTS3E2B2::PB, 2);
   EXPECT_EQ(KvD64Br128St2ATS3E2B3::PB, 3);
   EXPECT_EQ(KvD64Br128St2OTS3E2B5::PB, 5);
+}
+
+// pb7 (branch s22-pb6): pb5 with the dQ tile in groups of 4 values a thread
+// (value i of thread t at 4 (i / 4) 256 + 4 t + i % 4: 128-bit stores,
+// consecutive threads' groups consecutive), inverted by dq_tile_thread /
+// dq_tile_value for the convert pass; the same values (dq_row, dq_col) and
+// storage as pb5.
+template <class Cfg, class Pb5>
+void check_pb7() {
+  using K_ = BwdKv<Cfg>;
+  using K5 = BwdKv<Pb5>;
+  static_assert(K_::kDq4 && !K5::kDq4 && K_::kExpInLoop && K5::kExpInLoop && !K_::kDvSplit && K_::kDqWhole);
+  static_assert(sizeof(typename K_::SharedStorage) == sizeof(typename K5::SharedStorage));
+  static_assert(K_::kDqPerThread == K5::kDqPerThread && K_::kDqWriters == 256);
+  constexpr int BR = K_::BR, D = K_::D;
+  std::vector<int> seen(BR * D, 0);
+  for (int t = 0; t < K_::kDqWriters; ++t)
+    for (int i = 0; i < K_::kDqPerThread; ++i) {
+      EXPECT_EQ(K_::dq_row(t, i), K5::dq_row(t, i));
+      EXPECT_EQ(K_::dq_col(t, i), K5::dq_col(t, i));
+      const int off = K_::dq_tile_offset(t, i);
+      ASSERT_TRUE(off >= 0 && off < BR * D) << off;
+      EXPECT_EQ(off, (i / 4) * 4 * 256 + 4 * t + i % 4);
+      if (i % 4 == 0) EXPECT_EQ(off % 4, 0);  // a 16-byte group
+      EXPECT_EQ(K_::dq_tile_thread(off), t);
+      EXPECT_EQ(K_::dq_tile_value(off), i);
+      ++seen[off];
+    }
+  int once = 0;
+  for (int x : seen) once += x == 1;
+  EXPECT_EQ(once, BR * D) << "dq_tile_offset is not a permutation of the tile";
+  check_convert_pairs<Cfg>();
+}
+
+TEST(AttentionWgmmaPds, Pb7DqTileInGroupsOfFour) {
+  check_pb7<KvD64Br128St2OTS3E2B7, KvD64Br128St2OTS3E2B5>();
+  check_pb7<KvD64Br128St2ATS3E2B7, KvD64Br128St2ATS3E2B5>();
 }
 
 TEST(AttentionWgmmaPds, Wq1DqTileHalves) {

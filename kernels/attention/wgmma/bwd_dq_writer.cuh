@@ -320,10 +320,17 @@ struct BwdDqWriter {
           else
             return x * p.scale;
         };
-        CUTLASS_PRAGMA_UNROLL
-        for (int i = 0; i < size(tdQacc); i += 2)
-          *reinterpret_cast<float2*>(tile + K_::dq_tile_offset(wt, i)) =
-              make_float2(scaled(tdQacc(i)), scaled(tdQacc(i + 1)));
+        if constexpr (K_::kDq4) {  // pb7: 128-bit stores (dq_tile_offset: groups of 4)
+          CUTLASS_PRAGMA_UNROLL
+          for (int i = 0; i < size(tdQacc); i += 4)
+            *reinterpret_cast<float4*>(tile + K_::dq_tile_offset(wt, i)) =
+                make_float4(scaled(tdQacc(i)), scaled(tdQacc(i + 1)), scaled(tdQacc(i + 2)), scaled(tdQacc(i + 3)));
+        } else {
+          CUTLASS_PRAGMA_UNROLL
+          for (int i = 0; i < size(tdQacc); i += 2)
+            *reinterpret_cast<float2*>(tile + K_::dq_tile_offset(wt, i)) =
+                make_float2(scaled(tdQacc(i)), scaled(tdQacc(i + 1)));
+        }
       } else if (wg == 1) {
         // d = 64: warpgroup 1's scaled part first, then warpgroup 0 adds
         // its own in place (thread t of each at the same offsets): a fixed
