@@ -9,9 +9,10 @@
 # at d64, within 1% of pb3 at d128 (better if the second half's exp under the dS^T arithmetic wins).
 # pb7: pb5 with the dQ part handed over by 128-bit stores (8 STS.128 a thread instead of 16 STS.64, the tile
 # and the accumulator in groups of 4 values a thread, FA4's hand-off); the same bits. Prediction: 0-2% at d64
-# (the hand-off phase 0.241 ms of pb5's kernel against FA4's 0.208).
+# (the hand-off phase 0.241 ms of pb5's kernel against FA4's 0.208). pb8 (session 23): pb3 at d128 with pb7's
+# hand-off; the same bits as pb3. Prediction: 0-1% at d128.
 # One cold call, carry [".debs", ".deps"]: build, bench pb3 / pb5 / pb6 / pb7 (ordered spt1) both orders at d64
-# causal / non-causal, pb3 / pb6 at four d128 rows, the whole backward suite of test_attention_wgmma (CPU and
+# causal / non-causal, pb3 / pb6 / pb8 at four d128 rows, the whole backward suite of test_attention_wgmma (CPU and
 # GPU), the layout, registry and variants tests, the three sanitizers on the Ew sanitizer-sized case, ncu of
 # pb6 at d64 causal. If pb6 wins: the heuristic (kernels/attention/attention.cpp and
 # tests/attention/test_attention_variants.cpp), then the peers run (experiments/device/s17.sh STAGE=2).
@@ -34,10 +35,10 @@ bench_set() {  # name shape causal pds d pbs...
 }
 bench_set 64c 4,32,32,4096,4096,64 --causal pds3 d64 3 5 6 7
 bench_set 64 4,32,32,4096,4096,64 - pds3 d64 3 5 6 7
-bench_set 128 4,32,32,4096,4096,128 - pds2 d128 3 6
-bench_set 128c 4,32,32,4096,4096,128 --causal pds2 d128 3 6
-bench_set 128g 4,32,8,4096,4096,128 - pds2 d128 3 6
-bench_set 8k 1,16,16,8192,8192,128 --causal pds2 d128 3 6
+bench_set 128 4,32,32,4096,4096,128 - pds2 d128 3 6 8
+bench_set 128c 4,32,32,4096,4096,128 --causal pds2 d128 3 6 8
+bench_set 128g 4,32,8,4096,4096,128 - pds2 d128 3 6 8
+bench_set 8k 1,16,16,8192,8192,128 --causal pds2 d128 3 6 8
 run tests_bwd 300 "$TW" --gtest_filter='AttentionWgmmaBwd*'
 run tests_pds 30 "$B/tests/attention_wgmma/test_attention_wgmma_pds_layout"
 run tests_gpu 150 "$B/tests/attention/test_attention_gpu" --gtest_filter='*wgmma*' --gtest_brief=1

@@ -643,9 +643,9 @@ TEST(AttentionWgmmaGpu, ThreeWarpgroupsSanitizerSized) {
 
 // ------------------------------------------------------------------ backward
 
-TEST(AttentionWgmmaBwd, SeventySixVariantsRunBothModesWithReasonsAndWorkspace) {
+TEST(AttentionWgmmaBwd, SeventyEightVariantsRunBothModesWithReasonsAndWorkspace) {
   const auto vs = wgmma_bwd_variants();
-  ASSERT_EQ(vs.size(), 76u);  // session 21: pb2, pb3 at d64 and pb3 at d128; session 22: pb5, pb7 at d64, pb6 at d64 and d128 (ordered, atomic)
+  ASSERT_EQ(vs.size(), 78u);  // session 21: pb2, pb3 at d64 and pb3 at d128; session 22: pb5, pb7 at d64, pb6 at d64 and d128; session 23: pb8 at d128 (ordered, atomic)
   DeviceInfo h200;
   h200.cc_major = 9;
   h200.cc_minor = 0;
@@ -701,9 +701,9 @@ TEST(AttentionWgmmaBwd, SeventySixVariantsRunBothModesWithReasonsAndWorkspace) {
     EXPECT_EQ(v->workspace_bytes(p, AttentionMode::backward), attention::d_bytes(p) + extra);
   }
   EXPECT_EQ(owning, 6);
-  EXPECT_EQ(atomic, 30);  // session 21: pb2, pb3 d64, pb3 d128 (ordered and atomic each); session 22: pb5 d64
+  EXPECT_EQ(atomic, 31);  // session 21: pb2, pb3 d64, pb3 d128 (ordered and atomic each); session 22: pb5, pb6, pb7; session 23: pb8
   EXPECT_EQ(partials, 3);
-  EXPECT_EQ(ordered, 37);
+  EXPECT_EQ(ordered, 38);
   // hs: refused, with the reason, where the query heads per kv head are not a multiple of the split.
   ASSERT_EQ(hs_variants().size(), 2u);
   for (const auto* v : hs_variants()) {
@@ -862,7 +862,7 @@ TEST(AttentionWgmmaBwd, SeventySixVariantsRunBothModesWithReasonsAndWorkspace) {
   // are refused, sp1 and its ew1 run). wq1 (the wq token after ew): on ew2
   // pds3 and ew1 sp1, the ew variant's workspace and shared memory.
   EXPECT_EQ(ew_variants(1).size(), 6u);
-  EXPECT_EQ(ew_variants(2).size(), 22u);  // with pb1 (ew2 pds3 d64 and pds2 d128, ordered spt1 and atomic; P^T tile kept: ew2's storage), pb2 (d64), pb3 (d64, d128), pb5 (d64)
+  EXPECT_EQ(ew_variants(2).size(), 24u);  // with pb1 (ew2 pds3 d64 and pds2 d128, ordered spt1 and atomic; P^T tile kept: ew2's storage), pb2 (d64), pb3 (d64, d128), pb5 (d64), pb6 (d64, d128), pb7 (d64), pb8 (d128)
   for (const char* n : {"attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew1_spt1_d64",
                         "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_ew1_d64",
                         "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_spt1_d64",
@@ -890,7 +890,9 @@ TEST(AttentionWgmmaBwd, SeventySixVariantsRunBothModesWithReasonsAndWorkspace) {
                         "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_ew2_pb6_spt1_d128",
                         "attention.bf16.wgmma.atomic.br64_bc128_st2_tma1_pds2_ew2_pb6_d128",
                         "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb7_spt1_d64",
-                        "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_ew2_pb7_d64"}) {
+                        "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_ew2_pb7_d64",
+                        "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_ew2_pb8_spt1_d128",
+                        "attention.bf16.wgmma.atomic.br64_bc128_st2_tma1_pds2_ew2_pb8_d128"}) {
     const auto* v = builtin_registry().find_attention(n);
     ASSERT_NE(v, nullptr) << n;
     EXPECT_EQ(v->desc.deterministic, v->desc.strategy == "ordered");
@@ -1083,7 +1085,7 @@ const Case kOrderedWindowCases[] = {
 TEST(AttentionWgmmaBwdGpu, SanitizerSizedWindowOrdered) {
   REQUIRE_SM90();
   const auto vs = ordered_unsplit_bwd_variants();
-  ASSERT_EQ(vs.size(), 34u);  // session 19: pb1 at d128; session 21: pb2, pb3 (d64), pb3 (d128); session 22: pb5, pb7 (d64), pb6 (d64, d128)
+  ASSERT_EQ(vs.size(), 35u);  // session 19: pb1 at d128; session 21: pb2, pb3 (d64), pb3 (d128); session 22: pb5, pb7 (d64), pb6 (d64, d128); session 23: pb8 (d128)
   EXPECT_EQ(check_backward(vs, kOrderedWindowCases, std::size(kOrderedWindowCases), 4200, /*repeats=*/2),
             int(vs.size()));
 }
@@ -1102,7 +1104,7 @@ const Case kOrderedManyCases[] = {
 TEST(AttentionWgmmaBwdGpu, OrderedManyKeyBlocks) {
   REQUIRE_SM90();
   const auto vs = ordered_unsplit_bwd_variants();
-  ASSERT_EQ(vs.size(), 34u);  // session 19: pb1 at d128; session 21: pb2, pb3 (d64), pb3 (d128); session 22: pb5, pb7 (d64), pb6 (d64, d128)
+  ASSERT_EQ(vs.size(), 35u);  // session 19: pb1 at d128; session 21: pb2, pb3 (d64), pb3 (d128); session 22: pb5, pb7 (d64), pb6 (d64, d128); session 23: pb8 (d128)
   const auto& cases = kOrderedManyCases;
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 5000), int(vs.size() * std::size(cases)));
 }
@@ -1132,7 +1134,7 @@ TEST(AttentionWgmmaBwd, GpuTestsCasesRunOnTheirVariants) {
   all_run(unsplit_bwd_variants(), kBwdSanitizerSoftcapWindowCases, std::size(kBwdSanitizerSoftcapWindowCases));
   all_run(ordered_unsplit_bwd_variants(), kOrderedWindowCases, std::size(kOrderedWindowCases));
   all_run(ordered_unsplit_bwd_variants(), kOrderedManyCases, std::size(kOrderedManyCases));
-  EXPECT_EQ(ordered_unsplit_bwd_variants().size(), 34u);
+  EXPECT_EQ(ordered_unsplit_bwd_variants().size(), 35u);
   EXPECT_EQ(unsplit_bwd_variants().size(), wgmma_bwd_variants().size() - hs_variants().size() - ws_variants().size());
 }
 
@@ -1659,7 +1661,7 @@ TEST(AttentionWgmmaBwdGpu, Spt1ChangesDqOrder) {
 TEST(AttentionWgmmaBwdGpu, EwMatchesFloat64Reference) {
   REQUIRE_SM90();
   const auto vs = ew_variants();
-  ASSERT_EQ(vs.size(), 28u);  // ew1, ew2, wq1, pb1 (d64, d128), pb2 (d64), pb3 (d64, d128), pb5 (d64), pb6 (d64, d128), pb7 (d64)
+  ASSERT_EQ(vs.size(), 30u);  // ew1, ew2, wq1, pb1 (d64, d128), pb2 (d64), pb3 (d64, d128), pb5 (d64), pb6 (d64, d128), pb7 (d64), pb8 (d128)
   check_schedule_cases(vs, 12000);
   const Case shift[] = {
       {1, 8, 2, 3000, 700, false, 0.0, "shift: Sq > Sk, 6 key blocks, GQA 4:1"},
@@ -1673,7 +1675,7 @@ TEST(AttentionWgmmaBwdGpu, EwMatchesFloat64Reference) {
 TEST(AttentionWgmmaBwdGpu, EwSanitizerSized) {
   REQUIRE_SM90();
   const auto vs = ew_variants();
-  ASSERT_EQ(vs.size(), 28u);  // ew1, ew2, wq1, pb1 (d64, d128), pb2 (d64), pb3 (d64, d128), pb5 (d64), pb6 (d64, d128), pb7 (d64)
+  ASSERT_EQ(vs.size(), 30u);  // ew1, ew2, wq1, pb1 (d64, d128), pb2 (d64), pb3 (d64, d128), pb5 (d64), pb6 (d64, d128), pb7 (d64), pb8 (d128)
   const auto& cases = kOrderSanitizerCases;
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 12200, /*repeats=*/2), int(vs.size() * std::size(cases)));
 }
@@ -1736,7 +1738,7 @@ TEST(AttentionWgmmaBwdGpu, PbNBitsAgainstPb1) {
 // float64 reference, 20 repeats and the sanitizer-sized case: the Ew lists.)
 std::string pb3_base_name(const std::string& n) {
   std::string b = n;
-  for (const char* t : {"_pb5", "_pb6", "_pb7"})
+  for (const char* t : {"_pb5", "_pb6", "_pb7", "_pb8"})
     if (const size_t at = b.find(t); at != std::string::npos) b.replace(at, 4, "_pb3");
   return b;
 }
@@ -1751,6 +1753,9 @@ TEST(AttentionWgmmaBwdGpu, Pb5BitsAgainstPb3) {
   const auto pb7 = pb_variants(7);  // pb7 (branch s22-pb6): the same values to the writer, another tile order
   ASSERT_EQ(pb7.size(), 2u);
   vs.insert(vs.end(), pb7.begin(), pb7.end());
+  const auto pb8 = pb_variants(8);  // pb8 (branch s22-pb6): pb3 at d128 with pb7's tile order
+  ASSERT_EQ(pb8.size(), 2u);
+  vs.insert(vs.end(), pb8.begin(), pb8.end());
   EXPECT_EQ(check_bits_equal_base(vs, pb3_base_name, /*dq_equal=*/true, 12470, cases), int(vs.size() * cases.size()));
 }
 

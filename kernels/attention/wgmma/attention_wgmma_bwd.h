@@ -256,14 +256,16 @@ struct BwdKvPbConfig : Base_ {
 // s22-pb6, d64 and d128): the first half of the queries' exp before the wait,
 // rounded into dV's A fragment there and dV's first half issued from it.
 // pb7 (branch s22-pb6, d64): pb5 with the dQ part handed over by 128-bit
-// stores (the tile and the accumulator in groups of 4 values a thread).
+// stores (the tile and the accumulator in groups of 4 values a thread). pb8
+// (branch s22-pb6, d128): pb3 with pb7's hand-off.
 template <class Base_, int PB_>
 struct BwdKvPbNConfig : Base_ {
   static constexpr int PB = PB_;
-  static_assert((PB_ == 2 || PB_ == 3 || (PB_ >= 5 && PB_ <= 7)) && Base_::EW == 2 &&
-                    ((Base_::PDS == 3 && Base_::D == 64) || ((PB_ == 3 || PB_ == 6) && Base_::PDS == 2 && Base_::D == 128)) &&
+  static_assert((PB_ == 2 || PB_ == 3 || (PB_ >= 5 && PB_ <= 7) || PB_ == 8) && Base_::EW == 2 &&
+                    ((Base_::PDS == 3 && Base_::D == 64 && PB_ != 8) ||
+                     ((PB_ == 3 || PB_ == 6 || PB_ == 8) && Base_::PDS == 2 && Base_::D == 128)) &&
                     Base_::WQ == 0 && Base_::SP == 0 && Base_::RS == 0 && Base_::DQ_TMA,
-                "pb2 / pb3 / pb5-7: on ew2 pds3 (d64); pb3, pb6 also on ew2 pds2 (d128)");
+                "pb2 / pb3 / pb5-7: on ew2 pds3 (d64); pb3, pb6, pb8 on ew2 pds2 (d128)");
 };
 
 // pds2: LSE (log2 units, +inf where P must be 0) and D, padded to whole query
@@ -408,6 +410,8 @@ using KvD128Br64St2ATS2E2B6 = BwdKvPbNConfig<KvD128Br64St2ATS2E2, 6>;
 using KvD128Br64St2OTS2E2B6 = BwdKvPbNConfig<KvD128Br64St2OTS2E2, 6>;
 using KvD64Br128St2ATS3E2B7 = BwdKvPbNConfig<KvD64Br128St2ATS3E2, 7>;  // pb7 (branch s22-pb6)
 using KvD64Br128St2OTS3E2B7 = BwdKvPbNConfig<KvD64Br128St2OTS3E2, 7>;
+using KvD128Br64St2ATS2E2B8 = BwdKvPbNConfig<KvD128Br64St2ATS2E2, 8>;  // pb8 (branch s22-pb6)
+using KvD128Br64St2OTS2E2B8 = BwdKvPbNConfig<KvD128Br64St2OTS2E2, 8>;
 using DqD128Bc64St2 = BwdDqConfig<128, 64, 2>;
 using DqD64Bc128St2 = BwdDqConfig<64, 128, 2>;
 using DqD128Bc64St3 = BwdDqConfig<128, 64, 3>;  // owning: a third block shape per head dim
@@ -518,6 +522,8 @@ DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2ATS2E2B6)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2E2B6)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2ATS3E2B7)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2OTS3E2B7)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2ATS2E2B8)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2E2B8)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2ATS2E2B)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2E2B)
 DETFUSE_ATTN_WGMMA_DQ_INSTANCES(extern, DqD128Bc64St2)

@@ -246,7 +246,7 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
                    (Kv::PB == 1 || Kv::PB == 2 ? "; P^T as dV's wgmma A fragment in registers right after the exp (dV by wgmma "
                                   "RS, no P^T tile), dS^T from the bf16 P^T (dK by wgmma RS, dQ SS)"
                                 : "") +
-                   (Kv::PB == 7 ? "; the dQ part handed over by 128-bit stores (tile and accumulator in groups of 4 "
+                   (Kv::PB == 7 || Kv::PB == 8 ? "; the dQ part handed over by 128-bit stores (tile and accumulator in groups of 4 "
                                   "values a thread)"
                                 : "") +
                    (Kv::PB == 5 || Kv::PB == 7 ? "; the exp in the dS^T loop, after the dP^T wait, next to each chunk's dS^T "
@@ -549,6 +549,9 @@ void register_attention_wgmma(Registry& r) {
   // pb7 (branch s22-pb6, not yet run on a GPU): pb5 with 128-bit dQ hand-off stores.
   add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2OTS3E2B7, void, true>(r);
   add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2ATS3E2B7, void>(r);
+  // pb8 (branch s22-pb6, not yet run on a GPU): pb3 at d128 with pb7's 128-bit dQ hand-off.
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2E2B8, void, true>(r);
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2ATS2E2B8, void>(r);
   // hs2, hs4 (issue 16, session 17: GQA's query heads of a kv head over 2 or 4
   // CTAs per key block, dK / dV parts added in split order) and ws2 (session
   // 18: causal, each key block's walk over 2 CTAs, every other query block
