@@ -184,9 +184,9 @@ constexpr int kDqBitsDiffer = 2;
                    << dev_.name << " (cc " << dev_.cc_string() << ")";                        \
   } while (0)
 
-TEST(AttentionWgmma, TwentyEightVariantsRegisteredWithCanonicalNames) {
+TEST(AttentionWgmma, TwentyNineVariantsRegisteredWithCanonicalNames) {
   const auto vs = wgmma_variants();
-  ASSERT_EQ(vs.size(), 28u);
+  ASSERT_EQ(vs.size(), 29u);  // session 23: bc176 ov1 ps1 rd1 (d128)
   int d64 = 0, d128 = 0;
   for (const auto* v : vs) {
     EXPECT_EQ(v->desc.name, VariantDesc::canonical_name(Family::attention, DType::bf16, "wgmma", "fwd", v->desc.params));
@@ -194,7 +194,7 @@ TEST(AttentionWgmma, TwentyEightVariantsRegisteredWithCanonicalNames) {
     (param(*v, "d") == 64 ? d64 : d128) += 1;
   }
   EXPECT_EQ(d64, 12);
-  EXPECT_EQ(d128, 16);
+  EXPECT_EQ(d128, 17);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.fwd.br128_bc128_st2_ov0_pp0_d128"), nullptr);
   // The persistent ones (ps1); the older names carry no ps token.
   for (const char* n : {"attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp0_ps1_d128",
@@ -210,6 +210,7 @@ TEST(AttentionWgmma, TwentyEightVariantsRegisteredWithCanonicalNames) {
                         "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp1_ps1_rd1_ot1_d128",
                         "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp0_rd1_ot1_d128",
                         "attention.bf16.wgmma.fwd.br128_bc160_st2_ov1_pp0_ps1_rd1_ot1_d128",
+                        "attention.bf16.wgmma.fwd.br128_bc176_st2_ov1_pp0_ps1_rd1_d128",  // session 23
                         "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_rd1_ot1_d64",
                         // session 15: three consumer warpgroups (192 query rows, d64)
                         "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_ps1_rd1_d64",
@@ -425,6 +426,7 @@ const PsEntry kPs[] = {
     {"d128 bc128 st2 ov1 pp1 ps1 rd1 ot1", 128,
      &attention::wg::launch_fwd_ctas<attention::wg::FwdD128Bc128St2OvPpPsRdOt>},
     {"d128 bc160 st2 ov1 ps1 rd1 ot1", 128, &attention::wg::launch_fwd_ctas<attention::wg::FwdD128Bc160St2OvPsRdOt>},
+    {"d128 bc176 st2 ov1 ps1 rd1", 128, &attention::wg::launch_fwd_ctas<attention::wg::FwdD128Bc176St2OvPsRd>},
     {"d64 bc128 st3 ov1 ps1 rd1 ot1", 64, &attention::wg::launch_fwd_ctas<attention::wg::FwdD64Bc128St3OvPsRdOt>},
     // session 15: three consumer warpgroups, 192 query rows per tile
     {"d64 br192 bc128 st3 ov1 ps1 rd1", 64, &attention::wg::launch_fwd_ctas<attention::wg::FwdD64Br192Bc128St3OvPsRd>},
@@ -643,9 +645,9 @@ TEST(AttentionWgmmaGpu, ThreeWarpgroupsSanitizerSized) {
 
 // ------------------------------------------------------------------ backward
 
-TEST(AttentionWgmmaBwd, SeventyEightVariantsRunBothModesWithReasonsAndWorkspace) {
+TEST(AttentionWgmmaBwd, EightyTwoVariantsRunBothModesWithReasonsAndWorkspace) {
   const auto vs = wgmma_bwd_variants();
-  ASSERT_EQ(vs.size(), 78u);  // session 21: pb2, pb3 at d64 and pb3 at d128; session 22: pb5, pb7 at d64, pb6 at d64 and d128; session 23: pb8 at d128 (ordered, atomic)
+  ASSERT_EQ(vs.size(), 82u);  // session 21: pb2, pb3 at d64 and pb3 at d128; session 22: pb5, pb7 at d64, pb6 at d64 and d128; session 23: pb8 at d128, pds4 pb5 and pb7 (ordered, atomic)
   DeviceInfo h200;
   h200.cc_major = 9;
   h200.cc_minor = 0;
@@ -701,9 +703,9 @@ TEST(AttentionWgmmaBwd, SeventyEightVariantsRunBothModesWithReasonsAndWorkspace)
     EXPECT_EQ(v->workspace_bytes(p, AttentionMode::backward), attention::d_bytes(p) + extra);
   }
   EXPECT_EQ(owning, 6);
-  EXPECT_EQ(atomic, 31);  // session 21: pb2, pb3 d64, pb3 d128 (ordered and atomic each); session 22: pb5, pb6, pb7; session 23: pb8
+  EXPECT_EQ(atomic, 33);  // session 21: pb2, pb3 d64, pb3 d128 (ordered and atomic each); session 22: pb5, pb6, pb7; session 23: pb8, pds4 pb5 / pb7
   EXPECT_EQ(partials, 3);
-  EXPECT_EQ(ordered, 38);
+  EXPECT_EQ(ordered, 40);
   // hs: refused, with the reason, where the query heads per kv head are not a multiple of the split.
   ASSERT_EQ(hs_variants().size(), 2u);
   for (const auto* v : hs_variants()) {
@@ -862,7 +864,7 @@ TEST(AttentionWgmmaBwd, SeventyEightVariantsRunBothModesWithReasonsAndWorkspace)
   // are refused, sp1 and its ew1 run). wq1 (the wq token after ew): on ew2
   // pds3 and ew1 sp1, the ew variant's workspace and shared memory.
   EXPECT_EQ(ew_variants(1).size(), 6u);
-  EXPECT_EQ(ew_variants(2).size(), 24u);  // with pb1 (ew2 pds3 d64 and pds2 d128, ordered spt1 and atomic; P^T tile kept: ew2's storage), pb2 (d64), pb3 (d64, d128), pb5 (d64), pb6 (d64, d128), pb7 (d64), pb8 (d128)
+  EXPECT_EQ(ew_variants(2).size(), 28u);  // with pb1 (ew2 pds3 d64 and pds2 d128, ordered spt1 and atomic; P^T tile kept: ew2's storage), pb2 (d64), pb3 (d64, d128), pb5 (d64), pb6 (d64, d128), pb7 (d64), pb8 (d128), pds4 pb5 / pb7 (d128)
   for (const char* n : {"attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew1_spt1_d64",
                         "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_ew1_d64",
                         "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_spt1_d64",
@@ -924,6 +926,51 @@ TEST(AttentionWgmmaBwd, SeventyEightVariantsRunBothModesWithReasonsAndWorkspace)
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.partials.br64_bc128_st2_d128_mb256"), nullptr);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst2_d128"), nullptr);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.atomic.br64_bc128_st2_d128"), nullptr);
+}
+
+// pds4 (branch s23-br80): 80 queries a step at d128, pb5 and pb7, ordered (spt1) and atomic; the
+// workspace of an 80-query tiling (the tile-blocked dQ accumulator, the semaphores, the LSE / D
+// staging: ceil(Sq / 80) blocks of 80); every option on an H200 (causal, softcap, window, GQA,
+// Sq != Sk), refused by a block with 1 KB less shared memory (224 KB of tiles, as pds3) and at d64.
+TEST(AttentionWgmmaBwd, Pds4EightyQueryVariants) {
+  DeviceInfo h200;
+  h200.cc_major = 9;
+  h200.cc_minor = 0;
+  h200.max_smem_per_block_optin = 232448;
+  DeviceInfo small = h200;
+  small.max_smem_per_block_optin = 232448 - 1024;
+  int n = 0;
+  for (const auto* v : wgmma_bwd_variants()) {
+    if (param(*v, "pds") != 4) continue;
+    SCOPED_TRACE(v->desc.name);
+    ++n;
+    EXPECT_EQ(param(*v, "br"), 80);
+    EXPECT_EQ(param(*v, "d"), 128);
+    EXPECT_EQ(param(*v, "ew"), 2);
+    EXPECT_TRUE(param(*v, "pb") == 5 || param(*v, "pb") == 7);
+    EXPECT_EQ(v->desc.deterministic, v->desc.strategy == "ordered");
+    EXPECT_EQ(param(*v, "spt"), v->desc.strategy == "ordered" ? 1 : -1);  // (-1: no such token)
+    for (bool causal : {false, true}) {
+      AttentionProblem p;
+      p.B = 2, p.H = 8, p.Hkv = 2, p.Sq = 1000, p.Sk = 700, p.d = 128, p.causal = causal;
+      size_t want = d_bytes(p) + dq_tile_acc_bytes(p, 80) + pds_stage_bytes(p, 80);
+      if (v->desc.strategy == "ordered") want += ordered_sem_bytes(p, 80);
+      EXPECT_EQ(v->workspace_bytes(p, AttentionMode::backward), want);
+      EXPECT_GT(dq_tile_acc_bytes(p, 80), size_t(p.B * p.H * p.Sq * p.d * 4)) << "13 blocks of 80 for 1000 rows";
+      EXPECT_FALSE(v->can_run(p, AttentionMode::backward, h200).has_value());
+      AttentionProblem q = p;
+      q.softcap = 50.0, q.window = 300, q.Sq = 333, q.Sk = 1001;
+      EXPECT_FALSE(v->can_run(q, AttentionMode::backward, h200).has_value());
+      EXPECT_TRUE(v->can_run(p, AttentionMode::backward, small).has_value());
+      q.d = 64;
+      EXPECT_TRUE(v->can_run(q, AttentionMode::backward, h200).has_value());
+    }
+  }
+  EXPECT_EQ(n, 4);
+  EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.ordered.br80_bc128_st2_tma1_pds4_ew2_pb5_spt1_d128"),
+            nullptr);
+  EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.atomic.br80_bc128_st2_tma1_pds4_ew2_pb7_d128"),
+            nullptr);
 }
 
 const Case kBwdCases[] = {
@@ -1085,7 +1132,7 @@ const Case kOrderedWindowCases[] = {
 TEST(AttentionWgmmaBwdGpu, SanitizerSizedWindowOrdered) {
   REQUIRE_SM90();
   const auto vs = ordered_unsplit_bwd_variants();
-  ASSERT_EQ(vs.size(), 35u);  // session 19: pb1 at d128; session 21: pb2, pb3 (d64), pb3 (d128); session 22: pb5, pb7 (d64), pb6 (d64, d128); session 23: pb8 (d128)
+  ASSERT_EQ(vs.size(), 37u);  // session 19: pb1 at d128; session 21: pb2, pb3 (d64), pb3 (d128); session 22: pb5, pb7 (d64), pb6 (d64, d128); session 23: pb8 (d128), pds4 pb5 / pb7
   EXPECT_EQ(check_backward(vs, kOrderedWindowCases, std::size(kOrderedWindowCases), 4200, /*repeats=*/2),
             int(vs.size()));
 }
@@ -1104,7 +1151,7 @@ const Case kOrderedManyCases[] = {
 TEST(AttentionWgmmaBwdGpu, OrderedManyKeyBlocks) {
   REQUIRE_SM90();
   const auto vs = ordered_unsplit_bwd_variants();
-  ASSERT_EQ(vs.size(), 35u);  // session 19: pb1 at d128; session 21: pb2, pb3 (d64), pb3 (d128); session 22: pb5, pb7 (d64), pb6 (d64, d128); session 23: pb8 (d128)
+  ASSERT_EQ(vs.size(), 37u);  // session 19: pb1 at d128; session 21: pb2, pb3 (d64), pb3 (d128); session 22: pb5, pb7 (d64), pb6 (d64, d128); session 23: pb8 (d128), pds4 pb5 / pb7
   const auto& cases = kOrderedManyCases;
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 5000), int(vs.size() * std::size(cases)));
 }
@@ -1134,7 +1181,7 @@ TEST(AttentionWgmmaBwd, GpuTestsCasesRunOnTheirVariants) {
   all_run(unsplit_bwd_variants(), kBwdSanitizerSoftcapWindowCases, std::size(kBwdSanitizerSoftcapWindowCases));
   all_run(ordered_unsplit_bwd_variants(), kOrderedWindowCases, std::size(kOrderedWindowCases));
   all_run(ordered_unsplit_bwd_variants(), kOrderedManyCases, std::size(kOrderedManyCases));
-  EXPECT_EQ(ordered_unsplit_bwd_variants().size(), 35u);
+  EXPECT_EQ(ordered_unsplit_bwd_variants().size(), 37u);
   EXPECT_EQ(unsplit_bwd_variants().size(), wgmma_bwd_variants().size() - hs_variants().size() - ws_variants().size());
 }
 
@@ -1661,7 +1708,7 @@ TEST(AttentionWgmmaBwdGpu, Spt1ChangesDqOrder) {
 TEST(AttentionWgmmaBwdGpu, EwMatchesFloat64Reference) {
   REQUIRE_SM90();
   const auto vs = ew_variants();
-  ASSERT_EQ(vs.size(), 30u);  // ew1, ew2, wq1, pb1 (d64, d128), pb2 (d64), pb3 (d64, d128), pb5 (d64), pb6 (d64, d128), pb7 (d64), pb8 (d128)
+  ASSERT_EQ(vs.size(), 34u);  // ew1, ew2, wq1, pb1 (d64, d128), pb2 (d64), pb3 (d64, d128), pb5 (d64), pb6 (d64, d128), pb7 (d64), pb8 (d128), pds4 pb5 / pb7 (d128)
   check_schedule_cases(vs, 12000);
   const Case shift[] = {
       {1, 8, 2, 3000, 700, false, 0.0, "shift: Sq > Sk, 6 key blocks, GQA 4:1"},
@@ -1675,7 +1722,7 @@ TEST(AttentionWgmmaBwdGpu, EwMatchesFloat64Reference) {
 TEST(AttentionWgmmaBwdGpu, EwSanitizerSized) {
   REQUIRE_SM90();
   const auto vs = ew_variants();
-  ASSERT_EQ(vs.size(), 30u);  // ew1, ew2, wq1, pb1 (d64, d128), pb2 (d64), pb3 (d64, d128), pb5 (d64), pb6 (d64, d128), pb7 (d64), pb8 (d128)
+  ASSERT_EQ(vs.size(), 34u);  // ew1, ew2, wq1, pb1 (d64, d128), pb2 (d64), pb3 (d64, d128), pb5 (d64), pb6 (d64, d128), pb7 (d64), pb8 (d128), pds4 pb5 / pb7 (d128)
   const auto& cases = kOrderSanitizerCases;
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 12200, /*repeats=*/2), int(vs.size() * std::size(cases)));
 }
@@ -1742,21 +1789,41 @@ std::string pb3_base_name(const std::string& n) {
     if (const size_t at = b.find(t); at != std::string::npos) b.replace(at, 4, "_pb3");
   return b;
 }
+bool is_pds4(const AttentionVariant* v) { return param(*v, "pds") == 4; }
 TEST(AttentionWgmmaBwdGpu, Pb5BitsAgainstPb3) {
   REQUIRE_SM90();
   const std::vector<Case>& cases = kOrderWalkCases;
   auto vs = pb_variants(5);
+  std::erase_if(vs, is_pds4);  // (pds4: 80 queries a step, no pb3 of that tile; Pds4Pb7BitsAgainstPb5)
   ASSERT_EQ(vs.size(), 2u);  // d64, ordered and atomic
   const auto pb6 = pb_variants(6);  // pb6 (branch s22-pb6): d64, d128; dV's halves sum its k steps in order
   ASSERT_EQ(pb6.size(), 4u);
   vs.insert(vs.end(), pb6.begin(), pb6.end());
-  const auto pb7 = pb_variants(7);  // pb7 (branch s22-pb6): the same values to the writer, another tile order
+  auto pb7 = pb_variants(7);  // pb7 (branch s22-pb6): the same values to the writer, another tile order
+  std::erase_if(pb7, is_pds4);
   ASSERT_EQ(pb7.size(), 2u);
   vs.insert(vs.end(), pb7.begin(), pb7.end());
   const auto pb8 = pb_variants(8);  // pb8 (branch s22-pb6): pb3 at d128 with pb7's tile order
   ASSERT_EQ(pb8.size(), 2u);
   vs.insert(vs.end(), pb8.begin(), pb8.end());
   EXPECT_EQ(check_bits_equal_base(vs, pb3_base_name, /*dq_equal=*/true, 12470, cases), int(vs.size() * cases.size()));
+}
+
+// pds4 (branch s23-br80): pb7 is pb5 with another tile order of the dQ hand-off (the same values, the
+// same key-block order of the adds): dQ, dK, dV bitwise pds4 pb5's (ordered; atomic: dK, dV). (pds4
+// against the float64 reference, 20 repeats, the sanitizer-sized cases: the Ew lists.)
+std::string pb5_base_name(const std::string& n) {
+  std::string b = n;
+  if (const size_t at = b.find("_pb7"); at != std::string::npos) b.replace(at, 4, "_pb5");
+  return b;
+}
+TEST(AttentionWgmmaBwdGpu, Pds4Pb7BitsAgainstPb5) {
+  REQUIRE_SM90();
+  const std::vector<Case>& cases = kOrderWalkCases;
+  auto vs = pb_variants(7);
+  std::erase_if(vs, [](const AttentionVariant* v) { return !is_pds4(v); });
+  ASSERT_EQ(vs.size(), 2u);  // ordered and atomic
+  EXPECT_EQ(check_bits_equal_base(vs, pb5_base_name, /*dq_equal=*/true, 12480, cases), int(vs.size() * cases.size()));
 }
 
 // The TMA dQ convert stores 16 bytes at a time where dQ is 16-byte aligned
@@ -1766,8 +1833,10 @@ TEST(AttentionWgmmaBwdGpu, Pb5BitsAgainstPb3) {
 TEST(AttentionWgmmaBwdGpu, TmaConvertUnalignedDq) {
   REQUIRE_SM90();
   const DeviceInfo& dev = cached_device(0);
+  // (pds4: dQ's tile transposed, its convert stores column pairs of two rows.)
   for (const char* n : {"attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_spt1_d64",
-                        "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_spt1_d128"}) {
+                        "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_spt1_d128",
+                        "attention.bf16.wgmma.ordered.br80_bc128_st2_tma1_pds4_ew2_pb7_spt1_d128"}) {
     const auto* v = builtin_registry().find_attention(n);
     ASSERT_NE(v, nullptr) << n;
     const Case c = {1, 4, 2, 1000, 1300, true, 0.0, "causal Sq < Sk, GQA 2:1"};

@@ -496,8 +496,8 @@ void check_wq_tile() {
 // accumulator four values at a time and stores offsets 2 k, 2 k + 1 as one bf16
 // pair at (dq_row, dq_col) of the first in a row-major shared tile of D + 8
 // columns: the pair must be values i, i + 1 (i even) of one thread, at columns
-// c, c + 1 (c even) of one row, and the padded positions must cover the
-// BR x D tile once.
+// c, c + 1 (c even) of one row (pds4: rows r, r + 1, r even, of one column),
+// and the padded positions must cover the BR x D tile once.
 template <class Cfg>
 void check_convert_pairs() {
   using K_ = BwdKv<Cfg>;
@@ -511,6 +511,14 @@ void check_convert_pairs() {
     ASSERT_EQ(K_::dq_tile_thread(off + 1), t);
     ASSERT_EQ(K_::dq_tile_value(off + 1), i + 1);
     const int r = K_::dq_row(t, i), c = K_::dq_col(t, i);
+    if constexpr (K_::kDqT) {  // pds4: rows r, r + 1 of column c (two bf16 stores)
+      ASSERT_TRUE(r >= 0 && r + 1 < BR && r % 2 == 0 && c >= 0 && c < D) << off << ": " << r << "," << c;
+      ASSERT_EQ(K_::dq_row(t, i + 1), r + 1);
+      ASSERT_EQ(K_::dq_col(t, i + 1), c);
+      ++seen[r * P + c];
+      ++seen[(r + 1) * P + c];
+      continue;
+    }
     ASSERT_TRUE(r >= 0 && r < BR && c >= 0 && c + 1 < D && c % 2 == 0) << off << ": " << r << "," << c;
     ASSERT_EQ(K_::dq_row(t, i + 1), r);
     ASSERT_EQ(K_::dq_col(t, i + 1), c + 1);
@@ -655,6 +663,91 @@ TEST(AttentionWgmmaPds, Pb7DqTileInGroupsOfFour) {
   check_pb7<KvD64Br128St2ATS3E2B7, KvD64Br128St2ATS3E2B5>();
   check_pb7<KvD128Br64St2OTS2E2B8, KvD128Br64St2OTS2E2B3>();  // pb8: d128, against pb3
   check_pb7<KvD128Br64St2ATS2E2B8, KvD128Br64St2ATS2E2B3>();
+  check_pb7<KvD128Br80St2OTS4E2B7, KvD128Br80St2OTS4E2B5>();  // pds4 (branch s23-br80)
+  check_pb7<KvD128Br80St2ATS4E2B7, KvD128Br80St2ATS4E2B5>();
+}
+
+// pds4 (branch s23-br80, d128, 80 queries a step): the dS^T tiles (SmemDsT4,
+// MN-major, 32-byte swizzle: the B of dQ^T = K^T dS^T) where dst4_offset says,
+// buffer i BC BR elements on; each consumer thread's pair stores (dst4_pair
+// from dst4_base / dst4_sw) at the pair's two elements; a warp's 32 stores of
+// one (chunk, key row) in 32 distinct banks; the dQ^T product's C fragment at
+// (dq_row, dq_col) transposed and covering the 80 x 128 part once, each
+// warpgroup's A (K^T) its own 64 columns; P^T / dS^T's A fragments of dV, dK
+// the S^T C fragment value for value (N = 80); the storage: K, V, Q / dO (st2),
+// two dS^T tiles (no P^T), one 80 x 128 fp32 dQ tile, in 227 KB less 1 KB.
+template <class Cfg>
+void check_pds4() {
+  using K_ = BwdKv<Cfg>;
+  constexpr int BR = K_::BR, BC = K_::BC, D = K_::D;
+  static_assert(K_::kPds4 && K_::kPds2 && !K_::kPds3 && K_::kDqT && K_::kDqWhole && !K_::kDqSplitN);
+  static_assert(BR == 80 && D == 128 && K_::kDqPerThread == 40 && K_::kDqWriters == 256);
+  alignas(1024) static cutlass::bfloat16_t tile[2 * BC * BR];
+  auto st = cute::make_tensor(cute::make_smem_ptr(tile), typename K_::SmemDsT4{});
+  ASSERT_EQ(int(cute::size(st)), 2 * BC * BR);
+  int bad = 0;
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < BR; ++j)
+      for (int r = 0; r < BC; ++r) bad += int(&st(j, r, i) - tile) != i * BC * BR + K_::dst4_offset(j, r);
+  EXPECT_EQ(bad, 0) << "dst4_offset differs from the SmemDsT4 layout";
+  for (int w = 0; w < 8; ++w)  // the 8 consumer warps
+    for (int k = 0; k < BR / 8; ++k)
+      for (int h = 0; h < 2; ++h) {
+        std::vector<int> banks(32, 0);
+        for (int lane = 0; lane < 32; ++lane) {
+          const int kl0 = (w / 4) * 64 + (w % 4) * 16 + lane / 4, col_lane = 2 * (lane % 4);
+          const int at = K_::dst4_pair(K_::dst4_base(kl0, col_lane), K_::dst4_sw(kl0), k, h);
+          ASSERT_EQ(at, K_::dst4_offset(8 * k + col_lane, kl0 + 8 * h)) << w << "," << lane << "," << k << "," << h;
+          ASSERT_EQ(at + 1, K_::dst4_offset(8 * k + col_lane + 1, kl0 + 8 * h));
+          ASSERT_EQ(at % 2, 0);
+          ++banks[(at / 2) % 32];
+        }
+        for (int b = 0; b < 32; ++b) EXPECT_EQ(banks[b], 1) << "bank " << b << " of warp " << w << " chunk " << k;
+      }
+  typename K_::MmaDQpds mma;
+  const auto id = cute::make_identity_tensor(cute::Shape<cute::Int<D>, cute::Int<BR>>{});
+  std::vector<int> seen(BR * D, 0);
+  for (int t = 0; t < 256; ++t) {
+    const auto c = mma.get_thread_slice(t).partition_C(id);
+    ASSERT_EQ(int(cute::size(c)), K_::kDqPerThread);
+    for (int i = 0; i < K_::kDqPerThread; ++i) {
+      EXPECT_EQ(int(cute::get<0>(c(i))), K_::dq_col(t, i)) << t << "," << i;
+      EXPECT_EQ(int(cute::get<1>(c(i))), K_::dq_row(t, i)) << t << "," << i;
+      ++seen[K_::dq_row(t, i) * D + K_::dq_col(t, i)];
+    }
+    const auto a = mma.get_thread_slice(t).partition_A(cute::make_identity_tensor(cute::Shape<cute::Int<D>, cute::Int<BC>>{}));
+    for (int e = 0; e < int(cute::size(a)); ++e) {
+      const int col = cute::get<0>(a(e));
+      ASSERT_TRUE(col >= 64 * (t / 128) && col < 64 * (t / 128) + 64) << t << ": column " << col;
+    }
+  }
+  int once = 0;
+  for (int x : seen) once += x == 1;
+  EXPECT_EQ(once, BR * D) << "dq_row / dq_col do not cover the 80 x 128 part once";
+  check_rs_a_is_c<Cfg>();
+  using S = typename K_::SharedStorage;
+  EXPECT_EQ(int(Cfg::kSmemBytes), 224 * 1024);
+  EXPECT_LE(sizeof(S) + 1024, size_t(227 * 1024));
+  EXPECT_GT(sizeof(S) + 2048, size_t(227 * 1024)) << "a block with 1 KB less cannot hold it (can_run refuses)";
+  alignas(1024) static unsigned char raw[sizeof(S)];
+  S& s = *reinterpret_cast<S*>(raw);
+  const auto at = [](const void* p) { return size_t(static_cast<const char*>(p) - reinterpret_cast<const char*>(raw)); };
+  EXPECT_EQ(at(s.dst(0)) % 1024, 0u);
+  EXPECT_EQ(at(s.dst(1)) - at(s.dst(0)), size_t(BC * BR * 2));
+  EXPECT_EQ(sizeof(s.ds), size_t(2 * BC * BR * 2)) << "two dS^T tiles, no P^T";
+  EXPECT_EQ(sizeof(s.dqs), size_t(BR * D * sizeof(float)));
+  EXPECT_EQ(sizeof(s.lse2), size_t(K_::ST) * BR * sizeof(float));
+  for (int i = 0; i < K_::ST; ++i) {
+    EXPECT_EQ(at(&s.lse2[0][i][0]) % 16, 0u);
+    EXPECT_EQ(at(&s.dvec[0][i][0]) % 16, 0u);
+  }
+}
+
+TEST(AttentionWgmmaPds, Pds4EightyQueriesTransposedDq) {
+  check_pds4<KvD128Br80St2OTS4E2B5>();
+  check_pds4<KvD128Br80St2ATS4E2B5>();
+  check_pds4<KvD128Br80St2OTS4E2B7>();
+  check_convert_pairs<KvD128Br80St2OTS4E2B5>();
 }
 
 TEST(AttentionWgmmaPds, Wq1DqTileHalves) {

@@ -86,6 +86,10 @@ using FwdD128Bc128St2OvPsRdOt = FwdConfig<128, 128, 128, 2, true, false, true, 1
 using FwdD128Bc128St2OvPpPsRdOt = FwdConfig<128, 128, 128, 2, true, true, true, 1, true, true>;
 using FwdD128Bc128St2OvRdOt = FwdConfig<128, 128, 128, 2, true, false, false, 1, true, true>;
 using FwdD128Bc160St2OvPsRdOt = FwdConfig<128, 128, 160, 2, true, false, true, 1, true, true>;
+// Session 23 (branch s23-br80): FlashAttention-3's d128 non-causal tile, bc176 with ov1 (no O tile:
+// 208 KB; 0 bytes spilled once built with the 64x176 wgmma atom, CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED,
+// where session 8's build of 64x16 pieces spilled 112).
+using FwdD128Bc176St2OvPsRd = FwdConfig<128, 128, 176, 2, true, false, true, 1, true, false>;
 using FwdD64Bc128St3OvPsRdOt = FwdConfig<64, 128, 128, 3, true, false, true, 1, true, true>;
 // Session 15 (issue 16 item 2): three consumer warpgroups, 192 query rows per
 // CTA at d64 (FlashAttention-3 / -4's sm90 tile at d <= 64), persistent with
@@ -152,6 +156,7 @@ DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD128Bc128St2OvPsRdOt)
 DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD128Bc128St2OvPpPsRdOt)
 DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD128Bc128St2OvRdOt)
 DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD128Bc160St2OvPsRdOt)
+DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD128Bc176St2OvPsRd)
 DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD64Bc128St3OvPsRdOt)
 DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD64Br192Bc128St3OvPsRd)
 DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD64Br192Bc128St3OvPsRdOt)

@@ -73,7 +73,9 @@ struct BwdKvConfig {
   static_assert(BR % 16 == 0 && BR >= 16 && BR <= 128, "BR: the wgmma N of K Q^T and the K of P^T dO (16s)");
   // (pds3, BwdKvPdsConfig: d = 64 at BR = 128, the dQ product split over the
   // two warpgroups by queries; BwdKv asserts that no other kernel gets it.)
-  static_assert(DQS == DqStrategy::kNone || BR == 64 || (DQ_TMA && D == 64 && BR == 128),
+  // (pds4, BwdKvPdsConfig: d = 128 at BR = 80, the dQ product transposed.)
+  static_assert(DQS == DqStrategy::kNone || BR == 64 || (DQ_TMA && D == 64 && BR == 128) ||
+                    (DQ_TMA && D == 128 && BR == 80),
                 "dQ in the kv kernel: dS K is one wgmma M = 64 tile of queries");
   static_assert(!DQ_PARTIALS || D == 128,
                 "partials: each dQ element of a key block written once (the d = 128 column split)");
@@ -81,7 +83,9 @@ struct BwdKvConfig {
   // K, V (BC x D), STAGES Q and dO tiles (BR x D), dS (BR x BC) when DQ; bf16.
   static constexpr int kSmemTiles = 2 * (2 * BC * D + 2 * STAGES * BR * D + (DQS != DqStrategy::kNone ? BR * BC : 0));
   static constexpr int kSmemBytes = kSmemTiles + (DQ_TMA ? 2 * BR * D * 4 : 0);  // + the fp32 dQ tiles
-  static_assert(kSmemBytes + 1024 <= 227 * 1024, "shared memory above the 227 KB of an sm_90 block");
+  // (BR = 80 at d = 128 is pds4's alone, whose storage BwdKvPdsConfig counts.)
+  static_assert(kSmemBytes + 1024 <= 227 * 1024 || (D == 128 && BR == 80),
+                "shared memory above the 227 KB of an sm_90 block");
 };
 
 // pds (TMA dQ only, the FlashAttention-4 sm90 manner): P^T and dS^T go to
@@ -146,6 +150,18 @@ struct BwdKvConfig {
 // S^T, dP^T, dV, dK = 192 fp32 registers, as pds3; 0 spills). The P^T tile's
 // 32 KB (d = 64) give the LSE / D ring the Q / dO depth again (pds3 had one
 // stage); at d = 128 pds2's storage less its 16 KB P^T tile.
+// PDS 4 (`pds4`, d = 128 only, BR = 80: FlashAttention-3/4's non-causal
+// m_block at hdim 128, issue 16 session 23): pds2's protocol with 80 queries
+// per step. M = 80 is no multiple of wgmma's 64, so the dQ product is
+// transposed (FlashAttention's dQ_swapAB): dQ^T = K^T dS^T, M = D split over
+// the two warpgroups (64 each), N = 80 queries, K = the 128 keys; K^T is
+// the MN-major view of the K tile, dS^T an MN-major tile with 32-byte
+// swizzle (80 queries are five 16-query atoms; the 64-query 128-byte atom of
+// pds2 does not divide them), stored by the consumers as pds2's (32-bit pairs
+// of queries, bank-conflict free). No P^T tile (pb3: P^T, dS^T of dV, dK from
+// registers): K, V 64 KB + Q / dO (st2) 80 KB + dS^T 2 x 20 KB + one dQ
+// tile 40 KB = 224 KB (229376 bytes), as pds3. Registers at the peak as pb3
+// at d = 128 plus 16: S^T, dP^T 40 each, dV, dK 64 each.
 template <int D_, int BR_, int STAGES_, int DQ_, int PDS_ = 1, int SP_ = 0, int DC_ = 0, int RS_ = 0>
 struct BwdKvPdsConfig : BwdKvConfig<D_, BR_, STAGES_, DQ_> {
   using Base = BwdKvConfig<D_, BR_, STAGES_, DQ_>;
@@ -153,7 +169,7 @@ struct BwdKvPdsConfig : BwdKvConfig<D_, BR_, STAGES_, DQ_> {
   static constexpr int SP = SP_;
   static constexpr int DC = DC_;
   static constexpr int RS = RS_;
-  static_assert(PDS >= 1 && PDS <= 3, "pds 1, 2 or 3");
+  static_assert(PDS >= 1 && PDS <= 4, "pds 1, 2, 3 or 4");
   static_assert(SP == 0 || ((SP == 1 || SP == 2) && PDS == 2 && BR_ == 64),
                 "sp1, sp2: pds2 (the dS^T double buffer they rely on, 64 x 64 S^T / dP^T)");
   static_assert(DC == 0 || (DC == 1 && SP == 1 && D_ == 128),
@@ -161,13 +177,16 @@ struct BwdKvPdsConfig : BwdKvConfig<D_, BR_, STAGES_, DQ_> {
   static_assert(RS == 0 || (RS == 1 && SP == 0 && DC == 0 && (PDS == 3 || (PDS == 2 && D_ == 128))),
                 "rs1: pds3 (d = 64, BR = 128) or pds2 at d = 128");
   static_assert(Base::DQ_TMA, "pds: P^T and dS^T in shared memory, TMA dQ only");
-  static_assert(PDS == 3 ? (Base::BR == 128 && D_ == 64) : Base::BR == 64,
-                "pds1, pds2: P^T and dS^T rows of 64 queries (one 128-byte swizzle row); pds3: d = 64, BR = 128");
+  static_assert(PDS == 3   ? (Base::BR == 128 && D_ == 64)
+                : PDS == 4 ? (Base::BR == 80 && D_ == 128 && SP == 0 && DC == 0 && RS == 0)
+                           : Base::BR == 64,
+                "pds1, pds2: P^T and dS^T rows of 64 queries (one 128-byte swizzle row); pds3: d = 64, BR = 128; "
+                "pds4: d = 128, BR = 80");
   // fp32 dQ tiles: two, except pds2 at d = 128 and pds3 (one); dc1: one per warpgroup.
-  static constexpr int kDqBufs = DC == 1 ? 2 : (PDS == 2 && D_ == 128) || PDS == 3 ? 1 : 2;
-  // + P^T (BC x BR, bf16; not rs1), + a second dS^T for pds2 and pds3 (not dc1).
+  static constexpr int kDqBufs = DC == 1 ? 2 : (PDS == 2 && D_ == 128) || PDS >= 3 ? 1 : 2;
+  // + P^T (BC x BR, bf16; not rs1, not pds4), + a second dS^T for pds2, pds3 and pds4 (not dc1).
   static constexpr int kSmemTiles =
-      Base::kSmemTiles + ((PDS >= 2 && DC == 0 ? 2 : 1) - (RS == 1 ? 1 : 0)) * 2 * Base::BR * Base::BC;
+      Base::kSmemTiles + ((PDS >= 2 && DC == 0 ? 2 : 1) - (RS == 1 || PDS == 4 ? 1 : 0)) * 2 * Base::BR * Base::BC;
   static constexpr int kSmemBytes = kSmemTiles + kDqBufs * Base::BR * Base::D * 4;
   static_assert(kSmemBytes + 1024 <= 227 * 1024, "shared memory above the 227 KB of an sm_90 block");
 };
@@ -263,9 +282,10 @@ struct BwdKvPbNConfig : Base_ {
   static constexpr int PB = PB_;
   static_assert((PB_ == 2 || PB_ == 3 || (PB_ >= 5 && PB_ <= 7) || PB_ == 8) && Base_::EW == 2 &&
                     ((Base_::PDS == 3 && Base_::D == 64 && PB_ != 8) ||
-                     ((PB_ == 3 || PB_ == 6 || PB_ == 8) && Base_::PDS == 2 && Base_::D == 128)) &&
+                     ((PB_ == 3 || PB_ == 6 || PB_ == 8) && Base_::PDS == 2 && Base_::D == 128) ||
+                     ((PB_ == 5 || PB_ == 7) && Base_::PDS == 4)) &&
                     Base_::WQ == 0 && Base_::SP == 0 && Base_::RS == 0 && Base_::DQ_TMA,
-                "pb2 / pb3 / pb5-7: on ew2 pds3 (d64); pb3, pb6, pb8 on ew2 pds2 (d128)");
+                "pb2 / pb3 / pb5-7: on ew2 pds3 (d64); pb3, pb6, pb8 on ew2 pds2 (d128); pb5, pb7 on ew2 pds4");
 };
 
 // pds2: LSE (log2 units, +inf where P must be 0) and D, padded to whole query
@@ -412,6 +432,15 @@ using KvD64Br128St2ATS3E2B7 = BwdKvPbNConfig<KvD64Br128St2ATS3E2, 7>;  // pb7 (b
 using KvD64Br128St2OTS3E2B7 = BwdKvPbNConfig<KvD64Br128St2OTS3E2, 7>;
 using KvD128Br64St2ATS2E2B8 = BwdKvPbNConfig<KvD128Br64St2ATS2E2, 8>;  // pb8 (branch s22-pb6)
 using KvD128Br64St2OTS2E2B8 = BwdKvPbNConfig<KvD128Br64St2OTS2E2, 8>;
+// pds4 (session 23): 80 queries per step at d = 128, the dQ product transposed;
+// pb5 (pb3 spilled 124 bytes there: its exp before the dP^T wait, with every
+// LSE pair of the block loaded at once), pb7.
+using KvD128Br80St2ATS4 = BwdKvPdsConfig<128, 80, 2, dq_param(DqStrategy::kAtomicTma), 4>;
+using KvD128Br80St2OTS4 = BwdKvPdsConfig<128, 80, 2, dq_param(DqStrategy::kOrderedTma), 4>;
+using KvD128Br80St2ATS4E2B5 = BwdKvPbNConfig<BwdKvEwConfig<KvD128Br80St2ATS4, 2>, 5>;
+using KvD128Br80St2OTS4E2B5 = BwdKvPbNConfig<BwdKvEwConfig<KvD128Br80St2OTS4, 2>, 5>;
+using KvD128Br80St2ATS4E2B7 = BwdKvPbNConfig<BwdKvEwConfig<KvD128Br80St2ATS4, 2>, 7>;
+using KvD128Br80St2OTS4E2B7 = BwdKvPbNConfig<BwdKvEwConfig<KvD128Br80St2OTS4, 2>, 7>;
 using DqD128Bc64St2 = BwdDqConfig<128, 64, 2>;
 using DqD64Bc128St2 = BwdDqConfig<64, 128, 2>;
 using DqD128Bc64St3 = BwdDqConfig<128, 64, 3>;  // owning: a third block shape per head dim
@@ -524,6 +553,10 @@ DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2ATS3E2B7)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2OTS3E2B7)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2ATS2E2B8)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2E2B8)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br80St2ATS4E2B5)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br80St2OTS4E2B5)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br80St2ATS4E2B7)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br80St2OTS4E2B7)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2ATS2E2B)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2E2B)
 DETFUSE_ATTN_WGMMA_DQ_INSTANCES(extern, DqD128Bc64St2)

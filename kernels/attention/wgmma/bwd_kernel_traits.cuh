@@ -38,6 +38,10 @@ struct BwdKv {
   // the two warpgroups (kDqSplitM), one fp32 dQ tile.
   static constexpr bool kPds2 = Cfg::PDS >= 2;
   static constexpr bool kPds3 = Cfg::PDS == 3;
+  // pds4 (d = 128, session 23): pds2 at BR = 80, the dQ product transposed
+  // (kDqT: dQ^T = K^T dS^T, M = D split over the warpgroups, N = 80 queries)
+  // from an MN-major dS^T tile with 32-byte swizzle (SmemDsT4, dst4_offset).
+  static constexpr bool kPds4 = Cfg::PDS == 4;
   // sp1, sp2 (pds2): dQ before dK, dK in flight into the next query block
   // (BwdKvPdsConfig, kv_consume_pds).
   static constexpr bool kSp = Cfg::SP >= 1;
@@ -105,9 +109,10 @@ struct BwdKv {
   // Bulk adds per query block of a CTA (the writer warp), and what the
   // ordered semaphore of a query block counts per key block.
   static constexpr int kDqAdds = kDc ? 2 : 1;
-  static_assert(!kPds || BR == 64 || (kPds3 && BR == 128 && D == 64),
-                "pds: P^T and dS^T rows of 64 queries (pds3: 128, two swizzle atoms; pt_offset)");
-  static_assert(DQS == DqStrategy::kNone || BR == 64 || kPds3, "dQ in the kv kernel at BR != 64: pds3 only");
+  static_assert(!kPds || BR == 64 || (kPds3 && BR == 128 && D == 64) || (kPds4 && BR == 80 && D == 128),
+                "pds: P^T and dS^T rows of 64 queries (pds3: 128, two swizzle atoms; pt_offset; pds4: 80, dst4_offset)");
+  static_assert(DQS == DqStrategy::kNone || BR == 64 || kPds3 || kPds4, "dQ in the kv kernel at BR != 64: pds3, pds4 only");
+  static_assert(!kPds4 || (kPb && kPbFa && !kRs && !kSp && !kDc && !kWq), "pds4: pb5 / pb7 (P^T and dS^T of dV, dK in registers)");
   static constexpr int THREADS = 384, kConsumers = 256;
   static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
   static constexpr uint32_t kTileBytes = uint32_t(BR) * D * sizeof(T);
@@ -125,12 +130,17 @@ struct BwdKv {
   // view), K = 128 keys. d = 64: a 32-column split would cut a swizzle atom,
   // so each warpgroup takes the 64 keys it owns (K split; both add their
   // 64 x 64 parts, twice the atomics of d = 128 per element).
-  static constexpr bool kDqSplitN = D == 128 && !kDc;
+  static constexpr bool kDqSplitN = D == 128 && !kDc && !kPds4;
   // pds3 (d = 64, BR = 128): M = 128 queries split over the two warpgroups
   // (64 each, N = 64, K = all 128 keys): each writes its own rows of the dQ
   // tile, no exchange (FlashAttention-4's AtomLayoutMdQ = 2 at d64).
   static constexpr bool kDqSplitM = kPds3;
-  static constexpr bool kDqWhole = kDqSplitN || kDqSplitM;  // all 256 consumers write the tile
+  // pds4 (BR = 80, no multiple of wgmma's M = 64): dQ^T = K^T dS^T, M = D =
+  // 128 split over the warpgroups (64 columns of dQ each), N = the 80 queries,
+  // K = all 128 keys (FlashAttention's dQ_swapAB); value i of a thread holds
+  // dQ (query dq_row, column dq_col): values i, i + 1 are queries j, j + 1.
+  static constexpr bool kDqT = kPds4;
+  static constexpr bool kDqWhole = kDqSplitN || kDqSplitM || kDqT;  // all 256 consumers write the tile
   using MmaDQ = std::conditional_t<
       kDqSplitN,
       decltype(make_tiled_mma(
@@ -139,7 +149,7 @@ struct BwdKv {
       decltype(make_tiled_mma(
           GMMA::ss_op_selector<T, T, float, Shape<_64, Int<D>, _64>, GMMA::Major::K, GMMA::Major::MN>(),
           Layout<Shape<_1, _1, _1>>{}))>;
-  static constexpr int kDqPerThread = kDqSplitN ? D / 4 : D / 2;
+  static constexpr int kDqPerThread = kDqT ? BR / 2 : kDqSplitN ? D / 4 : D / 2;
   // TMA dQ: threads writing the shared tile (d = 64: warpgroup 0, after the
   // other's part is added; dc1: each warpgroup its own tile), each
   // kDqPerThread values; value i of thread t at (i / 2) * 2 kDqWriters + 2 t
@@ -182,10 +192,14 @@ struct BwdKv {
   // part (d = 128: warpgroup t / 128 holds columns [wg D/2, (wg + 1) D/2) in
   // the 64 x N layout; d = 64: every column, from its own keys).
   // pds3: warpgroup t / 128 holds queries [64 wg, 64 wg + 64), every column.
+  // pds4 (kDqT): the C fragment is of dQ^T (M = columns, warpgroup t / 128
+  // holds [64 wg, 64 wg + 64), N = queries): rows and columns swap.
   __host__ __device__ static constexpr int dq_row(int t, int i) {
+    if constexpr (kDqT) return 8 * (i / 4) + 2 * (t % 4) + i % 2;
     return (kDqSplitM ? t / 128 * 64 : 0) + (t % 128) / 32 * 16 + (t % 32) / 4 + 8 * ((i / 2) % 2);
   }
   __host__ __device__ static constexpr int dq_col(int t, int i) {
+    if constexpr (kDqT) return t / 128 * 64 + (t % 128) / 32 * 16 + (t % 32) / 4 + 8 * ((i / 2) % 2);
     return (kDqSplitN ? t / 128 * (D / 2) : 0) + 8 * (i / 4) + 2 * (t % 4) + i % 2;
   }
 
@@ -203,7 +217,7 @@ struct BwdKv {
   // The other kv kernels never use these types, but they are formed for every
   // configuration: kPtBR keeps them well formed where BR is no multiple of the
   // 64-column swizzle atom (br96).
-  static constexpr int kPtBR = kPds ? BR : 64;
+  static constexpr int kPtBR = kPds && !kPds4 ? BR : 64;
   using SmemPt = decltype(tile_to_shape(Atom{}, Shape<Int<BC>, Int<kPtBR>>{}));
   using SmemPtT =
       decltype(composition(SmemPt{}, make_layout(Shape<Int<kPtBR>, Int<BC>>{}, Stride<Int<BC>, _1>{})));
@@ -217,6 +231,11 @@ struct BwdKv {
       GMMA::ss_op_selector<T, T, float, Shape<_64, Int<D>, Int<kPtBR>>, GMMA::Major::K, GMMA::Major::MN>(),
       Layout<Shape<_2, _1, _1>>{}));
   using MmaDQpds = std::conditional_t<
+      kDqT,
+      decltype(make_tiled_mma(
+          GMMA::ss_op_selector<T, T, float, Shape<_64, Int<BR>, Int<BC>>, GMMA::Major::MN, GMMA::Major::MN>(),
+          Layout<Shape<_2, _1, _1>>{})),
+      std::conditional_t<
       kDqSplitN,
       decltype(make_tiled_mma(
           GMMA::ss_op_selector<T, T, float, Shape<_64, Int<D / 2>, Int<BC>>, GMMA::Major::MN, GMMA::Major::MN>(),
@@ -228,7 +247,32 @@ struct BwdKv {
               Layout<Shape<_2, _1, _1>>{})),
           decltype(make_tiled_mma(
               GMMA::ss_op_selector<T, T, float, Shape<_64, Int<D>, _64>, GMMA::Major::MN, GMMA::Major::MN>(),
-              Layout<Shape<_1, _1, _1>>{}))>>;
+              Layout<Shape<_1, _1, _1>>{}))>>>;
+  // pds4: the dS^T tiles as the MN-major B of dQ^T = K^T dS^T (N = BR
+  // queries contiguous, K = BC keys), 32-byte swizzle (atoms of 16 queries x
+  // 8 keys), two by query-block parity; formed for every configuration (BR is
+  // a multiple of 16 in all), used by pds4 alone. Element (query j, key r) of
+  // buffer 0 at dst4_offset(j, r) (checked against this layout by
+  // tests/attention_wgmma/test_pds_layout.cu): atoms along the queries first
+  // (BR / 16 of them, 128 elements each), then along the keys; inside an atom
+  // the 16 queries of a key contiguous (32 bytes), the 16-byte half XORed
+  // with bit 2 of the key (Swizzle<1, 3, 3> in elements).
+  using SmemDsT4 = decltype(tile_to_shape(GMMA::Layout_MN_SW32_Atom<T>{}, Shape<Int<BR>, Int<BC>, _2>{}));
+  __host__ __device__ static constexpr int dst4_offset(int j, int r) {
+    return (j / 16 + (BR / 16) * (r / 8)) * 128 + ((j % 16 + 16 * (r % 8)) ^ (((r >> 2) & 1) << 3));
+  }
+  // A consumer thread's dS^T pair (queries 8 k + col_lane and + 1, key kl0 +
+  // 8 h; kl0 % 16 < 8) at dst4_pair(dst4_base(kl0, col_lane), dst4_sw(kl0),
+  // k, h): chunks 2 c and 2 c + 1 are the halves of 16-query atom c (the
+  // half XORed with the key's bit 2), keys + 8 the next row of atoms (BR / 16
+  // atoms on). The kernel makes base and sw opaque once per block.
+  __host__ __device__ static constexpr int dst4_base(int kl0, int col_lane) {
+    return (BR / 16) * 128 * (kl0 / 8) + 16 * (kl0 % 8) + col_lane;
+  }
+  __host__ __device__ static constexpr int dst4_sw(int kl0) { return ((kl0 >> 2) & 1) << 3; }
+  __host__ __device__ static constexpr int dst4_pair(int base, int sw, int k, int h) {
+    return base + ((8 * (k % 2)) ^ sw) + 128 * (k / 2) + (BR / 16) * 128 * h;
+  }
   // Without pds: kBarLse + w (128 threads), warpgroup w's LSE and D.
   // pds named barriers over the 256 consumers: kBarLse (LSE and D of the query
   // block, one copy for both warpgroups), kBarP (P^T stored before the dV
@@ -278,7 +322,7 @@ struct BwdKv {
     cute::array_aligned<T, cosize_v<SmemQ>, 1024> dO;
     // dS (pds: dS^T, SmemPt, kDsBufs of them, then P^T at pt(): all 1024-byte
     // aligned, 16 KB each).
-    cute::array_aligned<T, (DQS != DqStrategy::kNone ? kDsBufs * cosize_v<SmemDS> : 8) + (kPds && !kRs ? cosize_v<SmemPt> : 0), 1024> ds;
+    cute::array_aligned<T, (DQS != DqStrategy::kNone ? kDsBufs * cosize_v<SmemDS> : 8) + (kPds && !kRs && !kPds4 ? cosize_v<SmemPt> : 0), 1024> ds;
     __host__ __device__ T* pt() { return ds.data() + kDsBufs * cosize_v<SmemDS>; }  // (rs1: none)
     __host__ __device__ T* dst(int i) { return ds.data() + i * cosize_v<SmemDS>; }  // pds dS^T tile i
     alignas(128) float dqs[kTma ? kDqBufs : 1][kTma ? BR * D : 4];  // TMA dQ: the shared tile(s)

@@ -352,7 +352,9 @@ struct BwdKvMainloop {
         Tensor tKVrdSb = tKVrdS(_, _, _, dsb);
         if constexpr (!K_::kSp && !K_::kRs && K_::kEw < 2)
           detail::wg_gemm<false, false>(mma_kv, tKVrdSb, tKVrQ(_, _, _, st.index()), tdKacc);
-        Tensor tdQacc = partition_fragment_C(mma_dq, Shape<Int<BR>, Int<D>>{});
+        // (pds4: the part transposed, D x BR: dQ^T = K^T dS^T.)
+        Tensor tdQacc = partition_fragment_C(
+            mma_dq, std::conditional_t<K_::kDqT, Shape<Int<D>, Int<BR>>, Shape<Int<BR>, Int<D>>>{});
         static_assert(decltype(size(tdQacc))::value == K_::kDqPerThread, "dQ part per thread");
         dq_product(mma_dq, sdS, sKt, tdQacc, dsb, slice, t, wg);
         if constexpr (K_::kEw == 2) {
@@ -608,12 +610,26 @@ struct BwdKvMainloop {
 
   // The offset in a P^T / dS^T tile of this thread's value pair in 8-query
   // chunk k, key row kl0 + 8 h: pds3 two 64-query swizzle atoms (pt3_offset,
-  // from the thread's base / sw), pds2 (BR = 64) one (pt_offset).
+  // from the thread's base / sw), pds2 (BR = 64) one (pt_offset); pds4 the
+  // SmemDsT4 tile (K_::dst4_pair, from the thread's base / sw: ds_base_sw).
   __device__ __forceinline__ static int ds_pair_offset(int base, int sw, int kl0, int col_lane, int k, int h) {
-    if constexpr (K_::kPds3)
+    if constexpr (K_::kPds4)
+      return K_::dst4_pair(base, sw, k, h);
+    else if constexpr (K_::kPds3)
       return pt3_offset<K_::BC>(base, sw, k, h);
     else
       return K_::pt_offset(kl0, 8 * k + col_lane) + 8 * 64 * h;
+  }
+  // The thread's base / sw of ds_pair_offset (pds3, pds4; per block, opaque:
+  // see detail::opaque), 0 for pds2.
+  __device__ __forceinline__ static void ds_base_sw(int kl0, int col_lane, int& base, int& sw) {
+    if constexpr (K_::kPds4) {
+      base = detail::opaque(K_::dst4_base(kl0, col_lane));
+      sw = detail::opaque(K_::dst4_sw(kl0));
+    } else if constexpr (K_::kPds3) {
+      base = detail::opaque(kl0 * 64 + col_lane);
+      sw = detail::opaque((kl0 & 7) << 3);
+    }
   }
 
   // The dS^T loops' D read-ahead (ew1, pb1-pb3): D of the thread's query
@@ -852,7 +868,7 @@ struct BwdKvMainloop {
     if constexpr (K_::kExpInLoop) d_ahead(lpre, lse2 + 8 * K_::kExpFirst, col_lane);
     warpgroup_wait<K_::kDvSplit ? 1 : 0>();  // dP^T done (pb6: dV's first half may run)
     [[maybe_unused]] int base = 0, sw = 0;
-    if constexpr (K_::kPds3) base = detail::opaque(kl0 * 64 + col_lane), sw = detail::opaque((kl0 & 7) << 3);
+    ds_base_sw(kl0, col_lane, base, sw);
     auto ds_loop = [&](auto cap) {
       constexpr bool kCap = decltype(cap)::value;
       ds_chunks(dpre, dd, col_lane, [&](int k, int h, int v, float2 d2) {
@@ -895,7 +911,16 @@ struct BwdKvMainloop {
   __device__ __forceinline__ static void dq_product(MmaDQ& mma_dq, TdS& sdS, TKt& sKt, TdQ& tdQacc, int dsb, int slice,
                                                     int t, int wg) {
     [[maybe_unused]] constexpr int D = K_::D, BR = K_::BR, BC = K_::BC;
-    if constexpr (K_::kDqWhole) {
+    if constexpr (K_::kDqT) {
+      // pds4: dQ^T = K^T dS^T, K^T (D x BC, the MN-major view of the K tile)
+      // split by columns over the warpgroups, dS^T tile dsb (SmemDsT4) whole.
+      auto thr_dq = mma_dq.get_thread_slice(slice);
+      Tensor sdSt4 = make_tensor(sdS.data(), typename K_::SmemDsT4{});  // (BR, BC, 2)
+      Tensor tQrK = thr_dq.partition_fragment_A(sKt);                 // (MMA, 1, BC/16)
+      Tensor tQrdS = thr_dq.partition_fragment_B(sdSt4);              // (MMA, 1, BC/16, 2)
+      Tensor tQrdSb = tQrdS(_, _, _, dsb);
+      detail::wg_gemm<true, false>(mma_dq, tQrK, tQrdSb, tdQacc);
+    } else if constexpr (K_::kDqWhole) {
       // d = 128: N split (each warpgroup D / 2 columns); pds3: M split (each
       // warpgroup 64 queries); every key either way.
       auto thr_dq = mma_dq.get_thread_slice(slice);

@@ -231,6 +231,7 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
                                 : "") +
                    (Kv::PDS >= 2 ? ", dS^T double-buffered, LSE and D brought by the producer with Q and dO" : "") +
                    (Kv::PDS == 3 ? ", 128 queries per step (dQ = dS K split by queries over the warpgroups)" : "") +
+                   (Kv::PDS == 4 ? ", 80 queries per step (dQ^T = K^T dS^T, split by columns over the warpgroups)" : "") +
                    (Kv::SP >= 1 ? ", dQ before dK and dK left in flight into the next query block" : "") +
                    (Kv::SP == 2 ? ", the dQ part handed over once the next block's S^T is issued" : "") +
                    (Kv::DC == 1 ? ", consumer warpgroups decoupled (dQ over each one's own 64 keys, one dQ tile and "
@@ -413,6 +414,7 @@ void register_attention_wgmma_forward_only(Registry& r) {
   add<FwdD128Bc128St2OvPpPsRdOt>(r);
   add<FwdD128Bc128St2OvRdOt>(r);
   add<FwdD128Bc160St2OvPsRdOt>(r);
+  add<FwdD128Bc176St2OvPsRd>(r);  // session 23 (branch s23-br80): FlashAttention-3's d128 non-causal tile
   add<FwdD64Bc128St3OvPsRdOt>(r);
   // Session 15 (issue 16 item 2): three consumer warpgroups, 192 x 128 tiles
   // at d64 (FlashAttention-3 / -4's sm90 tile at d <= 64; README "Three
@@ -552,6 +554,12 @@ void register_attention_wgmma(Registry& r) {
   // pb8 (branch s22-pb6, not yet run on a GPU): pb3 at d128 with pb7's 128-bit dQ hand-off.
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2E2B8, void, true>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2ATS2E2B8, void>(r);
+  // pds4 (branch s23-br80, not yet run on a GPU): 80 queries per step at d128 (FlashAttention's
+  // non-causal hdim-128 tile), the dQ product transposed; pb5 and pb7.
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br80St2OTS4E2B5, void, true>(r);
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br80St2ATS4E2B5, void>(r);
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br80St2OTS4E2B7, void, true>(r);
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br80St2ATS4E2B7, void>(r);
   // hs2, hs4 (issue 16, session 17: GQA's query heads of a kv head over 2 or 4
   // CTAs per key block, dK / dV parts added in split order) and ws2 (session
   // 18: causal, each key block's walk over 2 CTAs, every other query block
