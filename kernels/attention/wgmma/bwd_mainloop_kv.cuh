@@ -915,9 +915,9 @@ struct BwdKvMainloop {
       // pds4: dQ^T = K^T dS^T, K^T (D x BC, the MN-major view of the K tile)
       // split by columns over the warpgroups, dS^T tile dsb (SmemDsT4) whole.
       auto thr_dq = mma_dq.get_thread_slice(slice);
-      Tensor sdSt4 = make_tensor(sdS.data(), typename K_::SmemDsT4{});  // (BR, BC, 2)
-      Tensor tQrK = thr_dq.partition_fragment_A(sKt);                 // (MMA, 1, BC/16)
-      Tensor tQrdS = thr_dq.partition_fragment_B(sdSt4);              // (MMA, 1, BC/16, 2)
+      Tensor sdSt4 = make_tensor(make_smem_ptr(raw_pointer_cast(sdS.data())), typename K_::SmemDsT4{});  // (BR, BC, 2)
+      Tensor tQrK = thr_dq.partition_fragment_A(sKt);     // (MMA, 1, BC/16)
+      Tensor tQrdS = thr_dq.partition_fragment_B(sdSt4);  // (MMA, 1, BC/16, 2)
       Tensor tQrdSb = tQrdS(_, _, _, dsb);
       detail::wg_gemm<true, false>(mma_dq, tQrK, tQrdSb, tdQacc);
     } else if constexpr (K_::kDqWhole) {
