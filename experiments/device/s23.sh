@@ -23,8 +23,14 @@
 #   layout / registry / variants tests; memcheck / racecheck / synccheck on EwSanitizerSized.
 #   PART=2 (warm, the same build): the whole backward suite (AttentionWgmmaBwd*), ncu of pds4 pb7 and pb3 at
 #   4,32,32,4096,128 (source counters; experiments/ncu_sass_phases.py).
-# Then, whichever wins: the heuristic (kernels/attention/attention.cpp, tests/attention/test_attention_variants.cpp),
-# and the peers run of record (experiments/peers/install.sh stage, then STAGE=2 experiments/device/s17.sh).
+# Then beside FA4 before any heuristic change (attention_peers.py's --variant FWD+BWD, "heuristic" for
+# the library's forward): carry [".peers/a"] `bash experiments/peers/install.sh stage`, then carry
+# [".peers/b"] `STAGE=2 ATTN_V="--variant heuristic+$W.ordered.br80_bc128_st2_tma1_pds4_ew2_pb7_spt1_d128
+#   --variant $W.fwd.br128_bc176_st2_ov1_pp0_ps1_rd1_d128+$W.ordered.br80_bc128_st2_tma1_pds4_ew2_pb7_spt1_d128
+#   --variant heuristic+$W.ordered.br128_bc128_st2_tma1_pds3_ew2_pb7_spt1_d64" bash experiments/device/s17.sh`
+# (each winner of PART 1 in place of these; a combination a row cannot run is reported as an error there).
+# Then the heuristic (kernels/attention/attention.cpp, tests/attention/test_attention_variants.cpp) takes
+# what won beside FA4, the branch is merged, and those figures are the ones of record.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 W=attention.bf16.wgmma
