@@ -59,7 +59,8 @@ bench_set() {  # name shape causal(- or --causal) pds:pb...
   run "bench${name}_ba" 90 "$DF" bench attention --shape "$shape" $c "${rev[@]}" --repeats 3
 }
 if [ "$PART" = 1 ]; then
-  { grep -c "Registers are spilled" build.log; grep -A1 "Registers are spilled" build.log | grep -o "[0-9]* bytes spill stores" | sort | uniq -c; } > "$OUT/spills.txt" 2>&1
+  { grep -c "Registers are spilled" build.log; grep -A1 "Registers are spilled" build.log | grep -o "[0-9]* bytes spill stores" | sort | uniq -c
+    echo "wgmma serialized (C7512): $(grep -c C7512 build.log)"; } > "$OUT/spills.txt" 2>&1
   bench_set 64c 4,32,32,4096,4096,64 --causal 3:3 3:5 3:6 3:7
   bench_set 64 4,32,32,4096,4096,64 - 3:3 3:5 3:6 3:7
   bench_set 128 4,32,32,4096,4096,128 - 2:3 2:6 2:8 4:5 4:7

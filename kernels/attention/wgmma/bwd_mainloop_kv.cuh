@@ -640,7 +640,10 @@ struct BwdKvMainloop {
   // every FADD, twice per chunk). d_ahead: the first kDAhead reads (the
   // caller's, before its dP^T wait, under which they run); ds_chunks: the walk,
   // f(k, h, v, d2) for key row h of chunk k (value pair v = 4 k + 2 h).
-  static constexpr int kDAhead = 4;
+  // (pds4: two chunks ahead. With four, the 16 read-ahead registers beside
+  // S^T, dP^T, dV, dK (208) made ptxas serialize every wgmma of the kernel,
+  // C7512 "insufficient register resources", with 0 bytes spilled.)
+  static constexpr int kDAhead = K_::kPds4 ? 2 : 4;
   __device__ __forceinline__ static void d_ahead(float2 (&dpre)[kDAhead], const float* dd, int col_lane) {
     CUTLASS_PRAGMA_UNROLL
     for (int k = 0; k < kDAhead; ++k) dpre[k] = *reinterpret_cast<const float2*>(dd + 8 * k + col_lane);
