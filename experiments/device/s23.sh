@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Written in session 23 for the next session with a GPU (issue 16), branch s23-br80 (on s22-pb6), NOT run yet.
-# Session 23 had no device time (no machine lent); this replaces s22-pb6.sh (the same steps and more).
+# Session 23 had no device time (no machine lent); this replaces branch s22-pb6's s22-pb6.sh (its steps and more).
 # What it measures, with the predictions written before any run:
 # - pb6 (d64, d128: half of the exp before the dP^T wait, dV's first half issued from it) and pb7 (d64: pb5
 #   with the dQ hand-off by STS.128), as s22-pb6.sh: pb6 1-3% faster than pb5 at d64, within 1% of pb3 at d128;
