@@ -55,6 +55,15 @@ std::vector<const AttentionVariant*> wgmma_bwd_variants() {
   return out;
 }
 
+// An H200's DeviceInfo as can_run sees it (cc 9.0, 227 KB of shared memory a block).
+DeviceInfo h200_info() {
+  DeviceInfo d;
+  d.cc_major = 9;
+  d.cc_minor = 0;
+  d.max_smem_per_block_optin = 232448;
+  return d;
+}
+
 int64_t param(const AttentionVariant& v, const std::string& key) {
   for (const auto& [k, val] : v.desc.params)
     if (k == key) return val;
@@ -242,10 +251,7 @@ TEST(AttentionWgmma, TwentyNineVariantsRegisteredWithCanonicalNames) {
 }
 
 TEST(AttentionWgmma, CanRunRefusesWithReasons) {
-  DeviceInfo h200;
-  h200.cc_major = 9;
-  h200.cc_minor = 0;
-  h200.max_smem_per_block_optin = 232448;
+  DeviceInfo h200 = h200_info();
   DeviceInfo a100 = h200;
   a100.cc_major = 8;
   a100.max_smem_per_block_optin = 166912;
@@ -391,10 +397,7 @@ TEST(AttentionWgmmaGpu, MatchesFloat64ReferenceAndIsDeterministic) {
 // an H200's DeviceInfo), checked on any machine (AttentionWgmmaBwd's
 // GpuTestsCasesRunOnTheirVariants says why).
 TEST(AttentionWgmma, GpuTestsCasesRunOnTheirVariants) {
-  DeviceInfo h200;
-  h200.cc_major = 9;
-  h200.cc_minor = 0;
-  h200.max_smem_per_block_optin = 232448;
+  DeviceInfo h200 = h200_info();
   for (const auto* v : wgmma_variants())
     for (const Case& c : kCases) {
       const AttentionProblem p = problem_of(c, param(*v, "d"));
@@ -648,10 +651,7 @@ TEST(AttentionWgmmaGpu, ThreeWarpgroupsSanitizerSized) {
 TEST(AttentionWgmmaBwd, EightyTwoVariantsRunBothModesWithReasonsAndWorkspace) {
   const auto vs = wgmma_bwd_variants();
   ASSERT_EQ(vs.size(), 82u);  // session 21: pb2, pb3 at d64 and pb3 at d128; session 22: pb5, pb7 at d64, pb6 at d64 and d128; session 23: pb8 at d128, pds4 pb5 and pb7 (ordered, atomic)
-  DeviceInfo h200;
-  h200.cc_major = 9;
-  h200.cc_minor = 0;
-  h200.max_smem_per_block_optin = 232448;
+  DeviceInfo h200 = h200_info();
   DeviceInfo a100 = h200;
   a100.cc_major = 8;
   int owning = 0, atomic = 0, partials = 0, ordered = 0;
@@ -933,10 +933,7 @@ TEST(AttentionWgmmaBwd, EightyTwoVariantsRunBothModesWithReasonsAndWorkspace) {
 // staging: ceil(Sq / 80) blocks of 80); every option on an H200 (causal, softcap, window, GQA,
 // Sq != Sk), refused by a block with 1 KB less shared memory (224 KB of tiles, as pds3) and at d64.
 TEST(AttentionWgmmaBwd, Pds4EightyQueryVariants) {
-  DeviceInfo h200;
-  h200.cc_major = 9;
-  h200.cc_minor = 0;
-  h200.max_smem_per_block_optin = 232448;
+  DeviceInfo h200 = h200_info();
   DeviceInfo small = h200;
   small.max_smem_per_block_optin = 232448 - 1024;
   int n = 0;
@@ -953,10 +950,12 @@ TEST(AttentionWgmmaBwd, Pds4EightyQueryVariants) {
     for (bool causal : {false, true}) {
       AttentionProblem p;
       p.B = 2, p.H = 8, p.Hkv = 2, p.Sq = 1000, p.Sk = 700, p.d = 128, p.causal = causal;
-      size_t want = d_bytes(p) + dq_tile_acc_bytes(p, 80) + pds_stage_bytes(p, 80);
-      if (v->desc.strategy == "ordered") want += ordered_sem_bytes(p, 80);
+      size_t want = attention::d_bytes(p) + attention::wg::dq_tile_acc_bytes(p, 80) +
+                    attention::wg::pds_stage_bytes(p, 80);
+      if (v->desc.strategy == "ordered") want += attention::ordered_sem_bytes(p, 80);
       EXPECT_EQ(v->workspace_bytes(p, AttentionMode::backward), want);
-      EXPECT_GT(dq_tile_acc_bytes(p, 80), size_t(p.B * p.H * p.Sq * p.d * 4)) << "13 blocks of 80 for 1000 rows";
+      EXPECT_GT(attention::wg::dq_tile_acc_bytes(p, 80), size_t(p.B * p.H * p.Sq * p.d * 4))
+          << "13 blocks of 80 for 1000 rows";
       EXPECT_FALSE(v->can_run(p, AttentionMode::backward, h200).has_value());
       AttentionProblem q = p;
       q.softcap = 50.0, q.window = 300, q.Sq = 333, q.Sk = 1001;
@@ -1164,10 +1163,7 @@ TEST(AttentionWgmmaBwdGpu, OrderedManyKeyBlocks) {
 // each of its cases (can_run on an H200's DeviceInfo), as check_backward
 // expects.
 TEST(AttentionWgmmaBwd, GpuTestsCasesRunOnTheirVariants) {
-  DeviceInfo h200;
-  h200.cc_major = 9;
-  h200.cc_minor = 0;
-  h200.max_smem_per_block_optin = 232448;
+  DeviceInfo h200 = h200_info();
   auto all_run = [&](const std::vector<const AttentionVariant*>& vs, const Case* cases, size_t n) {
     for (const auto* v : vs)
       for (size_t i = 0; i < n; ++i) {
