@@ -22,7 +22,8 @@
 #   their bases, the Ew lists: float64 reference on the schedule cases, sanitizer-sized, 20 repeats), the
 #   layout / registry / variants tests; memcheck / racecheck / synccheck on EwSanitizerSized.
 #   PART=2 (warm, the same build): the whole backward suite (AttentionWgmmaBwd*), ncu of pds4 pb7 and pb3 at
-#   4,32,32,4096,128 (source counters; experiments/ncu_sass_phases.py).
+#   4,32,32,4096,128 (source counters; experiments/ncu_sass_phases.py). Every step's timeout is cut to what
+#   is left of the call (brun, UNTIL=555 s): a step that did not fit is listed as skipped in the report.
 # Then beside FA4 before any heuristic change (attention_peers.py's --variant FWD+BWD, "heuristic" for
 # the library's forward): carry [".peers/a"] `bash experiments/peers/install.sh stage`, then carry
 # [".peers/b"] `STAGE=2 ATTN_V="--variant heuristic+$W.ordered.br80_bc128_st2_tma1_pds4_ew2_pb7_spt1_d128
@@ -40,6 +41,16 @@ if [ "$PART" = 1 ] || { [ ! -x build/detfuse ] && [ ! -x build/cli/detfuse ]; };
 fi
 attention_bins
 gpu_line "$OUT/gpu.txt"
+# brun LOG TIMEOUT CMD...: run() with the timeout cut to what is left before UNTIL seconds since the
+# script started (default 555: the report and the archive then still come back within the call's 600 s),
+# skipped when under 20 s are left (said in the report).
+brun() {
+  local log=$1 t=$2; shift 2
+  local left=$(( ${UNTIL:-555} - SECONDS ))
+  if [ "$left" -lt 20 ]; then echo "$log skipped: no time left" | tee -a "$SUMMARY"; return 0; fi
+  [ "$t" -gt "$left" ] && t=$left
+  run "$log" "$t" "$@"
+}
 # A variant by pds:pb (pds3: d64 br128; pds2: d128 br64; pds4: d128 br80), ordered with spt1.
 vname() {
   local pds=${1%:*} pb=${1#*:}
@@ -55,8 +66,8 @@ bench_set() {  # name shape causal(- or --causal) pds:pb...
   local vs=() rev=() s i
   for s in "$@"; do vs+=(--variant "$(vname "$s")"); done
   for ((i = ${#vs[@]} - 1; i >= 1; i -= 2)); do rev+=(--variant "${vs[$i]}"); done
-  run "bench${name}_ab" 90 "$DF" bench attention --shape "$shape" $c "${vs[@]}" --repeats 3
-  run "bench${name}_ba" 90 "$DF" bench attention --shape "$shape" $c "${rev[@]}" --repeats 3
+  brun "bench${name}_ab" 90 "$DF" bench attention --shape "$shape" $c "${vs[@]}" --repeats 3
+  brun "bench${name}_ba" 90 "$DF" bench attention --shape "$shape" $c "${rev[@]}" --repeats 3
 }
 if [ "$PART" = 1 ]; then
   { grep -c "Registers are spilled" build.log; grep -A1 "Registers are spilled" build.log | grep -o "[0-9]* bytes spill stores" | sort | uniq -c
@@ -73,26 +84,28 @@ if [ "$PART" = 1 ]; then
   for ((i = ${#fv[@]} - 1; i >= 1; i -= 2)); do rfv+=(--variant "${fv[$i]}"); done
   for s in "fwd128 4,32,32,4096,4096,128" "fwd128g 4,32,8,4096,4096,128" "fwd128c 4,32,32,4096,4096,128 --causal"; do
     set -- $s
-    run "bench${1}_ab" 60 "$DF" bench attention --shape "$2" ${3:-} "${fv[@]}" --repeats 5
-    run "bench${1}_ba" 60 "$DF" bench attention --shape "$2" ${3:-} "${rfv[@]}" --repeats 5
+    brun "bench${1}_ab" 60 "$DF" bench attention --shape "$2" ${3:-} "${fv[@]}" --repeats 5
+    brun "bench${1}_ba" 60 "$DF" bench attention --shape "$2" ${3:-} "${rfv[@]}" --repeats 5
   done
-  run tests_fwd 200 "$TW" --gtest_filter='AttentionWgmmaGpu.*:AttentionWgmma.*'
-  run tests_fwdl 30 "$B/tests/attention_wgmma/test_attention_wgmma_fwd_layout"
-  run tests_new 300 "$TW" --gtest_filter='AttentionWgmmaBwd.*:AttentionWgmmaBwdGpu.Pb5BitsAgainstPb3:AttentionWgmmaBwdGpu.Pds4Pb7BitsAgainstPb5:AttentionWgmmaBwdGpu.Ew*:AttentionWgmmaBwdGpu.TmaConvertUnalignedDq'
-  run tests_pds 30 "$B/tests/attention_wgmma/test_attention_wgmma_pds_layout"
-  run tests_gpu 150 "$B/tests/attention/test_attention_gpu" --gtest_filter='*wgmma*' --gtest_brief=1
-  run tests_var 30 "$B/tests/attention/test_attention_variants"
+  # In order of need: the new variants' correctness first; what does not fit goes to PART=2.
+  brun tests_new 240 "$TW" --gtest_filter='AttentionWgmmaBwd.*:AttentionWgmmaBwdGpu.Pb5BitsAgainstPb3:AttentionWgmmaBwdGpu.Pds4Pb7BitsAgainstPb5:AttentionWgmmaBwdGpu.Ew*:AttentionWgmmaBwdGpu.TmaConvertUnalignedDq'
+  brun tests_pds 30 "$B/tests/attention_wgmma/test_attention_wgmma_pds_layout"
+  brun tests_fwdl 30 "$B/tests/attention_wgmma/test_attention_wgmma_fwd_layout"
+  brun tests_var 30 "$B/tests/attention/test_attention_variants"
   for tool in memcheck racecheck synccheck; do
-    run "${tool}_ew" 150 compute-sanitizer --tool $tool --error-exitcode 9 "$TW" --gtest_filter='AttentionWgmmaBwdGpu.EwSanitizerSized:AttentionWgmmaGpu.PersistentSanitizerSized'
+    brun "${tool}_ew" 150 compute-sanitizer --tool $tool --error-exitcode 9 "$TW" --gtest_filter='AttentionWgmmaBwdGpu.EwSanitizerSized:AttentionWgmmaGpu.PersistentSanitizerSized'
   done
+  brun tests_fwd 200 "$TW" --gtest_filter='AttentionWgmmaGpu.*:AttentionWgmma.*'
+  brun tests_gpu 150 "$B/tests/attention/test_attention_gpu" --gtest_filter='*wgmma*' --gtest_brief=1
   TESTS="tests_new tests_fwd tests_fwdl tests_pds tests_gpu tests_var"
 else
-  run tests_bwd 420 "$TW" --gtest_filter='AttentionWgmmaBwd*'
+  brun tests_bwd 400 "$TW" --gtest_filter='AttentionWgmmaBwd*'
   SEC="--section SourceCounters --section WarpStateStats --section SpeedOfLight --section InstructionStats --import-source yes"
   for s in 4:7 2:3; do
     tag=pds${s%:*}pb${s#*:}
-    run "ncu_$tag" 120 ncu --clock-control none $SEC -k regex:attention_bwd_kv --launch-count 1 -f -o "$OUT/$tag" \
+    brun "ncu_$tag" 120 ncu --clock-control none $SEC -k regex:attention_bwd_kv --launch-count 1 -f -o "$OUT/$tag" \
       "$DF" bench attention --shape 4,32,32,4096,4096,128 --variant "$(vname "$s")" --repeats 1
+    [ -f "$OUT/$tag.ncu-rep" ] || continue
     ncu -i "$OUT/$tag.ncu-rep" --page source --print-source sass --csv > "$OUT/${tag}_sass.csv" 2>/dev/null
     ncu -i "$OUT/$tag.ncu-rep" --page details > "$OUT/${tag}_details.txt" 2>&1
     rm -f "$OUT/$tag.ncu-rep"
