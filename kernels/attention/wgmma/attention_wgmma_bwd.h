@@ -158,7 +158,7 @@ struct BwdKvConfig {
 // the MN-major view of the K tile, dS^T an MN-major tile with 32-byte
 // swizzle (80 queries are five 16-query atoms; the 64-query 128-byte atom of
 // pds2 does not divide them), stored by the consumers as pds2's (32-bit pairs
-// of queries, bank-conflict free). No P^T tile (pb3: P^T, dS^T of dV, dK from
+// of queries, bank-conflict free). No P^T tile (pb5 / pb7: P^T, dS^T of dV, dK from
 // registers): K, V 64 KB + Q / dO (st2) 80 KB + dS^T 2 x 20 KB + one dQ
 // tile 40 KB = 224 KB (229376 bytes), as pds3. Registers at the peak as pb3
 // at d = 128 plus 16: S^T, dP^T 40 each, dV, dK 64 each.

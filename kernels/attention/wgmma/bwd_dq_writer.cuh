@@ -430,8 +430,9 @@ struct BwdDqWriter {
 // (dq_row, dq_col), then 16-byte stores of whole rows (8 bf16 each; element
 // stores where dQ is not 16-byte aligned). Offsets 2 k and 2 k + 1 are values
 // i, i + 1 (i even) of one thread: columns c, c + 1 of one row, stored as one
-// bf16 pair (pds4, kDqT: rows j, j + 1 of one column, two bf16 stores); the shared rows are padded by 8 bf16 (16 bytes), which spreads a
-// warp's pairs over the banks (unpadded, its rows all start in bank 0).
+// bf16 pair (pds4, kDqT: rows j, j + 1 of one column, two bf16 stores); the
+// shared rows are padded by 8 bf16 (16 bytes), which spreads a warp's pairs
+// over the banks (unpadded, its rows all start in bank 0).
 // Ordered (sem: the tiles' semaphores, each the count of the key blocks that
 // wrote the tile): a tile with count 0 was never written (the accumulator is
 // not zeroed) and is dQ = 0.
