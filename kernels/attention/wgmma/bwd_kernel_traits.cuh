@@ -110,9 +110,12 @@ struct BwdKv {
   // ordered semaphore of a query block counts per key block.
   static constexpr int kDqAdds = kDc ? 2 : 1;
   static_assert(!kPds || BR == 64 || (kPds3 && BR == 128 && D == 64) || (kPds4 && BR == 80 && D == 128),
-                "pds: P^T and dS^T rows of 64 queries (pds3: 128, two swizzle atoms; pt_offset; pds4: 80, dst4_offset)");
-  static_assert(DQS == DqStrategy::kNone || BR == 64 || kPds3 || kPds4, "dQ in the kv kernel at BR != 64: pds3, pds4 only");
-  static_assert(!kPds4 || (kPb && kPbFa && !kRs && !kSp && !kDc && !kWq), "pds4: pb5 / pb7 (P^T and dS^T of dV, dK in registers)");
+                "pds: P^T and dS^T rows of 64 queries (pds3: 128, two swizzle atoms; pt_offset; "
+                "pds4: 80, dst4_offset)");
+  static_assert(DQS == DqStrategy::kNone || BR == 64 || kPds3 || kPds4,
+                "dQ in the kv kernel at BR != 64: pds3, pds4 only");
+  static_assert(!kPds4 || (kPb && kPbFa && !kRs && !kSp && !kDc && !kWq),
+                "pds4: pb5 / pb7 (P^T and dS^T of dV, dK in registers)");
   static constexpr int THREADS = 384, kConsumers = 256;
   static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
   static constexpr uint32_t kTileBytes = uint32_t(BR) * D * sizeof(T);
