@@ -5,7 +5,8 @@
 # - pb6 (d64, d128: half of the exp before the dP^T wait, dV's first half issued from it) and pb7 (d64: pb5
 #   with the dQ hand-off by STS.128), as s22-pb6.sh: pb6 1-3% faster than pb5 at d64, within 1% of pb3 at d128;
 #   pb7 0-2% at d64.
-# - pb8 (d128: pb3 with pb7's hand-off): 0-1% at d128.
+# - pb8 (d128: pb3 with pb7's hand-off): 0-1% at d128. pb9 (d64: pb6 with pb7's hand-off): the better of
+#   pb6 and pb7 at d64 by up to their sum.
 # - pds4 (d128: 80 queries a step, FlashAttention-3/4's non-causal hdim-128 tile, the dQ product transposed;
 #   pb5's step, as pb3 spilled 124 bytes there; pb7 its 128-bit hand-off): the step's fixed costs (barriers,
 #   semaphore turn, LSE / D copies, hand-off) over 25% more work. Prediction: 2-5% faster than pb3 on the
@@ -72,8 +73,8 @@ bench_set() {  # name shape causal(- or --causal) pds:pb...
 if [ "$PART" = 1 ]; then
   { grep -c "Registers are spilled" build.log; grep -A1 "Registers are spilled" build.log | grep -o "[0-9]* bytes spill stores" | sort | uniq -c
     echo "wgmma serialized (C7512): $(grep -c C7512 build.log)"; } > "$OUT/spills.txt" 2>&1
-  bench_set 64c 4,32,32,4096,4096,64 --causal 3:3 3:5 3:6 3:7
-  bench_set 64 4,32,32,4096,4096,64 - 3:3 3:5 3:6 3:7
+  bench_set 64c 4,32,32,4096,4096,64 --causal 3:3 3:5 3:6 3:7 3:9
+  bench_set 64 4,32,32,4096,4096,64 - 3:3 3:5 3:6 3:7 3:9
   bench_set 128 4,32,32,4096,4096,128 - 2:3 2:6 2:8 4:5 4:7
   bench_set 128g 4,32,8,4096,4096,128 - 2:3 2:6 2:8 4:5 4:7
   bench_set 128c 4,32,32,4096,4096,128 --causal 2:3 2:6 2:8 4:5 4:7

@@ -648,9 +648,9 @@ TEST(AttentionWgmmaGpu, ThreeWarpgroupsSanitizerSized) {
 
 // ------------------------------------------------------------------ backward
 
-TEST(AttentionWgmmaBwd, EightyTwoVariantsRunBothModesWithReasonsAndWorkspace) {
+TEST(AttentionWgmmaBwd, EightyFourVariantsRunBothModesWithReasonsAndWorkspace) {
   const auto vs = wgmma_bwd_variants();
-  ASSERT_EQ(vs.size(), 82u);  // session 21: pb2, pb3 at d64 and pb3 at d128; session 22: pb5, pb7 at d64, pb6 at d64 and d128; session 23: pb8 at d128, pds4 pb5 and pb7 (ordered, atomic)
+  ASSERT_EQ(vs.size(), 84u);  // session 21: pb2, pb3 at d64 and pb3 at d128; session 22: pb5, pb7 at d64, pb6 at d64 and d128; session 23: pb8 at d128, pds4 pb5 and pb7, pb9 at d64 (ordered, atomic)
   DeviceInfo h200 = h200_info();
   DeviceInfo a100 = h200;
   a100.cc_major = 8;
@@ -703,9 +703,9 @@ TEST(AttentionWgmmaBwd, EightyTwoVariantsRunBothModesWithReasonsAndWorkspace) {
     EXPECT_EQ(v->workspace_bytes(p, AttentionMode::backward), attention::d_bytes(p) + extra);
   }
   EXPECT_EQ(owning, 6);
-  EXPECT_EQ(atomic, 33);  // session 21: pb2, pb3 d64, pb3 d128 (ordered and atomic each); session 22: pb5, pb6, pb7; session 23: pb8, pds4 pb5 / pb7
+  EXPECT_EQ(atomic, 34);  // session 21: pb2, pb3 d64, pb3 d128 (ordered and atomic each); session 22: pb5, pb6, pb7; session 23: pb8, pds4 pb5 / pb7, pb9
   EXPECT_EQ(partials, 3);
-  EXPECT_EQ(ordered, 40);
+  EXPECT_EQ(ordered, 41);
   // hs: refused, with the reason, where the query heads per kv head are not a multiple of the split.
   ASSERT_EQ(hs_variants().size(), 2u);
   for (const auto* v : hs_variants()) {
@@ -864,7 +864,7 @@ TEST(AttentionWgmmaBwd, EightyTwoVariantsRunBothModesWithReasonsAndWorkspace) {
   // are refused, sp1 and its ew1 run). wq1 (the wq token after ew): on ew2
   // pds3 and ew1 sp1, the ew variant's workspace and shared memory.
   EXPECT_EQ(ew_variants(1).size(), 6u);
-  EXPECT_EQ(ew_variants(2).size(), 28u);  // with pb1 (ew2 pds3 d64 and pds2 d128, ordered spt1 and atomic; P^T tile kept: ew2's storage), pb2 (d64), pb3 (d64, d128), pb5 (d64), pb6 (d64, d128), pb7 (d64), pb8 (d128), pds4 pb5 / pb7 (d128)
+  EXPECT_EQ(ew_variants(2).size(), 30u);  // with pb1 (ew2 pds3 d64 and pds2 d128, ordered spt1 and atomic; P^T tile kept: ew2's storage), pb2 (d64), pb3 (d64, d128), pb5 (d64), pb6 (d64, d128), pb7 (d64), pb8 (d128), pds4 pb5 / pb7 (d128), pb9 (d64)
   for (const char* n : {"attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew1_spt1_d64",
                         "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_ew1_d64",
                         "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_spt1_d64",
@@ -894,7 +894,9 @@ TEST(AttentionWgmmaBwd, EightyTwoVariantsRunBothModesWithReasonsAndWorkspace) {
                         "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb7_spt1_d64",
                         "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_ew2_pb7_d64",
                         "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_ew2_pb8_spt1_d128",
-                        "attention.bf16.wgmma.atomic.br64_bc128_st2_tma1_pds2_ew2_pb8_d128"}) {
+                        "attention.bf16.wgmma.atomic.br64_bc128_st2_tma1_pds2_ew2_pb8_d128",
+                        "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb9_spt1_d64",
+                        "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_ew2_pb9_d64"}) {
     const auto* v = builtin_registry().find_attention(n);
     ASSERT_NE(v, nullptr) << n;
     EXPECT_EQ(v->desc.deterministic, v->desc.strategy == "ordered");
@@ -1131,7 +1133,7 @@ const Case kOrderedWindowCases[] = {
 TEST(AttentionWgmmaBwdGpu, SanitizerSizedWindowOrdered) {
   REQUIRE_SM90();
   const auto vs = ordered_unsplit_bwd_variants();
-  ASSERT_EQ(vs.size(), 37u);  // session 19: pb1 at d128; session 21: pb2, pb3 (d64), pb3 (d128); session 22: pb5, pb7 (d64), pb6 (d64, d128); session 23: pb8 (d128), pds4 pb5 / pb7
+  ASSERT_EQ(vs.size(), 38u);  // session 19: pb1 at d128; session 21: pb2, pb3 (d64), pb3 (d128); session 22: pb5, pb7 (d64), pb6 (d64, d128); session 23: pb8 (d128), pds4 pb5 / pb7, pb9 (d64)
   EXPECT_EQ(check_backward(vs, kOrderedWindowCases, std::size(kOrderedWindowCases), 4200, /*repeats=*/2),
             int(vs.size()));
 }
@@ -1150,7 +1152,7 @@ const Case kOrderedManyCases[] = {
 TEST(AttentionWgmmaBwdGpu, OrderedManyKeyBlocks) {
   REQUIRE_SM90();
   const auto vs = ordered_unsplit_bwd_variants();
-  ASSERT_EQ(vs.size(), 37u);  // session 19: pb1 at d128; session 21: pb2, pb3 (d64), pb3 (d128); session 22: pb5, pb7 (d64), pb6 (d64, d128); session 23: pb8 (d128), pds4 pb5 / pb7
+  ASSERT_EQ(vs.size(), 38u);  // session 19: pb1 at d128; session 21: pb2, pb3 (d64), pb3 (d128); session 22: pb5, pb7 (d64), pb6 (d64, d128); session 23: pb8 (d128), pds4 pb5 / pb7, pb9 (d64)
   const auto& cases = kOrderedManyCases;
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 5000), int(vs.size() * std::size(cases)));
 }
@@ -1177,7 +1179,7 @@ TEST(AttentionWgmmaBwd, GpuTestsCasesRunOnTheirVariants) {
   all_run(unsplit_bwd_variants(), kBwdSanitizerSoftcapWindowCases, std::size(kBwdSanitizerSoftcapWindowCases));
   all_run(ordered_unsplit_bwd_variants(), kOrderedWindowCases, std::size(kOrderedWindowCases));
   all_run(ordered_unsplit_bwd_variants(), kOrderedManyCases, std::size(kOrderedManyCases));
-  EXPECT_EQ(ordered_unsplit_bwd_variants().size(), 37u);
+  EXPECT_EQ(ordered_unsplit_bwd_variants().size(), 38u);
   EXPECT_EQ(unsplit_bwd_variants().size(), wgmma_bwd_variants().size() - hs_variants().size() - ws_variants().size());
 }
 
@@ -1704,7 +1706,7 @@ TEST(AttentionWgmmaBwdGpu, Spt1ChangesDqOrder) {
 TEST(AttentionWgmmaBwdGpu, EwMatchesFloat64Reference) {
   REQUIRE_SM90();
   const auto vs = ew_variants();
-  ASSERT_EQ(vs.size(), 34u);  // ew1, ew2, wq1, pb1 (d64, d128), pb2 (d64), pb3 (d64, d128), pb5 (d64), pb6 (d64, d128), pb7 (d64), pb8 (d128), pds4 pb5 / pb7 (d128)
+  ASSERT_EQ(vs.size(), 36u);  // ew1, ew2, wq1, pb1 (d64, d128), pb2 (d64), pb3 (d64, d128), pb5 (d64), pb6 (d64, d128), pb7 (d64), pb8 (d128), pds4 pb5 / pb7 (d128), pb9 (d64)
   check_schedule_cases(vs, 12000);
   const Case shift[] = {
       {1, 8, 2, 3000, 700, false, 0.0, "shift: Sq > Sk, 6 key blocks, GQA 4:1"},
@@ -1718,7 +1720,7 @@ TEST(AttentionWgmmaBwdGpu, EwMatchesFloat64Reference) {
 TEST(AttentionWgmmaBwdGpu, EwSanitizerSized) {
   REQUIRE_SM90();
   const auto vs = ew_variants();
-  ASSERT_EQ(vs.size(), 34u);  // ew1, ew2, wq1, pb1 (d64, d128), pb2 (d64), pb3 (d64, d128), pb5 (d64), pb6 (d64, d128), pb7 (d64), pb8 (d128), pds4 pb5 / pb7 (d128)
+  ASSERT_EQ(vs.size(), 36u);  // ew1, ew2, wq1, pb1 (d64, d128), pb2 (d64), pb3 (d64, d128), pb5 (d64), pb6 (d64, d128), pb7 (d64), pb8 (d128), pds4 pb5 / pb7 (d128), pb9 (d64)
   const auto& cases = kOrderSanitizerCases;
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 12200, /*repeats=*/2), int(vs.size() * std::size(cases)));
 }
@@ -1781,7 +1783,7 @@ TEST(AttentionWgmmaBwdGpu, PbNBitsAgainstPb1) {
 // float64 reference, 20 repeats and the sanitizer-sized case: the Ew lists.)
 std::string pb3_base_name(const std::string& n) {
   std::string b = n;
-  for (const char* t : {"_pb5", "_pb6", "_pb7", "_pb8"})
+  for (const char* t : {"_pb5", "_pb6", "_pb7", "_pb8", "_pb9"})
     if (const size_t at = b.find(t); at != std::string::npos) b.replace(at, 4, "_pb3");
   return b;
 }
@@ -1802,6 +1804,9 @@ TEST(AttentionWgmmaBwdGpu, Pb5BitsAgainstPb3) {
   const auto pb8 = pb_variants(8);  // pb8 (branch s22-pb6): pb3 at d128 with pb7's tile order
   ASSERT_EQ(pb8.size(), 2u);
   vs.insert(vs.end(), pb8.begin(), pb8.end());
+  const auto pb9 = pb_variants(9);  // pb9 (session 23): pb6 at d64 with pb7's tile order
+  ASSERT_EQ(pb9.size(), 2u);
+  vs.insert(vs.end(), pb9.begin(), pb9.end());
   EXPECT_EQ(check_bits_equal_base(vs, pb3_base_name, /*dq_equal=*/true, 12470, cases), int(vs.size() * cases.size()));
 }
 

@@ -588,8 +588,9 @@ void check_pbn() {
   using KB = BwdKv<Pb1>;
   static_assert(K_::kPb && KB::kPb && K_::kWgUniform && K_::kDqLate && !KB::kWgUniform && !KB::kDqLate);
   static_assert(K_::kPbFa == (Cfg::PB >= 3) && !KB::kPbFa && K_::kPds2 && K_::kPds3 == KB::kPds3 && K_::kTma);
-  static_assert(K_::kExpInLoop == (Cfg::PB >= 5 && Cfg::PB <= 7) && K_::kDvSplit == (Cfg::PB == 6) && !KB::kExpInLoop);
-  static_assert(K_::kDq4 == (Cfg::PB == 7 || Cfg::PB == 8) && !KB::kDq4);
+  static_assert(K_::kExpInLoop == ((Cfg::PB >= 5 && Cfg::PB <= 7) || Cfg::PB == 9) && !KB::kExpInLoop);
+  static_assert(K_::kDvSplit == (Cfg::PB == 6 || Cfg::PB == 9));
+  static_assert(K_::kDq4 == (Cfg::PB == 7 || Cfg::PB == 8 || Cfg::PB == 9) && !KB::kDq4);
   static_assert(sizeof(typename K_::SharedStorage) == sizeof(typename KB::SharedStorage));
   static_assert(int(Cfg::kSmemBytes) == int(Pb1::kSmemBytes));
   check_rs_a_is_c<Cfg>();
@@ -629,12 +630,12 @@ TEST(AttentionWgmmaPds, PbNIsPb1StorageWithWordFragments) {
 // (value i of thread t at 4 (i / 4) 256 + 4 t + i % 4: 128-bit stores,
 // consecutive threads' groups consecutive), inverted by dq_tile_thread /
 // dq_tile_value for the convert pass; the same values (dq_row, dq_col) and
-// storage as pb5. pb8 (d128): the same against pb3.
+// storage as pb5. pb8 (d128): the same against pb3; pb9 (d64) against pb6.
 template <class Cfg, class Pb5>
 void check_pb7() {
   using K_ = BwdKv<Cfg>;
   using K5 = BwdKv<Pb5>;
-  static_assert(K_::kDq4 && !K5::kDq4 && K_::kExpInLoop == K5::kExpInLoop && !K_::kDvSplit && K_::kDqWhole);
+  static_assert(K_::kDq4 && !K5::kDq4 && K_::kExpInLoop == K5::kExpInLoop && K_::kDvSplit == K5::kDvSplit && K_::kDqWhole);
   static_assert(K_::kPbFa && K5::kPbFa && K_::D == K5::D && K_::BR == K5::BR);
   static_assert(sizeof(typename K_::SharedStorage) == sizeof(typename K5::SharedStorage));
   static_assert(K_::kDqPerThread == K5::kDqPerThread && K_::kDqWriters == 256);
@@ -663,6 +664,8 @@ TEST(AttentionWgmmaPds, Pb7DqTileInGroupsOfFour) {
   check_pb7<KvD64Br128St2ATS3E2B7, KvD64Br128St2ATS3E2B5>();
   check_pb7<KvD128Br64St2OTS2E2B8, KvD128Br64St2OTS2E2B3>();  // pb8: d128, against pb3
   check_pb7<KvD128Br64St2ATS2E2B8, KvD128Br64St2ATS2E2B3>();
+  check_pb7<KvD64Br128St2OTS3E2B9, KvD64Br128St2OTS3E2B6>();  // pb9: d64, against pb6
+  check_pb7<KvD64Br128St2ATS3E2B9, KvD64Br128St2ATS3E2B6>();
   check_pb7<KvD128Br80St2OTS4E2B7, KvD128Br80St2OTS4E2B5>();  // pds4 (branch s23-br80)
   check_pb7<KvD128Br80St2ATS4E2B7, KvD128Br80St2ATS4E2B5>();
 }

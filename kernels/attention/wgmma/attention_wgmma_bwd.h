@@ -276,16 +276,17 @@ struct BwdKvPbConfig : Base_ {
 // rounded into dV's A fragment there and dV's first half issued from it.
 // pb7 (branch s22-pb6, d64): pb5 with the dQ part handed over by 128-bit
 // stores (the tile and the accumulator in groups of 4 values a thread). pb8
-// (branch s22-pb6, d128): pb3 with pb7's hand-off.
+// (branch s22-pb6, d128): pb3 with pb7's hand-off. pb9 (session 23, d64): pb6
+// with pb7's hand-off.
 template <class Base_, int PB_>
 struct BwdKvPbNConfig : Base_ {
   static constexpr int PB = PB_;
-  static_assert((PB_ == 2 || PB_ == 3 || (PB_ >= 5 && PB_ <= 7) || PB_ == 8) && Base_::EW == 2 &&
+  static_assert((PB_ == 2 || PB_ == 3 || (PB_ >= 5 && PB_ <= 9)) && Base_::EW == 2 &&
                     ((Base_::PDS == 3 && Base_::D == 64 && PB_ != 8) ||
                      ((PB_ == 3 || PB_ == 6 || PB_ == 8) && Base_::PDS == 2 && Base_::D == 128) ||
                      ((PB_ == 5 || PB_ == 7) && Base_::PDS == 4)) &&
                     Base_::WQ == 0 && Base_::SP == 0 && Base_::RS == 0 && Base_::DQ_TMA,
-                "pb2 / pb3 / pb5-7: on ew2 pds3 (d64); pb3, pb6, pb8 on ew2 pds2 (d128); pb5, pb7 on ew2 pds4");
+                "pb2 / pb3 / pb5-7, pb9: on ew2 pds3 (d64); pb3, pb6, pb8 on ew2 pds2 (d128); pb5, pb7 on ew2 pds4");
 };
 
 // pds2: LSE (log2 units, +inf where P must be 0) and D, padded to whole query
@@ -432,6 +433,8 @@ using KvD64Br128St2ATS3E2B7 = BwdKvPbNConfig<KvD64Br128St2ATS3E2, 7>;  // pb7 (b
 using KvD64Br128St2OTS3E2B7 = BwdKvPbNConfig<KvD64Br128St2OTS3E2, 7>;
 using KvD128Br64St2ATS2E2B8 = BwdKvPbNConfig<KvD128Br64St2ATS2E2, 8>;  // pb8 (branch s22-pb6)
 using KvD128Br64St2OTS2E2B8 = BwdKvPbNConfig<KvD128Br64St2OTS2E2, 8>;
+using KvD64Br128St2ATS3E2B9 = BwdKvPbNConfig<KvD64Br128St2ATS3E2, 9>;  // pb9 (session 23)
+using KvD64Br128St2OTS3E2B9 = BwdKvPbNConfig<KvD64Br128St2OTS3E2, 9>;
 // pds4 (session 23): 80 queries per step at d = 128, the dQ product transposed;
 // pb5 (pb3 spilled 124 bytes there: its exp before the dP^T wait, with every
 // LSE pair of the block loaded at once), pb7.
@@ -553,6 +556,8 @@ DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2ATS3E2B7)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2OTS3E2B7)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2ATS2E2B8)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2E2B8)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2ATS3E2B9)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2OTS3E2B9)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br80St2ATS4E2B5)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br80St2OTS4E2B5)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br80St2ATS4E2B7)

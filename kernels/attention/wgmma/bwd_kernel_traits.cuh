@@ -94,14 +94,15 @@ struct BwdKv {
   // loop after the dP^T wait. pb6 (branch s22-pb6): the first half of the
   // queries' exp (kExpFirst 8-query chunks) before the wait, rounded into dV's
   // A fragment and dV's first half issued from it there (kDvSplit).
-  static constexpr bool kExpInLoop = Cfg::PB >= 5 && Cfg::PB <= 7;
-  static constexpr bool kDvSplit = Cfg::PB == 6;
+  // pb9 (session 23, d64): pb6 with pb7's hand-off.
+  static constexpr bool kExpInLoop = (Cfg::PB >= 5 && Cfg::PB <= 7) || Cfg::PB == 9;
+  static constexpr bool kDvSplit = Cfg::PB == 6 || Cfg::PB == 9;
   static constexpr int kExpFirst = kDvSplit ? BR / 16 : 0;
   // pb7 (branch s22-pb6): pb5 with the dQ part handed over by 128-bit stores
   // (FlashAttention-4's hand-off: 8 STS.128 a thread instead of 16 STS.64),
   // the tile (and the tile-blocked accumulator) in groups of 4 values a thread.
   // pb8 (branch s22-pb6, d128): pb3 with pb7's hand-off (also 8 STS.128 a thread instead of 16 STS.64).
-  static constexpr bool kDq4 = Cfg::PB == 7 || Cfg::PB == 8;
+  static constexpr bool kDq4 = Cfg::PB == 7 || Cfg::PB == 8 || Cfg::PB == 9;
   static_assert(!kWgUniform || (kPds2 && kPb && kTma && (kPds3 || kPbFa)),
                 "pb2 / pb3: ew2 pds3 with TMA dQ; pb3 also ew2 pds2 (d = 128)");
   static constexpr int kDsBufs = kPds2 && !kDc ? 2 : 1;
@@ -175,8 +176,8 @@ struct BwdKv {
   // wq1: warpgroup t / 128's values in half t / 128 of the tile (BR D / 2
   // floats each), in the same order over its 128 threads.
   static_assert(!kWq || (kDqWhole && kDqBufs == 1 && kDqWriters == 256), "wq1: one tile, both warpgroups write");
-  static_assert(!kDq4 || (kDqWhole && !kWq && !kDc && kDqPerThread % 4 == 0), "pb7, pb8: the whole-tile hand-off, groups of 4");
-  // pb7, pb8 (kDq4): groups of 4 values, consecutive threads' groups consecutive.
+  static_assert(!kDq4 || (kDqWhole && !kWq && !kDc && kDqPerThread % 4 == 0), "pb7, pb8, pb9: the whole-tile hand-off, groups of 4");
+  // pb7, pb8, pb9 (kDq4): groups of 4 values, consecutive threads' groups consecutive.
   static constexpr int kDqGroup = kDq4 ? 4 : 2;
   __host__ __device__ static constexpr int dq_tile_offset(int t, int i) {
     if constexpr (kWq) return (t / 128) * (BR * D / 2) + (i / 2) * 2 * 128 + 2 * (t % 128) + i % 2;

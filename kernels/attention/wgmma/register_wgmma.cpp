@@ -247,13 +247,13 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
                    (Kv::PB == 1 || Kv::PB == 2 ? "; P^T as dV's wgmma A fragment in registers right after the exp (dV by wgmma "
                                   "RS, no P^T tile), dS^T from the bf16 P^T (dK by wgmma RS, dQ SS)"
                                 : "") +
-                   (Kv::PB == 7 || Kv::PB == 8 ? "; the dQ part handed over by 128-bit stores (tile and accumulator in groups of 4 "
+                   (Kv::PB == 7 || Kv::PB == 8 || Kv::PB == 9 ? "; the dQ part handed over by 128-bit stores (tile and accumulator in groups of 4 "
                                   "values a thread)"
                                 : "") +
                    (Kv::PB == 5 || Kv::PB == 7 ? "; the exp in the dS^T loop, after the dP^T wait, next to each chunk's dS^T "
                                   "arithmetic (the mask as -inf before it)"
                                 : "") +
-                   (Kv::PB == 6 ? "; the exp of the first half of the queries before the dP^T wait and dV's first "
+                   (Kv::PB == 6 || Kv::PB == 9 ? "; the exp of the first half of the queries before the dP^T wait and dV's first "
                                   "half issued from it, the second half's in the dS^T loop (the mask as -inf before the exp)"
                                 : "") +
                    (Kv::PB == 3 || Kv::PB >= 5 ? "; FlashAttention-4's step: dS^T from the fp32 P^T, P^T and dS^T as the wgmma A "
@@ -554,6 +554,9 @@ void register_attention_wgmma(Registry& r) {
   // pb8 (branch s22-pb6, not yet run on a GPU): pb3 at d128 with pb7's 128-bit dQ hand-off.
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2E2B8, void, true>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2ATS2E2B8, void>(r);
+  // pb9 (session 23, not yet run on a GPU): pb6 at d64 with pb7's 128-bit dQ hand-off.
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2OTS3E2B9, void, true>(r);
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2ATS3E2B9, void>(r);
   // pds4 (branch s23-br80, not yet run on a GPU): 80 queries per step at d128 (FlashAttention's
   // non-causal hdim-128 tile), the dQ product transposed; pb5 and pb7.
   add_bwd<FwdD128Bc128St2Ov, KvD128Br80St2OTS4E2B5, void, true>(r);
