@@ -12,9 +12,11 @@
 // three-warpgroup (BR = 192) configurations.
 #include <gtest/gtest.h>
 
+#include <type_traits>
 #include <vector>
 
 #include "kernels/attention/wgmma/attention_wgmma.cuh"
+#include "kernels/attention/wgmma/bwd_kernel_traits.cuh"
 
 namespace {
 
@@ -174,6 +176,45 @@ TEST(AttentionWgmmaFwdLayout, OtherStorageUnchanged) {
             sizeof(Fwd<FwdD128Bc128St2OvPs>::SharedStorage) + 128 * 128 * 2);
   // 32 KB Q + 2 x 2 x 32 KB K/V + barriers, rounded to the 1024-byte alignment.
   EXPECT_EQ(sizeof(Fwd<FwdD128Bc128St2OvPs>::SharedStorage), size_t(161 * 1024));
+}
+
+// The build's CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED (kernels/attention/wgmma/
+// CMakeLists.txt, session 23): a tile N of 80, 160 or 176 is now one wgmma
+// (64x80x16, 64x160x16, 64x176x16) where it was 64x16 or 64x32 pieces. The
+// kernels' hand-written fragment arithmetic (the mask's and the softmax's
+// column of value v, the dS^T / P^T stores, dq_row / dq_col) assumes an
+// order of the values: both atoms give every value of every thread the same
+// (row, column), so nothing but the instruction issue changes. Also that the
+// forward's S product and the kv kernels' S^T / dP^T (pds4) take the full-N
+// atom.
+template <int N, class Piece, class Whole>
+void expect_same_c_fragment() {
+  using namespace cute;
+  auto piece = make_tiled_mma(Piece{}, Layout<Shape<_2, _1, _1>>{});
+  auto whole = make_tiled_mma(Whole{}, Layout<Shape<_2, _1, _1>>{});
+  const auto id = make_identity_tensor(Shape<_128, Int<N>>{});
+  int bad = 0;
+  for (int t = 0; t < 256; ++t) {
+    const auto a = piece.get_thread_slice(t).partition_C(id);
+    const auto b = whole.get_thread_slice(t).partition_C(id);
+    ASSERT_EQ(int(size(a)), int(size(b)));
+    for (int i = 0; i < int(size(a)); ++i) bad += get<0>(a(i)) != get<0>(b(i)) || get<1>(a(i)) != get<1>(b(i));
+  }
+  EXPECT_EQ(bad, 0) << "N = " << N;
+}
+
+TEST(AttentionWgmmaFwdLayout, ExtendedWgmmaAtomsKeepTheFragmentOrder) {
+  using namespace cute::SM90::GMMA;
+  using K = cute::GMMA::Major;
+  expect_same_c_fragment<176, MMA_64x16x16_F32BF16BF16_SS<K::K, K::K>, MMA_64x176x16_F32BF16BF16_SS<K::K, K::K>>();
+  expect_same_c_fragment<160, MMA_64x32x16_F32BF16BF16_SS<K::K, K::K>, MMA_64x160x16_F32BF16BF16_SS<K::K, K::K>>();
+  expect_same_c_fragment<80, MMA_64x16x16_F32BF16BF16_SS<K::K, K::K>, MMA_64x80x16_F32BF16BF16_SS<K::K, K::K>>();
+  static_assert(std::is_same_v<typename Fwd<FwdD128Bc176St2OvPsRd>::MmaQK::Atom::MMA_Op,
+                               MMA_64x176x16_F32BF16BF16_SS<K::K, K::K>>);
+  static_assert(std::is_same_v<typename Fwd<FwdD128Bc160St2OvPsRdOt>::MmaQK::Atom::MMA_Op,
+                               MMA_64x160x16_F32BF16BF16_SS<K::K, K::K>>);
+  static_assert(std::is_same_v<typename BwdKv<KvD128Br80St2OTS4E2B5>::MmaSdP::Atom::MMA_Op,
+                               MMA_64x80x16_F32BF16BF16_SS<K::K, K::K>>);
 }
 
 }  // namespace
