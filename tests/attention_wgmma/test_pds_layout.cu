@@ -452,6 +452,31 @@ TEST(AttentionWgmmaPds, SharedStorageFitsAndAligns) {
 
 }  // namespace
 
+// A dQ tile order against a base's: every value i of consumer thread t of K_
+// at the same (dq_row, dq_col) as in KB, at offset want(t, i) of the tile,
+// inverted by dq_tile_thread / dq_tile_value (the convert kernel); the
+// offsets a permutation of the BR x D tile.
+template <class K_, class KB, class Want>
+void expect_dq_tile_order(Want want) {
+  constexpr int BR = K_::BR, D = K_::D;
+  static_assert(K_::kDqWriters == 256 && K_::kDqPerThread == KB::kDqPerThread);
+  std::vector<int> seen(BR * D, 0);
+  for (int t = 0; t < 256; ++t)
+    for (int i = 0; i < K_::kDqPerThread; ++i) {
+      EXPECT_EQ(K_::dq_row(t, i), KB::dq_row(t, i));
+      EXPECT_EQ(K_::dq_col(t, i), KB::dq_col(t, i));
+      const int off = K_::dq_tile_offset(t, i);
+      ASSERT_TRUE(off >= 0 && off < BR * D) << off;
+      EXPECT_EQ(off, want(t, i)) << "thread " << t << " value " << i;
+      EXPECT_EQ(K_::dq_tile_thread(off), t);
+      EXPECT_EQ(K_::dq_tile_value(off), i);
+      ++seen[off];
+    }
+  int once = 0;
+  for (int x : seen) once += x == 1;
+  EXPECT_EQ(once, BR * D) << "dq_tile_offset is not a permutation of the tile";
+}
+
 // wq1 (issue 16, session 14): the one dQ tile in two contiguous halves,
 // warpgroup w's values in half w (pds3: its 64 query rows; sp1 d128: its 64
 // columns), each half in the base's order over its 128 threads; the offsets
@@ -471,22 +496,9 @@ void check_wq_tile() {
                 K_::kBarEmpty + 1 == barrier_id(BwdBarrier::kDqWgEmpty1) && K_::kBarEmpty + 1 < 16);
   static_assert(sizeof(typename K_::SharedStorage) == sizeof(typename KB::SharedStorage));
   constexpr int BR = K_::BR, D = K_::D, HALF = BR * D / 2;
-  std::vector<int> seen(BR * D, 0);
-  for (int t = 0; t < 256; ++t)
-    for (int i = 0; i < K_::kDqPerThread; ++i) {
-      EXPECT_EQ(K_::dq_row(t, i), KB::dq_row(t, i));
-      EXPECT_EQ(K_::dq_col(t, i), KB::dq_col(t, i));
-      const int off = K_::dq_tile_offset(t, i);
-      ASSERT_TRUE(off >= 0 && off < BR * D) << off;
-      EXPECT_EQ(off / HALF, t / 128) << "thread " << t << " value " << i;
-      EXPECT_EQ(off % HALF, (i / 2) * 2 * 128 + 2 * (t % 128) + i % 2);  // consecutive threads, consecutive float2
-      EXPECT_EQ(K_::dq_tile_thread(off), t);
-      EXPECT_EQ(K_::dq_tile_value(off), i);
-      ++seen[off];
-    }
-  int once = 0;
-  for (int x : seen) once += x == 1;
-  EXPECT_EQ(once, BR * D) << "dq_tile_offset is not a permutation of the tile";
+  // Half t / 128, in it consecutive threads' consecutive float2.
+  expect_dq_tile_order<K_, KB>(
+      [](int t, int i) { return (t / 128) * HALF + (i / 2) * 2 * 128 + 2 * (t % 128) + i % 2; });
   // The base's inverse, as the convert kernel had it.
   for (int off = 0; off < BR * D; ++off)
     EXPECT_EQ(KB::dq_tile_offset(KB::dq_tile_thread(off), KB::dq_tile_value(off)), off);
@@ -638,24 +650,8 @@ void check_pb7() {
   static_assert(K_::kDq4 && !K5::kDq4 && K_::kExpInLoop == K5::kExpInLoop && K_::kDvSplit == K5::kDvSplit && K_::kDqWhole);
   static_assert(K_::kPbFa && K5::kPbFa && K_::D == K5::D && K_::BR == K5::BR);
   static_assert(sizeof(typename K_::SharedStorage) == sizeof(typename K5::SharedStorage));
-  static_assert(K_::kDqPerThread == K5::kDqPerThread && K_::kDqWriters == 256);
-  constexpr int BR = K_::BR, D = K_::D;
-  std::vector<int> seen(BR * D, 0);
-  for (int t = 0; t < K_::kDqWriters; ++t)
-    for (int i = 0; i < K_::kDqPerThread; ++i) {
-      EXPECT_EQ(K_::dq_row(t, i), K5::dq_row(t, i));
-      EXPECT_EQ(K_::dq_col(t, i), K5::dq_col(t, i));
-      const int off = K_::dq_tile_offset(t, i);
-      ASSERT_TRUE(off >= 0 && off < BR * D) << off;
-      EXPECT_EQ(off, (i / 4) * 4 * 256 + 4 * t + i % 4);
-      if (i % 4 == 0) EXPECT_EQ(off % 4, 0);  // a 16-byte group
-      EXPECT_EQ(K_::dq_tile_thread(off), t);
-      EXPECT_EQ(K_::dq_tile_value(off), i);
-      ++seen[off];
-    }
-  int once = 0;
-  for (int x : seen) once += x == 1;
-  EXPECT_EQ(once, BR * D) << "dq_tile_offset is not a permutation of the tile";
+  // Groups of 4 (16 bytes, 16-byte aligned: i % 4 == 0 at a multiple of 4).
+  expect_dq_tile_order<K_, K5>([](int t, int i) { return (i / 4) * 4 * 256 + 4 * t + i % 4; });
   check_convert_pairs<Cfg>();
 }
 
