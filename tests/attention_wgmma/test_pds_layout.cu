@@ -373,19 +373,13 @@ TEST(AttentionWgmmaPds, Rs1AFragmentIsCFragment) {
   check_rs_a_is_c<KvD128Br64St2ATS2R>();
 }
 
-// rs1's storage: the base's (pds3 at d64, pds2 at d128) without the P^T
-// tile, with LSE / D stages of the Q / dO depth (d64: two again): d64 K, V
-// 32 KB + Q / dO 64 KB + dS^T 2 x 32 KB + one dQ tile 32 KB = 192 KB; d128
-// K, V 64 KB + Q / dO 64 KB + dS^T 2 x 16 KB + one dQ tile 32 KB = 192 KB.
-template <class Cfg, class Base>
-void check_rs1_storage(size_t bytes) {
-  using K_ = BwdKv<Cfg>;
+// A SharedStorage of two dS^T tiles and no P^T tile (rs1, pds4): the tiles
+// 1024-byte aligned one after the other, one fp32 dQ tile, LSE / D stages of
+// the Q / dO depth, each 16-byte aligned (the producer's bulk copies).
+template <class K_>
+void expect_two_ds_tiles_one_dq_tile() {
   using S = typename K_::SharedStorage;
   constexpr int BR = K_::BR, BC = K_::BC, D = K_::D, ST = K_::ST;
-  static_assert(K_::kRs && K_::kPds2 && !K_::kLOne && !K_::kSp && !K_::kDc);
-  static_assert(K_::kLStages == ST && K_::kDsBufs == 2 && K_::kDqBufs == 1);
-  EXPECT_EQ(int(Cfg::kSmemBytes), 192 * 1024);
-  EXPECT_EQ(int(Cfg::kSmemBytes), int(Base::kSmemBytes) - 2 * BC * BR);
   alignas(1024) static unsigned char raw[sizeof(S)];
   S& s = *reinterpret_cast<S*>(raw);
   const auto at = [](const void* p) { return size_t(static_cast<const char*>(p) - reinterpret_cast<const char*>(raw)); };
@@ -399,6 +393,22 @@ void check_rs1_storage(size_t bytes) {
     EXPECT_EQ(at(&s.lse2[0][i][0]) % 16, 0u);
     EXPECT_EQ(at(&s.dvec[0][i][0]) % 16, 0u);
   }
+}
+
+// rs1's storage: the base's (pds3 at d64, pds2 at d128) without the P^T
+// tile, with LSE / D stages of the Q / dO depth (d64: two again): d64 K, V
+// 32 KB + Q / dO 64 KB + dS^T 2 x 32 KB + one dQ tile 32 KB = 192 KB; d128
+// K, V 64 KB + Q / dO 64 KB + dS^T 2 x 16 KB + one dQ tile 32 KB = 192 KB.
+template <class Cfg, class Base>
+void check_rs1_storage(size_t bytes) {
+  using K_ = BwdKv<Cfg>;
+  using S = typename K_::SharedStorage;
+  constexpr int BR = K_::BR, BC = K_::BC, ST = K_::ST;
+  static_assert(K_::kRs && K_::kPds2 && !K_::kLOne && !K_::kSp && !K_::kDc);
+  static_assert(K_::kLStages == ST && K_::kDsBufs == 2 && K_::kDqBufs == 1);
+  EXPECT_EQ(int(Cfg::kSmemBytes), 192 * 1024);
+  EXPECT_EQ(int(Cfg::kSmemBytes), int(Base::kSmemBytes) - 2 * BC * BR);
+  expect_two_ds_tiles_one_dq_tile<K_>();
   EXPECT_EQ(sizeof(S), bytes);
   EXPECT_LE(sizeof(S) + 16384, sizeof(typename BwdKv<Base>::SharedStorage)) << "at least the P^T tile below the base";
 }
@@ -728,18 +738,7 @@ void check_pds4() {
   EXPECT_EQ(int(Cfg::kSmemBytes), 224 * 1024);
   EXPECT_LE(sizeof(S) + 1024, size_t(227 * 1024));
   EXPECT_GT(sizeof(S) + 2048, size_t(227 * 1024)) << "a block with 1 KB less cannot hold it (can_run refuses)";
-  alignas(1024) static unsigned char raw[sizeof(S)];
-  S& s = *reinterpret_cast<S*>(raw);
-  const auto at = [](const void* p) { return size_t(static_cast<const char*>(p) - reinterpret_cast<const char*>(raw)); };
-  EXPECT_EQ(at(s.dst(0)) % 1024, 0u);
-  EXPECT_EQ(at(s.dst(1)) - at(s.dst(0)), size_t(BC * BR * 2));
-  EXPECT_EQ(sizeof(s.ds), size_t(2 * BC * BR * 2)) << "two dS^T tiles, no P^T";
-  EXPECT_EQ(sizeof(s.dqs), size_t(BR * D * sizeof(float)));
-  EXPECT_EQ(sizeof(s.lse2), size_t(K_::ST) * BR * sizeof(float));
-  for (int i = 0; i < K_::ST; ++i) {
-    EXPECT_EQ(at(&s.lse2[0][i][0]) % 16, 0u);
-    EXPECT_EQ(at(&s.dvec[0][i][0]) % 16, 0u);
-  }
+  expect_two_ds_tiles_one_dq_tile<K_>();
 }
 
 TEST(AttentionWgmmaPds, Pds4EightyQueriesTransposedDq) {
