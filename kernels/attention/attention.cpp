@@ -143,8 +143,16 @@ const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMo
       // registers, dQ scaled by the convert pass) against pb1, same bench, both orders: 4,32,32,4096
       // 7.202 / 7.252 against 7.440 / 7.437, causal 4.070 / 4.065 against 4.149 / 4.153, 4,32,8,4096
       // 7.148 / 7.143 against 7.250 / 7.251, 1,16,16,8192 causal 1.973 / 1.971 against 2.014 / 2.018.
-      if (p.d == 128 && p.softcap <= 0)
+      // Session 24: pds4 (80 queries a step, FlashAttention-3/4's non-causal d128 tile, dQ as
+      // dQ^T = K^T dS^T; pb5's step) against pb3, same bench, both orders (experiments/device/s23.sh,
+      // build of 433f945): 4,32,32,4096 7.150 / 7.100 against 7.271 / 7.289, causal 4.097 / 4.041
+      // against 4.105 / 4.100, 4,32,8,4096 6.945 / 6.951 against 7.204 / 7.247 (pb7, its 128-bit
+      // hand-off, 6.963 / 6.963), 1,16,16,8192 causal 1.939 / 1.932 against 1.985 / 1.987. So pds4
+      // pb5 at d128 (it needs 226 KB of shared memory: pb3 where less is available).
+      if (p.d == 128 && p.softcap <= 0) {
+        preferred.push_back("attention.bf16.wgmma.ordered.br80_bc128_st2_tma1_pds4_ew2_pb5_spt1_d128");
         preferred.push_back("attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_ew2_pb3_spt1_d128");
+      }
       preferred.push_back(p.d == 128 ? "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_spt1_d128"
                                      : "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_spt1_d64");
       // pds3 takes the whole 227 KB of an H100/H200 block; where less is

@@ -332,9 +332,10 @@ TEST(AttentionHeuristic, PicksADeterministicVariantOfTheHeadDimOrExplains) {
 TEST(AttentionHeuristic, PrefersTheMeasuredHopperVariantWhereItRuns) {
   // bf16 on an H200, where the build has the wgmma engine: forward the
   // persistent forward with rd1/ot1 (d64 non-causal: br192 rd1); backward
-  // without GQA the ordered pds2 ew2 pb1 spt1 variant at d128 (sp1 ew1 spt1 with softcap), pds3
+  // without GQA the ordered pds4 ew2 pb5 spt1 variant at d128 (80 queries a step; pds2 pb3 where a
+  // block has less shared memory; sp1 ew1 spt1 with softcap), pds3
   // ew2 pb5 spt1 at d64 (ew2 with softcap; pds2 spt1 where a block has less shared memory), with
-  // GQA the owning one at d64 (pb1 at d128, sp1 ew1 spt1 hs2 where causal); fp32 and a
+  // GQA the owning one at d64 (pds4 pb5 at d128, sp1 ew1 spt1 hs2 where causal); fp32 and a
   // pre-Hopper device: the exact fma owning 64x64 variant.
   const DeviceInfo dev = h200();
   for (int d : {64, 128})
@@ -345,7 +346,8 @@ TEST(AttentionHeuristic, PrefersTheMeasuredHopperVariantWhereItRuns) {
         bf.Hkv = hkv;
         const std::string owning = d == 128 ? "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst2_d128"
                                             : "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst3_d64";
-        const std::string ordered = d == 128 ? "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_ew2_pb3_spt1_d128"
+        const std::string pb3 = "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_ew2_pb3_spt1_d128";
+        const std::string ordered = d == 128 ? "attention.bf16.wgmma.ordered.br80_bc128_st2_tma1_pds4_ew2_pb5_spt1_d128"
                                              : "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb5_spt1_d64";
         // GQA: spt1 at d128 (session 12), causal with hs2 (session 18: a kv head's query heads over 2 CTAs)
         const std::string hs2 = "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_spt1_hs2_d128";
@@ -379,6 +381,9 @@ TEST(AttentionHeuristic, PrefersTheMeasuredHopperVariantWhereItRuns) {
         if (built && d == 64 && hkv == 32)
           EXPECT_EQ(attention::heuristic_variant(bf, AttentionMode::backward, less).desc.name,
                     "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_spt1_d64");
+        // pds4 (226 KB) is refused there too; pb3 (64 queries a step) runs.
+        if (built && d == 128 && !(hkv == 8 && causal))
+          EXPECT_EQ(attention::heuristic_variant(bf, AttentionMode::backward, less).desc.name, pb3);
       }
 }
 
