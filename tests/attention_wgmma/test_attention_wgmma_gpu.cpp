@@ -193,17 +193,17 @@ constexpr int kDqBitsDiffer = 2;
                    << dev_.name << " (cc " << dev_.cc_string() << ")";                        \
   } while (0)
 
-TEST(AttentionWgmma, TwentyNineVariantsRegisteredWithCanonicalNames) {
+TEST(AttentionWgmma, ThirtyThreeVariantsRegisteredWithCanonicalNames) {
   const auto vs = wgmma_variants();
-  ASSERT_EQ(vs.size(), 29u);  // session 23: bc176 ov1 ps1 rd1 (d128)
+  ASSERT_EQ(vs.size(), 33u);  // session 23: bc176 ov1 ps1 rd1 (d128); session 24: four ov2
   int d64 = 0, d128 = 0;
   for (const auto* v : vs) {
     EXPECT_EQ(v->desc.name, VariantDesc::canonical_name(Family::attention, DType::bf16, "wgmma", "fwd", v->desc.params));
     EXPECT_TRUE(v->desc.deterministic);
     (param(*v, "d") == 64 ? d64 : d128) += 1;
   }
-  EXPECT_EQ(d64, 12);
-  EXPECT_EQ(d128, 17);
+  EXPECT_EQ(d64, 14);
+  EXPECT_EQ(d128, 19);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.fwd.br128_bc128_st2_ov0_pp0_d128"), nullptr);
   // The persistent ones (ps1); the older names carry no ps token.
   for (const char* n : {"attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp0_ps1_d128",
@@ -228,7 +228,12 @@ TEST(AttentionWgmma, TwentyNineVariantsRegisteredWithCanonicalNames) {
                         "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_rd1_ot1_d64",
                         "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_rd1_ot1_d64",
                         "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp1_rd1_ot1_d128",
-                        "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp1_rd1_ot1_d64"})
+                        "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp1_rd1_ot1_d64",
+                        // session 24: ov2, the overlapped loop rotated
+                        "attention.bf16.wgmma.fwd.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128",
+                        "attention.bf16.wgmma.fwd.br128_bc128_st2_ov2_pp1_rd1_ot1_d128",
+                        "attention.bf16.wgmma.fwd.br128_bc128_st3_ov2_pp0_rd1_ot1_d64",
+                        "attention.bf16.wgmma.fwd.br128_bc128_st3_ov2_pp0_ps1_rd1_ot1_d64"})
     EXPECT_NE(builtin_registry().find_attention(n), nullptr) << n;
   int ps = 0, rd = 0, ot = 0, br192 = 0;
   for (const auto* v : vs) {
@@ -244,9 +249,9 @@ TEST(AttentionWgmma, TwentyNineVariantsRegisteredWithCanonicalNames) {
       EXPECT_NE(v->desc.summary.find("2 consumer warpgroups"), std::string::npos) << v->desc.summary;
     }
   }
-  EXPECT_EQ(ps, 15);  // session 23: bc176 ov1 ps1 rd1
-  EXPECT_EQ(rd, 13);
-  EXPECT_EQ(ot, 10);
+  EXPECT_EQ(ps, 17);  // session 23: bc176 ov1 ps1 rd1; session 24: ov2 ps1 at d64 and d128
+  EXPECT_EQ(rd, 17);
+  EXPECT_EQ(ot, 14);
   EXPECT_EQ(br192, 4);
 }
 
@@ -390,7 +395,7 @@ TEST(AttentionWgmmaGpu, MatchesFloat64ReferenceAndIsDeterministic) {
       }
     }
   }
-  EXPECT_EQ(checked, 29 * int(std::size(kCases)));  // the 29 forward variants (the CPU count test lists them)
+  EXPECT_EQ(checked, 33 * int(std::size(kCases)));  // the 33 forward variants (the CPU count test lists them)
 }
 
 // MatchesFloat64ReferenceAndIsDeterministic's cases accepted by every forward variant (can_run on
@@ -435,6 +440,9 @@ const PsEntry kPs[] = {
     {"d64 br192 bc128 st3 ov1 ps1 rd1", 64, &attention::wg::launch_fwd_ctas<attention::wg::FwdD64Br192Bc128St3OvPsRd>},
     {"d64 br192 bc128 st3 ov1 ps1 rd1 ot1", 64,
      &attention::wg::launch_fwd_ctas<attention::wg::FwdD64Br192Bc128St3OvPsRdOt>},
+    // session 24: ov2, the overlapped loop rotated
+    {"d128 bc128 st2 ov2 ps1 rd1 ot1", 128, &attention::wg::launch_fwd_ctas<attention::wg::FwdD128Bc128St2Ov2PsRdOt>},
+    {"d64 bc128 st3 ov2 ps1 rd1 ot1", 64, &attention::wg::launch_fwd_ctas<attention::wg::FwdD64Bc128St3Ov2PsRdOt>},
 };
 
 // One problem through every persistent configuration of its head dim, with
@@ -593,8 +601,9 @@ TEST(AttentionWgmmaGpu, TmaOSanitizerSized) {
       }
     }
   }
-  // 2 cases x (d128: rd1 ot1, pp1 rd1 ot1; d64: br128 rd1 ot1, br192 rd1 ot1 and pp1 rd1 ot1).
-  EXPECT_EQ(ran, 10);
+  // 2 cases x (d128: rd1 ot1, pp1 rd1 ot1, ov2 pp1 rd1 ot1; d64: br128 rd1 ot1, br192 rd1 ot1 and pp1
+  // rd1 ot1, ov2 br128 rd1 ot1).
+  EXPECT_EQ(ran, 14);
 }
 
 // The TMA store of the last query block of a head covers BR rows, past Sq:
@@ -644,6 +653,60 @@ TEST(AttentionWgmmaGpu, TmaOStoresNoRowPastSq) {
 TEST(AttentionWgmmaGpu, ThreeWarpgroupsSanitizerSized) {
   REQUIRE_SM90();
   for (const Case& c : kSanitizerCases) check_persistent(c, 64, {2, 0}, {1}, 1, 9400, "br192");
+}
+
+// ------------------------------------- session 24: ov2 (the overlapped loop rotated)
+
+// ov2 runs ov1's operations in another order of waits only: O and LSE bitwise
+// its ov1 twin's on every case of the float64 test (softcap, window, causal,
+// GQA, rows without keys), both head dims, persistent or not.
+TEST(AttentionWgmmaGpu, Ov2BitsEqualOv1) {
+  REQUIRE_SM90();
+  const std::pair<const char*, const char*> kTwins[] = {
+      {"attention.bf16.wgmma.fwd.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128",
+       "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp0_ps1_rd1_ot1_d128"},
+      {"attention.bf16.wgmma.fwd.br128_bc128_st2_ov2_pp1_rd1_ot1_d128",
+       "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp1_rd1_ot1_d128"},
+      {"attention.bf16.wgmma.fwd.br128_bc128_st3_ov2_pp0_rd1_ot1_d64",
+       "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_rd1_ot1_d64"},
+      {"attention.bf16.wgmma.fwd.br128_bc128_st3_ov2_pp0_ps1_rd1_ot1_d64",
+       "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_rd1_ot1_d64"}};
+  int compared = 0;
+  for (const auto& [ov2, ov1] : kTwins) {
+    const AttentionVariant* a2 = builtin_registry().find_attention(ov2);
+    const AttentionVariant* a1 = builtin_registry().find_attention(ov1);
+    ASSERT_NE(a2, nullptr) << ov2;
+    ASSERT_NE(a1, nullptr) << ov1;
+    const int64_t d = param(*a2, "d");
+    for (const Case& c : kCases) {
+      const AttentionProblem p = problem_of(c, d);
+      SCOPED_TRACE(std::string(ov2) + " on " + p.key() + " (" + c.what + ")");
+      const reference::AttentionInputs in = reference::make_attention_inputs(p, 9500 + uint64_t(&c - kCases));
+      DeviceBuffer<uint16_t> dQ(in.Q.size()), dK(in.K.size()), dV(in.K.size()), dOut(in.Q.size());
+      DeviceBuffer<float> dL(size_t(p.B * p.H * p.Sq));
+      dQ.upload(bf16_bits(in.Q));
+      dK.upload(bf16_bits(in.K));
+      dV.upload(bf16_bits(in.V));
+      AttentionArgs a;
+      a.Q = dQ.data(), a.K = dK.data(), a.V = dV.data(), a.O = dOut.data(), a.lse = dL.data();
+      std::string o[2], l[2];
+      int k = 0;
+      for (const AttentionVariant* v : {a1, a2}) {
+        ASSERT_FALSE(v->can_run(p, AttentionMode::forward, cached_device(0)).has_value());
+        ASSERT_EQ(cudaMemset(dOut.data(), 0xff, dOut.bytes()), cudaSuccess);
+        ASSERT_EQ(cudaMemset(dL.data(), 0xff, dL.bytes()), cudaSuccess);
+        v->launch(p, AttentionMode::forward, a, nullptr);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        o[k] = digest_device(dOut.data(), dOut.bytes()).hex();
+        l[k] = digest_device(dL.data(), dL.bytes()).hex();
+        ++k;
+      }
+      EXPECT_EQ(o[1], o[0]) << "O";
+      EXPECT_EQ(l[1], l[0]) << "LSE";
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 4 * int(std::size(kCases)));
 }
 
 // ------------------------------------------------------------------ backward

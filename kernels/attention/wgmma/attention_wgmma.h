@@ -36,12 +36,14 @@ namespace detfuse::attention::wg {
 // (waited for only before the next tile's epilogue reuses the tile, or at the
 // kernel's end), instead of 2 D / 8 scattered 4-byte global stores per thread;
 // LSE is written as before.
-template <int D_, int BR_, int BC_, int STAGES_, bool OVERLAP_ = false, bool PINGPONG_ = false,
+template <int D_, int BR_, int BC_, int STAGES_, int OVERLAP_ = 0, bool PINGPONG_ = false,
           bool PERSISTENT_ = false, int QSTAGES_ = 1, bool TREE_ = false, bool TMA_O_ = false>
 struct FwdConfig {
   static constexpr int D = D_, BR = BR_, BC = BC_, STAGES = STAGES_, QSTAGES = QSTAGES_;
-  static constexpr bool OVERLAP = OVERLAP_, PINGPONG = PINGPONG_, PERSISTENT = PERSISTENT_;
+  static constexpr int OVERLAP = OVERLAP_;  // 0, 1 (ov1), 2 (ov2: ov1's loop rotated, fwd_mainloop.cuh)
+  static constexpr bool PINGPONG = PINGPONG_, PERSISTENT = PERSISTENT_;
   static constexpr bool TREE = TREE_, TMA_O = TMA_O_;
+  static_assert(OVERLAP >= 0 && OVERLAP <= 2, "ov0, ov1 or ov2");
   static_assert(QSTAGES == 1 || (QSTAGES == 2 && PERSISTENT), "two Q buffers serve the persistent kernel only");
   static_assert(OVERLAP || !PINGPONG, "the ping-pong schedule is built on the overlapped loop");
   static_assert(D == 64 || D == 128, "head dim 64 or 128");
@@ -109,6 +111,15 @@ using FwdD64Bc128St3OvRdOt = FwdConfig<64, 128, 128, 3, true, false, false, 1, t
 using FwdD128Bc128St2OvPpRdOt = FwdConfig<128, 128, 128, 2, true, true, false, 1, true, true>;
 // FlashAttention-4's d64 forward whole: 192 rows, three warpgroups taking turns in a ring, one CTA a tile.
 using FwdD64Br192Bc128St3OvPpRdOt = FwdConfig<64, 192, 128, 3, true, true, false, 1, true, true>;
+// Session 24: ov2, the same loops rotated (the wait for P V opens the next turn, so the softmax
+// runs under the warpgroup's own P V as FlashAttention-3 / -4 intend; fwd_mainloop.cuh), for the
+// d128 heuristic's forward, FlashAttention-4's d128 launch and the d64 br128 forwards.
+using FwdD128Bc128St2Ov2PsRdOt = FwdConfig<128, 128, 128, 2, 2, false, true, 1, true, true>;
+using FwdD128Bc128St2Ov2PpRdOt = FwdConfig<128, 128, 128, 2, 2, true, false, 1, true, true>;
+// At d64 on two consumer warpgroups: with three (160 registers each) ptxas serialises every wgmma of
+// ov2 (C7512: S 64 + P 32 + O 32 live together under the softmax, where ov1's wait frees P first).
+using FwdD64Bc128St3Ov2RdOt = FwdConfig<64, 128, 128, 3, 2, false, false, 1, true, true>;
+using FwdD64Bc128St3Ov2PsRdOt = FwdConfig<64, 128, 128, 3, 2, false, true, 1, true, true>;
 
 // Dynamic shared memory bytes of one CTA of Cfg (the kernel's SharedStorage).
 template <class Cfg>
@@ -164,6 +175,10 @@ DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD64Br192Bc128St3OvRdOt)
 DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD64Bc128St3OvRdOt)
 DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD128Bc128St2OvPpRdOt)
 DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD64Br192Bc128St3OvPpRdOt)
+DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD128Bc128St2Ov2PsRdOt)
+DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD128Bc128St2Ov2PpRdOt)
+DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD64Bc128St3Ov2RdOt)
+DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD64Bc128St3Ov2PsRdOt)
 
 }  // namespace detfuse::attention::wg
 

@@ -179,8 +179,27 @@ struct FwdMainloop {
       if constexpr (Cfg::PINGPONG) {
         if (cwg == kWgs - 1 && n_max - n_min >= 2) detail::named_arrive(barrier_id(FwdBarrier::kPingPongWg0), 256);
       }
+      // A turn ends once block n + 1's P V is done: O corrected, the new P
+      // written over the registers P V read. ov1 ends each turn in its own
+      // iteration; ov2 (the loop rotated) opens the next iteration with it, so
+      // that the softmax stays before that wait: ptxas moves a wgmma wait up to
+      // the start of its basic block, above any arithmetic that does not need
+      // it (ov1's SASS waits for P V before the first exp2: the softmax then
+      // runs after the P V product, not under it). Same operations, same bits.
+      float corr[2] = {1.f, 1.f};
+      PipelineState prev = st;
+      auto end_turn = [&]() {
+        warpgroup_wait<0>();  // P V done: O and the P registers are free
+        pipe_v.consumer_release(prev);
+        warpgroup_fence_operand(tOrP);
+        Softmax::rescale_o(tOrO, corr);
+        Softmax::to_p(tSrS, tOrP);
+      };
       for (int n = n_max - 2; n >= n_min; --n) {
-        PipelineState prev = st;
+        if constexpr (Cfg::OVERLAP == 2) {
+          if (n != n_max - 2) end_turn();
+        }
+        prev = st;
         ++st;
         pipe_k.consumer_wait(st);
         pipe_v.consumer_wait(prev);
@@ -196,13 +215,11 @@ struct FwdMainloop {
         pipe_k.consumer_release(st);
         if (n == n_min) release_q();
         mask.apply(p, tSrS, n);
-        float corr[2];
         softmax.online(p, tSrS, corr);
-        warpgroup_wait<0>();  // P V done: O and the P registers are free
-        pipe_v.consumer_release(prev);
-        warpgroup_fence_operand(tOrP);
-        Softmax::rescale_o(tOrO, corr);
-        Softmax::to_p(tSrS, tOrP);
+        if constexpr (Cfg::OVERLAP == 1) end_turn();
+      }
+      if constexpr (Cfg::OVERLAP == 2) {
+        if (n_max - n_min >= 2) end_turn();
       }
       pipe_v.consumer_wait(st);
       detail::wg_gemm<false, true>(mma_pv, tOrP, tOrV(_, _, _, st.index()), tOrO);

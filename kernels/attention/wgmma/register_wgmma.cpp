@@ -122,7 +122,7 @@ void add(Registry& r) {
   v.desc.dtype = DType::bf16;
   v.desc.engine = "wgmma";
   v.desc.strategy = to_string(Strategy::forward_only);
-  v.desc.params = {{"br", Cfg::BR}, {"bc", Cfg::BC}, {"st", Cfg::STAGES}, {"ov", Cfg::OVERLAP ? 1 : 0},
+  v.desc.params = {{"br", Cfg::BR}, {"bc", Cfg::BC}, {"st", Cfg::STAGES}, {"ov", Cfg::OVERLAP},
                     {"pp", Cfg::PINGPONG ? 1 : 0}};
   if constexpr (Cfg::PERSISTENT) v.desc.params.push_back({"ps", 1});  // the older names stay as they were
   if constexpr (Cfg::QSTAGES > 1) v.desc.params.push_back({"qs", Cfg::QSTAGES});
@@ -137,7 +137,10 @@ void add(Registry& r) {
                    " consumer warpgroups (wgmma SS QK^T, RS PV), " +
                    std::to_string(Cfg::BR) + "x" + std::to_string(Cfg::BC) + " tiles, " +
                    std::to_string(Cfg::STAGES) + "-stage K/V ring" +
-                   (Cfg::OVERLAP ? ", softmax overlapped with P V in each warpgroup" : "") +
+                   (Cfg::OVERLAP == 1 ? ", softmax overlapped with P V in each warpgroup" : "") +
+                   (Cfg::OVERLAP == 2 ? ", softmax overlapped with P V in each warpgroup, the loop rotated so that "
+                                        "the wait for P V follows the softmax"
+                                      : "") +
                    (Cfg::PINGPONG ? ", warpgroups take turns on the tensor cores" : "") +
                    (Cfg::PERSISTENT ? ", persistent (one CTA per SM, longest tiles first when causal)" : "") +
                    (Cfg::QSTAGES > 1 ? ", two Q buffers" : "") +
@@ -427,6 +430,11 @@ void register_attention_wgmma_forward_only(Registry& r) {
   add<FwdD64Bc128St3OvRdOt>(r);
   add<FwdD128Bc128St2OvPpRdOt>(r);
   add<FwdD64Br192Bc128St3OvPpRdOt>(r);
+  // Session 24: ov2 (the overlapped loop rotated; attention_wgmma.h).
+  add<FwdD128Bc128St2Ov2PsRdOt>(r);
+  add<FwdD128Bc128St2Ov2PpRdOt>(r);
+  add<FwdD64Bc128St3Ov2RdOt>(r);
+  add<FwdD64Bc128St3Ov2PsRdOt>(r);
 }
 
 // Forward-only, then forward + backward (deterministic owning dQ first).
