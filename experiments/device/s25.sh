@@ -27,13 +27,6 @@ W=attention.bf16.wgmma
 DETFUSE_COMMIT=$(git rev-parse --short HEAD 2>/dev/null) bash "$(dirname "$0")/build_there.sh" build 2>&1 | tail -2
 attention_bins
 gpu_line "$OUT/gpu.txt"
-brun() {  # as s23.sh: the step's timeout cut to what is left before UNTIL seconds
-  local log=$1 t=$2; shift 2
-  local left=$(( ${UNTIL:-555} - SECONDS ))
-  if [ "$left" -lt 20 ]; then echo "$log skipped: no time left" | tee -a "$SUMMARY"; return 0; fi
-  [ "$t" -gt "$left" ] && t=$left
-  run "$log" "$t" "$@"
-}
 { grep -c "Registers are spilled" build.log; grep -A1 "Registers are spilled" build.log | grep -o "[0-9]* bytes spill stores" | sort | uniq -c
   echo "wgmma serialized (C7512 / C7514): $(grep -c 'C751[24]' build.log)"; } > "$OUT/spills.txt" 2>&1
 # bench_pair NAME SHAPE CAUSAL(- or --causal) VARIANT...: both orders, 5 repeats.
