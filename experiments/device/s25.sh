@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Written in session 24 (issue 16) for the next session with a GPU, branch s24-ov2; NOT run yet.
+# Written in session 24 (issue 16) for the next session with a GPU, branch s24-ov2; not run yet (only
+# s24-ov2-quick.sh ran: bits, float64, d128 ov2 1.8-3.3% faster, d64 br128 ov2 slower).
 # ov2: the overlapped forward loop rotated (fwd_mainloop.cuh). Finding (session 24, cuobjdump here): in every
 # ov1 forward ptxas puts the wait for block n+1's P V (`WARPGROUP.DEPBAR.LE gsb0, 0x0`) at the top of the
 # basic block that holds block n's softmax, before its first exp2: the softmax runs after the warpgroup's own
