@@ -18,10 +18,10 @@
 #          Ov2BitsEqualOv1, the persistent and ot1 sanitizer-sized cases under memcheck / racecheck /
 #          synccheck), ncu of ov1 / ov2 at 4,32,32,4096,128 (instructions, cycles, warp states).
 #   then carry [".peers/a"] `bash experiments/peers/install.sh stage`, then carry [".peers/b"]
-#   STAGE=2 ATTN_V="--variant $W.fwd.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128+heuristic
-#     --variant $W.fwd.br128_bc128_st3_ov2_pp0_rd1_ot1_d64+heuristic" bash experiments/device/s17.sh
-#   (a row of the other head dim reports the refusal). Then the heuristic (kernels/attention/attention.cpp
-#   forward, tests/attention/test_attention_variants.cpp) takes what won beside FA4.
+#   STAGE=2 ATTN_V="--variant $W.fwd.br128_bc128_st2_ov1_pp0_ps1_rd1_ot1_d128+heuristic" bash experiments/device/s17.sh
+#   (the branch's heuristic already takes ov2 `ps1 rd1 ot1` as the d128 forward; ov1 beside it in the same
+#   process; the d64 rows report the refusal of that name). If the tests, the sanitizers and the peers
+#   run hold, merge s24-ov2 into main: those peers figures are then the figures of record.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 W=attention.bf16.wgmma

@@ -120,8 +120,13 @@ const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMo
   if (p.dtype == DType::bf16) {
     const bool gqa = p.Hkv > 0 && p.Hkv != p.H;
     const std::string d = std::to_string(p.d);
+    // Session 24 (branch s24-ov2): ov2, the same forward with its loop rotated so that ptxas keeps the
+    // softmax under the warpgroup's own P V (the same bits), `detfuse bench`, 5 repeats, both orders,
+    // forward ms: 4,32,32,4096,128 1.815 / 1.812 against 1.868 / 1.883, causal 1.007 / 1.021 against
+    // 1.044 / 1.041, 4,32,8,4096 1.810 / 1.795 against 1.859 / 1.853, 1,16,16,8192 causal 0.441 /
+    // 0.438 against 0.471 / 0.446; at d64 (br128 only) slower, so d128 only.
     if (mode == AttentionMode::forward)
-      preferred.push_back(p.d == 128  ? "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp0_ps1_rd1_ot1_d128"
+      preferred.push_back(p.d == 128  ? "attention.bf16.wgmma.fwd.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128"
                           : p.causal ? "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_rd1_ot1_d64"
                                      : "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_ps1_rd1_d64");
     if (!gqa || p.d == 128) {

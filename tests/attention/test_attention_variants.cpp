@@ -331,7 +331,7 @@ TEST(AttentionHeuristic, PicksADeterministicVariantOfTheHeadDimOrExplains) {
 
 TEST(AttentionHeuristic, PrefersTheMeasuredHopperVariantWhereItRuns) {
   // bf16 on an H200, where the build has the wgmma engine: forward the
-  // persistent forward with rd1/ot1 (d64 non-causal: br192 rd1); backward
+  // persistent forward with rd1/ot1 (d128: its ov2 form; d64 non-causal: br192 rd1); backward
   // without GQA the ordered pds4 ew2 pb5 spt1 variant at d128 (80 queries a step; pds2 pb3 where a
   // block has less shared memory; sp1 ew1 spt1 with softcap), pds3
   // ew2 pb5 spt1 at d64 (ew2 with softcap; pds2 spt1 where a block has less shared memory), with
@@ -352,7 +352,7 @@ TEST(AttentionHeuristic, PrefersTheMeasuredHopperVariantWhereItRuns) {
         // GQA: spt1 at d128 (session 12), causal with hs2 (session 18: a kv head's query heads over 2 CTAs)
         const std::string hs2 = "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_spt1_hs2_d128";
         const std::string bwd = d == 128 && hkv == 8 && causal ? hs2 : hkv == 32 || d == 128 ? ordered : owning;
-        const std::string fwd = d == 128  ? "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp0_ps1_rd1_ot1_d128"
+        const std::string fwd = d == 128  ? "attention.bf16.wgmma.fwd.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128"
                                 : causal ? "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_rd1_ot1_d64"
                                          : "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_ps1_rd1_d64";
         const std::string fma_bf16 = "attention.bf16.fma.owning.br64_bc64_w8_d" + std::to_string(d);
