@@ -5,6 +5,7 @@
 #   run LOG TIMEOUT CMD...  runs CMD under `timeout` (SIGINT, then SIGKILL 10 s
 #            later), appends "=== CMD", its output and "=== exit RC after S s"
 #            to $OUT/LOG.log, adds a line to $SUMMARY and prints it; returns RC.
+#   brun LOG TIMEOUT CMD...  run() cut to what is left before UNTIL (555) seconds.
 #   sanitize TOOL TIMEOUT CMD...  run() of compute-sanitizer --tool TOOL into sanitize.log.
 #   gpu_line FILE  appends the GPU's name, driver and clocks to FILE.
 #   logs_in_tmp NAME  logs go to /tmp/NAME (emptied) from here on; the folder
@@ -38,6 +39,17 @@ run() {
   echo "=== exit $rc after $((SECONDS - start)) s" >> "$OUT/$log.log"
   printf '%-12s exit %-3s %4ss  %s\n' "$log" "$rc" "$((SECONDS - start))" "$(echo "$*" | tr "\n" " " | cut -c1-100)" | tee -a "$SUMMARY"
   return $rc
+}
+
+# brun LOG TIMEOUT CMD...: run() with the timeout cut to what is left before UNTIL seconds since the
+# script started (default 555: the report and the archive then still come back within a call's 600 s),
+# skipped (said in the summary) when under 20 s are left.
+brun() {
+  local log=$1 t=$2; shift 2
+  local left=$(( ${UNTIL:-555} - SECONDS ))
+  if [ "$left" -lt 20 ]; then echo "$log skipped: no time left" | tee -a "$SUMMARY"; return 0; fi
+  [ "$t" -gt "$left" ] && t=$left
+  run "$log" "$t" "$@"
 }
 
 # sanitize TOOL TIMEOUT CMD...: compute-sanitizer --tool TOOL (exit 9 on any error) in $OUT/sanitize.log.

@@ -42,16 +42,6 @@ if [ "$PART" = 1 ] || { [ ! -x build/detfuse ] && [ ! -x build/cli/detfuse ]; };
 fi
 attention_bins
 gpu_line "$OUT/gpu.txt"
-# brun LOG TIMEOUT CMD...: run() with the timeout cut to what is left before UNTIL seconds since the
-# script started (default 555: the report and the archive then still come back within the call's 600 s),
-# skipped when under 20 s are left (said in the report).
-brun() {
-  local log=$1 t=$2; shift 2
-  local left=$(( ${UNTIL:-555} - SECONDS ))
-  if [ "$left" -lt 20 ]; then echo "$log skipped: no time left" | tee -a "$SUMMARY"; return 0; fi
-  [ "$t" -gt "$left" ] && t=$left
-  run "$log" "$t" "$@"
-}
 # A variant by pds:pb (pds3: d64 br128; pds2: d128 br64; pds4: d128 br80), ordered with spt1.
 vname() {
   local pds=${1%:*} pb=${1#*:}

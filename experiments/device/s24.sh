@@ -9,13 +9,6 @@ source "$(dirname "$0")/lib.sh"
 DETFUSE_COMMIT=$(git rev-parse --short HEAD 2>/dev/null) bash "$(dirname "$0")/build_there.sh" build 2>&1 | tail -2
 attention_bins
 gpu_line "$OUT/gpu.txt"
-brun() {  # as s23.sh: the step's timeout cut to what is left before UNTIL seconds
-  local log=$1 t=$2; shift 2
-  local left=$(( ${UNTIL:-540} - SECONDS ))
-  if [ "$left" -lt 20 ]; then echo "$log skipped: no time left" | tee -a "$SUMMARY"; return 0; fi
-  [ "$t" -gt "$left" ] && t=$left
-  run "$log" "$t" "$@"
-}
 brun tests_var 30 "$B/tests/attention/test_attention_variants"
 brun tests_fwd 60 "$TW" --gtest_filter='AttentionWgmmaGpu.MatchesFloat64ReferenceAndIsDeterministic'
 brun tests_bwd 300 "$TW" --gtest_filter='AttentionWgmmaBwd*'
