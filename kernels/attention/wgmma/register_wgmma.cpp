@@ -551,21 +551,21 @@ void register_attention_wgmma(Registry& r) {
   // pb5 (session 22): pb3 with the exp in the dS^T loop (d64; at d128 it measured slower).
   add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2OTS3E2B5, void, true>(r);
   add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2ATS3E2B5, void>(r);
-  // pb6 (branch s22-pb6, not yet run on a GPU): pb5 with the first half's exp and dV before the dP^T wait.
+  // pb6 (session 22; measured in session 24, flat): pb5 with the first half's exp and dV before the dP^T wait.
   add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2OTS3E2B6, void, true>(r);
   add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2ATS3E2B6, void>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2E2B6, void, true>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2ATS2E2B6, void>(r);
-  // pb7 (branch s22-pb6, not yet run on a GPU): pb5 with 128-bit dQ hand-off stores.
+  // pb7 (session 22; measured in session 24, flat): pb5 with 128-bit dQ hand-off stores.
   add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2OTS3E2B7, void, true>(r);
   add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2ATS3E2B7, void>(r);
-  // pb8 (branch s22-pb6, not yet run on a GPU): pb3 at d128 with pb7's 128-bit dQ hand-off.
+  // pb8 (session 23; measured in session 24, flat): pb3 at d128 with pb7's 128-bit dQ hand-off.
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2E2B8, void, true>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2ATS2E2B8, void>(r);
-  // pb9 (session 23, not yet run on a GPU): pb6 at d64 with pb7's 128-bit dQ hand-off.
+  // pb9 (session 23; measured in session 24, not faster than pb5): pb6 at d64 with pb7's 128-bit dQ hand-off.
   add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2OTS3E2B9, void, true>(r);
   add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2ATS3E2B9, void>(r);
-  // pds4 (branch s23-br80, not yet run on a GPU): 80 queries per step at d128 (FlashAttention's
+  // pds4 (session 23; the d128 heuristic since session 24): 80 queries per step at d128 (FlashAttention's
   // non-causal hdim-128 tile), the dQ product transposed; pb5 and pb7.
   add_bwd<FwdD128Bc128St2Ov, KvD128Br80St2OTS4E2B5, void, true>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br80St2ATS4E2B5, void>(r);
