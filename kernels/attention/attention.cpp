@@ -124,7 +124,10 @@ const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMo
     // softmax under the warpgroup's own P V (the same bits), `detfuse bench`, 5 repeats, both orders,
     // forward ms: 4,32,32,4096,128 1.815 / 1.812 against 1.868 / 1.883, causal 1.007 / 1.021 against
     // 1.044 / 1.041, 4,32,8,4096 1.810 / 1.795 against 1.859 / 1.853, 1,16,16,8192 causal 0.441 /
-    // 0.438 against 0.471 / 0.446; at d64 (br128 only) slower, so d128 only.
+    // 0.438 against 0.471 / 0.446; at d64 (br128 only) slower, so d128 only. Session 25 (the same
+    // comparison, build of e22dc83): 1.821 / 1.823 against 1.876 / 1.896, causal 1.018 / 1.034 against
+    // 1.038 / 1.054, GQA 1.807 / 1.811 against 1.865 / 1.874; beside FA4 deterministic (two runs, one
+    // process) the forward+backward at 4,32,32,4096,128 went 0.945x -> 0.954x (attention_bench_log.md).
     if (mode == AttentionMode::forward)
       preferred.push_back(p.d == 128  ? "attention.bf16.wgmma.fwd.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128"
                           : p.causal ? "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_rd1_ot1_d64"
