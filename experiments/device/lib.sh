@@ -14,7 +14,8 @@
 #            report.txt to $FINAL_OUT/NAME-report.txt.
 #   test_report NAME...  for each $OUT/NAME.log of a gtest run: its PASSED /
 #            FAILED lines, then any failure or error line of them all.
-#   bench_both, bench_table, obj_regs, sanitize3, attention_bins: the
+#   bench_both, bench_pair, bench_lines, fwd_tests, sanitize_gtest, ncu_kv, fwd_report, bench_table, obj_regs,
+#            sanitize3, attention_bins: the
 #            attention device scripts' bench, register and sanitizer steps
 #            (each described where it is defined).
 #   PYTHONPATH     the peers' site (experiments/peers/install.sh) and ./python.
@@ -138,6 +139,77 @@ bench_both() {
   for n in "$@"; do vs="$vs --variant $W.$n"; done
   run "bench_$tag" 40 "$DF" bench attention --shape "$shape" $vs --repeats 3
   run "bench_${tag}_causal" 40 "$DF" bench attention --shape "$shape" --causal $vs --repeats 3
+}
+
+# bench_pair NAME SHAPE CAUSAL NAME...: `$DF bench attention` of $W.fwd.NAME (forward-only variants; CAUSAL
+# `--causal` or -) at SHAPE, 5 repeats, in the order given then the reverse (brun: within UNTIL), into
+# $OUT/benchNAME_ab.log and benchNAME_ba.log.
+bench_pair() {
+  local name=$1 shape=$2 c=$3 v i
+  shift 3
+  [ "$c" = - ] && c=""
+  local vs=() rev=()
+  for v in "$@"; do vs+=(--variant "$W.fwd.$v"); done
+  for ((i = ${#vs[@]} - 1; i >= 1; i -= 2)); do rev+=(--variant "${vs[$i]}"); done
+  brun "bench${name}_ab" 60 "$DF" bench attention --shape "$shape" $c "${vs[@]}" --repeats 5
+  brun "bench${name}_ba" 60 "$DF" bench attention --shape "$shape" $c "${rev[@]}" --repeats 5
+}
+
+# bench_lines: every variant line of the $OUT/bench*.log files, prefixed by its log's name, cut to 150.
+bench_lines() {
+  local f
+  for f in "$OUT"/bench*.log; do
+    [ -f "$f" ] && grep -hE "^attention\." "$f" | sed "s|^attention.bf16.wgmma.||; s|^|$(basename "$f" .log) |" | cut -c1-150
+  done
+}
+
+# fwd_tests SANITIZER_FILTER: the forward's GPU tests (tests_fwd), memcheck / racecheck / synccheck on the
+# gtest filter SANITIZER_FILTER (*check_fwd), test_attention_variants (tests_var); TW, B: attention_bins.
+fwd_tests() {
+  brun tests_fwd 200 "$TW" --gtest_filter='AttentionWgmma.*:AttentionWgmmaGpu.*'
+  sanitize_gtest fwd 150 "$1"
+  brun tests_var 30 "$B/tests/attention/test_attention_variants"
+}
+
+# sanitize_gtest NAME TIMEOUT FILTER: memcheck, racecheck and synccheck (exit 9 on any error) of the attention
+# test binary $TW on the gtest filter FILTER, each within TIMEOUT (brun: and UNTIL), into
+# $OUT/{memcheck,racecheck,synccheck}_NAME.log.
+sanitize_gtest() {
+  local name=$1 t=$2 filter=$3 tool
+  for tool in memcheck racecheck synccheck; do
+    brun "${tool}_$name" "$t" compute-sanitizer --tool $tool --error-exitcode 9 "$TW" --gtest_filter="$filter"
+  done
+}
+
+# ncu_kv LOG SHAPE VARIANT: ncu (clock control off; WarpStateStats, instructions, cycles, time, tensor-pipe
+# activity, XU instructions) of one launch of the kv kernel in `$DF bench attention --causal` of $W.VARIANT at
+# SHAPE (brun, 90 s), into $OUT/LOG.log.
+ncu_kv() {
+  local m="smsp__inst_executed.sum,sm__cycles_elapsed.max,gpu__time_duration.sum"
+  m="$m,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,smsp__inst_executed_pipe_xu.sum"
+  brun "$1" 90 ncu --clock-control none --section WarpStateStats --metrics "$m" -k regex:attention_bwd_kv \
+    --launch-count 1 "$DF" bench attention --shape "$2" --causal --variant "$W.$3" --repeats 1
+}
+
+# fwd_report NAME NCU_REGEX: $OUT/report.txt (the GPU line, spills.txt if there, the results of the gtest logs
+# REPORT_TESTS (default tests_fwd tests_var), the sanitizer summaries, bench_lines, the NCU_REGEX lines of each
+# ncu_*.log, the summary), printed; then every log into $OUT/NAME-logs.tgz.
+fwd_report() {
+  local name=$1 re=$2 f
+  {
+    cat "$OUT/gpu.txt"
+    [ -f "$OUT/spills.txt" ] && cat "$OUT/spills.txt"
+    test_report ${REPORT_TESTS:-tests_fwd tests_var}
+    grep -h "ERROR SUMMARY\|RACECHECK SUMMARY" "$OUT"/*check_*.log 2>/dev/null
+    bench_lines
+    for f in "$OUT"/ncu_*.log; do
+      [ -f "$f" ] && { echo "=== $(basename "$f")"; grep -E "$re" "$f" | head -12; }
+    done
+    cat "$SUMMARY"
+  } > "$OUT/report.txt"
+  cat "$OUT/report.txt"
+  mkdir -p "$OUT/keep" && mv "$OUT"/*.log "$OUT"/keep/ 2>/dev/null
+  tar czf "$OUT/$name-logs.tgz" -C "$OUT" keep && rm -rf "$OUT/keep"
 }
 
 # bench_table PREFIX LOG_A LOG_B NAME...: for each PREFIX.NAME, the fwd+bwd

@@ -30,16 +30,6 @@ attention_bins
 gpu_line "$OUT/gpu.txt"
 { grep -c "Registers are spilled" build.log; grep -A1 "Registers are spilled" build.log | grep -o "[0-9]* bytes spill stores" | sort | uniq -c
   echo "wgmma serialized (C7512 / C7514): $(grep -c 'C751[24]' build.log)"; } > "$OUT/spills.txt" 2>&1
-# bench_pair NAME SHAPE CAUSAL(- or --causal) VARIANT...: both orders, 5 repeats.
-bench_pair() {
-  local name=$1 shape=$2 c=$3; shift 3
-  [ "$c" = - ] && c=""
-  local vs=() rev=() v
-  for v in "$@"; do vs+=(--variant "$W.fwd.$v"); done
-  for ((i = ${#vs[@]} - 1; i >= 1; i -= 2)); do rev+=(--variant "${vs[$i]}"); done
-  brun "bench${name}_ab" 60 "$DF" bench attention --shape "$shape" $c "${vs[@]}" --repeats 5
-  brun "bench${name}_ba" 60 "$DF" bench attention --shape "$shape" $c "${rev[@]}" --repeats 5
-}
 F128="br128_bc128_st2_ov1_pp0_ps1_rd1_ot1_d128 br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128 br128_bc128_st2_ov1_pp1_rd1_ot1_d128 br128_bc128_st2_ov2_pp1_rd1_ot1_d128"
 F64="br192_bc128_st3_ov1_pp0_rd1_ot1_d64 br128_bc128_st3_ov1_pp0_rd1_ot1_d64 br128_bc128_st3_ov2_pp0_rd1_ot1_d64 br128_bc128_st3_ov2_pp0_ps1_rd1_ot1_d64 br192_bc128_st3_ov1_pp0_ps1_rd1_d64"
 bench_pair 128 4,32,32,4096,4096,128 - $F128
@@ -48,28 +38,10 @@ bench_pair 128c 4,32,32,4096,4096,128 --causal $F128
 bench_pair 8k 1,16,16,8192,8192,128 --causal $F128
 bench_pair 64c 4,32,32,4096,4096,64 --causal $F64
 bench_pair 64 4,32,32,4096,4096,64 - $F64
-brun tests_fwd 200 "$TW" --gtest_filter='AttentionWgmma.*:AttentionWgmmaGpu.*'
-for tool in memcheck racecheck synccheck; do
-  brun "${tool}_fwd" 150 compute-sanitizer --tool $tool --error-exitcode 9 "$TW" --gtest_filter='AttentionWgmmaGpu.TmaOSanitizerSized:AttentionWgmmaGpu.PersistentSanitizerSized'
-done
-brun tests_var 30 "$B/tests/attention/test_attention_variants"
+fwd_tests 'AttentionWgmmaGpu.TmaOSanitizerSized:AttentionWgmmaGpu.PersistentSanitizerSized'
 M="--metrics smsp__inst_executed.sum,sm__cycles_elapsed.max,gpu__time_duration.sum,smsp__average_warp_latency_issue_stalled_wait,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio"
 for v in br128_bc128_st2_ov1_pp0_ps1_rd1_ot1_d128 br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128; do
   brun "ncu_${v%%_pp*}_${v##*_d}" 90 ncu --clock-control none --section WarpStateStats --section SpeedOfLight $M \
     -k regex:attention_fwd --launch-count 1 "$DF" bench attention --shape 4,32,32,4096,4096,128 --variant "$W.fwd.$v" --repeats 1
 done
-{
-  cat "$OUT/gpu.txt" "$OUT/spills.txt"
-  test_report tests_fwd tests_var
-  grep -h "ERROR SUMMARY\|RACECHECK SUMMARY" "$OUT"/*check_*.log 2>/dev/null
-  for f in "$OUT"/bench*.log; do
-    [ -f "$f" ] && grep -hE "^attention\." "$f" | sed "s|^attention.bf16.wgmma.||; s|^|$(basename "$f" .log) |" | cut -c1-150
-  done
-  for f in "$OUT"/ncu_*.log; do
-    [ -f "$f" ] && { echo "=== $(basename "$f")"; grep -E "Duration|inst_executed.sum|cycles_elapsed|Warp Cycles Per Issued|Stall|stalled" "$f" | head -12; }
-  done
-  cat "$SUMMARY"
-} > "$OUT/report.txt"
-cat "$OUT/report.txt"
-mkdir -p "$OUT/keep" && mv "$OUT"/*.log "$OUT"/keep/ 2>/dev/null
-tar czf "$OUT/s25-logs.tgz" -C "$OUT" keep && rm -rf "$OUT/keep"
+fwd_report s25 "Duration|inst_executed.sum|cycles_elapsed|Warp Cycles Per Issued|Stall|stalled"

@@ -132,9 +132,21 @@ const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMo
       preferred.push_back(p.d == 128  ? "attention.bf16.wgmma.fwd.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128"
                           : p.causal ? "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_rd1_ot1_d64"
                                      : "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_ps1_rd1_d64");
-    if (!gqa || p.d == 128) {
+    // Session 27 (H100 80GB HBM3, `detfuse bench`, 3 repeats, both orders in one call, fwd+bwd ms):
+    // d64 with GQA, which took owning here (never measured against spt1), 4,32,8,4096,64: pb5 spt1
+    // 2.413 / 2.386 against owning 3.852 / 3.814 causal, 4.065 / 4.041 against 6.641 / 6.700
+    // non-causal; so pb5 at d64 with GQA too (with softcap owning stays: ew2 not measured there; pds2
+    // spt1, the fallback where a block has less shared memory, not measured with GQA).
+    if (!gqa || p.d == 128 || p.softcap <= 0) {
       if (p.d == 64 && p.softcap <= 0)
         preferred.push_back("attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb5_spt1_d64");
+      // Session 27 (same bench): hs2 on the pds4 pb5 step (BwdKvHsConfig) against sp1 ew1 hs2 at the
+      // causal GQA rows: 4,32,8,4096 4.187 / 4.188 / 4.185 / 4.190 against 4.316 / 4.320 / 4.301 /
+      // 4.345, 2,32,8,8192 7.557 / 7.547 / 7.564 / 7.559 against 7.830 / 7.969 / 7.894 / 7.900 (unsplit
+      // pds4 pb5 4.54 / 8.38); non-causal GQA unsplit pds4 stays (6.776 / 6.815 against hs2's 6.952 /
+      // 6.960). Softcap: sp1 ew1 hs2 (pds4 with softcap not measured).
+      if (p.d == 128 && gqa && p.causal && p.softcap <= 0)
+        preferred.push_back("attention.bf16.wgmma.ordered.br80_bc128_st2_tma1_pds4_ew2_pb5_spt1_hs2_d128");
       // Session 18 (build c2f7908, one process beside FA4 deterministic, interleaved fwd+bwd
       // TFLOP/s): causal GQA at d128, hs2 (a kv head's query heads over 2 CTAs per key block)
       // 450.7 against 420.7 (4,32,8,4096) and 487.5 against 424.7 (2,32,8,8192); non-causal

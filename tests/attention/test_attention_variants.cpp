@@ -335,8 +335,9 @@ TEST(AttentionHeuristic, PrefersTheMeasuredHopperVariantWhereItRuns) {
   // without GQA the ordered pds4 ew2 pb5 spt1 variant at d128 (80 queries a step; pds2 pb3 where a
   // block has less shared memory; sp1 ew1 spt1 with softcap), pds3
   // ew2 pb5 spt1 at d64 (ew2 with softcap; pds2 spt1 where a block has less shared memory), with
-  // GQA the owning one at d64 (pds4 pb5 at d128, sp1 ew1 spt1 hs2 where causal); fp32 and a
-  // pre-Hopper device: the exact fma owning 64x64 variant.
+  // GQA the same at d64 (session 27; owning with softcap) and pds4 pb5 at d128, causal its hs2 form
+  // (session 27; sp1 ew1 spt1 hs2 with softcap or less shared memory); fp32 and a pre-Hopper device:
+  // the exact fma owning 64x64 variant.
   const DeviceInfo dev = h200();
   for (int d : {64, 128})
     for (bool causal : {false, true})
@@ -349,9 +350,11 @@ TEST(AttentionHeuristic, PrefersTheMeasuredHopperVariantWhereItRuns) {
         const std::string pb3 = "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_ew2_pb3_spt1_d128";
         const std::string ordered = d == 128 ? "attention.bf16.wgmma.ordered.br80_bc128_st2_tma1_pds4_ew2_pb5_spt1_d128"
                                              : "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb5_spt1_d64";
-        // GQA: spt1 at d128 (session 12), causal with hs2 (session 18: a kv head's query heads over 2 CTAs)
+        // GQA: spt1 at d128 (session 12), causal with hs2 (session 18: a kv head's query heads over 2 CTAs;
+        // session 27: on pds4 pb5); at d64 pb5 spt1 (session 27)
         const std::string hs2 = "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_spt1_hs2_d128";
-        const std::string bwd = d == 128 && hkv == 8 && causal ? hs2 : hkv == 32 || d == 128 ? ordered : owning;
+        const std::string hs2_pds4 = "attention.bf16.wgmma.ordered.br80_bc128_st2_tma1_pds4_ew2_pb5_spt1_hs2_d128";
+        const std::string bwd = d == 128 && hkv == 8 && causal ? hs2_pds4 : ordered;
         const std::string fwd = d == 128  ? "attention.bf16.wgmma.fwd.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128"
                                 : causal ? "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_rd1_ot1_d64"
                                          : "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_ps1_rd1_d64";
@@ -364,26 +367,29 @@ TEST(AttentionHeuristic, PrefersTheMeasuredHopperVariantWhereItRuns) {
           EXPECT_EQ(attention::heuristic_variant(prob(d, DType::f32, causal), m, dev).desc.name,
                     "attention.fp32.fma.owning.br64_bc64_w8_d" + std::to_string(d));
         }
-        if (built && hkv == 32) {  // softcap: ew2 / sp1 ew1 (d64's pb1 runs it too, 9% slower: session 16)
+        if (built) {  // softcap: ew2 / sp1 ew1 (d64's pb1 runs it too, 9% slower: session 16); GQA: owning at
+                      // d64, sp1 ew1 hs2 at d128 causal
           AttentionProblem capped = bf;
           capped.softcap = 50.0;
-          EXPECT_EQ(attention::heuristic_variant(capped, AttentionMode::backward, dev).desc.name,
-                    d == 64 ? "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_spt1_d64"
-                            : "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_spt1_d128");
+          const std::string want =
+              d == 64 ? (hkv == 32 ? "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_spt1_d64" : owning)
+                      : (hkv == 8 && causal ? hs2 : "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_spt1_d128");
+          EXPECT_EQ(attention::heuristic_variant(capped, AttentionMode::backward, dev).desc.name, want);
         }
         DeviceInfo ampere = dev;
         ampere.cc_major = 8;
         EXPECT_EQ(attention::heuristic_variant(bf, AttentionMode::backward, ampere).desc.name, fma_bf16);
         // A block with 16 KB less shared memory than the H200's: pds3 (227 KB)
-        // is refused there, pds2 spt1 runs (d64 without GQA).
+        // is refused there, pds2 spt1 runs (d64, with GQA too).
         DeviceInfo less = dev;
         less.max_smem_per_block_optin -= 16 * 1024;
-        if (built && d == 64 && hkv == 32)
+        if (built && d == 64)
           EXPECT_EQ(attention::heuristic_variant(bf, AttentionMode::backward, less).desc.name,
                     "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_spt1_d64");
-        // pds4 (226 KB) is refused there too; pb3 (64 queries a step) runs.
-        if (built && d == 128 && !(hkv == 8 && causal))
-          EXPECT_EQ(attention::heuristic_variant(bf, AttentionMode::backward, less).desc.name, pb3);
+        // pds4 (226 KB) is refused there too; pb3 (64 queries a step) runs, causal GQA sp1 ew1 hs2.
+        if (built && d == 128)
+          EXPECT_EQ(attention::heuristic_variant(bf, AttentionMode::backward, less).desc.name,
+                    hkv == 8 && causal ? hs2 : pb3);
       }
 }
 

@@ -495,7 +495,10 @@ void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const flo
     // the tail it shortens is the causal grid's). The dK, dV parts are added
     // in split order (KvHeadSplit, attention_wgmma_bwd.h).
     if (!K_::kHs || !spt)
-      throw Error("attention wgmma backward: hs / ws need the ew1 sp1 spt1 d128 kv kernel (BwdKv::kHs)");
+      throw Error("attention wgmma backward: hs / ws need the ew1 sp1 spt1 d128 kv kernel or pds4 pb5 built with "
+                  "the split (BwdKv::kHs)");
+    if (hs.walk && !K_::kWs)
+      throw Error("attention wgmma backward: ws (the walk split) needs the ew1 sp1 spt1 d128 kv kernel");
     if (!hs.walk && (H / Hkv) % hs.splits != 0)
       throw Error("attention wgmma backward: hs" + std::to_string(hs.splits) + " needs H / Hkv (" +
                   std::to_string(H / Hkv) + ") to be a multiple of it");

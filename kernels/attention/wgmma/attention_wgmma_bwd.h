@@ -64,6 +64,7 @@ struct BwdKvConfig {
   static constexpr int EW = 0;   // BwdKvEwConfig below
   static constexpr int WQ = 0;   // BwdKvWqConfig below
   static constexpr int PB = 0;   // BwdKvPbConfig below
+  static constexpr int HS = 0;   // BwdKvHsConfig below
   static constexpr bool DQ_ATOMIC = DQS == DqStrategy::kAtomic || DQS == DqStrategy::kAtomicTma;
   static constexpr bool DQ_PARTIALS = DQS == DqStrategy::kPartials;
   static constexpr bool DQ_ORDERED = DQS == DqStrategy::kOrdered || DQS == DqStrategy::kOrderedTma;
@@ -289,6 +290,21 @@ struct BwdKvPbNConfig : Base_ {
                 "pb2 / pb3 / pb5-7, pb9: on ew2 pds3 (d64); pb3, pb6, pb8 on ew2 pds2 (d128); pb5, pb7 on ew2 pds4");
 };
 
+// HS (issue 16, session 27, d128): the split epilogue (BwdKv::kHs, the hs2 /
+// hs4 dK / dV parts added in split order, KvHeadSplit) built into the ordered
+// pds4 pb5 kernel, the d128 heuristic's step, which the causal GQA rows ran
+// without: there the heuristic took hs2 on sp1 ew1 (session 18: 6-12% less
+// fwd+bwd time than the unsplit kernel of that time), whose step is 5-7%
+// slower than pds4 pb5's. A type of its own: the epilogue's mere presence made ptxas spill in
+// kernels that never split (BwdKv::kHs), so the unsplit pds4 pb5 kernel is
+// built without it and keeps its machine code.
+template <class Base_>
+struct BwdKvHsConfig : Base_ {
+  static constexpr int HS = 1;
+  static_assert(Base_::PDS == 4 && Base_::PB == 5 && Base_::DQS == DqStrategy::kOrderedTma,
+                "hs on pds4: the ordered pds4 pb5 kernel (spt1)");
+};
+
 // pds2: LSE (log2 units, +inf where P must be 0) and D, padded to whole query
 // blocks, [B, H, ceil(Sq / br), br] each, so the producer brings a block's
 // values with one aligned bulk copy.
@@ -444,6 +460,7 @@ using KvD128Br80St2ATS4E2B5 = BwdKvPbNConfig<BwdKvEwConfig<KvD128Br80St2ATS4, 2>
 using KvD128Br80St2OTS4E2B5 = BwdKvPbNConfig<BwdKvEwConfig<KvD128Br80St2OTS4, 2>, 5>;
 using KvD128Br80St2ATS4E2B7 = BwdKvPbNConfig<BwdKvEwConfig<KvD128Br80St2ATS4, 2>, 7>;
 using KvD128Br80St2OTS4E2B7 = BwdKvPbNConfig<BwdKvEwConfig<KvD128Br80St2OTS4, 2>, 7>;
+using KvD128Br80St2OTS4E2B5H = BwdKvHsConfig<KvD128Br80St2OTS4E2B5>;  // hs2 on pds4 pb5 (session 27)
 using DqD128Bc64St2 = BwdDqConfig<128, 64, 2>;
 using DqD64Bc128St2 = BwdDqConfig<64, 128, 2>;
 using DqD128Bc64St3 = BwdDqConfig<128, 64, 3>;  // owning: a third block shape per head dim
@@ -562,6 +579,7 @@ DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br80St2ATS4E2B5)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br80St2OTS4E2B5)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br80St2ATS4E2B7)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br80St2OTS4E2B7)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br80St2OTS4E2B5H)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2ATS2E2B)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2E2B)
 DETFUSE_ATTN_WGMMA_DQ_INSTANCES(extern, DqD128Bc64St2)

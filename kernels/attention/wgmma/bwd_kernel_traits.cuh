@@ -317,7 +317,11 @@ struct BwdKv {
   // heuristic's) carries the split epilogue (BwdKvEpilogue::add_parts). Its
   // mere presence made ptxas spill in the others: 768-1024 bytes in d64 pb1,
   // 8 / 48 in sp1 spt1 d128, 12 / 60 in ew1 wq1 d128; they are built without it.
-  static constexpr bool kHs = kOrderRt && D == 128 && kEw == 1 && !kWq;
+  // Cfg::HS (BwdKvHsConfig): the ordered pds4 pb5 kernel with it, a type of its own.
+  static constexpr bool kHs = kOrderRt && D == 128 && ((kEw == 1 && !kWq) || Cfg::HS == 1);
+  // ws (the walk split, KvHeadSplit::walk): the ew1 sp1 kernel only; on pds4 hs
+  // the walk's step is 1 (the launcher refuses ws there), as in the unsplit kernels.
+  static constexpr bool kWs = kHs && Cfg::HS == 0;
 
   struct SharedStorage {
     cute::array_aligned<T, cosize_v<SmemK>, 1024> k;

@@ -122,7 +122,7 @@ struct BwdKvScheduler {
     if constexpr (kOrderRt) return ss.u_end; else return m_end(m_begin, m_stop);
   }
   __device__ static int u_step(const Params& p) {
-    if constexpr (K_::kHs) return p.walk_step;  // ws: its part's steps
+    if constexpr (K_::kWs) return p.walk_step;  // ws: its part's steps
     if constexpr (kOrderRt) return 1; else return kMStep;
   }
   __device__ static int walk_m(const Params& p, int u) {

@@ -194,8 +194,8 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
   if constexpr (Kv::WQ != 0) v.desc.params.push_back({"wq", Kv::WQ});
   if constexpr (Kv::PB != 0) v.desc.params.push_back({"pb", Kv::PB});
   if constexpr (kSpt) v.desc.params.push_back({"spt", 1});
-  static_assert(kHs == 1 || (kSpt && Kv::D == 128 && Kv::EW == 1 && Kv::WQ == 0),
-                "hs: the ew1 sp1 spt1 d128 kv kernel (BwdKv::kHs)");
+  static_assert(kHs == 1 || (kSpt && Kv::D == 128 && ((Kv::EW == 1 && Kv::WQ == 0) || Kv::HS == 1)),
+                "hs: the ew1 sp1 spt1 d128 kv kernel or the pds4 pb5 one built with it (BwdKv::kHs)");
   if constexpr (kHs > 1) v.desc.params.push_back({kWs ? "ws" : "hs", kHs});
   if constexpr (kDq == kNone) {
     static_assert(Dq::D == Kv::D, "one head dim");
@@ -579,6 +579,8 @@ void register_attention_wgmma(Registry& r) {
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2PE1, void, true, 2>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2PE1, void, true, 4>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2PE1, void, true, 2, true>(r);
+  // hs2 on the d128 heuristic's pds4 pb5 kernel (session 27, not yet measured: BwdKvHsConfig).
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br80St2OTS4E2B5H, void, true, 2>(r);
 }
 
 void register_attention_wgmma_partials(Registry& r, int partials_mib) {
