@@ -194,6 +194,37 @@ def measure(name, fwd, row, args, ref_cache):
     return rec, run_fwd, run_fwd_bwd
 
 
+def host_profile(name, row, step, calls):
+    """`calls` calls of step, then as many under cProfile, the GPU left to run
+    behind (a synchronise before each loop): the host's time per call (while
+    the queue does not fill, a call's host time, not the GPU's) and the
+    functions with the most own time."""
+    import cProfile
+    import io
+    import pstats
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        step()
+    plain_ms = (time.perf_counter() - t0) * 1e3 / calls
+    torch.cuda.synchronize()
+    prof = cProfile.Profile()
+    t0 = time.perf_counter()
+    prof.enable()
+    for _ in range(calls):
+        step()
+    prof.disable()
+    host_ms = (time.perf_counter() - t0) * 1e3 / calls
+    torch.cuda.synchronize()
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(14)
+    print(f"{row} {name} host time per fwd+bwd call (the GPU behind): {plain_ms:.3f} ms; under cProfile "
+          f"{host_ms:.3f} ms", flush=True)
+    for line in buf.getvalue().splitlines():
+        if line.strip() and not line.startswith(("   Ordered", "         ")):
+            print(f"    {line[:150]}", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", nargs="+", default=["issue"],
@@ -214,6 +245,13 @@ def main():
                     help="after a row's implementations are measured apart, this many passes timing each once, "
                          "the order shuffled per pass (measure.py's time_interleaved; default --reps; 0: off): "
                          "the table's 'ilv' columns, the ratios' basis")
+    ap.add_argument("--host-hidden-ms", type=float, default=0.0,
+                    help="after the interleaved timing, each implementation's fwd+bwd timed again (--reps) with a GPU "
+                         "spin of this many ms queued before the first event (measure.py's time_ms): what the "
+                         "host's launch time adds to the timed window is then hidden; 0: off")
+    ap.add_argument("--cprofile", type=int, default=0,
+                    help="this many fwd+bwd calls of each implementation under cProfile (after a synchronise; the "
+                         "GPU runs behind): the host's Python time per call, top functions by own time; 0: off")
     args = ap.parse_args()
     if args.reps < 1 or args.warmup < 0 or args.digest_runs < 1:
         ap.error("--reps and --digest-runs must be >= 1, --warmup >= 0")
@@ -290,6 +328,16 @@ def main():
                           f"tail {r.get('tail', 0):.3f}", flush=True)
                     for kname, kms in list(r["kernels_ms"].items())[:8]:  # GPU ms per call, largest first
                         print(f"    {kms:8.3f} ms  {kname[:110]}", flush=True)
+            if args.host_hidden_ms > 0:
+                for n, st in steps.items():
+                    med, _ = time_ms(st[1], 1, args.reps, args.host_hidden_ms)
+                    row_recs[n]["host_hidden_fwd_bwd_ms"] = med
+                print(f"{row} fwd+bwd ms, host hidden ({args.host_hidden_ms:g} ms spin) / interleaved: " + ", ".join(
+                    f"{n} {row_recs[n]['host_hidden_fwd_bwd_ms']:.3f} / {row_recs[n]['ilv_fwd_bwd_ms']:.3f}"
+                    for n in steps), flush=True)
+            if args.cprofile > 0:
+                for n, st in steps.items():
+                    host_profile(n, row, st[1], args.cprofile)
             print(f"{row} interleaved ({n_ilv} passes) fwd / fwd+bwd TFLOP/s: " + ", ".join(
                 f"{n} {row_recs[n]['ilv_fwd_tflops']:.1f} / {row_recs[n]['ilv_fwd_bwd_tflops']:.1f}" for n in steps),
                 flush=True)
