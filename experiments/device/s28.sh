@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Session 28 (issue 16): main's build (carried as dist/, from experiments/device/pack.sh) on the H200.
-#   PART=suite, carry ["dist"]: the attention GPU tests of main (the whole wgmma test binary: float64 lists,
+#   PART=suite, carry ["dist"]: ls1 (the split walk, with ov2) against the heuristic's forwards at d64 causal and
+#            not and d128 causal and not (forward ms, 5 repeats, both orders); the attention GPU tests of main (the whole wgmma test binary: float64 lists,
 #            20 repeats, bits against bases, sanitizer-sized cases; the registry's per-variant wgmma tests;
 #            the heuristic's expectations), memcheck / racecheck / synccheck on the hs family's sanitizer-sized
 #            case (the variant session 27 landed), and d64 GQA with softcap (owning, the heuristic there,
 #            against ew2 spt1), 3 repeats, both orders.
 #   then, carry [".peers/a"]: bash experiments/peers/install.sh stage
-#   PART=peers, carry [".peers/b", "dist"]: FlashAttention-4's d64 causal kernels kept as PTX and cubin (one
-#            fwd+bwd call in a fresh process, before anything is cached), then RUNS (default 2) runs of detfuse
-#            beside FA4 deterministic on the issue's seven rows (one process each, 8 interleaved passes,
-#            --profile: GPU ms per kernel); then the host's share of the timed window at two rows (fwd+bwd with
+#   PART=peers, carry [".peers/b", "dist"]: RUNS (default 2) runs of detfuse beside FA4 deterministic on the
+#            issue's seven rows (one process each, 8 interleaved passes, --profile: GPU ms per kernel; the
+#            heuristic, and its backward with the ls1 forwards: ATTN_V replaces those columns); then the host's share of the timed window at two rows (fwd+bwd with
 #            the launches hidden behind a GPU spin, the host time per call, cProfile's top functions).
 # Logs in $OUT; $OUT/report.txt last.
 set -uo pipefail
@@ -19,7 +19,14 @@ attention_bins
 gpu_line "$OUT/gpu.txt"
 case ${PART:-suite} in
   suite)
+    # ls1 (the split walk) with ov2 against the heuristic's forwards, forward ms, 5 repeats, both orders.
+    bench_pair 64c 4,32,32,4096,4096,64 --causal br192_bc128_st3_ov1_pp0_rd1_ot1_d64 br192_bc128_st3_ov2_pp0_rd1_ot1_ls1_d64
+    bench_pair 64n 4,32,32,4096,4096,64 - br192_bc128_st3_ov1_pp0_ps1_rd1_d64 br192_bc128_st3_ov2_pp0_ps1_rd1_ls1_d64
+    bench_pair 128n 4,32,32,4096,4096,128 - br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128 br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_ls1_d128
+    bench_pair 128c 4,32,32,4096,4096,128 --causal br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128 br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_ls1_d128
+    brun tests_all 300 "$TW"
     brun tests_var 30 "$B/tests/attention/test_attention_variants"
+    sanitize_gtest fwd 90 'AttentionWgmmaGpu.TmaOSanitizerSized:AttentionWgmmaGpu.PersistentSanitizerSized:AttentionWgmmaGpu.ThreeWarpgroupsSanitizerSized'
     sanitize_gtest hs 60 'AttentionWgmmaBwdGpu.HsSanitizerSized'
     OWN=owning.br64_bc128_st2_qbc64_qst3_d64
     EW2=ordered.br128_bc128_st2_tma1_pds3_ew2_spt1_d64
@@ -27,28 +34,27 @@ case ${PART:-suite} in
       --variant "$W.$OWN" --variant "$W.$EW2" --repeats 3
     brun bench_sc64_ba 40 "$DF" bench attention --shape 4,32,8,4096,4096,64 --causal --softcap 50 \
       --variant "$W.$EW2" --variant "$W.$OWN" --repeats 3
-    brun tests_all 300 "$TW"
     brun tests_reg 200 "$B/tests/attention/test_attention_gpu" --gtest_filter='*wgmma*' --gtest_brief=1
     REPORT_TESTS="tests_var tests_all tests_reg" fwd_report s28suite "Duration" ;;
   peers)
     bash experiments/peers/install.sh stage install > "$OUT/peers_install.log" 2>&1 || { tail -20 "$OUT/peers_install.log"; exit 1; }
     cp "$B/capi/libdetfuse_c.so" python/detfuse/libdetfuse_c.so
     export DETFUSE_LIB=$PWD/$B/capi/libdetfuse_c.so
-    D=/tmp/fa4dump; rm -rf "$D"; mkdir -p "$D"
-    CUTE_DSL_KEEP_PTX=1 CUTE_DSL_KEEP_CUBIN=1 CUTE_DSL_DUMP_DIR=$D run fa4dump 150 python3 experiments/attention_peers.py \
-      --rows 4,32,32,4096,64,1 --impl fa4-det --reps 1 --warmup 0 --digest-runs 1 --interleave 0
-    (cd /tmp && tar -cJf "$OLDPWD/$OUT/fa4dump.tar.xz" fa4dump)
+    # Besides the heuristic: its backward with the ls1 forwards (a d64 one and a d128 one; each row reports the
+    # other's refusal).
+    LS="--variant $W.fwd.br192_bc128_st3_ov2_pp0_rd1_ot1_ls1_d64+heuristic"
+    LS="$LS --variant $W.fwd.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_ls1_d128+heuristic"
     for i in $(seq 1 "${RUNS:-2}"); do
       gpu_line "$OUT/gpu.txt"
-      brun "peers_$i" 200 python3 experiments/attention_peers.py --json "$OUT/peers_$i.jsonl" \
-        --rows issue ${ATTN_V:-} --impl detfuse --impl fa4-det --reps 6 --warmup 2 --digest-runs 2 --interleave 8 --profile
+      brun "peers_$i" 240 python3 experiments/attention_peers.py --json "$OUT/peers_$i.jsonl" \
+        --rows issue ${ATTN_V-$LS} --impl detfuse --impl fa4-det --reps 6 --warmup 2 --digest-runs 2 --interleave 8 --profile
     done
     # The host's share of the timed window: fwd+bwd with a 3 ms GPU spin queued first (the launches hidden) beside
     # the interleaved figure; the host time per call and cProfile's top functions.
     brun host 120 python3 experiments/attention_peers.py --rows 4,32,32,4096,64,1 4,32,32,4096,128,0 \
       --impl detfuse --impl fa4-det --reps 10 --warmup 2 --digest-runs 1 --interleave 8 --host-hidden-ms 3 --cprofile 50
     {
-      cat "$OUT/gpu.txt"; ls -l /tmp/fa4dump | head -20
+      cat "$OUT/gpu.txt"
       echo "=== host"; grep -E "host hidden|host time per|^    " "$OUT/host.log" | cut -c1-160
       for i in $(seq 1 "${RUNS:-2}"); do
         echo "=== run $i"; grep -E "interleaved \(" "$OUT/peers_$i.log" | cut -c1-200
@@ -56,7 +62,7 @@ case ${PART:-suite} in
       cat "$SUMMARY"
     } > "$OUT/report.txt"
     cat "$OUT/report.txt"
-    # At most 8 files come back: the report, the FA4 dump and one archive of the rest.
+    # At most 8 files come back: the report and one archive of the rest.
     mkdir -p "$OUT/keep" && mv "$OUT"/*.log "$OUT"/*.jsonl "$OUT"/gpu.txt "$OUT"/summary.txt "$OUT"/keep/ 2>/dev/null
     tar czf "$OUT/s28peers-logs.tgz" -C "$OUT" keep && rm -rf "$OUT/keep" ;;
 esac

@@ -193,17 +193,17 @@ constexpr int kDqBitsDiffer = 2;
                    << dev_.name << " (cc " << dev_.cc_string() << ")";                        \
   } while (0)
 
-TEST(AttentionWgmma, ThirtyThreeVariantsRegisteredWithCanonicalNames) {
+TEST(AttentionWgmma, ThirtySixVariantsRegisteredWithCanonicalNames) {
   const auto vs = wgmma_variants();
-  ASSERT_EQ(vs.size(), 33u);  // session 23: bc176 ov1 ps1 rd1 (d128); session 24: four ov2
+  ASSERT_EQ(vs.size(), 36u);  // session 23: bc176 ov1 ps1 rd1 (d128); session 24: four ov2; session 28: three ls1
   int d64 = 0, d128 = 0;
   for (const auto* v : vs) {
     EXPECT_EQ(v->desc.name, VariantDesc::canonical_name(Family::attention, DType::bf16, "wgmma", "fwd", v->desc.params));
     EXPECT_TRUE(v->desc.deterministic);
     (param(*v, "d") == 64 ? d64 : d128) += 1;
   }
-  EXPECT_EQ(d64, 14);
-  EXPECT_EQ(d128, 19);
+  EXPECT_EQ(d64, 16);
+  EXPECT_EQ(d128, 20);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.fwd.br128_bc128_st2_ov0_pp0_d128"), nullptr);
   // The persistent ones (ps1); the older names carry no ps token.
   for (const char* n : {"attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp0_ps1_d128",
@@ -233,7 +233,11 @@ TEST(AttentionWgmma, ThirtyThreeVariantsRegisteredWithCanonicalNames) {
                         "attention.bf16.wgmma.fwd.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128",
                         "attention.bf16.wgmma.fwd.br128_bc128_st2_ov2_pp1_rd1_ot1_d128",
                         "attention.bf16.wgmma.fwd.br128_bc128_st3_ov2_pp0_rd1_ot1_d64",
-                        "attention.bf16.wgmma.fwd.br128_bc128_st3_ov2_pp0_ps1_rd1_ot1_d64"})
+                        "attention.bf16.wgmma.fwd.br128_bc128_st3_ov2_pp0_ps1_rd1_ot1_d64",
+                        // session 28: ls1, the split walk
+                        "attention.bf16.wgmma.fwd.br192_bc128_st3_ov2_pp0_rd1_ot1_ls1_d64",
+                        "attention.bf16.wgmma.fwd.br192_bc128_st3_ov2_pp0_ps1_rd1_ls1_d64",
+                        "attention.bf16.wgmma.fwd.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_ls1_d128"})
     EXPECT_NE(builtin_registry().find_attention(n), nullptr) << n;
   int ps = 0, rd = 0, ot = 0, br192 = 0;
   for (const auto* v : vs) {
@@ -249,10 +253,10 @@ TEST(AttentionWgmma, ThirtyThreeVariantsRegisteredWithCanonicalNames) {
       EXPECT_NE(v->desc.summary.find("2 consumer warpgroups"), std::string::npos) << v->desc.summary;
     }
   }
-  EXPECT_EQ(ps, 17);  // session 23: bc176 ov1 ps1 rd1; session 24: ov2 ps1 at d64 and d128
-  EXPECT_EQ(rd, 17);
-  EXPECT_EQ(ot, 14);
-  EXPECT_EQ(br192, 4);
+  EXPECT_EQ(ps, 19);  // session 23: bc176 ov1 ps1 rd1; session 24: ov2 ps1 at d64 and d128; session 28: ls1 ps1
+  EXPECT_EQ(rd, 20);
+  EXPECT_EQ(ot, 16);
+  EXPECT_EQ(br192, 6);
 }
 
 TEST(AttentionWgmma, CanRunRefusesWithReasons) {
@@ -395,7 +399,7 @@ TEST(AttentionWgmmaGpu, MatchesFloat64ReferenceAndIsDeterministic) {
       }
     }
   }
-  EXPECT_EQ(checked, 33 * int(std::size(kCases)));  // the 33 forward variants (the CPU count test lists them)
+  EXPECT_EQ(checked, 36 * int(std::size(kCases)));  // the 36 forward variants (the CPU count test lists them)
 }
 
 // MatchesFloat64ReferenceAndIsDeterministic's cases accepted by every forward variant (can_run on
@@ -640,8 +644,8 @@ TEST(AttentionWgmmaGpu, TmaOStoresNoRowPastSq) {
     EXPECT_LE(reference::rel_norm_error(O, ref.O), 2e-2) << "O relative norm error";
     ++ran;
   }
-  // The 14 ot1 variants: 10 ov1 and the 4 ov2 (session 24).
-  EXPECT_EQ(ran, 14);
+  // The 16 ot1 variants: 10 ov1, the 4 ov2 (session 24) and 2 ov2 ls1 (session 28).
+  EXPECT_EQ(ran, 16);
 }
 
 // ------------------------- session 15: three consumer warpgroups (br192, d64)
@@ -671,7 +675,15 @@ TEST(AttentionWgmmaGpu, Ov2BitsEqualOv1) {
       {"attention.bf16.wgmma.fwd.br128_bc128_st3_ov2_pp0_rd1_ot1_d64",
        "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_rd1_ot1_d64"},
       {"attention.bf16.wgmma.fwd.br128_bc128_st3_ov2_pp0_ps1_rd1_ot1_d64",
-       "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_rd1_ot1_d64"}};
+       "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_rd1_ot1_d64"},
+      // Session 28: ls1 (the split walk, softcap decided outside its unmasked loop) and ov2 together
+      // against the d64 heuristics' ov1 forwards and the d128 heuristic's ov2 one.
+      {"attention.bf16.wgmma.fwd.br192_bc128_st3_ov2_pp0_rd1_ot1_ls1_d64",
+       "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_rd1_ot1_d64"},
+      {"attention.bf16.wgmma.fwd.br192_bc128_st3_ov2_pp0_ps1_rd1_ls1_d64",
+       "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_ps1_rd1_d64"},
+      {"attention.bf16.wgmma.fwd.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_ls1_d128",
+       "attention.bf16.wgmma.fwd.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128"}};
   int compared = 0;
   for (const auto& [ov2, ov1] : kTwins) {
     const AttentionVariant* a2 = builtin_registry().find_attention(ov2);
@@ -707,7 +719,7 @@ TEST(AttentionWgmmaGpu, Ov2BitsEqualOv1) {
       ++compared;
     }
   }
-  EXPECT_EQ(compared, 4 * int(std::size(kCases)));
+  EXPECT_EQ(compared, int(std::size(kTwins) * std::size(kCases)));
 }
 
 // ------------------------------------------------------------------ backward

@@ -36,13 +36,20 @@ namespace detfuse::attention::wg {
 // (waited for only before the next tile's epilogue reuses the tile, or at the
 // kernel's end), instead of 2 D / 8 scattered 4-byte global stores per thread;
 // LSE is written as before.
+// SPLIT (param ls1, with OVERLAP): the walk over a tile's key blocks in three
+// loops, the blocks that need the mask first (the diagonal, keys past Sk),
+// then, without softcap, those that need none in a loop without the mask's and
+// the softcap's branches, then the rest (the window's masked blocks; with
+// softcap, everything below the diagonal); the same operations on every value,
+// so the same bits (fwd_mainloop.cuh).
 template <int D_, int BR_, int BC_, int STAGES_, int OVERLAP_ = 0, bool PINGPONG_ = false,
-          bool PERSISTENT_ = false, int QSTAGES_ = 1, bool TREE_ = false, bool TMA_O_ = false>
+          bool PERSISTENT_ = false, int QSTAGES_ = 1, bool TREE_ = false, bool TMA_O_ = false, bool SPLIT_ = false>
 struct FwdConfig {
   static constexpr int D = D_, BR = BR_, BC = BC_, STAGES = STAGES_, QSTAGES = QSTAGES_;
   static constexpr int OVERLAP = OVERLAP_;  // 0, 1 (ov1), 2 (ov2: ov1's loop rotated, fwd_mainloop.cuh)
   static constexpr bool PINGPONG = PINGPONG_, PERSISTENT = PERSISTENT_;
-  static constexpr bool TREE = TREE_, TMA_O = TMA_O_;
+  static constexpr bool TREE = TREE_, TMA_O = TMA_O_, SPLIT = SPLIT_;
+  static_assert(OVERLAP || !SPLIT, "the split walk is the overlapped loop's");
   static_assert(OVERLAP >= 0 && OVERLAP <= 2, "ov0, ov1 or ov2");
   static_assert(QSTAGES == 1 || (QSTAGES == 2 && PERSISTENT), "two Q buffers serve the persistent kernel only");
   static_assert(OVERLAP || !PINGPONG, "the ping-pong schedule is built on the overlapped loop");
@@ -120,6 +127,15 @@ using FwdD128Bc128St2Ov2PpRdOt = FwdConfig<128, 128, 128, 2, 2, true, false, 1, 
 // ov2 (C7512: S 64 + P 32 + O 32 live together under the softmax, where ov1's wait frees P first).
 using FwdD64Bc128St3Ov2RdOt = FwdConfig<64, 128, 128, 3, 2, false, false, 1, true, true>;
 using FwdD64Bc128St3Ov2PsRdOt = FwdConfig<64, 128, 128, 3, 2, false, true, 1, true, true>;
+// Session 28: ls1, the split walk (no mask or softcap branch in the loop over the blocks that need no
+// mask, as FlashAttention-4's d64 forward has it: a loop for its masked blocks, one for the rest). With
+// three consumer warpgroups at d64, ov2 serialises every wgmma (C7512) in one loop; split, ptxas keeps
+// them asynchronous and all 66 exp2 of the unmasked step between the wait for S and the wait for P V
+// (ov1 there: 0 of 66; FlashAttention-4: 12). The d64 heuristics' tiles (causal br192 rd1 ot1,
+// non-causal br192 ps1 rd1) with ov2, and the d128 heuristic's forward (ov2 ps1 rd1 ot1).
+using FwdD64Br192Bc128St3Ov2RdOtLs = FwdConfig<64, 192, 128, 3, 2, false, false, 1, true, true, true>;
+using FwdD64Br192Bc128St3Ov2PsRdLs = FwdConfig<64, 192, 128, 3, 2, false, true, 1, true, false, true>;
+using FwdD128Bc128St2Ov2PsRdOtLs = FwdConfig<128, 128, 128, 2, 2, false, true, 1, true, true, true>;
 
 // Dynamic shared memory bytes of one CTA of Cfg (the kernel's SharedStorage).
 template <class Cfg>
@@ -179,6 +195,9 @@ DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD128Bc128St2Ov2PsRdOt)
 DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD128Bc128St2Ov2PpRdOt)
 DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD64Bc128St3Ov2RdOt)
 DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD64Bc128St3Ov2PsRdOt)
+DETFUSE_ATTN_WGMMA_INSTANCES(extern, FwdD64Br192Bc128St3Ov2RdOtLs)
+DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD64Br192Bc128St3Ov2PsRdLs)
+DETFUSE_ATTN_WGMMA_PS_INSTANCES(extern, FwdD128Bc128St2Ov2PsRdOtLs)
 
 }  // namespace detfuse::attention::wg
 

@@ -195,7 +195,9 @@ struct FwdMainloop {
         Softmax::rescale_o(tOrO, corr);
         Softmax::to_p(tSrS, tOrP);
       };
-      for (int n = n_max - 2; n >= n_min; --n) {
+      // One turn: block n's S and block n + 1's P V; kMasked: with the mask (and the softcap, a
+      // branch on p.softcap), else a block that needs neither (no softcap, every key seen).
+      auto turn = [&](int n, auto masked) __attribute__((always_inline)) {
         if constexpr (Cfg::OVERLAP == 2) {
           if (n != n_max - 2) end_turn();
         }
@@ -214,9 +216,25 @@ struct FwdMainloop {
         warpgroup_wait<1>();  // S done, P V may still run
         pipe_k.consumer_release(st);
         if (n == n_min) release_q();
-        mask.apply(p, tSrS, n);
+        if constexpr (decltype(masked)::value) mask.apply(p, tSrS, n);
         softmax.online(p, tSrS, corr);
         if constexpr (Cfg::OVERLAP == 1) end_turn();
+      };
+      using Masked = cute::true_type;
+      if constexpr (Cfg::SPLIT) {
+        // ls1: the blocks above the unmasked range (the diagonal, keys past Sk), those in it
+        // (without softcap) in a loop with no branch before the softmax, then the rest (the
+        // window's start; with softcap, all below the diagonal). A loop of its own for the
+        // softcap's unmasked blocks spilled 24-28 bytes at d64 (ov2, br192).
+        int lo, hi;
+        mask.free_blocks(p, lo, hi);
+        int n = n_max - 2;
+        for (; n >= n_min && n >= hi; --n) turn(n, Masked{});
+        if (!p.softcap)
+          for (; n >= n_min && n >= lo; --n) turn(n, cute::false_type{});
+        for (; n >= n_min; --n) turn(n, Masked{});
+      } else {
+        for (int n = n_max - 2; n >= n_min; --n) turn(n, Masked{});
       }
       if constexpr (Cfg::OVERLAP == 2) {
         if (n_max - n_min >= 2) end_turn();

@@ -68,6 +68,22 @@ struct FwdMask {
       }
     }
   }
+
+  // The key blocks n with lo <= n < hi are those apply() leaves unmasked (every
+  // row of the tile sees every key of the block): n BC + BC <= Sk; causal, n BC +
+  // BC - 1 <= diag; window, n BC > diag + BR - 1 - window. Empty when hi <= lo.
+  template <class Params>
+  __device__ __forceinline__ void free_blocks(const Params& p, int& lo, int& hi) const {
+    int64_t h = p.Sk / BC;
+    if (p.causal) h = min(h, (int64_t(diag) + 1) / BC);  // diag + 1 < BC (or < 0): none
+    int64_t l = 0;
+    if (p.window > 0) {
+      const int64_t w = int64_t(diag) + BR - 1 - p.window;
+      l = w < 0 ? 0 : w / BC + 1;
+    }
+    lo = int(min(l, int64_t(INT32_MAX)));
+    hi = int(max(h, int64_t(0)));
+  }
 };
 
 // The running max and this thread's partial sums (its 2 columns of each 8) of

@@ -128,6 +128,7 @@ void add(Registry& r) {
   if constexpr (Cfg::QSTAGES > 1) v.desc.params.push_back({"qs", Cfg::QSTAGES});
   if constexpr (Cfg::TREE) v.desc.params.push_back({"rd", 1});
   if constexpr (Cfg::TMA_O) v.desc.params.push_back({"ot", 1});
+  if constexpr (Cfg::SPLIT) v.desc.params.push_back({"ls", 1});
   v.desc.params.push_back({"d", Cfg::D});
   v.desc.name = VariantDesc::canonical_name(v.desc.family, v.desc.dtype, v.desc.engine, v.desc.strategy, v.desc.params);
   // Every output element is written once by one thread after a fixed sequence
@@ -146,6 +147,7 @@ void add(Registry& r) {
                    (Cfg::QSTAGES > 1 ? ", two Q buffers" : "") +
                    (Cfg::TREE ? ", softmax reductions in four chains per row" : "") +
                    (Cfg::TMA_O ? ", O stored by TMA from shared memory" : "") +
+                   (Cfg::SPLIT ? ", the key blocks without a mask walked in a loop of their own" : "") +
                    "; forward only";
   v.can_run = can_run<Cfg>;
   v.workspace_bytes = [](const AttentionProblem&, AttentionMode) -> size_t { return 0; };
@@ -435,6 +437,10 @@ void register_attention_wgmma_forward_only(Registry& r) {
   add<FwdD128Bc128St2Ov2PpRdOt>(r);
   add<FwdD64Bc128St3Ov2RdOt>(r);
   add<FwdD64Bc128St3Ov2PsRdOt>(r);
+  // Session 28: ls1, the split walk (attention_wgmma.h), on the three heuristic forwards.
+  add<FwdD64Br192Bc128St3Ov2RdOtLs>(r);
+  add<FwdD64Br192Bc128St3Ov2PsRdLs>(r);
+  add<FwdD128Bc128St2Ov2PsRdOtLs>(r);
 }
 
 // Forward-only, then forward + backward (deterministic owning dQ first).
