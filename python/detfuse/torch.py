@@ -403,8 +403,8 @@ def attention(q, k, v, *, causal=False, scale=None, softcap=None, window=None, v
     with causal, the W most recent keys including its own). A variant that
     lacks either feature refuses the call with the library's message
     ("softcap: ..." / "window: ..."); nothing is ignored.
-    variant: "heuristic" (the library's built-in choice: a deterministic
-    `owning` variant), "tuned" (the store `db`: the best forward+backward
+    variant: "heuristic" (the library's built-in choice: the fastest
+    deterministic variant measured for the head dim, causal and GQA), "tuned" (the store `db`: the best forward+backward
     result tuned on this GPU for this problem, else the nearest tuned shape,
     else the heuristic; `chosen_attention_variants` says which), or a
     canonical name (detfuse.attention_variants()) for the forward;

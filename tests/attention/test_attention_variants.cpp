@@ -335,7 +335,7 @@ TEST(AttentionHeuristic, PrefersTheMeasuredHopperVariantWhereItRuns) {
   // without GQA the ordered pds4 ew2 pb5 spt1 variant at d128 (80 queries a step; pds2 pb3 where a
   // block has less shared memory; sp1 ew1 spt1 with softcap), pds3
   // ew2 pb5 spt1 at d64 (ew2 with softcap; pds2 spt1 where a block has less shared memory), with
-  // GQA the same at d64 (session 27; owning with softcap) and pds4 pb5 at d128, causal its hs2 form
+  // GQA the same at d64 (session 27; with softcap ew2 too since session 28) and pds4 pb5 at d128, causal its hs2 form
   // (session 27; sp1 ew1 spt1 hs2 with softcap or less shared memory); fp32 and a pre-Hopper device:
   // the exact fma owning 64x64 variant.
   const DeviceInfo dev = h200();
@@ -345,8 +345,6 @@ TEST(AttentionHeuristic, PrefersTheMeasuredHopperVariantWhereItRuns) {
         AttentionProblem bf = prob(d, DType::bf16, causal);
         bf.H = 32;
         bf.Hkv = hkv;
-        const std::string owning = d == 128 ? "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst2_d128"
-                                            : "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst3_d64";
         const std::string pb3 = "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_ew2_pb3_spt1_d128";
         const std::string ordered = d == 128 ? "attention.bf16.wgmma.ordered.br80_bc128_st2_tma1_pds4_ew2_pb5_spt1_d128"
                                              : "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb5_spt1_d64";
@@ -367,12 +365,12 @@ TEST(AttentionHeuristic, PrefersTheMeasuredHopperVariantWhereItRuns) {
           EXPECT_EQ(attention::heuristic_variant(prob(d, DType::f32, causal), m, dev).desc.name,
                     "attention.fp32.fma.owning.br64_bc64_w8_d" + std::to_string(d));
         }
-        if (built) {  // softcap: ew2 / sp1 ew1 (d64's pb1 runs it too, 9% slower: session 16); GQA: owning at
-                      // d64, sp1 ew1 hs2 at d128 causal
+        if (built) {  // softcap: ew2 / sp1 ew1 (d64's pb1 runs it too, 9% slower: session 16); GQA: ew2 at
+                      // d64 (session 28: owning before), sp1 ew1 hs2 at d128 causal
           AttentionProblem capped = bf;
           capped.softcap = 50.0;
           const std::string want =
-              d == 64 ? (hkv == 32 ? "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_spt1_d64" : owning)
+              d == 64 ? "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_spt1_d64"
                       : (hkv == 8 && causal ? hs2 : "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_spt1_d128");
           EXPECT_EQ(attention::heuristic_variant(capped, AttentionMode::backward, dev).desc.name, want);
         }
