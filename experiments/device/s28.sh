@@ -6,6 +6,8 @@
 #            the heuristic's expectations), memcheck / racecheck / synccheck on the hs family's sanitizer-sized
 #            case (the variant session 27 landed), and d64 GQA with softcap (owning, the heuristic there,
 #            against ew2 spt1), 3 repeats, both orders.
+#   PART=final, carry ["dist"]: the last build's forward tests and heuristic expectations, d64 GQA softcap
+#            non-causal (owning against ew2 spt1).
 #   then, carry [".peers/a"]: bash experiments/peers/install.sh stage
 #   PART=peers, carry [".peers/b", "dist"]: RUNS (default 2) runs of detfuse beside FA4 deterministic on the
 #            issue's seven rows (one process each, 8 interleaved passes, --profile: GPU ms per kernel; the
@@ -36,6 +38,18 @@ case ${PART:-suite} in
       --variant "$W.$EW2" --variant "$W.$OWN" --repeats 3
     brun tests_reg 200 "$B/tests/attention/test_attention_gpu" --gtest_filter='*wgmma*' --gtest_brief=1
     REPORT_TESTS="tests_var tests_all tests_reg" fwd_report s28suite "Duration" ;;
+  final)
+    # The last build (2ffeae0): the forward's tests (TmaOSanitizerSized's count), the heuristic's expectations,
+    # and d64 GQA with softcap non-causal (owning against ew2 spt1, the heuristic there since 2ffeae0).
+    brun tests_fwd 120 "$TW" --gtest_filter='AttentionWgmma.*:AttentionWgmmaGpu.*'
+    brun tests_var 30 "$B/tests/attention/test_attention_variants"
+    OWN=owning.br64_bc128_st2_qbc64_qst3_d64
+    EW2=ordered.br128_bc128_st2_tma1_pds3_ew2_spt1_d64
+    brun bench_sc64n_ab 40 "$DF" bench attention --shape 4,32,8,4096,4096,64 --softcap 50 \
+      --variant "$W.$OWN" --variant "$W.$EW2" --repeats 3
+    brun bench_sc64n_ba 40 "$DF" bench attention --shape 4,32,8,4096,4096,64 --softcap 50 \
+      --variant "$W.$EW2" --variant "$W.$OWN" --repeats 3
+    REPORT_TESTS="tests_fwd tests_var" fwd_report s28final "Duration" ;;
   peers)
     bash experiments/peers/install.sh stage install > "$OUT/peers_install.log" 2>&1 || { tail -20 "$OUT/peers_install.log"; exit 1; }
     cp "$B/capi/libdetfuse_c.so" python/detfuse/libdetfuse_c.so
