@@ -8,8 +8,8 @@
 #            against ew2 spt1), 3 repeats, both orders.
 #   PART=final, carry ["dist"]: the last build's forward tests and heuristic expectations, d64 GQA softcap
 #            non-causal (owning against ew2 spt1).
-#   then, carry [".peers/a"]: bash experiments/peers/install.sh stage
-#   PART=peers, carry [".peers/b", "dist"]: RUNS (default 2) runs of detfuse beside FA4 deterministic on the
+#   then, carry [".peers/a"] and then [".peers/b"]: bash experiments/peers/install.sh stage (two calls)
+#   PART=peers, carry ["dist"]: RUNS (default 2) runs of detfuse beside FA4 deterministic on the
 #            issue's seven rows (one process each, 8 interleaved passes, --profile: GPU ms per kernel; the
 #            heuristic, and its backward with the ls1 forwards: ATTN_V replaces those columns); then the host's share of the timed window at two rows (fwd+bwd with
 #            the launches hidden behind a GPU spin, the host time per call, cProfile's top functions).

@@ -2,20 +2,20 @@
 # Here (a machine with PyPI): downloads the pinned peer wheels of wheels.txt for
 # the GPU machine (CPython 3.12, x86-64), checks each sha256, and lays them out
 # in .peers/ (git-ignored) for two device calls, since one call carries at most
-# 64 MiB with the working tree:
+# 64 MiB with the working tree (21 MiB of tracked files in December 2026):
 #   .peers/a/  every wheel but the unpacked one(s), and the first part of
-#              <name>.tar.xz (about 50 MiB in all)
-#   .peers/b/  the rest of that .tar.xz (about 25 MiB), leaving room in its
-#              call for the binaries (dist/build.tar.xz) and the working tree
+#              <name>.tar.xz (about 40 MiB in all)
+#   .peers/b/  the rest of that .tar.xz (about 36 MiB); the binaries
+#              (dist/build.tar.xz, ~15 MiB) then travel in a third call
 # A wheel with a third field in wheels.txt (the CuTe DSL cu13 compiler) travels
 # as its files in a .tar.xz, after its RECORD is checked against that field.
 # experiments/peers/install.sh puts everything together on the device.
-# PART_A_MIB (default 50) sets the size of .peers/a; PEERS_XZ (default -6) the
+# PART_A_MIB (default 40) sets the size of .peers/a; PEERS_XZ (default -6) the
 # xz preset: -6 makes 66 MB from the 92 MB wheel in 6-8 CPU minutes (25 minutes
 # on a loaded 2-core machine), -0 makes 80 MB in half a minute.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-part_a=$(( ${PART_A_MIB:-50} * 1048576 ))
+part_a=$(( ${PART_A_MIB:-40} * 1048576 ))
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 specs=$(grep -v '^#' experiments/peers/wheels.txt | awk 'NF')

@@ -2,7 +2,10 @@
 # On the GPU machine, in device calls made back to back (the machine stays warm
 # about 30 s between calls, and /tmp with it), after experiments/peers/fetch.sh here:
 #   call 1, carry [".peers/a"]:            bash experiments/peers/install.sh stage
-#   call 2, carry [".peers/b", "dist"]:    bash experiments/peers/install.sh stage install && ...
+#   call 2, carry [".peers/b"]:            bash experiments/peers/install.sh stage
+#   call 3, carry ["dist"]:                bash experiments/peers/install.sh stage install && ...
+# (a call carries at most 64 MiB with the working tree; with the tree at 21 MiB,
+# .peers/b and dist/ no longer fit one call, session 28)
 # Steps:
 #   stage    copy whichever part of .peers this call carried to /tmp/peers-stage
 #   install  join and unpack the .tar.xz parts, check each unpacked file against
@@ -62,34 +65,7 @@ for step in "$@"; do
         done < "$parts"
         rm -rf "$STAGE/$name" && mkdir -p "$STAGE/$name"
         (cd "$STAGE" && cat $(cat "$parts")) | xz -d | tar -x -C "$STAGE/$name"
-        "$PY" - "$STAGE/$name" "$name-$version.dist-info/RECORD" "$record" <<'PYEOF'
-# Every file of the unpacked wheel against its RECORD (sha256, urlsafe base64,
-# as pip writes it), the RECORD against the pinned sha256, and no extra files.
-import base64, hashlib, os, sys
-root, record, pinned = sys.argv[1:4]
-def sha(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return h
-if sha(os.path.join(root, record)).hexdigest() != pinned:
-    sys.exit(f"install.sh: {record} does not match its pinned sha256")
-listed = set()
-for line in open(os.path.join(root, record)):
-    path, digest, _ = line.rstrip("\n").rsplit(",", 2)
-    listed.add(path)
-    if path == record:
-        continue
-    algo, want = digest.split("=", 1)
-    got = base64.urlsafe_b64encode(sha(os.path.join(root, path)).digest()).rstrip(b"=").decode()
-    if algo != "sha256" or got != want:
-        sys.exit(f"install.sh: {path} does not match the RECORD")
-present = {os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs}
-if present != listed:
-    sys.exit(f"install.sh: files not in the RECORD: {sorted(present - listed)}; missing: {sorted(listed - present)}")
-print(f"install.sh: {len(listed)} files of {record.split('.dist-info')[0]} match the pinned RECORD")
-PYEOF
+        "$PY" experiments/peers/check_record.py "$STAGE/$name" "$name-$version.dist-info/RECORD" "$record" install.sh
       done
       rm -rf "$SITE" && mkdir -p "$SITE"
       "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" "$STAGE"/*.whl

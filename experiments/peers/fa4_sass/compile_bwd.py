@@ -18,18 +18,12 @@ from flash_attn.cute.flash_bwd_sm90 import FlashAttentionBackwardSm90
 from flash_attn.cute.interface import _tile_size_bwd_sm90
 from flash_attn.cute.utils import AuxData
 
-D = int(os.environ.get("FA4_HDIM", "64"))
-CAUSAL = os.environ.get("FA4_CAUSAL", "1") == "1"
+from fake_tensors import CAUSAL, D, DTYPE, fake
+
 DETERMINISTIC = os.environ.get("FA4_DETERMINISTIC", "0") == "1"
-dtype = cutlass.BFloat16
+dtype = DTYPE
 cfg = _tile_size_bwd_sm90(D, D, CAUSAL, False)
 print(f"bwd hdim={D} causal={CAUSAL} deterministic={DETERMINISTIC}", cfg)
-
-
-def fake(dt, shape, leading_dim, div):
-    # See compile_fwd.py: the alignment a contiguous torch tensor would give is assumed.
-    stride = tuple(1 if i == leading_dim else cute.sym_int64(divisibility=div) for i in range(len(shape)))
-    return cute.runtime.make_fake_tensor(dt, shape, stride=stride, assumed_align=max(div * dt.width // 8, 4))
 
 
 b, s, h = cute.sym_int(), cute.sym_int(), cute.sym_int()

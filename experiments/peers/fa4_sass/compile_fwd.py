@@ -19,18 +19,11 @@ from flash_attn.cute.flash_fwd_sm90 import FlashAttentionForwardSm90
 from flash_attn.cute.interface import _tile_size_fwd_sm90
 from flash_attn.cute.utils import AuxData
 
-D = int(os.environ.get("FA4_HDIM", "64"))
-CAUSAL = os.environ.get("FA4_CAUSAL", "1") == "1"
-dtype = cutlass.BFloat16
+from fake_tensors import CAUSAL, D, DTYPE, fake
+
+dtype = DTYPE
 cfg = _tile_size_fwd_sm90(D, D, CAUSAL, False)
 print(f"fwd hdim={D} causal={CAUSAL}", cfg)
-
-
-def fake(dt, shape, leading_dim, div):
-    # Dynamic strides with the divisibility interface.py's mark_layout_dynamic
-    # would infer from a contiguous torch tensor: the real alignment is assumed, not known.
-    stride = tuple(1 if i == leading_dim else cute.sym_int64(divisibility=div) for i in range(len(shape)))
-    return cute.runtime.make_fake_tensor(dt, shape, stride=stride, assumed_align=max(div * dt.width // 8, 4))
 
 
 b, s, h = cute.sym_int(), cute.sym_int(), cute.sym_int()

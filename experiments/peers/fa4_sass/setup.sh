@@ -64,34 +64,7 @@ while read -r p; do
 done < "$parts"
 rm -rf "$DIR/cu13" && mkdir -p "$DIR/cu13"
 cat "${files[@]}" | xz -d | tar -x -C "$DIR/cu13"
-"$VPY" - "$DIR/cu13" "nvidia_cutlass_dsl_libs_cu13-${spec##*==}.dist-info/RECORD" "$record_sha" <<'PYEOF'
-# Same check as install.sh: the RECORD against its pinned sha256, every file
-# against the RECORD (urlsafe base64 sha256, as pip writes it), no extra files.
-import base64, hashlib, os, sys
-root, record, pinned = sys.argv[1:4]
-def sha(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return h
-if sha(os.path.join(root, record)).hexdigest() != pinned:
-    sys.exit(f"setup.sh: {record} does not match its pinned sha256")
-listed = set()
-for line in open(os.path.join(root, record)):
-    path, digest, _ = line.rstrip("\n").rsplit(",", 2)
-    listed.add(path)
-    if path == record:
-        continue
-    algo, want = digest.split("=", 1)
-    got = base64.urlsafe_b64encode(sha(os.path.join(root, path)).digest()).rstrip(b"=").decode()
-    if algo != "sha256" or got != want:
-        sys.exit(f"setup.sh: {path} does not match the RECORD")
-present = {os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs}
-if present != listed:
-    sys.exit(f"setup.sh: files not in the RECORD: {sorted(present - listed)}; missing: {sorted(listed - present)}")
-print(f"setup.sh: {len(listed)} files of {record.split('.dist-info')[0]} match the pinned RECORD")
-PYEOF
+"$VPY" "$HERE/../check_record.py" "$DIR/cu13" "nvidia_cutlass_dsl_libs_cu13-${spec##*==}.dist-info/RECORD" "$record_sha" setup.sh
 SITE=$("$VPY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 cp -a "$DIR/cu13"/. "$SITE"/
 rm -rf "$DIR/cu13"
