@@ -195,8 +195,8 @@ struct FwdMainloop {
         Softmax::rescale_o(tOrO, corr);
         Softmax::to_p(tSrS, tOrP);
       };
-      // One turn: block n's S and block n + 1's P V; kMasked: with the mask (and the softcap, a
-      // branch on p.softcap), else a block that needs neither (no softcap, every key seen).
+      // One turn: block n's S and block n + 1's P V; masked (true_type): with the mask (and the
+      // softcap, a branch on p.softcap), else a block that needs neither (no softcap, every key seen).
       auto turn = [&](int n, auto masked) __attribute__((always_inline)) {
         if constexpr (Cfg::OVERLAP == 2) {
           if (n != n_max - 2) end_turn();
