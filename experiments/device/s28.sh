@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Session 28 (issue 16): main's build (carried as dist/, from experiments/device/pack.sh) on the H200.
+# Session 28 (issue 16): main's build (carried as dist/, from experiments/device/pack.sh) on the lent GPU
+# (the H200 asked for; an H100 came).
 #   PART=suite, carry ["dist"]: ls1 (the split walk, with ov2) against the heuristic's forwards at d64 causal and
 #            not and d128 causal and not (forward ms, 5 repeats, both orders); the attention GPU tests of main (the whole wgmma test binary: float64 lists,
 #            20 repeats, bits against bases, sanitizer-sized cases; the registry's per-variant wgmma tests;
@@ -19,6 +20,15 @@ source "$(dirname "$0")/lib.sh"
 W=attention.bf16.wgmma
 attention_bins
 gpu_line "$OUT/gpu.txt"
+# bench_sc64 TAG [--causal]: d64 GQA 32/8 with softcap 50, owning against ordered ew2 spt1, fwd+bwd, 3 repeats,
+# both orders, into $OUT/bench_TAG_{ab,ba}.log.
+bench_sc64() {
+  local own=$W.owning.br64_bc128_st2_qbc64_qst3_d64 ew2=$W.ordered.br128_bc128_st2_tma1_pds3_ew2_spt1_d64
+  brun "bench_$1_ab" 40 "$DF" bench attention --shape 4,32,8,4096,4096,64 ${2:-} --softcap 50 \
+    --variant "$own" --variant "$ew2" --repeats 3
+  brun "bench_$1_ba" 40 "$DF" bench attention --shape 4,32,8,4096,4096,64 ${2:-} --softcap 50 \
+    --variant "$ew2" --variant "$own" --repeats 3
+}
 case ${PART:-suite} in
   suite)
     # ls1 (the split walk) with ov2 against the heuristic's forwards, forward ms, 5 repeats, both orders.
@@ -30,12 +40,7 @@ case ${PART:-suite} in
     brun tests_var 30 "$B/tests/attention/test_attention_variants"
     sanitize_gtest fwd 90 'AttentionWgmmaGpu.TmaOSanitizerSized:AttentionWgmmaGpu.PersistentSanitizerSized:AttentionWgmmaGpu.ThreeWarpgroupsSanitizerSized'
     sanitize_gtest hs 60 'AttentionWgmmaBwdGpu.HsSanitizerSized'
-    OWN=owning.br64_bc128_st2_qbc64_qst3_d64
-    EW2=ordered.br128_bc128_st2_tma1_pds3_ew2_spt1_d64
-    brun bench_sc64_ab 40 "$DF" bench attention --shape 4,32,8,4096,4096,64 --causal --softcap 50 \
-      --variant "$W.$OWN" --variant "$W.$EW2" --repeats 3
-    brun bench_sc64_ba 40 "$DF" bench attention --shape 4,32,8,4096,4096,64 --causal --softcap 50 \
-      --variant "$W.$EW2" --variant "$W.$OWN" --repeats 3
+    bench_sc64 sc64 --causal
     brun tests_reg 200 "$B/tests/attention/test_attention_gpu" --gtest_filter='*wgmma*' --gtest_brief=1
     REPORT_TESTS="tests_var tests_all tests_reg" fwd_report s28suite "Duration" ;;
   final)
@@ -43,12 +48,7 @@ case ${PART:-suite} in
     # and d64 GQA with softcap non-causal (owning against ew2 spt1, the heuristic there since 2ffeae0).
     brun tests_fwd 120 "$TW" --gtest_filter='AttentionWgmma.*:AttentionWgmmaGpu.*'
     brun tests_var 30 "$B/tests/attention/test_attention_variants"
-    OWN=owning.br64_bc128_st2_qbc64_qst3_d64
-    EW2=ordered.br128_bc128_st2_tma1_pds3_ew2_spt1_d64
-    brun bench_sc64n_ab 40 "$DF" bench attention --shape 4,32,8,4096,4096,64 --softcap 50 \
-      --variant "$W.$OWN" --variant "$W.$EW2" --repeats 3
-    brun bench_sc64n_ba 40 "$DF" bench attention --shape 4,32,8,4096,4096,64 --softcap 50 \
-      --variant "$W.$EW2" --variant "$W.$OWN" --repeats 3
+    bench_sc64 sc64n
     REPORT_TESTS="tests_fwd tests_var" fwd_report s28final "Duration" ;;
   peers)
     bash experiments/peers/install.sh stage install > "$OUT/peers_install.log" 2>&1 || { tail -20 "$OUT/peers_install.log"; exit 1; }

@@ -139,48 +139,46 @@ const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMo
     // memory, not measured with GQA). Session 28 (H100 80GB HBM3, same bench): with softcap 50 at
     // 4,32,8,4096,64 causal, ew2 spt1 4.238 / 4.234 against owning 6.152 / 6.150 (31% less), so ew2
     // there too, non-causal included (not measured with softcap; without it pb5 took 39% less there).
-    {
-      if (p.d == 64 && p.softcap <= 0)
-        preferred.push_back("attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb5_spt1_d64");
-      // Session 27 (same bench): hs2 on the pds4 pb5 step (BwdKvHsConfig) against sp1 ew1 hs2 at the
-      // causal GQA rows: 4,32,8,4096 4.187 / 4.188 / 4.185 / 4.190 against 4.316 / 4.320 / 4.301 /
-      // 4.345, 2,32,8,8192 7.557 / 7.547 / 7.564 / 7.559 against 7.830 / 7.969 / 7.894 / 7.900 (unsplit
-      // pds4 pb5 4.54 / 8.38); non-causal GQA unsplit pds4 stays (6.776 / 6.815 against hs2's 6.952 /
-      // 6.960). Softcap: sp1 ew1 hs2 (pds4 with softcap not measured).
-      if (p.d == 128 && gqa && p.causal && p.softcap <= 0)
-        preferred.push_back("attention.bf16.wgmma.ordered.br80_bc128_st2_tma1_pds4_ew2_pb5_spt1_hs2_d128");
-      // Session 18 (build c2f7908, one process beside FA4 deterministic, interleaved fwd+bwd
-      // TFLOP/s): causal GQA at d128, hs2 (a kv head's query heads over 2 CTAs per key block)
-      // 450.7 against 420.7 (4,32,8,4096) and 487.5 against 424.7 (2,32,8,8192); non-causal
-      // 507.1 against 514.0, so causal only (its can_run refuses an odd H / Hkv).
-      if (p.d == 128 && gqa && p.causal)
-        preferred.push_back("attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_spt1_hs2_d128");
-      // Session 19 (build 5bb0ec6, `detfuse bench`, 3 repeats, both orders in one call, fwd+bwd ms):
-      // pb1 at d128 (ew2 pds2, FlashAttention-4's d128 step) against sp1 ew1 spt1: 4,32,32,4096
-      // 7.411 / 7.405 against 7.518 / 7.457, causal 4.193 / 4.183 against 4.210 / 4.219, 4,32,8,4096
-      // 7.226 / 7.152 against 7.324 / 7.261, 1,16,16,8192 causal 2.027 / 2.027 against 2.060 /
-      // 2.072; causal GQA 4.409 / 4.394, behind hs2's 4.13. Softcap not measured on it: sp1 ew1 there
-      // (d64's pb1 was 9% slower with softcap).
-      // Session 21: pb3 at d128 (pb1's base, FlashAttention-4's step order, descriptors in uniform
-      // registers, dQ scaled by the convert pass) against pb1, same bench, both orders: 4,32,32,4096
-      // 7.202 / 7.252 against 7.440 / 7.437, causal 4.070 / 4.065 against 4.149 / 4.153, 4,32,8,4096
-      // 7.148 / 7.143 against 7.250 / 7.251, 1,16,16,8192 causal 1.973 / 1.971 against 2.014 / 2.018.
-      // Session 24: pds4 (80 queries a step, FlashAttention-3/4's non-causal d128 tile, dQ as
-      // dQ^T = K^T dS^T; pb5's step) against pb3, same bench, both orders (experiments/device/s23.sh,
-      // build of 433f945): 4,32,32,4096 7.150 / 7.100 against 7.271 / 7.289, causal 4.097 / 4.041
-      // against 4.105 / 4.100, 4,32,8,4096 6.945 / 6.951 against 7.204 / 7.247 (pb7, its 128-bit
-      // hand-off, 6.963 / 6.963), 1,16,16,8192 causal 1.939 / 1.932 against 1.985 / 1.987. So pds4
-      // pb5 at d128 (it needs 226 KB of shared memory: pb3 where less is available).
-      if (p.d == 128 && p.softcap <= 0) {
-        preferred.push_back("attention.bf16.wgmma.ordered.br80_bc128_st2_tma1_pds4_ew2_pb5_spt1_d128");
-        preferred.push_back("attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_ew2_pb3_spt1_d128");
-      }
-      preferred.push_back(p.d == 128 ? "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_spt1_d128"
-                                     : "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_spt1_d64");
-      // pds3 takes the whole 227 KB of an H100/H200 block; where less is
-      // available, pds2 (its can_run says which).
-      if (p.d == 64) preferred.push_back("attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_spt1_d64");
+    if (p.d == 64 && p.softcap <= 0)
+      preferred.push_back("attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb5_spt1_d64");
+    // Session 27 (same bench): hs2 on the pds4 pb5 step (BwdKvHsConfig) against sp1 ew1 hs2 at the
+    // causal GQA rows: 4,32,8,4096 4.187 / 4.188 / 4.185 / 4.190 against 4.316 / 4.320 / 4.301 /
+    // 4.345, 2,32,8,8192 7.557 / 7.547 / 7.564 / 7.559 against 7.830 / 7.969 / 7.894 / 7.900 (unsplit
+    // pds4 pb5 4.54 / 8.38); non-causal GQA unsplit pds4 stays (6.776 / 6.815 against hs2's 6.952 /
+    // 6.960). Softcap: sp1 ew1 hs2 (pds4 with softcap not measured).
+    if (p.d == 128 && gqa && p.causal && p.softcap <= 0)
+      preferred.push_back("attention.bf16.wgmma.ordered.br80_bc128_st2_tma1_pds4_ew2_pb5_spt1_hs2_d128");
+    // Session 18 (build c2f7908, one process beside FA4 deterministic, interleaved fwd+bwd
+    // TFLOP/s): causal GQA at d128, hs2 (a kv head's query heads over 2 CTAs per key block)
+    // 450.7 against 420.7 (4,32,8,4096) and 487.5 against 424.7 (2,32,8,8192); non-causal
+    // 507.1 against 514.0, so causal only (its can_run refuses an odd H / Hkv).
+    if (p.d == 128 && gqa && p.causal)
+      preferred.push_back("attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_spt1_hs2_d128");
+    // Session 19 (build 5bb0ec6, `detfuse bench`, 3 repeats, both orders in one call, fwd+bwd ms):
+    // pb1 at d128 (ew2 pds2, FlashAttention-4's d128 step) against sp1 ew1 spt1: 4,32,32,4096
+    // 7.411 / 7.405 against 7.518 / 7.457, causal 4.193 / 4.183 against 4.210 / 4.219, 4,32,8,4096
+    // 7.226 / 7.152 against 7.324 / 7.261, 1,16,16,8192 causal 2.027 / 2.027 against 2.060 /
+    // 2.072; causal GQA 4.409 / 4.394, behind hs2's 4.13. Softcap not measured on it: sp1 ew1 there
+    // (d64's pb1 was 9% slower with softcap).
+    // Session 21: pb3 at d128 (pb1's base, FlashAttention-4's step order, descriptors in uniform
+    // registers, dQ scaled by the convert pass) against pb1, same bench, both orders: 4,32,32,4096
+    // 7.202 / 7.252 against 7.440 / 7.437, causal 4.070 / 4.065 against 4.149 / 4.153, 4,32,8,4096
+    // 7.148 / 7.143 against 7.250 / 7.251, 1,16,16,8192 causal 1.973 / 1.971 against 2.014 / 2.018.
+    // Session 24: pds4 (80 queries a step, FlashAttention-3/4's non-causal d128 tile, dQ as
+    // dQ^T = K^T dS^T; pb5's step) against pb3, same bench, both orders (experiments/device/s23.sh,
+    // build of 433f945): 4,32,32,4096 7.150 / 7.100 against 7.271 / 7.289, causal 4.097 / 4.041
+    // against 4.105 / 4.100, 4,32,8,4096 6.945 / 6.951 against 7.204 / 7.247 (pb7, its 128-bit
+    // hand-off, 6.963 / 6.963), 1,16,16,8192 causal 1.939 / 1.932 against 1.985 / 1.987. So pds4
+    // pb5 at d128 (it needs 226 KB of shared memory: pb3 where less is available).
+    if (p.d == 128 && p.softcap <= 0) {
+      preferred.push_back("attention.bf16.wgmma.ordered.br80_bc128_st2_tma1_pds4_ew2_pb5_spt1_d128");
+      preferred.push_back("attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_ew2_pb3_spt1_d128");
     }
+    preferred.push_back(p.d == 128 ? "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_spt1_d128"
+                                   : "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_spt1_d64");
+    // pds3 takes the whole 227 KB of an H100/H200 block; where less is
+    // available, pds2 (its can_run says which).
+    if (p.d == 64) preferred.push_back("attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_spt1_d64");
     preferred.push_back(p.d == 128 ? "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst2_d128"
                                    : "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst3_d64");
   }

@@ -585,7 +585,7 @@ void register_attention_wgmma(Registry& r) {
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2PE1, void, true, 2>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2PE1, void, true, 4>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2PE1, void, true, 2, true>(r);
-  // hs2 on the d128 heuristic's pds4 pb5 kernel (session 27, not yet measured: BwdKvHsConfig).
+  // hs2 on the d128 heuristic's pds4 pb5 kernel (session 27, BwdKvHsConfig: the causal GQA heuristic).
   add_bwd<FwdD128Bc128St2Ov, KvD128Br80St2OTS4E2B5H, void, true, 2>(r);
 }
 
