@@ -407,11 +407,14 @@ def attention_workspace_size(p: AttentionProblem, mode: int, sel: Selection) -> 
     return n.value
 
 
-def attention_run(p: AttentionProblem, mode: int, args: AttentionArgs, sel: Selection, stream: int = 0) -> Choice:
-    c = CChoice()
+def attention_run(p: AttentionProblem, mode: int, args: AttentionArgs, sel: Selection, stream: int = 0,
+                  choice: bool = True) -> Optional[Choice]:
+    """Runs attention; returns the choice, or None with choice=False (no
+    choice struct filled or decoded: the per-call path of the torch ops)."""
+    c = CChoice() if choice else None
     check(load_library().detfuse_attention_run(ctypes.byref(p), mode, ctypes.byref(args), ctypes.byref(sel),
-                                               ctypes.c_void_p(stream or None), ctypes.byref(c)))
-    return to_choice(c)
+                                               ctypes.c_void_p(stream or None), ctypes.byref(c) if choice else None))
+    return to_choice(c) if choice else None
 
 
 def scale_unless_one(ptr: int, n: int, dtype: int, scale_ptr: int, stream: int = 0) -> None:

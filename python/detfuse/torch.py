@@ -383,6 +383,30 @@ def _choose_backward(p, sel_b, device, backward_variant, key=None):
         raise
 
 
+# attention()'s checks, kept per call signature once they passed: key (_attention_plan_key) ->
+# ((the C problem, (scale, softcap, window), the backward's variant, db), whether the backward was
+# chosen too). A training step calls attention() with the same signature every layer and step; the
+# checks (about 10 us of Python on the H100 machine's host) then run once, not before every launch.
+_attention_plans = {}
+
+
+def _attention_plan_key(torch, q, k, v, causal, scale, softcap, window, variant, backward_variant, db,
+                        allow_nondeterministic):
+    """The key under which attention() keeps its checks, or None where they must run every call: inputs
+    other than plain tensors, variant="tuned" (its choice follows the store). An unhashable option makes
+    the key unhashable: attention() then checks as without a key.
+    Each option's type is part of the key (causal=1 is refused where causal=True is not)."""
+    T = torch.Tensor
+    if type(q) is not T or type(k) is not T or type(v) is not T or not isinstance(variant, str) or variant == "tuned":
+        return None
+    if isinstance(backward_variant, str) and backward_variant == "tuned":
+        return None
+    return (q.shape, k.shape, v.shape, q.dtype, k.dtype, v.dtype, q.device, k.device, v.device,
+            type(causal), causal, type(scale), scale, type(softcap), softcap, type(window), window,
+            type(variant), variant, type(backward_variant), backward_variant, type(db), db,
+            type(allow_nondeterministic), allow_nondeterministic)
+
+
 def attention(q, k, v, *, causal=False, scale=None, softcap=None, window=None, variant="heuristic",
               backward_variant=None, db="detfuse.db", allow_nondeterministic=False, return_lse=False, level=None):
     """Exact softmax attention, softmax(scale * q k^T [+ causal mask]) v, with
@@ -437,17 +461,36 @@ def attention(q, k, v, *, causal=False, scale=None, softcap=None, window=None, v
                                              variant="tuned", db=db, allow_nondeterministic=allow_nondeterministic,
                                              level=level)
         variant, backward_variant = fwd.name, bwd.name
-    p, q2, k2, v2, (sc, cap, win), sel_f, sel_b, bvariant, dbs = _attention_setup(
-        q, k, v, causal, scale, softcap, window, variant, backward_variant, db, allow_nondeterministic, validate)
     needs_grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
-    if validate and q.device.type == "cuda" and needs_grad:
-        key = None if bvariant == "tuned" else (tuple(q.shape), tuple(k.shape), q.dtype, q.device, causal, sc, cap,
-                                                 win, bvariant, dbs, bool(allow_nondeterministic), backward_variant)
-        _choose_backward(p, sel_b, q.device, backward_variant, key)  # refuse a forward-only backward before running
+    plan_key = _attention_plan_key(torch, q, k, v, causal, scale, softcap, window, variant, backward_variant, db,
+                                   allow_nondeterministic) if validate else None
+    try:
+        plan = _attention_plans.get(plan_key) if plan_key is not None else None
+    except TypeError:  # an unhashable option (its check below says what is wrong with it)
+        plan_key = plan = None
+    if plan is not None and (plan[1] or not needs_grad):
+        # Seen before with these shapes, dtypes, devices and options: the checks passed (and the
+        # backward was chosen, where it is needed), so only the contiguous copies remain.
+        p, (sc, cap, win), bvariant, dbs = plan[0]
+        q2, k2, v2 = q.contiguous(), k.contiguous(), v.contiguous()
+    else:
+        p, q2, k2, v2, (sc, cap, win), sel_f, sel_b, bvariant, dbs = _attention_setup(
+            q, k, v, causal, scale, softcap, window, variant, backward_variant, db, allow_nondeterministic, validate)
+        if validate and q.device.type == "cuda" and needs_grad:
+            key = None if bvariant == "tuned" else (tuple(q.shape), tuple(k.shape), q.dtype, q.device, causal, sc,
+                                                     cap, win, bvariant, dbs, bool(allow_nondeterministic),
+                                                     backward_variant)
+            _choose_backward(p, sel_b, q.device, backward_variant, key)  # refuse a forward-only backward first
+        if plan_key is not None:
+            if len(_attention_plans) >= 4096:
+                _attention_plans.clear()
+            chosen = bool(needs_grad or (plan is not None and plan[1]))
+            _attention_plans[plan_key] = ((p, (sc, cap, win), bvariant, dbs), chosen)
     if validate and q.device.type == "cuda":
         # Eager: the ops' bodies through a plain autograd function (no custom-op dispatch); the
         # same kernels, so the same bits (tests/test_torch_attention.py checks it).
-        _ops()
+        if _ops_mod.attention_eager is None:
+            _ops()
         O, lse = _ops_mod.attention_eager(q2, k2, v2, causal, sc, cap, win, variant, bvariant, dbs,
                                           bool(allow_nondeterministic))
     else:

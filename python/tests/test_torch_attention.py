@@ -320,6 +320,39 @@ class AttentionGpuTest(unittest.TestCase):
             O = dt.attention(q, k, v, causal=True, variant=wg[0])
         self.assertLess(rel_err(O, reference(q, k, v, True)[0]), TOL["bf16"][0])
         self.check(shape, torch.bfloat16, variant=wg[0], backward_variant="heuristic")
+        # attention() keeps its checks per call signature once they passed: the no-grad forward above
+        # must not let the forward-only variant through for a backward afterwards.
+        with self.assertRaisesRegex(detfuse.InvalidArgument, r"cannot run the backward .*forward only.*backward_variant"):
+            dt.attention(q, k, v, causal=True, variant=wg[0])
+
+    def test_checks_kept_per_signature_still_refuse(self):
+        q, k, v, _ = self.make(1, 4, 2, 33, 47, 64, torch.bfloat16)
+        O1 = dt.attention(q, k, v, causal=True)  # the checks pass and are kept for this signature
+        # Options of another type or value with the same tensors: checked again, refused.
+        with self.assertRaisesRegex(TypeError, "causal: must be a bool, got int"):
+            dt.attention(q, k, v, causal=1)
+        with self.assertRaisesRegex(ValueError, "scale: must be > 0"):
+            dt.attention(q, k, v, causal=True, scale=0.0)
+        with self.assertRaisesRegex(ValueError, r"window: must be >= 0"):
+            dt.attention(q, k, v, causal=True, window=-1)
+        with self.assertRaisesRegex(TypeError, "backward_variant: must be a str"):
+            dt.attention(q, k, v, causal=True, backward_variant=3)
+        # Another shape, dtype or device: checked again.
+        with self.assertRaisesRegex(ValueError, r"k: batch 2 does not match q's 1"):
+            dt.attention(q, torch.cat([k, k]), torch.cat([v, v]), causal=True)
+        with self.assertRaisesRegex(TypeError, r"k: dtype must equal q's"):
+            dt.attention(q, k.float(), v, causal=True)
+        with self.assertRaisesRegex(ValueError, r"k: is on cpu"):
+            dt.attention(q, k.cpu(), v, causal=True)
+        # The kept signature runs as before: the same bits, grads too.
+        self.assertTrue(torch.equal(O1, dt.attention(q, k, v, causal=True)))
+        # A signature first seen without gradients, then with them: the backward is chosen then.
+        for t in (q, k, v):
+            t.requires_grad_()
+        O2 = dt.attention(q, k, v, causal=True)
+        O2.float().sum().backward()
+        self.assertTrue(torch.equal(O1, O2.detach()))
+        self.assertIsNotNone(q.grad)
 
 
 if __name__ == "__main__":
