@@ -4,7 +4,9 @@
 #            heuristic, the variant's launch, attention::run, the C ABI) and experiments/attention_host_cost.py
 #            (the Python steps of detfuse.torch.attention, and the ms between events with the GPU idle at the
 #            start against the launches hidden) at rows 4 and 2 of the issue, this tree's package and library
-#            against main's before the session (dist/old, packed by hand), alternating.
+#            against main's before the session, alternating. dist/old, packed by hand from the older tree:
+#            strip + xz of its build/capi/libdetfuse_c.so as dist/old/libdetfuse_c.so.xz, and
+#            `git archive <rev> python/detfuse | tar -x -C dist/old`.
 #   PART=suite, carry ["dist"]: PART=host, then the GPU tests the change touches (the TMA descriptors of every
 #            wgmma kernel now come from kernels/common/tensor_map.cpp; the Python attention path keeps its
 #            checks per call signature): the whole attention wgmma binary, the registry's wgmma attention cases,

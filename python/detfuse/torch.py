@@ -407,6 +407,10 @@ def _attention_plan_key(torch, q, k, v, causal, scale, softcap, window, variant,
             type(allow_nondeterministic), allow_nondeterministic)
 
 
+def _needs_grad(torch, q, k, v):
+    return torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+
+
 def attention(q, k, v, *, causal=False, scale=None, softcap=None, window=None, variant="heuristic",
               backward_variant=None, db="detfuse.db", allow_nondeterministic=False, return_lse=False, level=None):
     """Exact softmax attention, softmax(scale * q k^T [+ causal mask]) v, with
@@ -461,13 +465,14 @@ def attention(q, k, v, *, causal=False, scale=None, softcap=None, window=None, v
                                              variant="tuned", db=db, allow_nondeterministic=allow_nondeterministic,
                                              level=level)
         variant, backward_variant = fwd.name, bwd.name
-    needs_grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
     plan_key = _attention_plan_key(torch, q, k, v, causal, scale, softcap, window, variant, backward_variant, db,
                                    allow_nondeterministic) if validate else None
     try:
         plan = _attention_plans.get(plan_key) if plan_key is not None else None
     except TypeError:  # an unhashable option (its check below says what is wrong with it)
         plan_key = plan = None
+    # (q, k, v are tensors where a plan exists; otherwise _attention_setup checks that first.)
+    needs_grad = plan is not None and _needs_grad(torch, q, k, v)
     if plan is not None and (plan[1] or not needs_grad):
         # Seen before with these shapes, dtypes, devices and options: the checks passed (and the
         # backward was chosen, where it is needed), so only the contiguous copies remain.
@@ -476,6 +481,7 @@ def attention(q, k, v, *, causal=False, scale=None, softcap=None, window=None, v
     else:
         p, q2, k2, v2, (sc, cap, win), sel_f, sel_b, bvariant, dbs = _attention_setup(
             q, k, v, causal, scale, softcap, window, variant, backward_variant, db, allow_nondeterministic, validate)
+        needs_grad = _needs_grad(torch, q, k, v)
         if validate and q.device.type == "cuda" and needs_grad:
             key = None if bvariant == "tuned" else (tuple(q.shape), tuple(k.shape), q.dtype, q.device, causal, sc,
                                                      cap, win, bvariant, dbs, bool(allow_nondeterministic),
