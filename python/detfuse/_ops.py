@@ -185,7 +185,7 @@ def _flce_launch(torch, p, mode, sel, device, key=None, *, X, W, y, loss=None, l
 
 def _raw_stream(torch, device):
     """The cudaStream_t (an int) of `device`'s current stream, for the C ABI. torch's
-    _cuda_getCurrentRawStream (what Triton's launcher calls) costs ~0.3 us; the public
+    _cuda_getCurrentRawStream (what Triton's launcher calls) costs ~0.5 us; the public
     torch.cuda.current_stream(device).cuda_stream builds a Stream object first (~5 us of host
     time before every launch, measured on the H100 machine). The public form where this torch
     lacks the private one."""
