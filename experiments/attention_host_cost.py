@@ -33,32 +33,18 @@ def host_us(fn, n, spin_cycles):
     return statistics.median(v)
 
 
-def window_ms(fn, reps=20):
-    """Median ms between CUDA events around fn with the GPU idle at the start (the peers scripts'
-    interleaved timing: the host's time before the first launch is in the window)."""
+def events_ms(fn, spin_cycles=0, reps=20):
+    """Median ms between CUDA events around fn. spin_cycles 0: the GPU idle at the start (the peers
+    scripts' interleaved timing: the host's time before the first launch is in the window); else fn
+    queued behind a spin of that many cycles (the launches hidden: GPU time)."""
     for _ in range(3):
         fn()
     v = []
     for _ in range(reps):
         torch.cuda.synchronize()
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        v.append(a.elapsed_time(b))
-    return statistics.median(v)
-
-
-def hidden_ms(fn, spin_cycles, reps=20):
-    """Median ms between CUDA events around fn queued behind a spin (the launches hidden: GPU time)."""
-    for _ in range(3):
-        fn()
-    v = []
-    for _ in range(reps):
-        torch.cuda.synchronize()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(spin_cycles)
+        if spin_cycles:
+            torch.cuda._sleep(spin_cycles)
         a.record()
         fn()
         b.record()
@@ -99,7 +85,7 @@ def main():
         dt.attention(q, k, v, causal=causal).backward(do)
 
     for what, fn in (("forward, no grad", fwd), ("forward + backward", fwd_bwd)):
-        w, h = window_ms(fn), hidden_ms(fn, int(5 * 2.0e6))
+        w, h = events_ms(fn), events_ms(fn, int(5 * 2.0e6))
         print(f"  {what}: ms between events, GPU idle at the start {w:.3f}, launches hidden {h:.3f} "
               f"(the host's share {w - h:.3f})", flush=True)
     line("attention() forward, no grad", host_us(fwd, a.n, spin))
