@@ -7,11 +7,11 @@
 #            against main's before the session, alternating. dist/old, packed by hand from the older tree:
 #            strip + xz of its build/capi/libdetfuse_c.so as dist/old/libdetfuse_c.so.xz, and
 #            `git archive <rev> python/detfuse | tar -x -C dist/old`.
-#   PART=suite, carry ["dist"]: PART=host, then the GPU tests the change touches (the TMA descriptors of every
-#            wgmma kernel now come from kernels/common/tensor_map.cpp; the Python attention path keeps its
-#            checks per call signature): the whole attention wgmma binary, the registry's wgmma attention cases,
-#            the FLCE wgmma engine and GPU tests, the C ABI's GPU tests, the Python attention tests, memcheck
-#            on the forward's and the hs backward's sanitizer-sized cases.
+#   PART=suite, carry ["dist"] (written for a C++ launch-path change that was reverted before it ran; not run
+#            in session 29): PART=host, then the GPU tests a launch-path change touches: the whole attention
+#            wgmma binary, the registry's wgmma attention cases, the FLCE wgmma engine and GPU tests, the C ABI's
+#            GPU tests, the Python attention tests, memcheck on the forward's and the hs backward's
+#            sanitizer-sized cases (pack those binaries).
 #   then, carry [".peers/a"] and then [".peers/b"]: bash experiments/peers/install.sh stage (two calls)
 #   PART=peers, carry ["dist"]: as s28.sh PART=peers (RUNS runs beside FA4 deterministic, the host's share).
 #   PART=final, carry ["dist"]: PART=peers, then the Python attention tests and one round of PART=host.
