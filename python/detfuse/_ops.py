@@ -189,7 +189,7 @@ def _raw_stream(torch, device):
     torch.cuda.current_stream(device).cuda_stream builds a Stream object first (~5 us of host
     time before every launch, measured on the H100 machine). The public form where this torch
     lacks the private one."""
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    raw = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None)
     if raw is None:
         return torch.cuda.current_stream(device).cuda_stream
     return raw(torch.cuda.current_device() if device.index is None else device.index)
