@@ -170,13 +170,14 @@ int main(int argc, char** argv) {
   std::memset(&cp, 0, sizeof cp);
   cp.B = p.B, cp.H = p.H, cp.Hkv = p.Hkv, cp.Sq = p.Sq, cp.Sk = p.Sk, cp.d = p.d;
   cp.dtype = DETFUSE_DTYPE_BF16, cp.causal = p.causal ? 1 : 0;
-  detfuse_attention_args cf;
-  std::memset(&cf, 0, sizeof cf);
-  cf.Q = fa.Q, cf.K = fa.K, cf.V = fa.V, cf.O = fa.O, cf.lse = fa.lse;
-  detfuse_attention_args cb;
-  std::memset(&cb, 0, sizeof cb);
-  cb.Q = ba.Q, cb.K = ba.K, cb.V = ba.V, cb.dO = ba.dO, cb.O_in = ba.O_in, cb.lse_in = ba.lse_in;
-  cb.dQ = ba.dQ, cb.dK = ba.dK, cb.dV = ba.dV, cb.workspace = ba.workspace, cb.workspace_size = ba.workspace_size;
+  // The C ABI's arguments: the C++ ones above, field for field.
+  auto to_c = [](const AttentionArgs& a) {
+    detfuse_attention_args c;
+    c.Q = a.Q, c.K = a.K, c.V = a.V, c.dO = a.dO, c.O_in = a.O_in, c.lse_in = a.lse_in, c.O = a.O, c.lse = a.lse;
+    c.dQ = a.dQ, c.dK = a.dK, c.dV = a.dV, c.workspace = a.workspace, c.workspace_size = a.workspace_size;
+    return c;
+  };
+  const detfuse_attention_args cf = to_c(fa), cb = to_c(ba);
   detfuse_selection heur;
   std::memset(&heur, 0, sizeof heur);
   heur.kind = DETFUSE_SELECT_HEURISTIC;
