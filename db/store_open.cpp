@@ -233,14 +233,24 @@ void Store::Impl::set_wal() {
 }
 
 void Store::Impl::check_and_migrate() {
-  // Read-only probes first: nothing is written to a file we refuse.
+  // Read-only probes first: nothing is written to a file we refuse. They run
+  // in one read transaction: as three autocommit reads they could straddle
+  // another connection's commit of a new schema and see application_id 0 with
+  // the schema's tables (a "not a detfuse database" refusal of a good file).
   int64_t app = 0, ver = 0, objects = 0;
   try {
-    app = pragma_int("application_id");
-    ver = pragma_int("user_version");
-    Stmt s(db, file, "SELECT count(*) FROM sqlite_master");
-    s.step();
-    objects = s.i64(0);
+    exec("BEGIN", "begin the probes' read transaction");
+    try {
+      app = pragma_int("application_id");
+      ver = pragma_int("user_version");
+      Stmt s(db, file, "SELECT count(*) FROM sqlite_master");
+      s.step();
+      objects = s.i64(0);
+    } catch (...) {
+      sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+      throw;
+    }
+    exec("COMMIT", "end the probes' read transaction");
   } catch (const Error& e) {
     throw Error(std::string(e.what()) + ". The file was not modified.");
   }
