@@ -143,7 +143,7 @@ bench_both() {
 
 # bench_pair NAME SHAPE CAUSAL NAME...: `$DF bench attention` of $W.fwd.NAME (forward-only variants; CAUSAL
 # `--causal` or -) at SHAPE, 5 repeats, in the order given then the reverse (brun: within UNTIL), into
-# $OUT/benchNAME_ab.log and benchNAME_ba.log.
+# $OUT/benchNAME_ab.log and benchNAME_ba.log; each within BENCH_T seconds (default 60).
 bench_pair() {
   local name=$1 shape=$2 c=$3 v i
   shift 3
@@ -151,8 +151,8 @@ bench_pair() {
   local vs=() rev=()
   for v in "$@"; do vs+=(--variant "$W.fwd.$v"); done
   for ((i = ${#vs[@]} - 1; i >= 1; i -= 2)); do rev+=(--variant "${vs[$i]}"); done
-  brun "bench${name}_ab" 60 "$DF" bench attention --shape "$shape" $c "${vs[@]}" --repeats 5
-  brun "bench${name}_ba" 60 "$DF" bench attention --shape "$shape" $c "${rev[@]}" --repeats 5
+  brun "bench${name}_ab" "${BENCH_T:-60}" "$DF" bench attention --shape "$shape" $c "${vs[@]}" --repeats 5
+  brun "bench${name}_ba" "${BENCH_T:-60}" "$DF" bench attention --shape "$shape" $c "${rev[@]}" --repeats 5
 }
 
 # bench_lines: every variant line of the $OUT/bench*.log files, prefixed by its log's name, cut to 150.
