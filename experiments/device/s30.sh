@@ -10,6 +10,11 @@
 #            forwards as the H200 did (the heuristic's ov2 ps1 rd1 ot1 at d128, br192 rd1 ot1 at d64 causal)?
 #            Then the attention GPU suite (the wgmma test binary, the variants test, the registry's wgmma
 #            cases) for figures of record on that machine.
+#   PART=ab, carry ["dist"]: the heuristic's forwards at rows 1, 2 and 4 (forward ms, 5 repeats), this build's
+#            `detfuse` against an older one's (dist/old/detfuse.xz: `xz -c build/detfuse` of the other tree's
+#            build), alternating, ROUNDS (3) rounds; for a kernel change whose bits are the same (branch
+#            s30-stsm: ot1's O tile by stmatrix; its GPU tests first: PART=sweep's suite, which holds
+#            TmaOBitsEqualDirectStore there).
 #   then, carry [".peers/a"] and then [".peers/b"]: bash experiments/peers/install.sh stage (two calls)
 #   PART=peers, carry ["dist"]: s28.sh's peers part (RUNS runs beside FA4 deterministic, the issue's rows).
 # Logs in $OUT; $OUT/report.txt last.
@@ -33,6 +38,21 @@ case ${PART:-sweep} in
     brun tests_var 30 "$B/tests/attention/test_attention_variants"
     brun tests_reg 150 "$B/tests/attention/test_attention_gpu" --gtest_filter='*wgmma*' --gtest_brief=1
     REPORT_TESTS="tests_all tests_var tests_reg" fwd_report s30sweep "Duration" ;;
+  ab)
+    xz -dc dist/old/detfuse.xz > /tmp/detfuse_old && chmod +x /tmp/detfuse_old
+    F=$W.fwd
+    for r in $(seq 1 "${ROUNDS:-3}"); do
+      for bin in "$DF" /tmp/detfuse_old; do
+        tag=$([ "$bin" = "$DF" ] && echo new || echo old)
+        brun "bench_${tag}_$r" 60 "$bin" bench attention --shape 4,32,32,4096,4096,128 --causal \
+          --variant "$F.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128" --repeats 5
+        brun "bench_${tag}n_$r" 60 "$bin" bench attention --shape 4,32,32,4096,4096,128 \
+          --variant "$F.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128" --repeats 5
+        brun "bench_${tag}64_$r" 60 "$bin" bench attention --shape 4,32,32,4096,4096,64 --causal \
+          --variant "$F.br192_bc128_st3_ov1_pp0_rd1_ot1_d64" --repeats 5
+      done
+    done
+    REPORT_TESTS=" " fwd_report s30ab "Duration" ;;  # (" ": no test logs to report)
   peers)
     ATTN_V="" PART=peers bash experiments/device/s28.sh ;;
 esac
