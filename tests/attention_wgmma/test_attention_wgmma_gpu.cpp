@@ -193,17 +193,18 @@ constexpr int kDqBitsDiffer = 2;
                    << dev_.name << " (cc " << dev_.cc_string() << ")";                        \
   } while (0)
 
-TEST(AttentionWgmma, ThirtySixVariantsRegisteredWithCanonicalNames) {
+TEST(AttentionWgmma, ThirtyEightVariantsRegisteredWithCanonicalNames) {
   const auto vs = wgmma_variants();
-  ASSERT_EQ(vs.size(), 36u);  // session 23: bc176 ov1 ps1 rd1 (d128); session 24: four ov2; session 28: three ls1
+  ASSERT_EQ(vs.size(), 38u);  // session 23: bc176 ov1 ps1 rd1 (d128); session 24: four ov2; session 28: three ls1;
+                              // session 30: two ot2
   int d64 = 0, d128 = 0;
   for (const auto* v : vs) {
     EXPECT_EQ(v->desc.name, VariantDesc::canonical_name(Family::attention, DType::bf16, "wgmma", "fwd", v->desc.params));
     EXPECT_TRUE(v->desc.deterministic);
     (param(*v, "d") == 64 ? d64 : d128) += 1;
   }
-  EXPECT_EQ(d64, 16);
-  EXPECT_EQ(d128, 20);
+  EXPECT_EQ(d64, 17);
+  EXPECT_EQ(d128, 21);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.fwd.br128_bc128_st2_ov0_pp0_d128"), nullptr);
   // The persistent ones (ps1); the older names carry no ps token.
   for (const char* n : {"attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp0_ps1_d128",
@@ -237,13 +238,17 @@ TEST(AttentionWgmma, ThirtySixVariantsRegisteredWithCanonicalNames) {
                         // session 28: ls1, the split walk
                         "attention.bf16.wgmma.fwd.br192_bc128_st3_ov2_pp0_rd1_ot1_ls1_d64",
                         "attention.bf16.wgmma.fwd.br192_bc128_st3_ov2_pp0_ps1_rd1_ls1_d64",
-                        "attention.bf16.wgmma.fwd.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_ls1_d128"})
+                        "attention.bf16.wgmma.fwd.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_ls1_d128",
+                        // session 30: ot2, the O tile by stmatrix
+                        "attention.bf16.wgmma.fwd.br128_bc128_st2_ov2_pp0_ps1_rd1_ot2_d128",
+                        "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_rd1_ot2_d64"})
     EXPECT_NE(builtin_registry().find_attention(n), nullptr) << n;
-  int ps = 0, rd = 0, ot = 0, br192 = 0;
+  int ps = 0, rd = 0, ot = 0, ot2 = 0, br192 = 0;
   for (const auto* v : vs) {
     ps += param(*v, "ps") == 1;
     rd += param(*v, "rd") == 1;
     ot += param(*v, "ot") == 1;
+    ot2 += param(*v, "ot") == 2;
     if (param(*v, "br") == 192) {
       ++br192;
       EXPECT_EQ(param(*v, "d"), 64) << v->desc.name;
@@ -253,10 +258,12 @@ TEST(AttentionWgmma, ThirtySixVariantsRegisteredWithCanonicalNames) {
       EXPECT_NE(v->desc.summary.find("2 consumer warpgroups"), std::string::npos) << v->desc.summary;
     }
   }
-  EXPECT_EQ(ps, 19);  // session 23: bc176 ov1 ps1 rd1; session 24: ov2 ps1 at d64 and d128; session 28: ls1 ps1
-  EXPECT_EQ(rd, 20);
+  EXPECT_EQ(ps, 20);  // session 23: bc176 ov1 ps1 rd1; session 24: ov2 ps1 at d64 and d128; session 28: ls1 ps1;
+                      // session 30: ot2 ps1 d128
+  EXPECT_EQ(rd, 22);
   EXPECT_EQ(ot, 16);
-  EXPECT_EQ(br192, 6);
+  EXPECT_EQ(ot2, 2);
+  EXPECT_EQ(br192, 7);
 }
 
 TEST(AttentionWgmma, CanRunRefusesWithReasons) {
@@ -447,6 +454,8 @@ const PsEntry kPs[] = {
     // session 24: ov2, the overlapped loop rotated
     {"d128 bc128 st2 ov2 ps1 rd1 ot1", 128, &attention::wg::launch_fwd_ctas<attention::wg::FwdD128Bc128St2Ov2PsRdOt>},
     {"d64 bc128 st3 ov2 ps1 rd1 ot1", 64, &attention::wg::launch_fwd_ctas<attention::wg::FwdD64Bc128St3Ov2PsRdOt>},
+    // session 30: ot2 (the O tile by stmatrix)
+    {"d128 bc128 st2 ov2 ps1 rd1 ot2", 128, &attention::wg::launch_fwd_ctas<attention::wg::FwdD128Bc128St2Ov2PsRdOt2>},
 };
 
 // One problem through every persistent configuration of its head dim, with
@@ -584,7 +593,7 @@ TEST(AttentionWgmmaGpu, TmaOSanitizerSized) {
   int ran = 0;
   for (const Case& c : kSanitizerCases) {
     for (int64_t d : {64, 128}) {
-      check_persistent(c, d, {2, 0}, {1}, 1, 9100 + uint64_t(d), "ot1");
+      check_persistent(c, d, {2, 0}, {1}, 1, 9100 + uint64_t(d), " ot");  // ot1 and ot2
       const AttentionProblem p = problem_of(c, d);
       const reference::AttentionInputs in = reference::make_attention_inputs(p, 9200 + uint64_t(d));
       const reference::AttentionResult ref = reference::attention_reference(p, in, /*backward=*/false);
@@ -596,7 +605,7 @@ TEST(AttentionWgmmaGpu, TmaOSanitizerSized) {
       AttentionArgs a;
       a.Q = dQ.data(), a.K = dK.data(), a.V = dV.data(), a.O = dOut.data(), a.lse = dL.data();
       for (const auto* v : wgmma_variants()) {
-        if (param(*v, "ot") != 1 || param(*v, "ps") == 1 || param(*v, "d") != d) continue;
+        if (param(*v, "ot") < 1 || param(*v, "ps") == 1 || param(*v, "d") != d) continue;
         SCOPED_TRACE(v->desc.name + " on " + p.key() + " (" + c.what + ")");
         ASSERT_FALSE(v->can_run(p, AttentionMode::forward, dev).has_value());
         ASSERT_NO_FATAL_FAILURE(
@@ -606,8 +615,8 @@ TEST(AttentionWgmmaGpu, TmaOSanitizerSized) {
     }
   }
   // 2 cases x (d128: rd1 ot1, pp1 rd1 ot1, ov2 pp1 rd1 ot1; d64: br128 rd1 ot1, br192 rd1 ot1 and pp1
-  // rd1 ot1, ov2 br128 rd1 ot1, ov2 br192 rd1 ot1 ls1 (session 28)).
-  EXPECT_EQ(ran, 16);
+  // rd1 ot1, ov2 br128 rd1 ot1, ov2 br192 rd1 ot1 ls1 (session 28), br192 rd1 ot2 (session 30)).
+  EXPECT_EQ(ran, 18);
 }
 
 // The TMA store of the last query block of a head covers BR rows, past Sq:
@@ -621,7 +630,7 @@ TEST(AttentionWgmmaGpu, TmaOStoresNoRowPastSq) {
   const Case c{2, 3, 3, 130, 300, false, 0.0, "Sq = 130: the second query block holds 2 rows", 0.0, 0};
   int ran = 0;
   for (const auto* v : wgmma_variants()) {
-    if (param(*v, "ot") != 1) continue;
+    if (param(*v, "ot") < 1) continue;
     const int64_t d = param(*v, "d");
     const AttentionProblem p = problem_of(c, d);
     SCOPED_TRACE(v->desc.name + " on " + p.key());
@@ -644,8 +653,8 @@ TEST(AttentionWgmmaGpu, TmaOStoresNoRowPastSq) {
     EXPECT_LE(reference::rel_norm_error(O, ref.O), 2e-2) << "O relative norm error";
     ++ran;
   }
-  // The 16 ot1 variants: 10 ov1, the 4 ov2 (session 24) and 2 ov2 ls1 (session 28).
-  EXPECT_EQ(ran, 16);
+  // The 16 ot1 variants (10 ov1, the 4 ov2 of session 24 and 2 ov2 ls1 of session 28) and the 2 ot2.
+  EXPECT_EQ(ran, 18);
 }
 
 // ------------------------- session 15: three consumer warpgroups (br192, d64)
@@ -662,39 +671,21 @@ TEST(AttentionWgmmaGpu, ThreeWarpgroupsSanitizerSized) {
 
 // ------------------------------------- session 24: ov2 (the overlapped loop rotated)
 
-// ov2 runs ov1's operations in another order of waits only: O and LSE bitwise
-// its ov1 twin's on every case of the float64 test (softcap, window, causal,
-// GQA, rows without keys), both head dims, persistent or not.
-TEST(AttentionWgmmaGpu, Ov2BitsEqualOv1) {
-  REQUIRE_SM90();
-  const std::pair<const char*, const char*> kTwins[] = {
-      {"attention.bf16.wgmma.fwd.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128",
-       "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp0_ps1_rd1_ot1_d128"},
-      {"attention.bf16.wgmma.fwd.br128_bc128_st2_ov2_pp1_rd1_ot1_d128",
-       "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp1_rd1_ot1_d128"},
-      {"attention.bf16.wgmma.fwd.br128_bc128_st3_ov2_pp0_rd1_ot1_d64",
-       "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_rd1_ot1_d64"},
-      {"attention.bf16.wgmma.fwd.br128_bc128_st3_ov2_pp0_ps1_rd1_ot1_d64",
-       "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_rd1_ot1_d64"},
-      // Session 28: ls1 (the split walk, softcap decided outside its unmasked loop) and ov2 together
-      // against the d64 heuristics' ov1 forwards and the d128 heuristic's ov2 one.
-      {"attention.bf16.wgmma.fwd.br192_bc128_st3_ov2_pp0_rd1_ot1_ls1_d64",
-       "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_rd1_ot1_d64"},
-      {"attention.bf16.wgmma.fwd.br192_bc128_st3_ov2_pp0_ps1_rd1_ls1_d64",
-       "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_ps1_rd1_d64"},
-      {"attention.bf16.wgmma.fwd.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_ls1_d128",
-       "attention.bf16.wgmma.fwd.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128"}};
+// Each pair of forward variants: O and LSE bitwise equal on every case of the
+// float64 test (softcap, window, causal, GQA, rows without keys), O and LSE
+// prefilled with 0xff bytes before each launch. seed: the inputs' seed base.
+void expect_forward_twins_bitwise(std::initializer_list<std::pair<const char*, const char*>> twins, uint64_t seed) {
   int compared = 0;
-  for (const auto& [ov2, ov1] : kTwins) {
-    const AttentionVariant* a2 = builtin_registry().find_attention(ov2);
-    const AttentionVariant* a1 = builtin_registry().find_attention(ov1);
-    ASSERT_NE(a2, nullptr) << ov2;
-    ASSERT_NE(a1, nullptr) << ov1;
+  for (const auto& [name2, name1] : twins) {
+    const AttentionVariant* a2 = builtin_registry().find_attention(name2);
+    const AttentionVariant* a1 = builtin_registry().find_attention(name1);
+    ASSERT_NE(a2, nullptr) << name2;
+    ASSERT_NE(a1, nullptr) << name1;
     const int64_t d = param(*a2, "d");
     for (const Case& c : kCases) {
       const AttentionProblem p = problem_of(c, d);
-      SCOPED_TRACE(std::string(ov2) + " on " + p.key() + " (" + c.what + ")");
-      const reference::AttentionInputs in = reference::make_attention_inputs(p, 9500 + uint64_t(&c - kCases));
+      SCOPED_TRACE(std::string(name2) + " against " + name1 + " on " + p.key() + " (" + c.what + ")");
+      const reference::AttentionInputs in = reference::make_attention_inputs(p, seed + uint64_t(&c - kCases));
       DeviceBuffer<uint16_t> dQ(in.Q.size()), dK(in.K.size()), dV(in.K.size()), dOut(in.Q.size());
       DeviceBuffer<float> dL(size_t(p.B * p.H * p.Sq));
       dQ.upload(bf16_bits(in.Q));
@@ -719,7 +710,43 @@ TEST(AttentionWgmmaGpu, Ov2BitsEqualOv1) {
       ++compared;
     }
   }
-  EXPECT_EQ(compared, int(std::size(kTwins) * std::size(kCases)));
+  EXPECT_EQ(compared, int(twins.size() * std::size(kCases)));
+}
+
+// ov2 runs ov1's operations in another order of waits only: O and LSE bitwise
+// its ov1 twin's, both head dims, persistent or not.
+TEST(AttentionWgmmaGpu, Ov2BitsEqualOv1) {
+  REQUIRE_SM90();
+  expect_forward_twins_bitwise(
+      {{"attention.bf16.wgmma.fwd.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128",
+        "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp0_ps1_rd1_ot1_d128"},
+       {"attention.bf16.wgmma.fwd.br128_bc128_st2_ov2_pp1_rd1_ot1_d128",
+        "attention.bf16.wgmma.fwd.br128_bc128_st2_ov1_pp1_rd1_ot1_d128"},
+       {"attention.bf16.wgmma.fwd.br128_bc128_st3_ov2_pp0_rd1_ot1_d64",
+        "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_rd1_ot1_d64"},
+       {"attention.bf16.wgmma.fwd.br128_bc128_st3_ov2_pp0_ps1_rd1_ot1_d64",
+        "attention.bf16.wgmma.fwd.br128_bc128_st3_ov1_pp0_ps1_rd1_ot1_d64"},
+       // Session 28: ls1 (the split walk, softcap decided outside its unmasked loop) and ov2 together
+       // against the d64 heuristics' ov1 forwards and the d128 heuristic's ov2 one.
+       {"attention.bf16.wgmma.fwd.br192_bc128_st3_ov2_pp0_rd1_ot1_ls1_d64",
+        "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_rd1_ot1_d64"},
+       {"attention.bf16.wgmma.fwd.br192_bc128_st3_ov2_pp0_ps1_rd1_ls1_d64",
+        "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_ps1_rd1_d64"},
+       {"attention.bf16.wgmma.fwd.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_ls1_d128",
+        "attention.bf16.wgmma.fwd.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128"}},
+      9500);
+}
+
+// ot2 (session 30) writes ot1's values into the O tile by stmatrix instead of a store per pair of
+// columns: O and LSE bitwise ot1's, two consumer warpgroups (persistent) at d128 and three (the
+// re-read thread coordinates, one CTA a tile) at d64.
+TEST(AttentionWgmmaGpu, Ot2BitsEqualOt1) {
+  REQUIRE_SM90();
+  expect_forward_twins_bitwise({{"attention.bf16.wgmma.fwd.br128_bc128_st2_ov2_pp0_ps1_rd1_ot2_d128",
+                                 "attention.bf16.wgmma.fwd.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128"},
+                                {"attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_rd1_ot2_d64",
+                                 "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_rd1_ot1_d64"}},
+                               9600);
 }
 
 // ------------------------------------------------------------------ backward

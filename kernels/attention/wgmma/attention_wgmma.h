@@ -35,7 +35,9 @@ namespace detfuse::attention::wg {
 // shared tile and one consumer thread stores it with one TMA bulk store
 // (waited for only before the next tile's epilogue reuses the tile, or at the
 // kernel's end), instead of 2 D / 8 scattered 4-byte global stores per thread;
-// LSE is written as before.
+// LSE is written as before. TMA_O = 2 (param ot2): the same, the O tile
+// written by stmatrix (D / 16 STSM a thread, FlashAttention-3's epilogue copy)
+// instead of a 4-byte store per pair of columns; the same bits (fwd_epilogue.cuh).
 // SPLIT (param ls1, with OVERLAP): the walk over a tile's key blocks in three
 // loops, the blocks that need the mask first (the diagonal, keys past Sk),
 // then, without softcap, those that need none in a loop without the mask's and
@@ -43,12 +45,14 @@ namespace detfuse::attention::wg {
 // softcap, everything below the diagonal); the same operations on every value,
 // so the same bits (fwd_mainloop.cuh).
 template <int D_, int BR_, int BC_, int STAGES_, int OVERLAP_ = 0, bool PINGPONG_ = false,
-          bool PERSISTENT_ = false, int QSTAGES_ = 1, bool TREE_ = false, bool TMA_O_ = false, bool SPLIT_ = false>
+          bool PERSISTENT_ = false, int QSTAGES_ = 1, bool TREE_ = false, int TMA_O_ = 0, bool SPLIT_ = false>
 struct FwdConfig {
   static constexpr int D = D_, BR = BR_, BC = BC_, STAGES = STAGES_, QSTAGES = QSTAGES_;
   static constexpr int OVERLAP = OVERLAP_;  // 0, 1 (ov1), 2 (ov2: ov1's loop rotated, fwd_mainloop.cuh)
   static constexpr bool PINGPONG = PINGPONG_, PERSISTENT = PERSISTENT_;
-  static constexpr bool TREE = TREE_, TMA_O = TMA_O_, SPLIT = SPLIT_;
+  static constexpr bool TREE = TREE_, SPLIT = SPLIT_;
+  static constexpr int TMA_O = TMA_O_;  // 0, 1 (ot1), 2 (ot2: ot1 with the O tile written by stmatrix)
+  static_assert(TMA_O >= 0 && TMA_O <= 2, "ot0, ot1 or ot2");
   static_assert(OVERLAP || !SPLIT, "the split walk is the overlapped loop's");
   static_assert(OVERLAP >= 0 && OVERLAP <= 2, "ov0, ov1 or ov2");
   static_assert(QSTAGES == 1 || (QSTAGES == 2 && PERSISTENT), "two Q buffers serve the persistent kernel only");
@@ -136,6 +140,11 @@ using FwdD64Bc128St3Ov2PsRdOt = FwdConfig<64, 128, 128, 3, 2, false, true, 1, tr
 using FwdD64Br192Bc128St3Ov2RdOtLs = FwdConfig<64, 192, 128, 3, 2, false, false, 1, true, true, true>;
 using FwdD64Br192Bc128St3Ov2PsRdLs = FwdConfig<64, 192, 128, 3, 2, false, true, 1, true, false, true>;
 using FwdD128Bc128St2Ov2PsRdOtLs = FwdConfig<128, 128, 128, 2, 2, false, true, 1, true, true, true>;
+// Session 30: ot2 (the O tile by stmatrix; read in the machine code without a GPU, 32 generic 4-byte
+// stores a thread at d128 before, experiments/results/sass-2026-12-06) on the d128 heuristic's forward
+// and the d64 causal one.
+using FwdD128Bc128St2Ov2PsRdOt2 = FwdConfig<128, 128, 128, 2, 2, false, true, 1, true, 2>;
+using FwdD64Br192Bc128St3OvRdOt2 = FwdConfig<64, 192, 128, 3, true, false, false, 1, true, 2>;
 
 // Dynamic shared memory bytes of one CTA of Cfg (the kernel's SharedStorage).
 template <class Cfg>

@@ -3,7 +3,8 @@
 // once (1 / rowsum; 0 for a row that saw no key) and written bf16, and LSE =
 // scale * max + ln(sum) in fp32 (-inf for a row that saw no key). O goes
 // straight from the accumulators to global memory, or (Cfg::TMA_O, ot1)
-// through the shared O tile and one TMA store per tile.
+// through the shared O tile and one TMA store per tile (ot2: the tile
+// written by stmatrix).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -27,6 +28,7 @@ using namespace cute;
 template <class Cfg>
 struct FwdEpilogue {
   using K_ = Fwd<Cfg>;
+  using T = typename K_::T;
   using Params = typename K_::Params;
   using SharedStorage = typename K_::SharedStorage;
 
@@ -69,13 +71,34 @@ struct FwdEpilogue {
         const int row = row0 + 8 * r;
         if (row < p.Sq && lane % 4 == 0) p.lse[bh * p.Sq + row] = seen ? row_max[r] * p.scale + logf(s) : -INFINITY;
       }
-      // Values v, v + 1 are columns c, c + 1 (c even) of one row: adjacent
-      // in the 128-byte swizzle (it permutes 16-byte chunks), one 4-byte store.
-      CUTLASS_PRAGMA_UNROLL
-      for (int v = 0; v < D / 2; v += 2) {
-        const float iv = inv[(v / 2) % 2];
-        *reinterpret_cast<__nv_bfloat162*>(raw_pointer_cast(&tOsO(v))) =
-            __floats2bfloat162_rn(tOrO(v) * iv, tOrO(v + 1) * iv);
+      if constexpr (Cfg::TMA_O == 2) {
+        // ot2: O in bf16 (values v, v + 1, columns c, c + 1 of one row,
+        // rounded as a pair as ot1 does), then into the tile by stmatrix (8 x 8
+        // matrices of 16-byte rows; the 128-byte swizzle permutes 16-byte
+        // chunks): D / 16 stores a thread, as FlashAttention-3's epilogue.
+        Tensor rO = make_tensor_like<T>(tOrO);
+        CUTLASS_PRAGMA_UNROLL
+        for (int v = 0; v < D / 2; v += 2) {
+          const float iv = inv[(v / 2) % 2];
+          const __nv_bfloat162 two = __floats2bfloat162_rn(tOrO(v) * iv, tOrO(v + 1) * iv);
+          rO(v) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[0]);
+          rO(v + 1) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[1]);
+        }
+        auto stsm = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, T>{}, typename K_::MmaPV{});
+        auto thr_stsm = stsm.get_thread_slice(ctid);
+        copy(stsm, thr_stsm.retile_S(rO), thr_stsm.partition_D(sO));
+      } else {
+        // Values v, v + 1 are columns c, c + 1 (c even) of one row: adjacent
+        // in the 128-byte swizzle (it permutes 16-byte chunks), one 4-byte
+        // store. (The swizzled pointer loses its shared address space here:
+        // 64-bit address arithmetic and a generic store per pair, 32 a thread
+        // at d = 128; experiments/results/sass-2026-12-06. ot2 does not.)
+        CUTLASS_PRAGMA_UNROLL
+        for (int v = 0; v < D / 2; v += 2) {
+          const float iv = inv[(v / 2) % 2];
+          *reinterpret_cast<__nv_bfloat162*>(raw_pointer_cast(&tOsO(v))) =
+              __floats2bfloat162_rn(tOrO(v) * iv, tOrO(v + 1) * iv);
+        }
       }
       cutlass::arch::fence_view_async_shared();  // the generic-proxy writes, seen by TMA
       detail::named_sync(barrier_id(FwdBarrier::kOStore), K_::kConsumers);

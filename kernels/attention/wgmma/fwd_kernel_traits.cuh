@@ -69,7 +69,7 @@ struct Fwd {
     cute::array_aligned<T, cosize_v<SmemQ>, 1024> o;
   };
   struct NoOBuf {};
-  struct SharedStorage : std::conditional_t<Cfg::TMA_O, OBuf, NoOBuf> {
+  struct SharedStorage : std::conditional_t<Cfg::TMA_O != 0, OBuf, NoOBuf> {
     cute::array_aligned<T, QS * cosize_v<SmemQ>, 1024> q;  // QS buffers of kQElems
     cute::array_aligned<T, cosize_v<SmemK>, 1024> k;
     cute::array_aligned<T, cosize_v<SmemV>, 1024> v;
@@ -90,7 +90,7 @@ struct Fwd {
   using GTensorO = decltype(make_tensor(make_gmem_ptr(static_cast<T*>(nullptr)), GShape{}, GStride{}));
   using TmaO = decltype(make_tma_copy(SM90_TMA_STORE{}, GTensorO{}, SmemQ{}, Shape<Int<BR>, Int<D>>{}, _1{}));
   struct NoTmaO {};
-  using TmaOField = std::conditional_t<Cfg::TMA_O, TmaO, NoTmaO>;
+  using TmaOField = std::conditional_t<Cfg::TMA_O != 0, TmaO, NoTmaO>;
 
   struct Params {
     TmaQ tma_q;

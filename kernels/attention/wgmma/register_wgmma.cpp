@@ -127,7 +127,7 @@ void add(Registry& r) {
   if constexpr (Cfg::PERSISTENT) v.desc.params.push_back({"ps", 1});  // the older names stay as they were
   if constexpr (Cfg::QSTAGES > 1) v.desc.params.push_back({"qs", Cfg::QSTAGES});
   if constexpr (Cfg::TREE) v.desc.params.push_back({"rd", 1});
-  if constexpr (Cfg::TMA_O) v.desc.params.push_back({"ot", 1});
+  if constexpr (Cfg::TMA_O) v.desc.params.push_back({"ot", Cfg::TMA_O});
   if constexpr (Cfg::SPLIT) v.desc.params.push_back({"ls", 1});
   v.desc.params.push_back({"d", Cfg::D});
   v.desc.name = VariantDesc::canonical_name(v.desc.family, v.desc.dtype, v.desc.engine, v.desc.strategy, v.desc.params);
@@ -147,6 +147,7 @@ void add(Registry& r) {
                    (Cfg::QSTAGES > 1 ? ", two Q buffers" : "") +
                    (Cfg::TREE ? ", softmax reductions in four chains per row" : "") +
                    (Cfg::TMA_O ? ", O stored by TMA from shared memory" : "") +
+                   (Cfg::TMA_O == 2 ? " (written there by stmatrix)" : "") +
                    (Cfg::SPLIT ? ", the key blocks without a mask walked in a loop of their own" : "") +
                    "; forward only";
   v.can_run = can_run<Cfg>;
@@ -441,6 +442,9 @@ void register_attention_wgmma_forward_only(Registry& r) {
   add<FwdD64Br192Bc128St3Ov2RdOtLs>(r);
   add<FwdD64Br192Bc128St3Ov2PsRdLs>(r);
   add<FwdD128Bc128St2Ov2PsRdOtLs>(r);
+  // Session 30: ot2, the O tile by stmatrix (attention_wgmma.h), on the d128 and d64 causal heuristics' forwards.
+  add<FwdD128Bc128St2Ov2PsRdOt2>(r);
+  add<FwdD64Br192Bc128St3OvRdOt2>(r);
 }
 
 // Forward-only, then forward + backward (deterministic owning dQ first).
