@@ -10,11 +10,11 @@
 #            forwards as the H200 did (the heuristic's ov2 ps1 rd1 ot1 at d128, br192 rd1 ot1 at d64 causal)?
 #            Then the attention GPU suite (the wgmma test binary, the variants test, the registry's wgmma
 #            cases) for figures of record on that machine.
-#   PART=ab, carry ["dist"]: the heuristic's forwards at rows 1, 2 and 4 (forward ms, 5 repeats), this build's
-#            `detfuse` against an older one's (dist/old/detfuse.xz: `xz -c build/detfuse` of the other tree's
-#            build), alternating, ROUNDS (3) rounds; for a kernel change whose bits are the same (branch
-#            s30-stsm: ot1's O tile by stmatrix; its GPU tests first: PART=sweep's suite, which holds
-#            TmaOBitsEqualDirectStore there).
+#   PART=ab, carry ["dist"]: ot2 (session 30: ot1's O tile written by stmatrix, the same bits) against ot1 on
+#            the d128 heuristic's forward (rows 1 and 2) and the d64 causal one (row 4), forward ms, 5 repeats,
+#            both orders, ROUNDS (2) rounds; then the forward tests that name ot2 (Ot2BitsEqualOt1,
+#            TmaOSanitizerSized, TmaOStoresNoRowPastSq, the registry's count) and memcheck / racecheck /
+#            synccheck on TmaOSanitizerSized.
 #   then, carry [".peers/a"] and then [".peers/b"]: bash experiments/peers/install.sh stage (two calls)
 #   PART=peers, carry ["dist"]: s28.sh's peers part (RUNS runs beside FA4 deterministic, the issue's rows).
 # Logs in $OUT; $OUT/report.txt last.
@@ -39,20 +39,16 @@ case ${PART:-sweep} in
     brun tests_reg 150 "$B/tests/attention/test_attention_gpu" --gtest_filter='*wgmma*' --gtest_brief=1
     REPORT_TESTS="tests_all tests_var tests_reg" fwd_report s30sweep "Duration" ;;
   ab)
-    xz -dc dist/old/detfuse.xz > /tmp/detfuse_old && chmod +x /tmp/detfuse_old
-    F=$W.fwd
-    for r in $(seq 1 "${ROUNDS:-3}"); do
-      for bin in "$DF" /tmp/detfuse_old; do
-        tag=$([ "$bin" = "$DF" ] && echo new || echo old)
-        brun "bench_${tag}_$r" 60 "$bin" bench attention --shape 4,32,32,4096,4096,128 --causal \
-          --variant "$F.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128" --repeats 5
-        brun "bench_${tag}n_$r" 60 "$bin" bench attention --shape 4,32,32,4096,4096,128 \
-          --variant "$F.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128" --repeats 5
-        brun "bench_${tag}64_$r" 60 "$bin" bench attention --shape 4,32,32,4096,4096,64 --causal \
-          --variant "$F.br192_bc128_st3_ov1_pp0_rd1_ot1_d64" --repeats 5
-      done
+    for r in $(seq 1 "${ROUNDS:-2}"); do
+      bench_pair "128c_$r" 4,32,32,4096,4096,128 --causal br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128 \
+        br128_bc128_st2_ov2_pp0_ps1_rd1_ot2_d128
+      bench_pair "128n_$r" 4,32,32,4096,4096,128 - br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128 \
+        br128_bc128_st2_ov2_pp0_ps1_rd1_ot2_d128
+      bench_pair "64c_$r" 4,32,32,4096,4096,64 --causal br192_bc128_st3_ov1_pp0_rd1_ot1_d64 br192_bc128_st3_ov1_pp0_rd1_ot2_d64
     done
-    REPORT_TESTS=" " fwd_report s30ab "Duration" ;;  # (" ": no test logs to report)
+    brun tests_fwd 120 "$TW" --gtest_filter='AttentionWgmma.*:AttentionWgmmaGpu.Ot2*:AttentionWgmmaGpu.TmaO*'
+    sanitize3 tmao "$TW" --gtest_filter='AttentionWgmmaGpu.TmaOSanitizerSized'
+    REPORT_TESTS="tests_fwd" fwd_report s30ab "Duration" ;;
   peers)
     ATTN_V="" PART=peers bash experiments/device/s28.sh ;;
 esac
