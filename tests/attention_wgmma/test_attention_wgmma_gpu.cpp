@@ -406,7 +406,7 @@ TEST(AttentionWgmmaGpu, MatchesFloat64ReferenceAndIsDeterministic) {
       }
     }
   }
-  EXPECT_EQ(checked, 36 * int(std::size(kCases)));  // the 36 forward variants (the CPU count test lists them)
+  EXPECT_EQ(checked, 38 * int(std::size(kCases)));  // the 38 forward variants (the CPU count test lists them)
 }
 
 // MatchesFloat64ReferenceAndIsDeterministic's cases accepted by every forward variant (can_run on
