@@ -12,9 +12,9 @@
 #            cases) for figures of record on that machine.
 #   PART=ab, carry ["dist"]: ot2 (session 30: ot1's O tile written by stmatrix, the same bits) against ot1 on
 #            the d128 heuristic's forward (rows 1 and 2) and the d64 causal one (row 4), forward ms, 5 repeats,
-#            both orders, ROUNDS (2) rounds; then the forward tests that name ot2 (Ot2BitsEqualOt1,
-#            TmaOSanitizerSized, TmaOStoresNoRowPastSq, the registry's count) and memcheck / racecheck /
-#            synccheck on TmaOSanitizerSized.
+#            both orders, ROUNDS (2) rounds; before it the forward tests that take ot2 (the float64 list,
+#            the persistent walks, Ot2BitsEqualOt1, TmaOSanitizerSized, TmaOStoresNoRowPastSq, the registry's
+#            count) and memcheck / racecheck / synccheck on TmaOSanitizerSized.
 #   then, carry [".peers/a"] and then [".peers/b"]: bash experiments/peers/install.sh stage (two calls)
 #   PART=peers, carry ["dist"]: s28.sh's peers part (RUNS runs beside FA4 deterministic, the issue's rows).
 # Logs in $OUT; $OUT/report.txt last.
@@ -39,6 +39,10 @@ case ${PART:-sweep} in
     brun tests_reg 150 "$B/tests/attention/test_attention_gpu" --gtest_filter='*wgmma*' --gtest_brief=1
     REPORT_TESTS="tests_all tests_var tests_reg" fwd_report s30sweep "Duration" ;;
   ab)
+    # Correct first: the forward tests that take ot2 (float64 list with 5 repeats, the persistent walks, the
+    # TMA-O cases, the bits against ot1), the sanitizers on the sanitizer-sized TMA-O case, then the bench.
+    brun tests_fwd 150 "$TW" --gtest_filter='AttentionWgmma.*:AttentionWgmmaGpu.MatchesFloat64*:AttentionWgmmaGpu.Persistent*:AttentionWgmmaGpu.Ot2*:AttentionWgmmaGpu.TmaO*'
+    sanitize3 tmao "$TW" --gtest_filter='AttentionWgmmaGpu.TmaOSanitizerSized'
     for r in $(seq 1 "${ROUNDS:-2}"); do
       bench_pair "128c_$r" 4,32,32,4096,4096,128 --causal br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128 \
         br128_bc128_st2_ov2_pp0_ps1_rd1_ot2_d128
@@ -46,8 +50,6 @@ case ${PART:-sweep} in
         br128_bc128_st2_ov2_pp0_ps1_rd1_ot2_d128
       bench_pair "64c_$r" 4,32,32,4096,4096,64 --causal br192_bc128_st3_ov1_pp0_rd1_ot1_d64 br192_bc128_st3_ov1_pp0_rd1_ot2_d64
     done
-    brun tests_fwd 120 "$TW" --gtest_filter='AttentionWgmma.*:AttentionWgmmaGpu.Ot2*:AttentionWgmmaGpu.TmaO*'
-    sanitize3 tmao "$TW" --gtest_filter='AttentionWgmmaGpu.TmaOSanitizerSized'
     REPORT_TESTS="tests_fwd" fwd_report s30ab "Duration" ;;
   peers)
     ATTN_V="" PART=peers bash experiments/device/s28.sh ;;
