@@ -6,8 +6,7 @@ inc, exc, cur = [], [], None
 for a in sys.argv:
     if a == "-x": cur = exc; continue
     s, e = (int(x, 16) for x in a.split("-")); (cur if cur is not None else inc).append((s, e))
-import os
-exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "sass_loops.py")).read().split("ap = argparse")[0])
+from sass_loops import parse, describe  # (this script's folder is on sys.path)
 funcs = parse(path)
 ins = [x for _, f in funcs for x in f if any(s <= x[0] <= e for s, e in inc) and not any(s <= x[0] <= e for s, e in exc)]
 describe(ins, label)

@@ -54,22 +54,27 @@ def describe(ins, label):
     out.append(f"{seg}:{n_ex2}")
     print("    EX2 by segment: " + " | ".join(out))
 
-ap = argparse.ArgumentParser()
-ap.add_argument("sass"); ap.add_argument("--range", nargs=2, action="append", default=[])
-ap.add_argument("--min", type=int, default=40); ap.add_argument("--function", default="")
-a = ap.parse_args()
-for name, ins in parse(a.sass):
-    if not any(op.startswith("HGMMA") for _, op, _ in ins) or a.function not in name: continue
-    regs = None
-    print(f"== {name[:120]}")
-    describe(ins, "whole function")
-    addr = {ad: i for i, (ad, _, _) in enumerate(ins)}
-    for i, (ad, op, text) in enumerate(ins):
-        if op == "BRA":
-            tgt = int(text.split()[-1], 16)
-            body = ins[addr[tgt]:i + 1] if tgt in addr else []
-            if tgt < ad and len(body) >= a.min and not any(o == "EXIT" for _, o, _ in body):
-                describe(ins[addr[tgt]:i + 1], f"loop {tgt:#x}-{ad:#x} ({text})")
-    for s, e in a.range:
-        s, e = int(s, 16), int(e, 16)
-        describe([x for x in ins if s <= x[0] <= e], f"range {s:#x}-{e:#x}")
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("sass"); ap.add_argument("--range", nargs=2, action="append", default=[])
+    ap.add_argument("--min", type=int, default=40); ap.add_argument("--function", default="")
+    a = ap.parse_args()
+    for name, ins in parse(a.sass):
+        if not any(op.startswith("HGMMA") for _, op, _ in ins) or a.function not in name: continue
+        regs = None
+        print(f"== {name[:120]}")
+        describe(ins, "whole function")
+        addr = {ad: i for i, (ad, _, _) in enumerate(ins)}
+        for i, (ad, op, text) in enumerate(ins):
+            if op == "BRA":
+                tgt = int(text.split()[-1], 16)
+                body = ins[addr[tgt]:i + 1] if tgt in addr else []
+                if tgt < ad and len(body) >= a.min and not any(o == "EXIT" for _, o, _ in body):
+                    describe(ins[addr[tgt]:i + 1], f"loop {tgt:#x}-{ad:#x} ({text})")
+        for s, e in a.range:
+            s, e = int(s, 16), int(e, 16)
+            describe([x for x in ins if s <= x[0] <= e], f"range {s:#x}-{e:#x}")
+
+
+if __name__ == "__main__":
+    main()
