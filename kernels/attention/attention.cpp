@@ -128,10 +128,22 @@ const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMo
     // comparison, build of e22dc83): 1.821 / 1.823 against 1.876 / 1.896, causal 1.018 / 1.034 against
     // 1.038 / 1.054, GQA 1.807 / 1.811 against 1.865 / 1.874; beside FA4 deterministic (two runs, one
     // process) the forward+backward at 4,32,32,4096,128 went 0.945x -> 0.954x (attention_bench_log.md).
+    // Session 31 (H100 80GB HBM3; code of e7f87b6), d64 causal: the persistent br192 forwards ahead of the
+    // non-persistent one that session 20 picked on the H200. `detfuse bench`, 5 repeats, both orders, two
+    // rounds in one call (experiments/device/s31.sh): ov2 ps1 rd1 ls1 0.669 / 0.672 / 0.659 / 0.667 ms, ov1
+    // ps1 rd1 0.683 / 0.681 / 0.675 / 0.662, against br192 rd1 ot1's 0.689 / 0.701 / 0.685 / 0.696 (ncu:
+    // 0.646 against 0.689 ms, tensor pipe 53% against 49% active, though it reads 306 MB from DRAM against
+    // 201); beside FA4 in one Python process (three runs, interleaved, fwd+bwd with the heuristic's
+    // backward) 383.3 / 400.0 / 390.7 TFLOP/s against 379.8 / 393.3 / 380.8. On the H200 (session 25, on
+    // the code before 29ba197) the persistent ov1 ps1 rd1 was 7% slower (0.736 against 0.688 ms), and no
+    // H200 has been lent since; so ls1 ps1 on H100s only. The two give the same O and LSE bits
+    // (HeuristicD64CausalForwardsBitsEqual), so the gradients do not depend on which GPU chose.
+    const bool h100 = dev.name.find("H100") != std::string::npos;
     if (mode == AttentionMode::forward)
-      preferred.push_back(p.d == 128  ? "attention.bf16.wgmma.fwd.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128"
-                          : p.causal ? "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_rd1_ot1_d64"
-                                     : "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_ps1_rd1_d64");
+      preferred.push_back(p.d == 128   ? "attention.bf16.wgmma.fwd.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128"
+                          : !p.causal ? "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_ps1_rd1_d64"
+                          : h100      ? "attention.bf16.wgmma.fwd.br192_bc128_st3_ov2_pp0_ps1_rd1_ls1_d64"
+                                      : "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_rd1_ot1_d64");
     // Session 27 (H100 80GB HBM3, `detfuse bench`, 3 repeats, both orders in one call, fwd+bwd ms):
     // d64 with GQA, which took owning here (never measured against spt1), 4,32,8,4096,64: pb5 spt1
     // 2.413 / 2.386 against owning 3.852 / 3.814 causal, 4.065 / 4.041 against 6.641 / 6.700

@@ -374,6 +374,14 @@ TEST(AttentionHeuristic, PrefersTheMeasuredHopperVariantWhereItRuns) {
                       : (hkv == 8 && causal ? hs2 : "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_spt1_d128");
           EXPECT_EQ(attention::heuristic_variant(capped, AttentionMode::backward, dev).desc.name, want);
         }
+        // An H100 (session 31): the persistent ov2 ls1 forward at d64 causal; the rest as on the H200.
+        DeviceInfo h100 = dev;
+        h100.name = "NVIDIA H100 80GB HBM3";
+        const std::string fwd_h100 =
+            d == 64 && causal ? "attention.bf16.wgmma.fwd.br192_bc128_st3_ov2_pp0_ps1_rd1_ls1_d64" : fwd;
+        EXPECT_EQ(attention::heuristic_variant(bf, AttentionMode::forward, h100).desc.name,
+                  built ? fwd_h100 : fma_bf16);
+        EXPECT_EQ(attention::heuristic_variant(bf, AttentionMode::backward, h100).desc.name, built ? bwd : fma_bf16);
         DeviceInfo ampere = dev;
         ampere.cc_major = 8;
         EXPECT_EQ(attention::heuristic_variant(bf, AttentionMode::backward, ampere).desc.name, fma_bf16);
