@@ -385,13 +385,18 @@ TEST(AttentionHeuristic, PrefersTheMeasuredHopperVariantWhereItRuns) {
         DeviceInfo ampere = dev;
         ampere.cc_major = 8;
         EXPECT_EQ(attention::heuristic_variant(bf, AttentionMode::backward, ampere).desc.name, fma_bf16);
-        // A block with 16 KB less shared memory than the H200's: pds3 (227 KB)
-        // is refused there, pds2 spt1 runs (d64, with GQA too).
+        // A block with 16 KB less shared memory than the H200's: pds3 pb5 (195 KiB since session 31
+        // dropped the P^T tile it never used) still runs there; with 48 KB less it is refused and pds2
+        // spt1 runs (d64, with GQA too).
         DeviceInfo less = dev;
         less.max_smem_per_block_optin -= 16 * 1024;
-        if (built && d == 64)
-          EXPECT_EQ(attention::heuristic_variant(bf, AttentionMode::backward, less).desc.name,
+        DeviceInfo much_less = dev;
+        much_less.max_smem_per_block_optin -= 48 * 1024;
+        if (built && d == 64) {
+          EXPECT_EQ(attention::heuristic_variant(bf, AttentionMode::backward, less).desc.name, ordered);
+          EXPECT_EQ(attention::heuristic_variant(bf, AttentionMode::backward, much_less).desc.name,
                     "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_spt1_d64");
+        }
         // pds4 (226 KB) is refused there too; pb3 (64 queries a step) runs, causal GQA sp1 ew1 hs2.
         if (built && d == 128)
           EXPECT_EQ(attention::heuristic_variant(bf, AttentionMode::backward, less).desc.name,

@@ -303,8 +303,11 @@ struct BwdKv {
   // The LSE / D ring (pds2, pds3): the Q / dO depth; pds3 one stage (two
   // would put the storage 108 bytes over 227 KB - 1 KB), released right after
   // the dS^T stores (its last read), so the next block's copies land under
-  // this block's dK and dQ products and the next S^T, dP^T.
-  static constexpr bool kLOne = kPds3 && !kRs;  // one LSE / D stage, released after the dS^T barrier
+  // this block's dK and dQ products and the next S^T, dP^T. pb (session 31):
+  // P^T never goes through shared memory (dV's A operand from registers), so
+  // no P^T tile and the Q / dO depth again, as rs1 (FlashAttention-4 carries
+  // LSE and dPsum at the Q / dO depth: experiments/results/sass-bwd-d64-2026-12-06).
+  static constexpr bool kLOne = kPds3 && !kRs && !kPb;  // one LSE / D stage, released after the dS^T barrier
   static constexpr int kLStages = kLOne ? 1 : ST;
   using PipelineL = cutlass::PipelineTmaAsync<kLStages>;
   // Ordered dQ: thread 0 of the consumers spins on a flag (acquire) and
@@ -330,8 +333,8 @@ struct BwdKv {
     cute::array_aligned<T, cosize_v<SmemQ>, 1024> dO;
     // dS (pds: dS^T, SmemPt, kDsBufs of them, then P^T at pt(): all 1024-byte
     // aligned, 16 KB each).
-    cute::array_aligned<T, (DQS != DqStrategy::kNone ? kDsBufs * cosize_v<SmemDS> : 8) + (kPds && !kRs && !kPds4 ? cosize_v<SmemPt> : 0), 1024> ds;
-    __host__ __device__ T* pt() { return ds.data() + kDsBufs * cosize_v<SmemDS>; }  // (rs1: none)
+    cute::array_aligned<T, (DQS != DqStrategy::kNone ? kDsBufs * cosize_v<SmemDS> : 8) + (kPds && !kRs && !kPds4 && !kPb ? cosize_v<SmemPt> : 0), 1024> ds;
+    __host__ __device__ T* pt() { return ds.data() + kDsBufs * cosize_v<SmemDS>; }  // (rs1, pb: none)
     __host__ __device__ T* dst(int i) { return ds.data() + i * cosize_v<SmemDS>; }  // pds dS^T tile i
     alignas(128) float dqs[kTma ? kDqBufs : 1][kTma ? BR * D : 4];  // TMA dQ: the shared tile(s)
     // Per consumer warpgroup (pds: one copy for both, to fit 227 KB at d128),
