@@ -563,8 +563,8 @@ TEST(AttentionWgmmaPds, DqConvertPairs) {
 
 // pb1 (issue 16, session 15; d128 on ew2 pds2, session 19): ew2 pds3 with P^T as dV's A fragment and
 // dS^T as dK's (the C fragment of S^T / dP^T, value for value: the rs1
-// identity on pb1's own traits), ew2's storage (the P^T tile kept, unused;
-// one LSE / D stage), ew2's dQ tile order.
+// identity on pb1's own traits), since session 31 rs1's storage (no P^T
+// tile, the LSE / D ring at the Q / dO depth), ew2's dQ tile order.
 // Two kv kernels' dQ tiles in the same order: every element's (thread, value)
 // placed at the same offset (the convert pass of one reads the other's tile).
 template <class K_, class KB>
@@ -574,25 +574,30 @@ void expect_same_dq_tile_order() {
               KB::dq_tile_offset(KB::dq_tile_thread(off), KB::dq_tile_value(off)));
 }
 
-template <class Cfg, class Base>
+template <class Cfg, class Base, class Rs>
 void check_pb1() {
   using K_ = BwdKv<Cfg>;
   using KB = BwdKv<Base>;
-  // pds3 (d64): one LSE / D stage; pds2 (d128): the LSE / D ring at the Q / dO depth.
-  static_assert(K_::kPb && !KB::kPb && K_::kEw == 2 && K_::kPds2 && K_::kLOne == K_::kPds3 && !K_::kRs && !K_::kWq);
-  static_assert(K_::kLOne == KB::kLOne && K_::kDsBufs == KB::kDsBufs && K_::kDqBufs == KB::kDqBufs);
-  static_assert(sizeof(typename K_::SharedStorage) == sizeof(typename KB::SharedStorage));
-  static_assert(int(Cfg::kSmemBytes) == int(Base::kSmemBytes));
+  // Since session 31 rs1's storage (Rs: the rs1 configuration of the same tile): no P^T tile, the LSE / D
+  // ring at the Q / dO depth (pds3 too), ew2's dS^T and dQ buffers.
+  static_assert(K_::kPb && !KB::kPb && K_::kEw == 2 && K_::kPds2 && !K_::kLOne && !K_::kRs && !K_::kWq);
+  static_assert(K_::kLStages == K_::ST && K_::kDsBufs == KB::kDsBufs && K_::kDqBufs == KB::kDqBufs);
+  static_assert(sizeof(typename K_::SharedStorage) == sizeof(typename BwdKv<Rs>::SharedStorage));
+  static_assert(int(Cfg::kSmemBytes) == int(Rs::kSmemBytes));
+  static_assert(int(Cfg::kSmemBytes) == int(Base::kSmemBytes) - 2 * K_::BR * K_::BC);
+  expect_two_ds_tiles_one_dq_tile<K_>();
   check_rs_a_is_c<Cfg>();
   expect_same_dq_tile_order<K_, KB>();
 }
 
 TEST(AttentionWgmmaPds, Pb1IsEw2StorageWithRegisterFragments) {
-  check_pb1<KvD64Br128St2OTS3E2B, KvD64Br128St2OTS3E2>();
-  check_pb1<KvD64Br128St2ATS3E2B, KvD64Br128St2ATS3E2>();
-  check_pb1<KvD128Br64St2OTS2E2B, KvD128Br64St2OTS2E2>();  // d128 (session 19): pds2's storage
-  check_pb1<KvD128Br64St2ATS2E2B, KvD128Br64St2ATS2E2>();
-  static_assert(sizeof(BwdKv<KvD128Br64St2OTS2E2B>::SharedStorage) == sizeof(BwdKv<KvD128Br64St2OTS2PE1>::SharedStorage));
+  check_pb1<KvD64Br128St2OTS3E2B, KvD64Br128St2OTS3E2, KvD64Br128St2OTS3R>();
+  check_pb1<KvD64Br128St2ATS3E2B, KvD64Br128St2ATS3E2, KvD64Br128St2ATS3R>();
+  check_pb1<KvD128Br64St2OTS2E2B, KvD128Br64St2OTS2E2, KvD128Br64St2OTS2R>();  // d128 (session 19)
+  check_pb1<KvD128Br64St2ATS2E2B, KvD128Br64St2ATS2E2, KvD128Br64St2ATS2R>();
+  // d128: pds2 ew1's storage less the 16 KB P^T tile.
+  EXPECT_EQ(sizeof(BwdKv<KvD128Br64St2OTS2E2B>::SharedStorage) + 64 * 128 * 2,
+            sizeof(BwdKv<KvD128Br64St2OTS2PE1>::SharedStorage));
   EXPECT_EQ(KvD64Br128St2OTS3E2B::PB, 1);
   EXPECT_EQ(KvD64Br128St2OTS3E2::PB, 0);
   EXPECT_EQ(KvD64Br128St2OTS3E2B::EW, 2);
