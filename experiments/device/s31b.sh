@@ -17,6 +17,10 @@ W=attention.bf16.wgmma
 attention_bins
 gpu_line "$OUT/gpu.txt"
 OLD=$B/detfuse_old
+# sel LOG: the variants' status lines and their one-digest outputs (`x2`) of a `detfuse verify` log; an atomic
+# dQ that differs between the repeats prints one line per repeat and is left out (session 31's first run
+# compared whole logs: the command line and those lines made every case "differ").
+sel() { grep -E '^attention\.|  x[0-9]+$' "$1"; }
 brun tests_pb 200 "$TW" --gtest_filter='AttentionWgmmaBwd.*:AttentionWgmmaBwdGpu.Ew*:AttentionWgmmaBwdGpu.Pb*:AttentionWgmmaBwdGpu.Pds4Pb7*'
 sanitize_gtest ew 90 'AttentionWgmmaBwdGpu.EwSanitizerSized'
 for d in 64 128; do
@@ -28,10 +32,6 @@ for d in 64 128; do
     i=$((i + 1))
     brun "verify_new_${d}_$i" 60 "$DF" verify --kernel attention --shape $c "${args[@]}" --repeats 2 --seed 31
     brun "verify_old_${d}_$i" 60 "$OLD" verify --kernel attention --shape $c "${args[@]}" --repeats 2 --seed 31
-    # The variants' status lines and their one-digest outputs (`x2`); an atomic dQ that differs between the
-    # repeats prints one line per repeat and is left out (session 31's first run compared whole logs: the
-    # command line and those lines made every case "differ").
-    sel() { grep -E '^attention\.|  x[0-9]+$' "$1"; }
     if diff <(sel "$OUT/verify_old_${d}_$i.log") <(sel "$OUT/verify_new_${d}_$i.log") > /dev/null &&
        grep -q "dQ .* x2" "$OUT/verify_new_${d}_$i.log"; then
       echo "bits d$d case $i (${#PB[@]} pb variants): identical to the old binary's" >> "$OUT/bits.txt"

@@ -251,8 +251,8 @@ struct BwdKvWqConfig : Base_ {
 // stage); since then no P^T tile and the LSE / D ring at the Q / dO depth
 // (rs1's storage: BwdKv::SharedStorage, kLOne), the same bits.
 template <class Base_>
-constexpr int pb_smem_tiles() {  // the base's tiles less the P^T tile (pds4 has none)
-  return Base_::kSmemTiles - (Base_::PDS == 4 ? 0 : 2 * Base_::BR * Base_::BC);
+constexpr int pb_pt_tile_bytes() {  // the P^T tile pb drops from its base's storage (pds4 has none)
+  return Base_::PDS == 4 ? 0 : 2 * Base_::BR * Base_::BC;
 }
 template <class Base_>
 struct BwdKvPbConfig : Base_ {
@@ -260,8 +260,8 @@ struct BwdKvPbConfig : Base_ {
   static_assert(Base_::EW == 2 && (Base_::PDS == 3 || (Base_::PDS == 2 && Base_::D == 128)) && Base_::WQ == 0 &&
                     Base_::SP == 0 && Base_::RS == 0,
                 "pb1: on ew2 pds3 (d64) or ew2 pds2 (d128)");
-  static constexpr int kSmemTiles = pb_smem_tiles<Base_>();
-  static constexpr int kSmemBytes = kSmemTiles + Base_::kDqBufs * Base_::BR * Base_::D * 4;
+  static constexpr int kSmemTiles = Base_::kSmemTiles - pb_pt_tile_bytes<Base_>();
+  static constexpr int kSmemBytes = Base_::kSmemBytes - pb_pt_tile_bytes<Base_>();
 };
 
 // PB 2 and 3 (`pb2`, `pb3`, issue 16 session 21: the d64 kv step with
@@ -296,8 +296,8 @@ struct BwdKvPbNConfig : Base_ {
                      ((PB_ == 5 || PB_ == 7) && Base_::PDS == 4)) &&
                     Base_::WQ == 0 && Base_::SP == 0 && Base_::RS == 0 && Base_::DQ_TMA,
                 "pb2 / pb3 / pb5-7, pb9: on ew2 pds3 (d64); pb3, pb6, pb8 on ew2 pds2 (d128); pb5, pb7 on ew2 pds4");
-  static constexpr int kSmemTiles = pb_smem_tiles<Base_>();  // pb1's storage (no P^T tile)
-  static constexpr int kSmemBytes = kSmemTiles + Base_::kDqBufs * Base_::BR * Base_::D * 4;
+  static constexpr int kSmemTiles = Base_::kSmemTiles - pb_pt_tile_bytes<Base_>();  // pb1's storage (no P^T tile)
+  static constexpr int kSmemBytes = Base_::kSmemBytes - pb_pt_tile_bytes<Base_>();
 };
 
 // HS (issue 16, session 27, d128): the split epilogue (BwdKv::kHs, the hs2 /
