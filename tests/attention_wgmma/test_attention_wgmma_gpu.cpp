@@ -150,10 +150,10 @@ std::vector<const AttentionVariant*> ws_variants();
 
 // A name without its "_<token><digit>" part: the variant a schedule
 // variant reorders (sp: the pds2 one; dc: the sp1 one).
-std::string without_token(const std::string& n, const std::string& token) {
+std::string without_token(const std::string& n, const std::string& token) {  // "_" token and its value's digits
   std::string b = n;
   const size_t at = b.find("_" + token);
-  if (at != std::string::npos) b.erase(at, token.size() + 2);
+  if (at != std::string::npos) b.erase(at, b.find('_', at + 1) - at);
   return b;
 }
 std::string sp_base_name(const std::string& n) { return without_token(n, "sp"); }
@@ -760,9 +760,9 @@ TEST(AttentionWgmmaGpu, HeuristicD64CausalForwardsBitsEqual) {
 
 // ------------------------------------------------------------------ backward
 
-TEST(AttentionWgmmaBwd, EightyFiveVariantsRunBothModesWithReasonsAndWorkspace) {
+TEST(AttentionWgmmaBwd, EightyThreeVariantsRunBothModesWithReasonsAndWorkspace) {
   const auto vs = wgmma_bwd_variants();
-  ASSERT_EQ(vs.size(), 85u);  // session 21: pb2, pb3 at d64 and pb3 at d128; session 22: pb5, pb7 at d64, pb6 at d64 and d128; session 23: pb8 at d128, pds4 pb5 and pb7, pb9 at d64 (ordered, atomic); session 27: pds4 pb5 hs2
+  ASSERT_EQ(vs.size(), 83u);  // session 21: pb2, pb3 at d64 and pb3 at d128; session 22: pb5, pb7 at d64, pb6 at d64 and d128; session 23: pb8 at d128, pds4 pb5 and pb7, pb9 at d64 (ordered, atomic); session 27: pds4 pb5 hs2; session 32: pb2, pb9 retired, pb10 and wq1 pb5 (d64, ordered) added
   DeviceInfo h200 = h200_info();
   DeviceInfo a100 = h200;
   a100.cc_major = 8;
@@ -815,9 +815,9 @@ TEST(AttentionWgmmaBwd, EightyFiveVariantsRunBothModesWithReasonsAndWorkspace) {
     EXPECT_EQ(v->workspace_bytes(p, AttentionMode::backward), attention::d_bytes(p) + extra);
   }
   EXPECT_EQ(owning, 6);
-  EXPECT_EQ(atomic, 34);  // session 21: pb2, pb3 d64, pb3 d128 (ordered and atomic each); session 22: pb5, pb6, pb7; session 23: pb8, pds4 pb5 / pb7, pb9
+  EXPECT_EQ(atomic, 32);  // session 21: pb2, pb3 d64, pb3 d128 (ordered and atomic each); session 22: pb5, pb6, pb7; session 23: pb8, pds4 pb5 / pb7, pb9; session 32: pb2, pb9 retired
   EXPECT_EQ(partials, 3);
-  EXPECT_EQ(ordered, 42);  // session 27: pds4 pb5 hs2
+  EXPECT_EQ(ordered, 42);  // session 27: pds4 pb5 hs2; session 32: pb2, pb9 retired, pb10 and wq1 pb5 (d64) added
   // hs: refused, with the reason, where the query heads per kv head are not a multiple of the split.
   ASSERT_EQ(hs_variants().size(), 3u);  // sp1 ew1 hs2, hs4; pds4 pb5 hs2 (session 27)
   for (const auto* v : hs_variants()) {
@@ -976,7 +976,7 @@ TEST(AttentionWgmmaBwd, EightyFiveVariantsRunBothModesWithReasonsAndWorkspace) {
   // are refused, sp1 and its ew1 run; pb on pds3 runs there since session 31). wq1 (the wq token after ew): on ew2
   // pds3 and ew1 sp1, the ew variant's workspace and shared memory.
   EXPECT_EQ(ew_variants(1).size(), 6u);
-  EXPECT_EQ(ew_variants(2).size(), 30u);  // with pb1 (ew2 pds3 d64 and pds2 d128, ordered spt1 and atomic; no P^T tile since session 31, so less shared memory than ew2's), pb2 (d64), pb3 (d64, d128), pb5 (d64), pb6 (d64, d128), pb7 (d64), pb8 (d128), pds4 pb5 / pb7 (d128), pb9 (d64)
+  EXPECT_EQ(ew_variants(2).size(), 28u);  // with pb1 (ew2 pds3 d64 and pds2 d128, ordered spt1 and atomic; no P^T tile since session 31, so less shared memory than ew2's), pb3 (d64, d128), pb5 (d64), pb6 (d64, d128), pb7 (d64), pb8 (d128), pds4 pb5 / pb7 (d128), pb10 (d64, ordered), wq1 over pb5 (d64, ordered)
   for (const char* n : {"attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew1_spt1_d64",
                         "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_ew1_d64",
                         "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_spt1_d64",
@@ -991,8 +991,6 @@ TEST(AttentionWgmmaBwd, EightyFiveVariantsRunBothModesWithReasonsAndWorkspace) {
                         "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_ew2_pb1_d64",
                         "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_ew2_pb1_spt1_d128",
                         "attention.bf16.wgmma.atomic.br64_bc128_st2_tma1_pds2_ew2_pb1_d128",
-                        "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb2_spt1_d64",
-                        "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_ew2_pb2_d64",
                         "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb3_spt1_d64",
                         "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_ew2_pb3_d64",
                         "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_ew2_pb3_spt1_d128",
@@ -1007,8 +1005,8 @@ TEST(AttentionWgmmaBwd, EightyFiveVariantsRunBothModesWithReasonsAndWorkspace) {
                         "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_ew2_pb7_d64",
                         "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_ew2_pb8_spt1_d128",
                         "attention.bf16.wgmma.atomic.br64_bc128_st2_tma1_pds2_ew2_pb8_d128",
-                        "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb9_spt1_d64",
-                        "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_ew2_pb9_d64"}) {
+                        "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb10_spt1_d64",
+                        "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_wq1_pb5_spt1_d64"}) {
     const auto* v = builtin_registry().find_attention(n);
     ASSERT_NE(v, nullptr) << n;
     EXPECT_EQ(v->desc.deterministic, v->desc.strategy == "ordered");
@@ -1246,7 +1244,7 @@ const Case kOrderedWindowCases[] = {
 TEST(AttentionWgmmaBwdGpu, SanitizerSizedWindowOrdered) {
   REQUIRE_SM90();
   const auto vs = ordered_unsplit_bwd_variants();
-  ASSERT_EQ(vs.size(), 38u);  // session 19: pb1 at d128; session 21: pb2, pb3 (d64), pb3 (d128); session 22: pb5, pb7 (d64), pb6 (d64, d128); session 23: pb8 (d128), pds4 pb5 / pb7, pb9 (d64)
+  ASSERT_EQ(vs.size(), 38u);  // session 19: pb1 at d128; session 21: pb2, pb3 (d64), pb3 (d128); session 22: pb5, pb7 (d64), pb6 (d64, d128); session 23: pb8 (d128), pds4 pb5 / pb7, pb9 (d64); session 32: pb2, pb9 retired, pb10 and wq1 pb5 (d64) added
   EXPECT_EQ(check_backward(vs, kOrderedWindowCases, std::size(kOrderedWindowCases), 4200, /*repeats=*/2),
             int(vs.size()));
 }
@@ -1265,7 +1263,7 @@ const Case kOrderedManyCases[] = {
 TEST(AttentionWgmmaBwdGpu, OrderedManyKeyBlocks) {
   REQUIRE_SM90();
   const auto vs = ordered_unsplit_bwd_variants();
-  ASSERT_EQ(vs.size(), 38u);  // session 19: pb1 at d128; session 21: pb2, pb3 (d64), pb3 (d128); session 22: pb5, pb7 (d64), pb6 (d64, d128); session 23: pb8 (d128), pds4 pb5 / pb7, pb9 (d64)
+  ASSERT_EQ(vs.size(), 38u);  // session 19: pb1 at d128; session 21: pb2, pb3 (d64), pb3 (d128); session 22: pb5, pb7 (d64), pb6 (d64, d128); session 23: pb8 (d128), pds4 pb5 / pb7, pb9 (d64); session 32: pb2, pb9 retired, pb10 and wq1 pb5 (d64) added
   const auto& cases = kOrderedManyCases;
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 5000), int(vs.size() * std::size(cases)));
 }
@@ -1819,7 +1817,7 @@ TEST(AttentionWgmmaBwdGpu, Spt1ChangesDqOrder) {
 TEST(AttentionWgmmaBwdGpu, EwMatchesFloat64Reference) {
   REQUIRE_SM90();
   const auto vs = ew_variants();
-  ASSERT_EQ(vs.size(), 36u);  // ew1, ew2, wq1, pb1 (d64, d128), pb2 (d64), pb3 (d64, d128), pb5 (d64), pb6 (d64, d128), pb7 (d64), pb8 (d128), pds4 pb5 / pb7 (d128), pb9 (d64)
+  ASSERT_EQ(vs.size(), 34u);  // ew1, ew2, wq1, pb1 (d64, d128), pb3 (d64, d128), pb5 (d64), pb6 (d64, d128), pb7 (d64), pb8 (d128), pds4 pb5 / pb7 (d128), pb10 (d64, ordered), wq1 over pb5 (d64, ordered)
   check_schedule_cases(vs, 12000);
   const Case shift[] = {
       {1, 8, 2, 3000, 700, false, 0.0, "shift: Sq > Sk, 6 key blocks, GQA 4:1"},
@@ -1833,7 +1831,7 @@ TEST(AttentionWgmmaBwdGpu, EwMatchesFloat64Reference) {
 TEST(AttentionWgmmaBwdGpu, EwSanitizerSized) {
   REQUIRE_SM90();
   const auto vs = ew_variants();
-  ASSERT_EQ(vs.size(), 36u);  // ew1, ew2, wq1, pb1 (d64, d128), pb2 (d64), pb3 (d64, d128), pb5 (d64), pb6 (d64, d128), pb7 (d64), pb8 (d128), pds4 pb5 / pb7 (d128), pb9 (d64)
+  ASSERT_EQ(vs.size(), 34u);  // ew1, ew2, wq1, pb1 (d64, d128), pb3 (d64, d128), pb5 (d64), pb6 (d64, d128), pb7 (d64), pb8 (d128), pds4 pb5 / pb7 (d128), pb10 (d64, ordered), wq1 over pb5 (d64, ordered)
   const auto& cases = kOrderSanitizerCases;
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 12200, /*repeats=*/2), int(vs.size() * std::size(cases)));
 }
@@ -1857,18 +1855,15 @@ TEST(AttentionWgmmaBwdGpu, EwBitwiseEqualsBase) {
   EXPECT_EQ(check_bits_equal_base(without_pb(ew_variants()), ew_base_name, /*dq_equal=*/true, 12400, cases), 40);
 }
 
-// pb2 / pb3 (session 21) against pb1 (ordered spt1 and atomic; pb2 d64, pb3
-// d64 and d128). pb2 is
-// pb1's arithmetic with other descriptors (uniform registers) and other
-// register moves (the A fragments as words, bf16 unpacked by shift / AND):
-// dK and dV bitwise pb1's. pb3 rounds the same fp32 P^T into dV's A fragment
-// and issues the same dV products in the same order (later in the step): dV
-// bitwise pb1's; its dK is not (dS^T from the fp32 P^T). dQ is not compared
-// (both scale the sum in the convert pass instead of each part).
+// pb3 (session 21) against pb1 (ordered spt1 and atomic; d64 and d128): pb3
+// rounds the same fp32 P^T into dV's A fragment and issues the same dV
+// products in the same order (later in the step): dV bitwise pb1's; its dK is
+// not (dS^T from the fp32 P^T). dQ is not compared (pb3 scales the sum in the
+// convert pass instead of each part). (pb2, pb1's step with pb3's descriptors
+// and word fragments, bitwise pb1's dK and dV: retired in session 32.)
 std::string pbn_base_name(const std::string& n) {
   std::string b = n;
-  for (const char* t : {"_pb2", "_pb3"})
-    if (const size_t at = b.find(t); at != std::string::npos) b.replace(at, 4, "_pb1");
+  if (const size_t at = b.find("_pb3"); at != std::string::npos) b.replace(at, 4, "_pb1");
   return b;
 }
 std::vector<const AttentionVariant*> pb_variants(int pb) {
@@ -1880,10 +1875,7 @@ std::vector<const AttentionVariant*> pb_variants(int pb) {
 TEST(AttentionWgmmaBwdGpu, PbNBitsAgainstPb1) {
   REQUIRE_SM90();
   const std::vector<Case>& cases = kOrderWalkCases;
-  ASSERT_EQ(pb_variants(2).size(), 2u);
   ASSERT_EQ(pb_variants(3).size(), 4u);  // d64, d128
-  EXPECT_EQ(check_bits_equal_base(pb_variants(2), pbn_base_name, /*dq_equal=*/false, 12450, cases),
-            int(2 * cases.size()));
   EXPECT_EQ(check_bits_equal_base(pb_variants(3), pbn_base_name, /*dq_equal=*/false, 12460, cases,
                                   /*dkdv_equal=*/true, /*dv_only=*/true),
             int(4 * cases.size()));
@@ -1896,16 +1888,18 @@ TEST(AttentionWgmmaBwdGpu, PbNBitsAgainstPb1) {
 // float64 reference, 20 repeats and the sanitizer-sized case: the Ew lists.)
 std::string pb3_base_name(const std::string& n) {
   std::string b = n;
-  for (const char* t : {"_pb5", "_pb6", "_pb7", "_pb8", "_pb9"})
+  for (const char* t : {"_pb5", "_pb6", "_pb7", "_pb8"})
     if (const size_t at = b.find(t); at != std::string::npos) b.replace(at, 4, "_pb3");
   return b;
 }
 bool is_pds4(const AttentionVariant* v) { return param(*v, "pds") == 4; }
+bool is_wq(const AttentionVariant* v) { return param(*v, "wq") == 1; }
 TEST(AttentionWgmmaBwdGpu, Pb5BitsAgainstPb3) {
   REQUIRE_SM90();
   const std::vector<Case>& cases = kOrderWalkCases;
   auto vs = pb_variants(5);
   std::erase_if(vs, is_pds4);  // (pds4: 80 queries a step, no pb3 of that tile; Pds4Pb7BitsAgainstPb5)
+  std::erase_if(vs, is_wq);    // (wq1 over pb5: Pb10AndWqBitsAgainstPb5)
   ASSERT_EQ(vs.size(), 2u);  // d64, ordered and atomic
   const auto pb6 = pb_variants(6);  // pb6 (branch s22-pb6): d64, d128; dV's halves sum its k steps in order
   ASSERT_EQ(pb6.size(), 4u);
@@ -1917,9 +1911,6 @@ TEST(AttentionWgmmaBwdGpu, Pb5BitsAgainstPb3) {
   const auto pb8 = pb_variants(8);  // pb8 (branch s22-pb6): pb3 at d128 with pb7's tile order
   ASSERT_EQ(pb8.size(), 2u);
   vs.insert(vs.end(), pb8.begin(), pb8.end());
-  const auto pb9 = pb_variants(9);  // pb9 (session 23): pb6 at d64 with pb7's tile order
-  ASSERT_EQ(pb9.size(), 2u);
-  vs.insert(vs.end(), pb9.begin(), pb9.end());
   EXPECT_EQ(check_bits_equal_base(vs, pb3_base_name, /*dq_equal=*/true, 12470, cases), int(vs.size() * cases.size()));
 }
 
@@ -1938,6 +1929,27 @@ TEST(AttentionWgmmaBwdGpu, Pds4Pb7BitsAgainstPb5) {
   std::erase_if(vs, [](const AttentionVariant* v) { return !is_pds4(v); });
   ASSERT_EQ(vs.size(), 2u);  // ordered and atomic
   EXPECT_EQ(check_bits_equal_base(vs, pb5_base_name, /*dq_equal=*/true, 12480, cases), int(vs.size() * cases.size()));
+}
+
+// pb10 (session 32) forms pb5's exp arguments (the same FFMA of the same
+// values) before the dP^T wait and takes the same EX2 after it; wq1 over pb5
+// hands the same dQ values to the writer in two halves, each element's adds
+// in the same key-block order: dQ, dK, dV bitwise pb5's (d64), on the walk
+// cases (causal, shift, softcap + window).
+std::string pb10_wq_base_name(const std::string& n) {
+  std::string b = without_token(n, "wq");
+  if (const size_t at = b.find("_pb10"); at != std::string::npos) b.replace(at, 5, "_pb5");
+  return b;
+}
+TEST(AttentionWgmmaBwdGpu, Pb10AndWqBitsAgainstPb5) {
+  REQUIRE_SM90();
+  const std::vector<Case>& cases = kOrderWalkCases;
+  auto vs = pb_variants(10);
+  ASSERT_EQ(vs.size(), 1u);  // d64, ordered
+  for (const auto* v : pb_variants(5))
+    if (is_wq(v)) vs.push_back(v);
+  ASSERT_EQ(vs.size(), 2u);
+  EXPECT_EQ(check_bits_equal_base(vs, pb10_wq_base_name, /*dq_equal=*/true, 12490, cases), int(vs.size() * cases.size()));
 }
 
 // The TMA dQ convert stores 16 bytes at a time where dQ is 16-byte aligned

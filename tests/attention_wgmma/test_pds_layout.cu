@@ -556,6 +556,7 @@ void check_convert_pairs() {
 TEST(AttentionWgmmaPds, DqConvertPairs) {
   check_convert_pairs<KvD64Br128St2OTS3E2>();   // pds3: each warpgroup its 64 rows
   check_convert_pairs<KvD64Br128St2OTS3E2W>();  // wq1 halves
+  check_convert_pairs<KvD64Br128St2OTS3E2B5W>();  // wq1 over pb5
   check_convert_pairs<KvD128Br64St2OTS2PE1>();  // sp1 d128: each warpgroup its 64 columns
   check_convert_pairs<KvD128Br64St2OTS2PE1W>();
   check_convert_pairs<KvD64Br64St2OT>();        // tma1 d64 (warpgroup 0 writes the tile)
@@ -604,7 +605,7 @@ TEST(AttentionWgmmaPds, Pb1IsEw2StorageWithRegisterFragments) {
   EXPECT_EQ(KvD64Br128St2OTS3E2B::RS, 0);
 }
 
-// pb2 / pb3 (session 21), pb5 (session 22): pb1's storage and dQ tile order; the A fragments
+// pb3 (session 21), pb5 (session 22), pb10 (session 32): pb1's storage and dQ tile order; the A fragments
 // written as 32-bit words (detail::a_words): the kernel's tPr / tdSr are
 // compact and 16-byte aligned, value v at byte 2 v, and the uint32_t view
 // cute's RS wgmma reads them through has word w at byte 4 w (values 2 w,
@@ -615,9 +616,10 @@ void check_pbn() {
   using KB = BwdKv<Pb1>;
   static_assert(K_::kPb && KB::kPb && K_::kWgUniform && K_::kDqLate && !KB::kWgUniform && !KB::kDqLate);
   static_assert(K_::kPbFa == (Cfg::PB >= 3) && !KB::kPbFa && K_::kPds2 && K_::kPds3 == KB::kPds3 && K_::kTma);
-  static_assert(K_::kExpInLoop == ((Cfg::PB >= 5 && Cfg::PB <= 7) || Cfg::PB == 9) && !KB::kExpInLoop);
-  static_assert(K_::kDvSplit == (Cfg::PB == 6 || Cfg::PB == 9));
-  static_assert(K_::kDq4 == (Cfg::PB == 7 || Cfg::PB == 8 || Cfg::PB == 9) && !KB::kDq4);
+  static_assert(K_::kExpInLoop == ((Cfg::PB >= 5 && Cfg::PB <= 7) || Cfg::PB == 10) && !KB::kExpInLoop);
+  static_assert(K_::kLogitFirst == (Cfg::PB == 10) && !KB::kLogitFirst);
+  static_assert(K_::kDvSplit == (Cfg::PB == 6));
+  static_assert(K_::kDq4 == (Cfg::PB == 7 || Cfg::PB == 8) && !KB::kDq4);
   static_assert(sizeof(typename K_::SharedStorage) == sizeof(typename KB::SharedStorage));
   static_assert(int(Cfg::kSmemBytes) == int(Pb1::kSmemBytes));
   check_rs_a_is_c<Cfg>();
@@ -636,8 +638,6 @@ void check_pbn() {
 }
 
 TEST(AttentionWgmmaPds, PbNIsPb1StorageWithWordFragments) {
-  check_pbn<KvD64Br128St2OTS3E2B2, KvD64Br128St2OTS3E2B>();
-  check_pbn<KvD64Br128St2ATS3E2B2, KvD64Br128St2ATS3E2B>();
   check_pbn<KvD64Br128St2OTS3E2B3, KvD64Br128St2OTS3E2B>();
   check_pbn<KvD64Br128St2ATS3E2B3, KvD64Br128St2ATS3E2B>();
   check_pbn<KvD128Br64St2OTS2E2B3, KvD128Br64St2OTS2E2B>();  // pb3 at d128 (pds2)
@@ -648,7 +648,8 @@ TEST(AttentionWgmmaPds, PbNIsPb1StorageWithWordFragments) {
   check_pbn<KvD64Br128St2ATS3E2B6, KvD64Br128St2ATS3E2B>();
   check_pbn<KvD128Br64St2OTS2E2B6, KvD128Br64St2OTS2E2B>();
   check_pbn<KvD128Br64St2ATS2E2B6, KvD128Br64St2ATS2E2B>();
-  EXPECT_EQ(KvD64Br128St2OTS3E2B2::PB, 2);
+  check_pbn<KvD64Br128St2OTS3E2B10, KvD64Br128St2OTS3E2B>();  // pb10 (d64)
+  EXPECT_EQ(KvD64Br128St2OTS3E2B10::PB, 10);
   EXPECT_EQ(KvD64Br128St2ATS3E2B3::PB, 3);
   EXPECT_EQ(KvD64Br128St2OTS3E2B5::PB, 5);
 }
@@ -657,7 +658,7 @@ TEST(AttentionWgmmaPds, PbNIsPb1StorageWithWordFragments) {
 // (value i of thread t at 4 (i / 4) 256 + 4 t + i % 4: 128-bit stores,
 // consecutive threads' groups consecutive), inverted by dq_tile_thread /
 // dq_tile_value for the convert pass; the same values (dq_row, dq_col) and
-// storage as pb5. pb8 (d128): the same against pb3; pb9 (d64) against pb6.
+// storage as pb5. pb8 (d128): the same against pb3.
 template <class Cfg, class Pb5>
 void check_pb7() {
   using K_ = BwdKv<Cfg>;
@@ -675,8 +676,6 @@ TEST(AttentionWgmmaPds, Pb7DqTileInGroupsOfFour) {
   check_pb7<KvD64Br128St2ATS3E2B7, KvD64Br128St2ATS3E2B5>();
   check_pb7<KvD128Br64St2OTS2E2B8, KvD128Br64St2OTS2E2B3>();  // pb8: d128, against pb3
   check_pb7<KvD128Br64St2ATS2E2B8, KvD128Br64St2ATS2E2B3>();
-  check_pb7<KvD64Br128St2OTS3E2B9, KvD64Br128St2OTS3E2B6>();  // pb9: d64, against pb6
-  check_pb7<KvD64Br128St2ATS3E2B9, KvD64Br128St2ATS3E2B6>();
   check_pb7<KvD128Br80St2OTS4E2B7, KvD128Br80St2OTS4E2B5>();  // pds4 (branch s23-br80)
   check_pb7<KvD128Br80St2ATS4E2B7, KvD128Br80St2ATS4E2B5>();
 }
@@ -758,6 +757,9 @@ TEST(AttentionWgmmaPds, Wq1DqTileHalves) {
   check_wq_tile<KvD64Br128St2ATS3E2W, KvD64Br128St2ATS3E2>();
   check_wq_tile<KvD128Br64St2OTS2PE1W, KvD128Br64St2OTS2PE1>();
   check_wq_tile<KvD128Br64St2ATS2PE1W, KvD128Br64St2ATS2PE1>();
+  check_wq_tile<KvD64Br128St2OTS3E2B5W, KvD64Br128St2OTS3E2B5>();  // over pb5 (session 32)
+  EXPECT_EQ(KvD64Br128St2OTS3E2B5W::PB, 5);
+  EXPECT_EQ(KvD64Br128St2OTS3E2B5W::WQ, 1);
   EXPECT_EQ(KvD64Br128St2OTS3E2W::WQ, 1);
   EXPECT_EQ(KvD64Br128St2OTS3E2::WQ, 0);
   EXPECT_EQ(KvD64Br128St2OTS3E2W::EW, 2);

@@ -238,6 +238,8 @@ struct BwdKvWqConfig : Base_ {
   static constexpr int WQ = 1;
   static_assert(Base_::EW >= 1 && Base_::DQ_TMA && ((Base_::PDS == 3 && Base_::SP == 0) || (Base_::PDS == 2 && Base_::SP == 1 && Base_::D == 128)),
                 "wq1: ew on pds3 (d64) or on sp1 (d128): one dQ tile written by both warpgroups");
+  static_assert(Base_::PB == 0 || Base_::PB == 5 || Base_::PB == 10,
+                "wq1 over pb: pb5 / pb10 (session 32; BwdKvPbNConfig's step, its 2-value tile order halved)");
 };
 
 // PB (`pb1`, issue 16 session 15: FlashAttention-4's Mma_dKV_is_RS at d64; a
@@ -286,16 +288,23 @@ struct BwdKvPbConfig : Base_ {
 // pb7 (branch s22-pb6, d64): pb5 with the dQ part handed over by 128-bit
 // stores (the tile and the accumulator in groups of 4 values a thread). pb8
 // (branch s22-pb6, d128): pb3 with pb7's hand-off. pb9 (session 23, d64): pb6
-// with pb7's hand-off.
+// with pb7's hand-off. pb10 (session 32, d64): pb5 with FlashAttention-4's
+// split of the exp (BwdKv::kLogitFirst): the mask and the FFMA of the exp's
+// argument over the tile before the dP^T wait, under the dP^T product; only
+// the EX2 in the dS^T loop (pb5's bits; measured 2% slower than pb5 on an
+// H100, and on pds4 d128 up to 2%, which is not built). (pb2 and pb9 were
+// retired in session 32, measured slower than pb3 / pb5 in sessions 21 / 24.)
+// wq1 over pb5 (BwdKvWqConfig<BwdKvPbNConfig<..>>, d64): the per-warpgroup
+// dQ hand-off on that step.
 template <class Base_, int PB_>
 struct BwdKvPbNConfig : Base_ {
   static constexpr int PB = PB_;
-  static_assert((PB_ == 2 || PB_ == 3 || (PB_ >= 5 && PB_ <= 9)) && Base_::EW == 2 &&
+  static_assert((PB_ == 3 || (PB_ >= 5 && PB_ <= 8) || PB_ == 10) && Base_::EW == 2 &&
                     ((Base_::PDS == 3 && Base_::D == 64 && PB_ != 8) ||
                      ((PB_ == 3 || PB_ == 6 || PB_ == 8) && Base_::PDS == 2 && Base_::D == 128) ||
-                     ((PB_ == 5 || PB_ == 7) && Base_::PDS == 4)) &&
+                     ((PB_ == 5 || PB_ == 7 || PB_ == 10) && Base_::PDS == 4)) &&
                     Base_::WQ == 0 && Base_::SP == 0 && Base_::RS == 0 && Base_::DQ_TMA,
-                "pb2 / pb3 / pb5-7, pb9: on ew2 pds3 (d64); pb3, pb6, pb8 on ew2 pds2 (d128); pb5, pb7 on ew2 pds4");
+                "pb3 / pb5-7 / pb10: on ew2 pds3 (d64); pb3, pb6, pb8 on ew2 pds2 (d128); pb5, pb7, pb10 on ew2 pds4");
   static constexpr int kSmemTiles = Base_::kSmemTiles - pb_pt_tile_bytes<Base_>();  // pb1's storage (no P^T tile)
   static constexpr int kSmemBytes = Base_::kSmemBytes - pb_pt_tile_bytes<Base_>();
 };
@@ -436,9 +445,7 @@ using KvD128Br64St2OTS2PE1W = BwdKvWqConfig<KvD128Br64St2OTS2PE1>;
 // pb1: ew2 pds3 (d64) with dV, dK from registers and dS^T from the bf16 P^T (BwdKvPbConfig).
 using KvD64Br128St2ATS3E2B = BwdKvPbConfig<KvD64Br128St2ATS3E2>;
 using KvD64Br128St2OTS3E2B = BwdKvPbConfig<KvD64Br128St2OTS3E2>;
-// pb2 / pb3 (session 21): BwdKvPbNConfig; pb3 at d = 128 on ew2 pds2 (pb1 d128's base).
-using KvD64Br128St2ATS3E2B2 = BwdKvPbNConfig<KvD64Br128St2ATS3E2, 2>;
-using KvD64Br128St2OTS3E2B2 = BwdKvPbNConfig<KvD64Br128St2OTS3E2, 2>;
+// pb3 (session 21): BwdKvPbNConfig; pb3 at d = 128 on ew2 pds2 (pb1 d128's base).
 using KvD64Br128St2ATS3E2B3 = BwdKvPbNConfig<KvD64Br128St2ATS3E2, 3>;
 using KvD64Br128St2OTS3E2B3 = BwdKvPbNConfig<KvD64Br128St2OTS3E2, 3>;
 // pb1 at d = 128 (session 19): ew2 pds2 (BR = 64; not registered alone) with
@@ -459,8 +466,9 @@ using KvD64Br128St2ATS3E2B7 = BwdKvPbNConfig<KvD64Br128St2ATS3E2, 7>;  // pb7 (b
 using KvD64Br128St2OTS3E2B7 = BwdKvPbNConfig<KvD64Br128St2OTS3E2, 7>;
 using KvD128Br64St2ATS2E2B8 = BwdKvPbNConfig<KvD128Br64St2ATS2E2, 8>;  // pb8 (branch s22-pb6)
 using KvD128Br64St2OTS2E2B8 = BwdKvPbNConfig<KvD128Br64St2OTS2E2, 8>;
-using KvD64Br128St2ATS3E2B9 = BwdKvPbNConfig<KvD64Br128St2ATS3E2, 9>;  // pb9 (session 23)
-using KvD64Br128St2OTS3E2B9 = BwdKvPbNConfig<KvD64Br128St2OTS3E2, 9>;
+// pb10 and wq1 over pb5 (session 32, ordered only): d64.
+using KvD64Br128St2OTS3E2B10 = BwdKvPbNConfig<KvD64Br128St2OTS3E2, 10>;
+using KvD64Br128St2OTS3E2B5W = BwdKvWqConfig<KvD64Br128St2OTS3E2B5>;
 // pds4 (session 23): 80 queries per step at d = 128, the dQ product transposed;
 // pb5 (pb3 spilled 124 bytes there: its exp before the dP^T wait, with every
 // LSE pair of the block loaded at once), pb7.
@@ -567,8 +575,6 @@ DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2ATS2PE1W)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2PE1W)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2ATS3E2B)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2OTS3E2B)
-DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2ATS3E2B2)
-DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2OTS3E2B2)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2ATS3E2B3)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2OTS3E2B3)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2ATS2E2B3)
@@ -583,8 +589,8 @@ DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2ATS3E2B7)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2OTS3E2B7)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2ATS2E2B8)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br64St2OTS2E2B8)
-DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2ATS3E2B9)
-DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2OTS3E2B9)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2OTS3E2B10)
+DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD64Br128St2OTS3E2B5W)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br80St2ATS4E2B5)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br80St2OTS4E2B5)
 DETFUSE_ATTN_WGMMA_KV_INSTANCES(extern, KvD128Br80St2ATS4E2B7)

@@ -61,21 +61,16 @@ struct BwdDqWriter {
         const int m = Sched::walk_m(p, u);
         for (int w = 0; w < K_::kDqAdds; ++w) {
           const int buf = K_::kDc ? w : it % K_::kDqBufs;
+          // Ordered: the turn waited for before the tile is (FlashAttention-4's
+          // order since session 32; before, after the full barrier): the
+          // semaphore's round trip runs while the consumers form the part.
+          bool first = false;  // lane 0: this key block writes the tile first (turn 0)
+          if constexpr (K_::kOrderedDq) {
+            if (lane == 0) first = wait_turn(p, ss, n_block, bh, m, u, w);
+          }
           detail::named_sync(K_::kBarFull + buf, K_::kBarDqThreads);
           if (lane == 0) {
             int* flag = p.sem + bh * p.m_blocks + m;
-            bool first = false;
-            if constexpr (K_::kOrderedDq) {
-              // Key blocks n_lo(m) .. n_block - 1 add first (dc1: two adds
-              // each, and warpgroup 0's of this key block before 1's).
-              const int turn = K_::kDqAdds * Sched::dq_turn(p, ss, n_block, m, u) + w;
-              int seen;
-              do {
-                asm volatile("ld.global.acquire.gpu.b32 %0, [%1];" : "=r"(seen) : "l"(flag) : "memory");
-              } while (seen != turn);
-              cuda::ptx::fence_proxy_async(cuda::ptx::space_global);  // our bulk add after theirs
-              first = turn == 0;
-            }
             dq_bulk_write(p.dq + (bh * p.m_blocks + m) * (BR * D), &ss.dqs[buf][0], uint32_t(BR * D * sizeof(float)),
                           first);
             cuda::ptx::cp_async_bulk_commit_group();
@@ -115,6 +110,23 @@ struct BwdDqWriter {
     if (lane == 0) cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<0>{});  // before the CTA exits
   }
 
+  // Ordered (lane 0): spins until the semaphore of query block m of head bh
+  // says that key blocks n_lo(m) .. n_block - 1 have added theirs (dc1: two
+  // adds each, warpgroup 0's of this key block before 1's: add w of the key
+  // block's kDqAdds), then orders our bulk adds after theirs. Returns whether
+  // this is the tile's first write (turn 0).
+  __device__ __forceinline__ static bool wait_turn(const Params& p, SharedStorage& ss, int n_block, int64_t bh,
+                                                   int m, int u, int w) {
+    const int* flag = p.sem + bh * p.m_blocks + m;
+    const int turn = K_::kDqAdds * Sched::dq_turn(p, ss, n_block, m, u) + w;
+    int seen;
+    do {
+      asm volatile("ld.global.acquire.gpu.b32 %0, [%1];" : "=r"(seen) : "l"(flag) : "memory");
+    } while (seen != turn);
+    cuda::ptx::fence_proxy_async(cuda::ptx::space_global);  // our bulk add after theirs
+    return turn == 0;
+  }
+
   // wq1: step it's two halves of the dQ tile (warpgroup w's part in half w),
   // each as soon as its warpgroup has written it: half 0, then half 1, each
   // read by its own bulk add, then its warpgroup told (its empty barrier).
@@ -126,22 +138,14 @@ struct BwdDqWriter {
     constexpr int D = K_::D, BR = K_::BR, HALF = BR * D / 2;
     const int m = Sched::walk_m(p, u);
     bool first = false;  // lane 0: this key block writes the tile first (ordered, turn 0)
+    // Ordered: the turn waited for before either half is (as run).
+    if constexpr (K_::kOrderedDq) {
+      if (lane == 0) first = wait_turn(p, ss, n_block, bh, m, u, 0);
+    }
     CUTLASS_PRAGMA_UNROLL
     for (int w = 0; w < 2; ++w) {
       detail::named_sync(K_::kBarFull + w, K_::kBarDqThreads);
       if (lane == 0) {
-        if constexpr (K_::kOrderedDq) {
-          if (w == 0) {
-            int* flag = p.sem + bh * p.m_blocks + m;
-            const int turn = Sched::dq_turn(p, ss, n_block, m, u);
-            int seen;
-            do {
-              asm volatile("ld.global.acquire.gpu.b32 %0, [%1];" : "=r"(seen) : "l"(flag) : "memory");
-            } while (seen != turn);
-            cuda::ptx::fence_proxy_async(cuda::ptx::space_global);  // our bulk adds after theirs
-            first = turn == 0;
-          }
-        }
         dq_bulk_write(p.dq + (bh * p.m_blocks + m) * (BR * D) + w * HALF, &ss.dqs[0][w * HALF],
                       uint32_t(HALF * sizeof(float)), first);
         cuda::ptx::cp_async_bulk_commit_group();

@@ -79,8 +79,10 @@ struct BwdKv {
   // bf16 into dV's A fragment right after the exp, dV issued from registers
   // at once, dS^T from the bf16 P^T (stored for dQ, dK from registers).
   static constexpr bool kPb = Cfg::PB >= 1;
-  static_assert(!kPb || ((kPds3 || (kPds2 && D == 128)) && kEw == 2 && !kWq && !kRs && !kSp),
+  static_assert(!kPb || ((kPds3 || (kPds2 && D == 128)) && kEw == 2 && !kRs && !kSp),
                 "pb1: ew2 pds3 (d = 64) or ew2 pds2 (d = 128)");
+  static_assert(!kPb || !kWq || (kPds3 && (Cfg::PB == 5 || Cfg::PB == 10)),
+                "wq1 with pb: pb5 / pb10 on pds3 (d = 64; BwdKvWqConfig over BwdKvPbNConfig)");
   // pb2 / pb3 (BwdKvPbNConfig, issue 16 session 21; ew2 pds3 at d = 64, pb3
   // also ew2 pds2 at d = 128): the wgmma descriptors from the warp-uniform
   // warpgroup index (kWgUniform), the dQ part handed over unscaled and scaled
@@ -94,15 +96,20 @@ struct BwdKv {
   // loop after the dP^T wait. pb6 (branch s22-pb6): the first half of the
   // queries' exp (kExpFirst 8-query chunks) before the wait, rounded into dV's
   // A fragment and dV's first half issued from it there (kDvSplit).
-  // pb9 (session 23, d64): pb6 with pb7's hand-off.
-  static constexpr bool kExpInLoop = (Cfg::PB >= 5 && Cfg::PB <= 7) || Cfg::PB == 9;
-  static constexpr bool kDvSplit = Cfg::PB == 6 || Cfg::PB == 9;
+  // (pb9, session 23: pb6 with pb7's hand-off; retired in session 32.)
+  // pb10 (session 32, d64; pds4 d128 allowed, not built): pb5 with FlashAttention-4's split of
+  // the exp: the mask (-inf) and the FFMA S^T scale log2 e - LSE over the whole
+  // tile before the dP^T wait (kLogitFirst, under the dP^T product), only the
+  // EX2 in the dS^T loop. The same fp32 operations as pb5: its bits.
+  static constexpr bool kExpInLoop = (Cfg::PB >= 5 && Cfg::PB <= 7) || Cfg::PB == 10;
+  static constexpr bool kLogitFirst = Cfg::PB == 10;
+  static constexpr bool kDvSplit = Cfg::PB == 6;
   static constexpr int kExpFirst = kDvSplit ? BR / 16 : 0;
   // pb7 (branch s22-pb6): pb5 with the dQ part handed over by 128-bit stores
   // (FlashAttention-4's hand-off: 8 STS.128 a thread instead of 16 STS.64),
   // the tile (and the tile-blocked accumulator) in groups of 4 values a thread.
   // pb8 (branch s22-pb6, d128): pb3 with pb7's hand-off (also 8 STS.128 a thread instead of 16 STS.64).
-  static constexpr bool kDq4 = Cfg::PB == 7 || Cfg::PB == 8 || Cfg::PB == 9;
+  static constexpr bool kDq4 = Cfg::PB == 7 || Cfg::PB == 8;
   static_assert(!kWgUniform || (kPds2 && kPb && kTma && (kPds3 || kPbFa)),
                 "pb2 / pb3: ew2 pds3 with TMA dQ; pb3 also ew2 pds2 (d = 128)");
   static constexpr int kDsBufs = kPds2 && !kDc ? 2 : 1;
@@ -176,8 +183,8 @@ struct BwdKv {
   // wq1: warpgroup t / 128's values in half t / 128 of the tile (BR D / 2
   // floats each), in the same order over its 128 threads.
   static_assert(!kWq || (kDqWhole && kDqBufs == 1 && kDqWriters == 256), "wq1: one tile, both warpgroups write");
-  static_assert(!kDq4 || (kDqWhole && !kWq && !kDc && kDqPerThread % 4 == 0), "pb7, pb8, pb9: the whole-tile hand-off, groups of 4");
-  // pb7, pb8, pb9 (kDq4): groups of 4 values, consecutive threads' groups consecutive.
+  static_assert(!kDq4 || (kDqWhole && !kWq && !kDc && kDqPerThread % 4 == 0), "pb7, pb8: the whole-tile hand-off, groups of 4");
+  // pb7, pb8 (kDq4): groups of 4 values, consecutive threads' groups consecutive.
   static constexpr int kDqGroup = kDq4 ? 4 : 2;
   __host__ __device__ static constexpr int dq_tile_offset(int t, int i) {
     if constexpr (kWq) return (t / 128) * (BR * D / 2) + (i / 2) * 2 * 128 + 2 * (t % 128) + i % 2;

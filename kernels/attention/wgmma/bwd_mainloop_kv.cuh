@@ -586,6 +586,16 @@ struct BwdKvMainloop {
       CUTLASS_PRAGMA_UNROLL
       for (int v = 0; v < 4 * K_::kExpFirst; ++v)  // pb6: the first half's exp
         tSrS(v) = detail::ex2(fmaf(tSrS(v), p.scale_log2, -lse2[8 * (v / 4) + col_lane + (v % 2)]));
+      if constexpr (K_::kLogitFirst) {
+        // pb10: the exp's argument of every score (-inf stays -inf: scale_log2 >
+        // 0), LSE read once per 8-query chunk pair; fa_ds_dv takes the EX2.
+        CUTLASS_PRAGMA_UNROLL
+        for (int v = 0; v < BR / 2; v += 2) {
+          const float2 l2 = *reinterpret_cast<const float2*>(lse2 + 8 * (v / 4) + col_lane);
+          tSrS(v) = fmaf(tSrS(v), p.scale_log2, -l2.x);
+          tSrS(v + 1) = fmaf(tSrS(v + 1), p.scale_log2, -l2.y);
+        }
+      }
     } else if constexpr (K_::kEw) {
       CUTLASS_PRAGMA_UNROLL
       for (int v = 0; v < BR / 2; ++v)
@@ -848,7 +858,8 @@ struct BwdKvMainloop {
   // Registers at the peak: S^T and dP^T (64 each), dV, dK (32 each), the two
   // A fragments growing as S^T and dP^T are consumed. pb5 (kExpInLoop): each
   // chunk's exp at the head of its step of the loop (the LSE pairs read ahead
-  // as D), the scores masked to -inf by scores_to_p.
+  // as D), the scores masked to -inf by scores_to_p. pb10 (kLogitFirst): the
+  // exp's argument formed by scores_to_p (before the dP^T wait), only the EX2 here.
   template <class TS, class TP, class MmaKVR, class TB, class Acc>
   __device__ __forceinline__ static void fa_ds_dv(const Params& p, TS& tSrS, TS& tSrdP, TP& tPr, TP& tdSr,
                                                   __nv_bfloat16* ds_base, const float* lse2, const float* dd, int kl0,
@@ -868,7 +879,7 @@ struct BwdKvMainloop {
     float2 dpre[kDAhead];
     d_ahead(dpre, dd, col_lane);
     [[maybe_unused]] float2 lpre[kDAhead];  // pb5 / pb6: the LSE pairs of the loop's exps, read ahead as D
-    if constexpr (K_::kExpInLoop) d_ahead(lpre, lse2 + 8 * K_::kExpFirst, col_lane);
+    if constexpr (K_::kExpInLoop && !K_::kLogitFirst) d_ahead(lpre, lse2 + 8 * K_::kExpFirst, col_lane);
     warpgroup_wait<K_::kDvSplit ? 1 : 0>();  // dP^T done (pb6: dV's first half may run)
     [[maybe_unused]] int base = 0, sw = 0;
     ds_base_sw(kl0, col_lane, base, sw);
@@ -876,7 +887,10 @@ struct BwdKvMainloop {
       constexpr bool kCap = decltype(cap)::value;
       ds_chunks(dpre, dd, col_lane, [&](int k, int h, int v, float2 d2) {
         if constexpr (K_::kExpInLoop) {
-          if (k >= K_::kExpFirst) {  // pb5 / pb6: this chunk's exp, among the dS^T arithmetic
+          if constexpr (K_::kLogitFirst) {  // pb10: the argument formed before the dP^T wait
+            tSrS(v) = detail::ex2(tSrS(v));
+            tSrS(v + 1) = detail::ex2(tSrS(v + 1));
+          } else if (k >= K_::kExpFirst) {  // pb5 / pb6: this chunk's exp, among the dS^T arithmetic
             const int i = (k - K_::kExpFirst) % kDAhead;
             const float2 l2 = lpre[i];
             tSrS(v) = detail::ex2(fmaf(tSrS(v), p.scale_log2, -l2.x));

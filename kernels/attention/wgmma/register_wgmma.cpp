@@ -250,16 +250,19 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
                    (Kv::WQ == 1 ? "; each warpgroup's dQ part handed to the writer warp alone (its own half of "
                                   "the dQ tile, barriers and bulk add)"
                                 : "") +
-                   (Kv::PB == 1 || Kv::PB == 2 ? "; P^T as dV's wgmma A fragment in registers right after the exp (dV by wgmma "
+                   (Kv::PB == 1 ? "; P^T as dV's wgmma A fragment in registers right after the exp (dV by wgmma "
                                   "RS, no P^T tile), dS^T from the bf16 P^T (dK by wgmma RS, dQ SS)"
                                 : "") +
-                   (Kv::PB == 7 || Kv::PB == 8 || Kv::PB == 9 ? "; the dQ part handed over by 128-bit stores (tile and accumulator in groups of 4 "
+                   (Kv::PB == 7 || Kv::PB == 8 ? "; the dQ part handed over by 128-bit stores (tile and accumulator in groups of 4 "
                                   "values a thread)"
                                 : "") +
                    (Kv::PB == 5 || Kv::PB == 7 ? "; the exp in the dS^T loop, after the dP^T wait, next to each chunk's dS^T "
                                   "arithmetic (the mask as -inf before it)"
                                 : "") +
-                   (Kv::PB == 6 || Kv::PB == 9 ? "; the exp of the first half of the queries before the dP^T wait and dV's first "
+                   (Kv::PB == 10 ? "; the mask (-inf) and the exp's argument S^T scale log2 e - LSE formed before the dP^T "
+                                   "wait, the EX2 in the dS^T loop next to each chunk's dS^T arithmetic"
+                                 : "") +
+                   (Kv::PB == 6 ? "; the exp of the first half of the queries before the dP^T wait and dV's first "
                                   "half issued from it, the second half's in the dS^T loop (the mask as -inf before the exp)"
                                 : "") +
                    (Kv::PB == 3 || Kv::PB >= 5 ? "; FlashAttention-4's step: dS^T from the fp32 P^T, P^T and dS^T as the wgmma A "
@@ -548,12 +551,10 @@ void register_attention_wgmma(Registry& r) {
   // (experiments/device/s19-pb128.sh).
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2E2B, void, true>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2ATS2E2B, void>(r);
-  // pb2, pb3 (issue 16, session 21: the d64 step with FlashAttention-4's
+  // pb3 (issue 16, session 21: the d64 step with FlashAttention-4's
   // instruction count: descriptors in uniform registers, dQ scaled by the
-  // convert pass, the A fragments written as words; pb3 also its step order):
-  // registered last until measured (experiments/device/s21.sh).
-  add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2OTS3E2B2, void, true>(r);
-  add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2ATS3E2B2, void>(r);
+  // convert pass, the A fragments written as words, and its step order;
+  // pb2, the same without the step order, measured slower (s21.sh) and retired in session 32).
   add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2OTS3E2B3, void, true>(r);
   add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2ATS3E2B3, void>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2E2B3, void, true>(r);  // pb3 at d128 (ew2 pds2)
@@ -572,9 +573,7 @@ void register_attention_wgmma(Registry& r) {
   // pb8 (session 23; measured in session 24, flat): pb3 at d128 with pb7's 128-bit dQ hand-off.
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2E2B8, void, true>(r);
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2ATS2E2B8, void>(r);
-  // pb9 (session 23; measured in session 24, not faster than pb5): pb6 at d64 with pb7's 128-bit dQ hand-off.
-  add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2OTS3E2B9, void, true>(r);
-  add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2ATS3E2B9, void>(r);
+  // (pb9, pb6 at d64 with pb7's hand-off: measured in session 24 not faster than pb5, retired in session 32.)
   // pds4 (session 23; the d128 heuristic since session 24): 80 queries per step at d128 (FlashAttention's
   // non-causal hdim-128 tile), the dQ product transposed; pb5 and pb7.
   add_bwd<FwdD128Bc128St2Ov, KvD128Br80St2OTS4E2B5, void, true>(r);
@@ -591,6 +590,13 @@ void register_attention_wgmma(Registry& r) {
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2PE1, void, true, 2, true>(r);
   // hs2 on the d128 heuristic's pds4 pb5 kernel (session 27, BwdKvHsConfig: the causal GQA heuristic).
   add_bwd<FwdD128Bc128St2Ov, KvD128Br80St2OTS4E2B5H, void, true, 2>(r);
+  // pb10 (session 32: pb5 with the exp's argument formed before the dP^T wait, FlashAttention-4's split)
+  // and wq1 (the per-warpgroup dQ hand-off) over pb5, d64; ordered spt1 only (the heuristic's strategy;
+  // atomic twins would add build time, not a finding). Measured on an H100 (experiments/device/s32.sh):
+  // pb10 2% slower than pb5, wq1 pb5 flat; so neither in the heuristic. (Built and measured once, then
+  // dropped for CI time: wq1 over pb10, flat, and pb10 on pds4 d128, 1.5% slower non-causal.)
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2OTS3E2B10, void, true>(r);
+  add_bwd<FwdD64Bc128St3Ov, KvD64Br128St2OTS3E2B5W, void, true>(r);
 }
 
 void register_attention_wgmma_partials(Registry& r, int partials_mib) {
