@@ -15,7 +15,7 @@
 #   test_report NAME...  for each $OUT/NAME.log of a gtest run: its PASSED /
 #            FAILED lines, then any failure or error line of them all.
 #   bench_both, bench_pair, bench_lines, fwd_tests, sanitize_gtest, ncu_kv, fwd_report, bench_table, obj_regs,
-#            sanitize3, attention_bins: the
+#            sanitize3, attention_bins, verify_against_old: the
 #            attention device scripts' bench, register and sanitizer steps
 #            (each described where it is defined).
 #   PYTHONPATH     the peers' site (experiments/peers/install.sh) and ./python.
@@ -189,6 +189,33 @@ ncu_kv() {
   m="$m,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,smsp__inst_executed_pipe_xu.sum"
   brun "$1" 90 ncu --clock-control none --section WarpStateStats --metrics "$m" -k regex:attention_bwd_kv \
     --launch-count 1 "$DF" bench attention --shape "$2" --causal --variant "$W.$3" --repeats 1
+}
+
+# verify_against_old D SEED CASE... -- VARIANT...: `detfuse verify` of the VARIANTs (head dim D) with the new
+# binary $DF and the old one $OLD at each CASE ("B,H,Hkv,Sq,Sk,d [flags]"), 2 repeats, seed SEED (brun, 60 s each),
+# into $OUT/verify_{new,old}_D_K.log; per case a line in $OUT/bits.txt: identical (the status lines and one-digest
+# outputs of verify_sel) or DIFFER with the first 20 lines of the difference.
+verify_sel() { grep -E '^attention\.|  x[0-9]+$' "$1"; }
+verify_against_old() {
+  local d=$1 seed=$2 i=0 c v
+  shift 2
+  local cases=() args=()
+  while [ "$1" != -- ]; do cases+=("$1"); shift; done
+  shift
+  for v in "$@"; do args+=(--variant "$v"); done
+  for c in "${cases[@]}"; do
+    i=$((i + 1))
+    brun "verify_new_${d}_$i" 60 "$DF" verify --kernel attention --shape $c "${args[@]}" --repeats 2 --seed "$seed"
+    brun "verify_old_${d}_$i" 60 "$OLD" verify --kernel attention --shape $c "${args[@]}" --repeats 2 --seed "$seed"
+    if diff <(verify_sel "$OUT/verify_old_${d}_$i.log") <(verify_sel "$OUT/verify_new_${d}_$i.log") > /dev/null &&
+       grep -q "dQ .* x2" "$OUT/verify_new_${d}_$i.log"; then
+      echo "bits d$d case $i ($# variants): identical to the old binary's" >> "$OUT/bits.txt"
+    else
+      echo "bits d$d case $i: DIFFER" >> "$OUT/bits.txt"
+      diff <(verify_sel "$OUT/verify_old_${d}_$i.log") <(verify_sel "$OUT/verify_new_${d}_$i.log") | head -20 \
+        >> "$OUT/bits.txt"
+    fi
+  done
 }
 
 # fwd_report NAME NCU_REGEX: $OUT/report.txt (the GPU line, spills.txt if there, the results of the gtest logs

@@ -17,29 +17,12 @@ W=attention.bf16.wgmma
 attention_bins
 gpu_line "$OUT/gpu.txt"
 OLD=$B/detfuse_old
-# sel LOG: the variants' status lines and their one-digest outputs (`x2`) of a `detfuse verify` log; an atomic
-# dQ that differs between the repeats prints one line per repeat and is left out (session 31's first run
-# compared whole logs: the command line and those lines made every case "differ").
-sel() { grep -E '^attention\.|  x[0-9]+$' "$1"; }
 brun tests_pb 200 "$TW" --gtest_filter='AttentionWgmmaBwd.*:AttentionWgmmaBwdGpu.Ew*:AttentionWgmmaBwdGpu.Pb*:AttentionWgmmaBwdGpu.Pds4Pb7*'
 sanitize_gtest ew 90 'AttentionWgmmaBwdGpu.EwSanitizerSized'
 for d in 64 128; do
   mapfile -t PB < <("$DF" list --kernel attention --engine wgmma | awk '{print $1}' | grep "_pb[0-9]" | grep "_d$d\$")
-  args=(); for v in "${PB[@]}"; do args+=(--variant "$v"); done
-  i=0
-  for c in "2,8,2,1000,1300,$d --causal" "1,8,8,1100,900,$d" "1,4,4,777,777,$d --causal --softcap 30 --window 200" \
-           "1,4,2,300,2900,$d"; do
-    i=$((i + 1))
-    brun "verify_new_${d}_$i" 60 "$DF" verify --kernel attention --shape $c "${args[@]}" --repeats 2 --seed 31
-    brun "verify_old_${d}_$i" 60 "$OLD" verify --kernel attention --shape $c "${args[@]}" --repeats 2 --seed 31
-    if diff <(sel "$OUT/verify_old_${d}_$i.log") <(sel "$OUT/verify_new_${d}_$i.log") > /dev/null &&
-       grep -q "dQ .* x2" "$OUT/verify_new_${d}_$i.log"; then
-      echo "bits d$d case $i (${#PB[@]} pb variants): identical to the old binary's" >> "$OUT/bits.txt"
-    else
-      echo "bits d$d case $i: DIFFER" >> "$OUT/bits.txt"
-      diff <(sel "$OUT/verify_old_${d}_$i.log") <(sel "$OUT/verify_new_${d}_$i.log") | head -20 >> "$OUT/bits.txt"
-    fi
-  done
+  verify_against_old "$d" 31 "2,8,2,1000,1300,$d --causal" "1,8,8,1100,900,$d" \
+    "1,4,4,777,777,$d --causal --softcap 30 --window 200" "1,4,2,300,2900,$d" -- "${PB[@]}"
 done
 V=$W.ordered.br128_bc128_st2_tma1_pds3_ew2_pb5_spt1_d64
 for r in $(seq 1 "${ROUNDS:-3}"); do

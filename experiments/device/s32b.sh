@@ -12,27 +12,14 @@ W=attention.bf16.wgmma
 attention_bins
 gpu_line "$OUT/gpu.txt"
 OLD=$B/detfuse_old
-sel() { grep -E '^attention\.|  x[0-9]+$' "$1"; }
 brun tests_bwd 200 "$TW" --gtest_filter='AttentionWgmmaBwd*'
 sanitize_gtest ew 90 'AttentionWgmmaBwdGpu.EwSanitizerSized'
 for d in 64 128; do
   mapfile -t OV < <(comm -12 <("$OLD" list --kernel attention --engine wgmma | awk '{print $1}' | sort) \
                              <("$DF" list --kernel attention --engine wgmma | awk '{print $1}' | sort) |
                      grep "\.ordered\..*_tma1_" | grep "_d$d\$")
-  args=(); for v in "${OV[@]}"; do args+=(--variant "$v"); done
-  i=0
-  for c in "2,8,2,1000,1300,$d --causal" "1,4,4,777,777,$d --causal --softcap 30 --window 200" "1,4,2,300,2900,$d"; do
-    i=$((i + 1))
-    brun "verify_new_${d}_$i" 60 "$DF" verify --kernel attention --shape $c "${args[@]}" --repeats 2 --seed 32
-    brun "verify_old_${d}_$i" 60 "$OLD" verify --kernel attention --shape $c "${args[@]}" --repeats 2 --seed 32
-    if diff <(sel "$OUT/verify_old_${d}_$i.log") <(sel "$OUT/verify_new_${d}_$i.log") > /dev/null &&
-       grep -q "dQ .* x2" "$OUT/verify_new_${d}_$i.log"; then
-      echo "bits d$d case $i (${#OV[@]} ordered TMA variants): identical to the old binary's" >> "$OUT/bits.txt"
-    else
-      echo "bits d$d case $i: DIFFER" >> "$OUT/bits.txt"
-      diff <(sel "$OUT/verify_old_${d}_$i.log") <(sel "$OUT/verify_new_${d}_$i.log") | head -20 >> "$OUT/bits.txt"
-    fi
-  done
+  verify_against_old "$d" 32 "2,8,2,1000,1300,$d --causal" "1,4,4,777,777,$d --causal --softcap 30 --window 200" \
+    "1,4,2,300,2900,$d" -- "${OV[@]}"
 done
 ncu_kv ncu_pb5 4,32,32,4096,4096,64 ordered.br128_bc128_st2_tma1_pds3_ew2_pb5_spt1_d64
 ncu_kv ncu_pb10 4,32,32,4096,4096,64 ordered.br128_bc128_st2_tma1_pds3_ew2_pb10_spt1_d64
