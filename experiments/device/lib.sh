@@ -207,13 +207,12 @@ verify_against_old() {
     i=$((i + 1))
     brun "verify_new_${d}_$i" 60 "$DF" verify --kernel attention --shape $c "${args[@]}" --repeats 2 --seed "$seed"
     brun "verify_old_${d}_$i" 60 "$OLD" verify --kernel attention --shape $c "${args[@]}" --repeats 2 --seed "$seed"
-    if diff <(verify_sel "$OUT/verify_old_${d}_$i.log") <(verify_sel "$OUT/verify_new_${d}_$i.log") > /dev/null &&
-       grep -q "dQ .* x2" "$OUT/verify_new_${d}_$i.log"; then
+    local dif
+    dif=$(diff <(verify_sel "$OUT/verify_old_${d}_$i.log") <(verify_sel "$OUT/verify_new_${d}_$i.log"))
+    if [ -z "$dif" ] && grep -q "dQ .* x2" "$OUT/verify_new_${d}_$i.log"; then
       echo "bits d$d case $i ($# variants): identical to the old binary's" >> "$OUT/bits.txt"
     else
-      echo "bits d$d case $i: DIFFER" >> "$OUT/bits.txt"
-      diff <(verify_sel "$OUT/verify_old_${d}_$i.log") <(verify_sel "$OUT/verify_new_${d}_$i.log") | head -20 \
-        >> "$OUT/bits.txt"
+      { echo "bits d$d case $i: DIFFER"; echo "$dif" | head -20; } >> "$OUT/bits.txt"
     fi
   done
 }

@@ -108,7 +108,7 @@ __device__ __forceinline__ void set_a_pair(TA& tA, int v, __nv_bfloat162 two) {
   tA(v) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[0]);
   tA(v + 1) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[1]);
 }
-// pb2 / pb3: a bf16 A fragment (compact, 16-byte aligned register array) as
+// pb3 and later (pb2 until session 32): a bf16 A fragment (compact, 16-byte aligned register array) as
 // 32-bit words, word v / 2 holding values v, v + 1: the view cute's RS wgmma
 // reads it through (recast to its uint32_t registers). Written as words, no
 // bf16 value lives in a 16-bit register of its own (set_a_pair's halves cost
@@ -119,10 +119,6 @@ __device__ __forceinline__ uint32_t* a_words(TA& tA) {
   return reinterpret_cast<uint32_t*>(raw_pointer_cast(tA.data()));
 }
 __device__ __forceinline__ uint32_t bf16x2_bits(__nv_bfloat162 two) { return *reinterpret_cast<const uint32_t*>(&two); }
-// __bfloat1622float2 of a word, as one shift and one AND.
-__device__ __forceinline__ float2 bf16x2_unpack(uint32_t w) {
-  return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
-}
 }  // namespace detail
 
 template <class K_>
@@ -802,14 +798,12 @@ struct BwdKvMainloop {
                                                   int col_lane, MmaKVR& mma_kvr, TB& tKVRrdO, int s, Acc& tdVacc) {
     constexpr int BR = K_::BR;
     static_assert(K_::kPds3 || (K_::kPds2 && BR == 64), "pb1: pds3's or pds2's dS^T tile");
+    static_assert(!K_::kWgUniform, "pb1 only (pb2, its word-fragment form, was retired in session 32)");
     uint32_t pc[BR / 4];  // P^T pairs (bf16x2), the copy dS^T is formed from
     CUTLASS_PRAGMA_UNROLL
     for (int v = 0; v < BR / 2; v += 2) {
       const __nv_bfloat162 two = __floats2bfloat162_rn(tSrS(v), tSrS(v + 1));
-      if constexpr (K_::kWgUniform)  // pb2: as a word
-        detail::a_words(tPr)[v / 2] = detail::bf16x2_bits(two);
-      else
-        detail::set_a_pair(tPr, v, two);
+      detail::set_a_pair(tPr, v, two);
       pc[v / 2] = detail::bf16x2_bits(two);
     }
     detail::wg_gemm<false, true>(mma_kvr, tPr, tKVRrdO(_, _, _, s), tdVacc);  // dV issued, P^T in registers
@@ -826,8 +820,7 @@ struct BwdKvMainloop {
     auto ds_loop = [&](auto cap) {
       constexpr bool kCap = decltype(cap)::value;
       ds_chunks(dpre, dd, col_lane, [&](int k, int h, int v, float2 d2) {
-        float2 pf = K_::kWgUniform ? detail::bf16x2_unpack(pc[v / 2])
-                                   : __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&pc[v / 2]));
+        float2 pf = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&pc[v / 2]));
         if constexpr (kCap) {
           const int j = 8 * k + col_lane;
           pf = __bfloat1622float2(__floats2bfloat162_rn(pf.x * detail::softcap_grad(pf.x, lse2[j], p.cap_t),
@@ -835,10 +828,7 @@ struct BwdKvMainloop {
         }
         const __nv_bfloat162 ds2 = __floats2bfloat162_rn(pf.x * (tSrdP(v) - d2.x), pf.y * (tSrdP(v + 1) - d2.y));
         *reinterpret_cast<__nv_bfloat162*>(ds_base + ds_pair_offset(base, sw, kl0, col_lane, k, h)) = ds2;
-        if constexpr (K_::kWgUniform)
-          detail::a_words(tdSr)[v / 2] = detail::bf16x2_bits(ds2);
-        else
-          detail::set_a_pair(tdSr, v, ds2);
+        detail::set_a_pair(tdSr, v, ds2);
       });
     };
     if (p.softcap)
@@ -853,7 +843,7 @@ struct BwdKvMainloop {
   // the fp32 P^T (softcap: times 1 - t^2 first, as rs_half), rounded to bf16,
   // stored to its pds3 / pds2 tile for dQ and kept as dK's A fragment (D read ahead
   // of the stores as ew1); dV += P^T dO issued from registers once the loop
-  // is done. No unpack of P (pb1 / pb2 form dS^T from the bf16 copy, since
+  // is done. No unpack of P (pb1 forms dS^T from the bf16 copy, since
   // dV is in flight on the fragment); dV does not overlap the loop.
   // Registers at the peak: S^T and dP^T (64 each), dV, dK (32 each), the two
   // A fragments growing as S^T and dP^T are consumed. pb5 (kExpInLoop): each
