@@ -8,6 +8,8 @@
 # .peers/b and dist/ no longer fit one call, session 28)
 # Steps:
 #   stage    copy whichever part of .peers this call carried to /tmp/peers-stage
+#            (a third part, .peers/c, when part b was split to fit a call; it can
+#            travel with dist/)
 #   install  join and unpack the .tar.xz parts, check each unpacked file against
 #            its wheel's RECORD and that RECORD against the sha256 pinned in
 #            wheels.txt; pip-install the other wheels (already checked by
@@ -53,7 +55,7 @@ for step in "$@"; do
   case "$step" in
     stage)
       mkdir -p "$STAGE"
-      for part in .peers/a .peers/b; do [ -d "$part" ] && cp "$part"/* "$STAGE"/; done
+      for part in .peers/a .peers/b .peers/c; do [ -d "$part" ] && cp "$part"/* "$STAGE"/; done
       ls -l "$STAGE" ;;
     install)
       grep -v '^#' experiments/peers/wheels.txt | awk 'NF == 3' | while read -r spec sha record; do

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Session 33 (issue 16). Carry ["dist"] (pack.sh; main's build) unless said otherwise.
+#   PART=peers, carry [".peers/c", "dist"], after two staging calls (.peers/a, .peers/b: experiments/peers/install.sh
+#            stage): s28.sh's peers part (install, then RUNS runs of the issue's seven rows beside FA4
+#            deterministic, one process each, and the host part). On an H200 these are the issue's figures.
+#   PART=ncu, on a warm machine with the peers installed (after PART=peers): ncu's per-instruction warp-stall
+#            samples (SourceCounters, WarpStateStats) of one launch of the d64 kv kernel (pb5 spt1, the
+#            heuristic's) and of FA4 deterministic's backward kernel, both at row 4 (4,32,32,4096,64 causal), as
+#            SASS listings with their sample columns ($OUT/pb5_source.csv, $OUT/fa4_source.csv): where each
+#            kernel's consumer warps wait (s32c.sh's kernel-wide stall reasons mix in the producer and writer
+#            warps). Map them with experiments/results/sass-bwd-d64-2026-12-06/segments.py.
+# Logs in $OUT; $OUT/report.txt last.
+set -uo pipefail
+source "$(dirname "$0")/lib.sh"
+attention_bins
+gpu_line "$OUT/gpu.txt"
+case ${PART:-peers} in
+  peers)
+    ATTN_V="" bash experiments/device/s28.sh ;;
+  ncu)
+    export DETFUSE_LIB=$PWD/$B/capi/libdetfuse_c.so
+    V=attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb5_spt1_d64
+    S="--section SourceCounters --section WarpStateStats --section SpeedOfLight"
+    brun ncu_pb5 150 ncu --clock-control none $S -k regex:attention_bwd_kv --launch-count 1 -f -o /tmp/pb5 \
+      "$DF" bench attention --shape 4,32,32,4096,4096,64 --causal --variant "$V" --repeats 1
+    brun ncu_fa4 200 ncu --clock-control none $S -k regex:FlashAttentionBackwardSm90 --launch-count 1 -f -o /tmp/fa4 \
+      python3 experiments/attention_peers.py --rows 4,32,32,4096,64,1 --impl fa4-det --reps 1 --warmup 0 \
+      --digest-runs 1 --interleave 0
+    for k in pb5 fa4; do
+      [ -f /tmp/$k.ncu-rep ] || continue
+      brun "page_$k" 60 sh -c "ncu -i /tmp/$k.ncu-rep --page source --print-source sass --csv > $OUT/${k}_source.csv"
+      brun "details_$k" 60 ncu -i /tmp/$k.ncu-rep --page details
+    done
+    {
+      cat "$OUT/gpu.txt"
+      for k in pb5 fa4; do
+        echo "=== $k"
+        grep -E "^  [a-zA-Z_].*\(|Duration|Elapsed Cycles|Warp Cycles Per Issued|Issued Instructions|Stall" \
+          "$OUT/details_$k.log" 2>/dev/null | cut -c1-150
+      done
+      ls -la "$OUT"
+      cat "$SUMMARY"
+    } > "$OUT/report.txt"
+    cat "$OUT/report.txt" ;;
+esac
