@@ -43,21 +43,27 @@ __global__ void rowsum_do_o_kernel(const T* __restrict__ dO, const T* __restrict
 // 4, 2, 1 are e ^ 4, e ^ 2, e ^ 1 inside a lane. The result equals the warp's
 // lane-0 value of the generic kernel (fadd is commutative: both lanes of a pair
 // hold the same bits after every step).
-//
-// A warp takes U row groups of RPW rows (consecutive), all U pairs of 16-byte
-// loads issued before the first row's arithmetic: one pair a thread left the
-// kernel waiting on DRAM latency wave after wave (session 33: 1.4 TB/s at
-// 4,32,32,4096,64 on an H100). Each row's arithmetic is unchanged.
 template <int DIM>
-__device__ __forceinline__ float rowsum_bf16_row(const uint4& va, const uint4& vb, int k) {
-  constexpr int K = DIM / 32;
+__global__ void rowsum_do_o_bf16_vec_kernel(const uint4* __restrict__ dO, const uint4* __restrict__ O,
+                                            float* __restrict__ D, int64_t rows) {
+  constexpr int LPR = DIM / 8, RPW = 32 / LPR, K = DIM / 32;
+  const int lane = threadIdx.x % 32, j = lane % LPR, k = j / 4;
+  const int64_t row = (int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32) * RPW + lane / LPR;
+  const bool live = row < rows;
   float a[8], b[8], s[8];
-  const __nv_bfloat162* pa = reinterpret_cast<const __nv_bfloat162*>(&va);
-  const __nv_bfloat162* pb = reinterpret_cast<const __nv_bfloat162*>(&vb);
+  {
+    uint4 va = make_uint4(0, 0, 0, 0), vb = va;
+    if (live) {
+      va = __ldg(dO + row * LPR + j);
+      vb = __ldg(O + row * LPR + j);
+    }
+    const __nv_bfloat162* pa = reinterpret_cast<const __nv_bfloat162*>(&va);
+    const __nv_bfloat162* pb = reinterpret_cast<const __nv_bfloat162*>(&vb);
 #pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    const float2 fa = __bfloat1622float2(pa[e]), fb = __bfloat1622float2(pb[e]);
-    a[2 * e] = fa.x, a[2 * e + 1] = fa.y, b[2 * e] = fb.x, b[2 * e + 1] = fb.y;
+    for (int e = 0; e < 4; ++e) {
+      const float2 fa = __bfloat1622float2(pa[e]), fb = __bfloat1622float2(pb[e]);
+      a[2 * e] = fa.x, a[2 * e + 1] = fa.y, b[2 * e] = fb.x, b[2 * e + 1] = fb.y;
+    }
   }
 #pragma unroll
   for (int e = 0; e < 8; ++e) s[e] = __fmaf_rn(a[e], b[e], 0.f);
@@ -81,31 +87,7 @@ __device__ __forceinline__ float rowsum_bf16_row(const uint4& va, const uint4& v
 #pragma unroll
     for (int e = 0; e < 8; ++e) s[e] = t[e];
   }
-  return s[0];
-}
-
-template <int DIM, int U>
-__global__ void rowsum_do_o_bf16_vec_kernel(const uint4* __restrict__ dO, const uint4* __restrict__ O,
-                                            float* __restrict__ D, int64_t rows) {
-  constexpr int LPR = DIM / 8, RPW = 32 / LPR, K = DIM / 32;
-  const int lane = threadIdx.x % 32, j = lane % LPR, k = j / 4;
-  const int64_t row0 = ((int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32) * U) * RPW + lane / LPR;
-  uint4 va[U], vb[U];
-#pragma unroll
-  for (int u = 0; u < U; ++u) {
-    const int64_t row = row0 + int64_t(u) * RPW;
-    va[u] = vb[u] = make_uint4(0, 0, 0, 0);
-    if (row < rows) {
-      va[u] = __ldg(dO + row * LPR + j);  // dO: the kv kernel reads it next
-      vb[u] = __ldcs(O + row * LPR + j);  // O: read once
-    }
-  }
-#pragma unroll
-  for (int u = 0; u < U; ++u) {
-    const int64_t row = row0 + int64_t(u) * RPW;
-    const float s = rowsum_bf16_row<DIM>(va[u], vb[u], k);
-    if (row < rows && j == 4 * (K - 1)) D[row] = s;
-  }
+  if (live && j == 4 * (K - 1)) D[row] = s[0];
 }
 
 template <class T>
@@ -159,15 +141,14 @@ void launch_rowsum_do_o(DType dtype, const void* dO, const void* O, float* D, in
   const bool vec = dtype == DType::bf16 && (d == 64 || d == 128) &&
                    reinterpret_cast<uintptr_t>(dO) % 16 == 0 && reinterpret_cast<uintptr_t>(O) % 16 == 0;
   if (vec) {  // 16-byte loads, 32 / (d / 8) rows a warp; the generic kernel's bits
-    constexpr int U = 4;  // row groups a warp
-    const int64_t rpb = int64_t(warps) * U * (32 / (d / 8));
+    const int64_t rpb = int64_t(warps) * (32 / (d / 8));
     const unsigned blocks = unsigned((rows + rpb - 1) / rpb);
     const auto* a = static_cast<const uint4*>(dO);
     const auto* b = static_cast<const uint4*>(O);
     if (d == 64)
-      rowsum_do_o_bf16_vec_kernel<64, U><<<blocks, warps * 32, 0, stream>>>(a, b, D, rows);
+      rowsum_do_o_bf16_vec_kernel<64><<<blocks, warps * 32, 0, stream>>>(a, b, D, rows);
     else
-      rowsum_do_o_bf16_vec_kernel<128, U><<<blocks, warps * 32, 0, stream>>>(a, b, D, rows);
+      rowsum_do_o_bf16_vec_kernel<128><<<blocks, warps * 32, 0, stream>>>(a, b, D, rows);
     DETFUSE_CUDA_CHECK(cudaGetLastError());
     return;
   }

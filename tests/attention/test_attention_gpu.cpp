@@ -358,8 +358,8 @@ TEST(AttentionGpuChunkedPartials, MatchesTheReferenceAndRepeats) {
 // the fp32 -> bf16 convert, bitwise against the host's statement of their
 // order (lane l sums fma over k = l, l + 32, ... from +0, then the xor tree
 // 16 .. 1; each value rounded to nearest even). d = 64 and 128 take the
-// 16-byte path (4 row groups a warp), d = 96 and a misaligned O the one-warp-a-row path; row
-// counts that fill no whole warp or block; zeros of both signs, large and tiny values.
+// 16-byte path, d = 96 and a misaligned O the one-warp-a-row path; row
+// counts that fill no whole warp; zeros of both signs, large and tiny values.
 TEST(AttentionGpuBwdCommon, RowsumAndConvertGiveTheStatedBits) {
   DETFUSE_REQUIRE_GPU();
   uint64_t state = 0x9e3779b97f4a7c15ull;
@@ -378,7 +378,7 @@ TEST(AttentionGpuBwdCommon, RowsumAndConvertGiveTheStatedBits) {
     }
   };
   for (int d : {64, 128, 96}) {
-    for (int64_t rows : {int64_t(1), int64_t(5), int64_t(1003), int64_t(20011)}) {
+    for (int64_t rows : {int64_t(1), int64_t(5), int64_t(1003)}) {
       for (int shift : {0, 1}) {  // shift 1: O one element past a 16-byte boundary
         const size_t n = size_t(rows) * d;
         std::vector<uint16_t> hdo(n), ho(n + 1);
