@@ -9,6 +9,15 @@
 #            SASS listings with their sample columns ($OUT/pb5_source.csv, $OUT/fa4_source.csv): where each
 #            kernel's consumer warps wait (s32c.sh's kernel-wide stall reasons mix in the producer and writer
 #            warps). Map them with experiments/results/sass-bwd-d64-2026-12-06/segments.py.
+#   PART=rowsum, carry ["dist"] with build/detfuse_old (main before the change) packed beside build/detfuse: the
+#            backward's D = rowsum(dO * O) with four row groups a warp (bwd_common.cu). Correct first: the bits
+#            test (AttentionGpuBwdCommon.*: the host's statement of the order, rows up to 20011) and memcheck on
+#            it; then ncu (clock control off) of the rowsum kernel's launches in `detfuse bench attention` (the
+#            forward+backward of the heuristic), old and new binary alternately, at row 4 (4,32,32,4096,64
+#            causal) and row 1 (4,32,32,4096,128), and dQ digests of both binaries at both rows (the same bits).
+#            Prediction: 0.049 -> ~0.03 ms at row 4, 0.092 -> ~0.055 at row 1 (H100 figures of session 31).
+#            Run once (H100): flat, the kernel already reads dO and O at ~2.8 TB/s (the prediction took one
+#            tensor's bytes for both); the change was reverted (f899cd8), this part stays as the record.
 # Logs in $OUT; $OUT/report.txt last.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -17,6 +26,31 @@ gpu_line "$OUT/gpu.txt"
 case ${PART:-peers} in
   peers)
     ATTN_V="" bash experiments/device/s28.sh ;;
+  rowsum)
+    TG=$B/tests/attention/test_attention_gpu
+    brun tests 120 "$TG" --gtest_filter='AttentionGpuBwdCommon.*'
+    sanitize memcheck 120 "$TG" --gtest_filter='AttentionGpuBwdCommon.*'
+    for r in 1 2; do
+      for bin in detfuse_old detfuse; do
+        for row in "64c 4,32,32,4096,4096,64 --causal" "128n 4,32,32,4096,4096,128"; do
+          set -- $row
+          brun "ncu_${bin}_$1_$r" 60 ncu --clock-control none --metrics gpu__time_duration.sum -k regex:rowsum \
+            --launch-count 6 "$B/$bin" bench attention --shape "$2" ${3:-} --repeats 3
+        done
+      done
+    done
+    {
+      cat "$OUT/gpu.txt"
+      test_report tests
+      grep -E "ERROR SUMMARY" "$OUT/sanitize.log"
+      for f in "$OUT"/ncu_*.log; do
+        printf '%s ' "$(basename "$f" .log)"
+        grep -E "gpu__time_duration.sum" "$f" | awk '{printf "%s ", $NF}'; echo
+        grep -E "dQ#|digest" "$f" | head -2 | cut -c1-160
+      done
+      cat "$SUMMARY"
+    } > "$OUT/report.txt"
+    cat "$OUT/report.txt" ;;
   ncu)
     export DETFUSE_LIB=$PWD/$B/capi/libdetfuse_c.so
     V=attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb5_spt1_d64
