@@ -1,9 +1,9 @@
 """Warp-stall samples of a kernel's step, phase by phase, from an ncu source page export.
 
     ncu -i REP --page source --print-source sass --csv > K_sass.csv
-    python3 experiments/ncu_sass_phases.py K_sass.csv
+    python3 experiments/ncu_sass_phases.py K_sass.csv [FLOOR]
 
-Takes the instructions executed >= 500k times (the consumer warps' per-step
+Takes the instructions executed >= FLOOR (default 500k) times (the consumer warps' per-step
 code at 4,32,32,4096,64 causal) in address order and cuts them at each
 wait / barrier / committing wgmma: per segment its samples (share of the
 step's) and opcode mix. First use: session 22 (pb3 against FlashAttention-4's
@@ -11,6 +11,7 @@ backward kernel: the exp phase and the dS^T phase).
 """
 import csv, sys, collections
 f = sys.argv[1]
+floor = int(sys.argv[2]) if len(sys.argv) > 2 else 500000
 rows = list(csv.reader(open(f)))
 hi = next(i for i, r in enumerate(rows) if r and r[0] == "Address")
 h = rows[hi]; col = {n: i for i, n in enumerate(h)}
@@ -23,7 +24,7 @@ for r in data:
     ins = r[1].strip()
     op = (ins.split()[1] if ins.startswith("@") else ins.split()[0])
     key = op.split(".")[0]
-    if ex < 500000: continue
+    if ex < floor: continue
     if key in ("WARPGROUP", "BAR", "SYNCS") or (key=="HGMMA" and "gsb0" in ins):
         seg.append((r[0][-5:], ins[:50], float(r[S] or 0), "BOUNDARY"))
         continue

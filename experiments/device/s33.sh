@@ -18,6 +18,11 @@
 #            Prediction: 0.049 -> ~0.03 ms at row 4, 0.092 -> ~0.055 at row 1 (H100 figures of session 31).
 #            Run once (H100): flat, the kernel already reads dO and O at ~2.8 TB/s (the prediction took one
 #            tensor's bytes for both); the change was reverted (f899cd8), this part stays as the record.
+#   PART=ncufwd, as PART=ncu: the same for the d64 causal forwards at row 4 (the heuristic's forward kernel on
+#            this device, FA4's FlashAttentionForwardSm90): $OUT/fwd_source.csv, $OUT/fa4fwd_source.csv
+#            (experiments/ncu_sass_phases.py with a lower executed-count floor cuts their steps). Question: the
+#            d64 forward kernel is ~0.85x of FA4's with the same steady-step instructions (session 28's reading
+#            of both machine codes): is the loss in the masked steps, the waits, or outside the loop?
 # Logs in $OUT; $OUT/report.txt last.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -51,23 +56,28 @@ case ${PART:-peers} in
       cat "$SUMMARY"
     } > "$OUT/report.txt"
     cat "$OUT/report.txt" ;;
-  ncu)
+  ncu | ncufwd)
     export DETFUSE_LIB=$PWD/$B/capi/libdetfuse_c.so
-    V=attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb5_spt1_d64
     S="--section SourceCounters --section WarpStateStats --section SpeedOfLight"
-    brun ncu_pb5 150 ncu --clock-control none $S -k regex:attention_bwd_kv --launch-count 1 -f -o /tmp/pb5 \
-      "$DF" bench attention --shape 4,32,32,4096,4096,64 --causal --variant "$V" --repeats 1
-    brun ncu_fa4 200 ncu --clock-control none $S -k regex:FlashAttentionBackwardSm90 --launch-count 1 -f -o /tmp/fa4 \
+    if [ "$PART" = ncu ]; then
+      V="--variant attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb5_spt1_d64" OURS=pb5 THEIRS=fa4
+      KO=attention_bwd_kv KT=FlashAttentionBackwardSm90
+    else
+      V="" OURS=fwd THEIRS=fa4fwd KO=attention_fwd_wgmma KT=FlashAttentionForwardSm90
+    fi
+    brun "ncu_$OURS" 150 ncu --clock-control none $S -k regex:$KO --launch-count 1 -f -o /tmp/$OURS \
+      "$DF" bench attention --shape 4,32,32,4096,4096,64 --causal $V --repeats 1
+    brun "ncu_$THEIRS" 200 ncu --clock-control none $S -k regex:$KT --launch-count 1 -f -o /tmp/$THEIRS \
       python3 experiments/attention_peers.py --rows 4,32,32,4096,64,1 --impl fa4-det --reps 1 --warmup 0 \
       --digest-runs 1 --interleave 0
-    for k in pb5 fa4; do
+    for k in $OURS $THEIRS; do
       [ -f /tmp/$k.ncu-rep ] || continue
       brun "page_$k" 60 sh -c "ncu -i /tmp/$k.ncu-rep --page source --print-source sass --csv > $OUT/${k}_source.csv"
       brun "details_$k" 60 ncu -i /tmp/$k.ncu-rep --page details
     done
     {
       cat "$OUT/gpu.txt"
-      for k in pb5 fa4; do
+      for k in $OURS $THEIRS; do
         echo "=== $k"
         grep -E "^  [a-zA-Z_].*\(|Duration|Elapsed Cycles|Warp Cycles Per Issued|Issued Instructions|Stall" \
           "$OUT/details_$k.log" 2>/dev/null | cut -c1-150
