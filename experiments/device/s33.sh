@@ -23,6 +23,14 @@
 #            (experiments/ncu_sass_phases.py with a lower executed-count floor cuts their steps). Question: the
 #            d64 forward kernel is ~0.85x of FA4's with the same steady-step instructions (session 28's reading
 #            of both machine codes): is the loss in the masked steps, the waits, or outside the loop?
+#   PART=fwdpk, carry ["dist"] with build/detfuse_old (main before the change): the overlapped forwards (ov1,
+#            ov2: every heuristic forward) with O's rescale and P's bf16 packs interleaved (fwd_softmax.cuh
+#            rescale_o_to_p; session 33's ncu had the 32 packs back to back at 4x FA4's stall samples). Correct
+#            first: the forward GPU tests (float64 list, ov2 = ov1 bits, the heuristic's d64 twins, persistent and
+#            TMA-O cases), `detfuse verify` (O, LSE, dQ, dK, dV) of an ov1-forward variant per head dim against
+#            the old binary; then forward ms, old / new alternately, two rounds, at row 4 (ls1 ps1 and br192 rd1
+#            ot1) and rows 1-2 (the d128 ov2 ps1 rd1 ot1); the sanitizers on the forward's sanitizer-sized cases
+#            with the time left. Prediction: d64 causal forward 3-4% faster, d128 1-3%.
 # Logs in $OUT; $OUT/report.txt last.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -31,6 +39,36 @@ gpu_line "$OUT/gpu.txt"
 case ${PART:-peers} in
   peers)
     ATTN_V="" bash experiments/device/s28.sh ;;
+  fwdpk)
+    OLD=$B/detfuse_old
+    brun tests_fwd 150 "$TW" --gtest_brief=1 --gtest_filter='AttentionWgmma.*:AttentionWgmmaGpu.MatchesFloat64*:AttentionWgmmaGpu.Ov2BitsEqualOv1:AttentionWgmmaGpu.HeuristicD64*:AttentionWgmmaGpu.Ot2*:AttentionWgmmaGpu.TmaO*:AttentionWgmmaGpu.Persistent*'
+    verify_against_old 64 7 "2,4,2,1000,1000,64 --causal" "1,2,2,777,1500,64 --softcap 30 --window 300" -- \
+      attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb5_spt1_d64
+    verify_against_old 128 7 "2,4,2,1000,1000,128 --causal" "1,2,2,777,1500,128" -- \
+      attention.bf16.wgmma.ordered.br80_bc128_st2_tma1_pds4_ew2_pb5_spt1_d128
+    F=attention.bf16.wgmma.fwd
+    for r in 1 2; do
+      for bin in detfuse_old detfuse detfuse detfuse_old; do
+        brun "b64c_${bin}_$r" 60 "$B/$bin" bench attention --shape 4,32,32,4096,4096,64 --causal --repeats 5 \
+          --variant $F.br192_bc128_st3_ov2_pp0_ps1_rd1_ls1_d64 --variant $F.br192_bc128_st3_ov1_pp0_rd1_ot1_d64
+        brun "b128c_${bin}_$r" 60 "$B/$bin" bench attention --shape 4,32,32,4096,4096,128 --causal --repeats 5 \
+          --variant $F.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128
+        brun "b128n_${bin}_$r" 60 "$B/$bin" bench attention --shape 4,32,32,4096,4096,128 --repeats 5 \
+          --variant $F.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128
+      done
+    done
+    sanitize3 fwd "$TW" --gtest_filter='AttentionWgmmaGpu.TmaOSanitizerSized:AttentionWgmmaGpu.ThreeWarpgroupsSanitizerSized'
+    {
+      cat "$OUT/gpu.txt"
+      test_report tests_fwd
+      cat "$OUT/bits.txt" 2>/dev/null
+      grep -h "ERROR SUMMARY\|RACECHECK SUMMARY" "$OUT"/*check_*.log "$OUT"/sanitize*.log 2>/dev/null
+      for f in "$OUT"/b*_*.log; do grep -E "^attention\." "$f" | sed "s|^attention.bf16.wgmma.fwd.||" | cut -c1-110 | sed "s|^|$(basename "$f" .log) |"; done
+      cat "$SUMMARY"
+    } > "$OUT/report.txt"
+    cat "$OUT/report.txt"
+    mkdir -p "$OUT/keep" && mv "$OUT"/*.log "$OUT"/keep/ 2>/dev/null
+    tar czf "$OUT/fwdpk-logs.tgz" -C "$OUT" keep && rm -rf "$OUT/keep" ;;
   rowsum)
     TG=$B/tests/attention/test_attention_gpu
     brun tests 120 "$TG" --gtest_filter='AttentionGpuBwdCommon.*'
