@@ -23,14 +23,17 @@
 #            (experiments/ncu_sass_phases.py with a lower executed-count floor cuts their steps). Question: the
 #            d64 forward kernel is ~0.85x of FA4's with the same steady-step instructions (session 28's reading
 #            of both machine codes): is the loss in the masked steps, the waits, or outside the loop?
-#   PART=fwdpk, carry ["dist"] with build/detfuse_old (main before the change): the overlapped forwards (ov1,
-#            ov2: every heuristic forward) with O's rescale and P's bf16 packs interleaved (fwd_softmax.cuh
-#            rescale_o_to_p; session 33's ncu had the 32 packs back to back at 4x FA4's stall samples). Correct
-#            first: the forward GPU tests (float64 list, ov2 = ov1 bits, the heuristic's d64 twins, persistent and
-#            TMA-O cases), `detfuse verify` (O, LSE, dQ, dK, dV) of an ov1-forward variant per head dim against
-#            the old binary; then forward ms, old / new alternately, two rounds, at row 4 (ls1 ps1 and br192 rd1
-#            ot1) and rows 1-2 (the d128 ov2 ps1 rd1 ot1); the sanitizers on the forward's sanitizer-sized cases
-#            with the time left. Prediction: d64 causal forward 3-4% faster, d128 1-3%.
+#   PART=ab, carry ["dist"] with build/detfuse_old (main before both changes, 300c811) packed beside
+#            build/detfuse: (1) the overlapped forwards (ov1, ov2: every heuristic forward) with O's rescale and
+#            P's bf16 packs interleaved (fwd_softmax.cuh rescale_o_to_p; this session's ncu had the 32 packs back
+#            to back at 4x FA4's stall samples); (2) the kv kernels' dK / dV through the K / V tiles, 16-byte
+#            stores (bwd_epilogue.cuh; the ncu's largest per-CTA cost of the d64 kv kernel). Correct first: the
+#            forward GPU tests (float64 list, ov2 = ov1 bits, the heuristic's d64 twins, persistent, TMA-O) and
+#            the backward suite (AttentionWgmmaBwd*, with StagedDkDvUnaligned); `detfuse verify` (O, LSE, dQ, dK,
+#            dV) of the heuristic's kv variants (their ov1 forwards) against the old binary; then forward ms and
+#            fwd+bwd ms, old / new alternately, ROUNDS (2) rounds, at rows 4, 1, 2; the sanitizers on the
+#            forward's and the backward's sanitizer-sized cases with the time left. Prediction: the d64 causal
+#            forward 3-4% faster, d128 1-3%; the d64 kv kernel ~3% (0.04 ms), d128 1-2%.
 # Logs in $OUT; $OUT/report.txt last.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -39,36 +42,41 @@ gpu_line "$OUT/gpu.txt"
 case ${PART:-peers} in
   peers)
     ATTN_V="" bash experiments/device/s28.sh ;;
-  fwdpk)
+  ab)
     OLD=$B/detfuse_old
     brun tests_fwd 150 "$TW" --gtest_brief=1 --gtest_filter='AttentionWgmma.*:AttentionWgmmaGpu.MatchesFloat64*:AttentionWgmmaGpu.Ov2BitsEqualOv1:AttentionWgmmaGpu.HeuristicD64*:AttentionWgmmaGpu.Ot2*:AttentionWgmmaGpu.TmaO*:AttentionWgmmaGpu.Persistent*'
-    verify_against_old 64 7 "2,4,2,1000,1000,64 --causal" "1,2,2,777,1500,64 --softcap 30 --window 300" -- \
-      attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb5_spt1_d64
-    verify_against_old 128 7 "2,4,2,1000,1000,128 --causal" "1,2,2,777,1500,128" -- \
-      attention.bf16.wgmma.ordered.br80_bc128_st2_tma1_pds4_ew2_pb5_spt1_d128
+    brun tests_bwd 200 "$TW" --gtest_brief=1 --gtest_filter='AttentionWgmmaBwd*'
+    K64=attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb5_spt1_d64
+    K128=attention.bf16.wgmma.ordered.br80_bc128_st2_tma1_pds4_ew2_pb5_spt1_d128
+    verify_against_old 64 33 "2,8,2,1000,1300,64 --causal" "1,4,4,777,777,64 --causal --softcap 30 --window 200" \
+      -- $K64 attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_ew2_pb5_d64
+    verify_against_old 128 33 "2,8,2,1000,1300,128 --causal" "1,4,2,300,2900,128" -- $K128
     F=attention.bf16.wgmma.fwd
-    for r in 1 2; do
+    for r in $(seq 1 "${ROUNDS:-2}"); do
       for bin in detfuse_old detfuse detfuse detfuse_old; do
         brun "b64c_${bin}_$r" 60 "$B/$bin" bench attention --shape 4,32,32,4096,4096,64 --causal --repeats 5 \
-          --variant $F.br192_bc128_st3_ov2_pp0_ps1_rd1_ls1_d64 --variant $F.br192_bc128_st3_ov1_pp0_rd1_ot1_d64
+          --variant $K64 --variant $F.br192_bc128_st3_ov2_pp0_ps1_rd1_ls1_d64 --variant $F.br192_bc128_st3_ov1_pp0_rd1_ot1_d64
         brun "b128c_${bin}_$r" 60 "$B/$bin" bench attention --shape 4,32,32,4096,4096,128 --causal --repeats 5 \
-          --variant $F.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128
+          --variant $K128 --variant $F.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128
         brun "b128n_${bin}_$r" 60 "$B/$bin" bench attention --shape 4,32,32,4096,4096,128 --repeats 5 \
-          --variant $F.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128
+          --variant $K128 --variant $F.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128
       done
     done
-    sanitize3 fwd "$TW" --gtest_filter='AttentionWgmmaGpu.TmaOSanitizerSized:AttentionWgmmaGpu.ThreeWarpgroupsSanitizerSized'
+    if [ $SECONDS -lt $(( ${UNTIL:-555} - 150 )) ]; then
+      sanitize_gtest ew 90 'AttentionWgmmaBwdGpu.EwSanitizerSized:AttentionWgmmaBwdGpu.StagedDkDvUnaligned'
+      sanitize3 fwd "$TW" --gtest_filter='AttentionWgmmaGpu.TmaOSanitizerSized:AttentionWgmmaGpu.ThreeWarpgroupsSanitizerSized'
+    else echo "sanitizers skipped: no time left" | tee -a "$SUMMARY"; fi
     {
       cat "$OUT/gpu.txt"
-      test_report tests_fwd
+      test_report tests_fwd tests_bwd
       cat "$OUT/bits.txt" 2>/dev/null
-      grep -h "ERROR SUMMARY\|RACECHECK SUMMARY" "$OUT"/*check_*.log "$OUT"/sanitize*.log 2>/dev/null
-      for f in "$OUT"/b*_*.log; do grep -E "^attention\." "$f" | sed "s|^attention.bf16.wgmma.fwd.||" | cut -c1-110 | sed "s|^|$(basename "$f" .log) |"; done
+      grep -h "ERROR SUMMARY\|RACECHECK SUMMARY" "$OUT"/*check_*.log 2>/dev/null
+      for f in "$OUT"/b*_*.log; do grep -E "^attention\." "$f" | sed "s|^attention.bf16.wgmma.||" | cut -c1-130 | sed "s|^|$(basename "$f" .log) |"; done
       cat "$SUMMARY"
     } > "$OUT/report.txt"
     cat "$OUT/report.txt"
-    mkdir -p "$OUT/keep" && mv "$OUT"/*.log "$OUT"/keep/ 2>/dev/null
-    tar czf "$OUT/fwdpk-logs.tgz" -C "$OUT" keep && rm -rf "$OUT/keep" ;;
+    mkdir -p "$OUT/keep" && mv "$OUT"/*.log "$OUT"/bits.txt "$OUT"/keep/ 2>/dev/null
+    tar czf "$OUT/ab-logs.tgz" -C "$OUT" keep && rm -rf "$OUT/keep" ;;
   rowsum)
     TG=$B/tests/attention/test_attention_gpu
     brun tests 120 "$TG" --gtest_filter='AttentionGpuBwdCommon.*'
