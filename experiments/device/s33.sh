@@ -23,8 +23,9 @@
 #            (experiments/ncu_sass_phases.py with a lower executed-count floor cuts their steps). Question: the
 #            d64 forward kernel is ~0.85x of FA4's with the same steady-step instructions (session 28's reading
 #            of both machine codes): is the loss in the masked steps, the waits, or outside the loop?
-#   PART=ab, carry ["dist"] with build/detfuse_old (main before both changes, 300c811) packed beside
-#            build/detfuse: (1) the overlapped forwards (ov1, ov2: every heuristic forward) with O's rescale and
+#   PART=ab, carry ["dist"] with build/detfuse_old (main at 300c811) packed beside build/detfuse built from
+#            branch s33-fwdpk-epi (not run: no machine came for its last tries and the device time ran out; both
+#            changes live on that branch until this has run): (1) the overlapped forwards (ov1, ov2: every heuristic forward) with O's rescale and
 #            P's bf16 packs interleaved (fwd_softmax.cuh rescale_o_to_p; this session's ncu had the 32 packs back
 #            to back at 4x FA4's stall samples); (2) the kv kernels' dK / dV through the K / V tiles, 16-byte
 #            stores (bwd_epilogue.cuh; the ncu's largest per-CTA cost of the d64 kv kernel). Correct first: the

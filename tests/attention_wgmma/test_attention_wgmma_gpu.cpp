@@ -2000,63 +2000,6 @@ TEST(AttentionWgmmaBwdGpu, TmaConvertUnalignedDq) {
   }
 }
 
-// The kv kernel's dK / dV epilogue (session 33) stages the values through the
-// K and V tiles and stores 16 bytes of a row at a time where dK and dV are
-// 16-byte aligned, 4 bytes (the store before it) elsewhere: the heuristic's
-// kv kernels and an atomic and an owning one, dK and dV 2 bytes past an
-// allocation's start, give the aligned run's bits (Sk = 1300: a partial last
-// key block), and the bytes around the views stay untouched.
-TEST(AttentionWgmmaBwdGpu, StagedDkDvUnaligned) {
-  REQUIRE_SM90();
-  const DeviceInfo& dev = cached_device(0);
-  for (const char* n : {"attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb5_spt1_d64",
-                        "attention.bf16.wgmma.ordered.br80_bc128_st2_tma1_pds4_ew2_pb5_spt1_d128",
-                        "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_ew2_pb5_d64",
-                        "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst2_d128"}) {
-    const auto* v = builtin_registry().find_attention(n);
-    ASSERT_NE(v, nullptr) << n;
-    const Case c = {1, 4, 2, 1000, 1300, true, 0.0, "causal Sq < Sk, GQA 2:1"};
-    const AttentionProblem p = problem_of(c, param(*v, "d"));
-    ASSERT_FALSE(v->can_run(p, AttentionMode::backward, dev).has_value()) << n;
-    const reference::AttentionInputs in = reference::make_attention_inputs(p, 12510);
-    const size_t nq = in.Q.size(), nk = in.K.size(), nl = size_t(p.B * p.H * p.Sq);
-    DeviceBuffer<uint16_t> Q(nq), K(nk), V(nk), dO(nq), O(nq), dQ(nq), dK(nk), dV(nk), dKu(nk + 16), dVu(nk + 16);
-    DeviceBuffer<float> L(nl);
-    Q.upload(bf16_bits(in.Q));
-    K.upload(bf16_bits(in.K));
-    V.upload(bf16_bits(in.V));
-    dO.upload(bf16_bits(in.dO));
-    AttentionArgs f;
-    f.Q = Q.data(), f.K = K.data(), f.V = V.data(), f.O = O.data(), f.lse = L.data();
-    v->launch(p, AttentionMode::forward, f, nullptr);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    ASSERT_EQ(cudaMemset(dKu.data(), 0xff, dKu.bytes()), cudaSuccess);
-    ASSERT_EQ(cudaMemset(dVu.data(), 0xff, dVu.bytes()), cudaSuccess);
-    DeviceBytes ws(v->workspace_bytes(p, AttentionMode::backward));
-    for (int unaligned = 0; unaligned < 2; ++unaligned) {
-      ASSERT_EQ(cudaMemset(ws.get(), 0xff, ws.bytes()), cudaSuccess);
-      AttentionArgs a;
-      a.Q = Q.data(), a.K = K.data(), a.V = V.data(), a.dO = dO.data(), a.O_in = O.data(), a.lse_in = L.data();
-      a.dQ = dQ.data();
-      a.dK = unaligned ? dKu.data() + 1 : dK.data();
-      a.dV = unaligned ? dVu.data() + 1 : dV.data();
-      a.workspace = ws.get(), a.workspace_size = ws.bytes();
-      v->launch(p, AttentionMode::backward, a, nullptr);
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    }
-    EXPECT_EQ(digest_device(dKu.data() + 1, dK.bytes()).hex(), digest_device(dK.data(), dK.bytes()).hex())
-        << n << ": dK bits differ between the aligned and the unaligned output";
-    EXPECT_EQ(digest_device(dVu.data() + 1, dV.bytes()).hex(), digest_device(dV.data(), dV.bytes()).hex())
-        << n << ": dV bits differ between the aligned and the unaligned output";
-    for (DeviceBuffer<uint16_t>* u : {&dKu, &dVu}) {
-      uint16_t guard[16] = {};
-      ASSERT_EQ(cudaMemcpy(guard, u->data(), 2, cudaMemcpyDeviceToHost), cudaSuccess);
-      ASSERT_EQ(cudaMemcpy(guard + 1, u->data() + 1 + nk, 15 * 2, cudaMemcpyDeviceToHost), cudaSuccess);
-      for (int i = 0; i < 16; ++i) EXPECT_EQ(guard[i], 0xffffu) << n << ": a byte outside dK / dV written, guard " << i;
-    }
-  }
-}
-
 // The partials variant's chunked launches, on a registry with a 1 MiB slab
 // bound (d128, G = 2, Sq = 300: a key block's partial of one unit is
 // 2*300*128*4 = 307200 bytes, 3 per slab): Sk = 700 -> 6 key blocks in 2 key

@@ -25,7 +25,6 @@ using namespace cute;
 template <class K_>
 struct BwdKvEpilogue {
   using Params = typename K_::Params;
-  using SharedStorage_ = typename K_::SharedStorage;
 
   __device__ __forceinline__ static void zero_partials(const Params& p, int m_begin, int m_stop, int ctid) {
     constexpr int D = K_::D, BR = K_::BR;
@@ -46,69 +45,30 @@ struct BwdKvEpilogue {
   // < Sk. hs (Params::splits > 1): hk counts the splits of kv head hk / splits;
   // the parts go through dkv_acc in split order first (add_parts), the last
   // split's sum is the one rounded.
-  //
-  // Staged (session 33): the values go through the key block's K and V tiles in
-  // shared memory (free once both warpgroups' last products are done, one
-  // named barrier over the 256 consumers; the producer loads K, V once a CTA and
-  // only when it has a walk) and leave as 16-byte stores of whole rows: per
-  // thread D / 16 of dK and of dV instead of D / 2 4-byte stores that each wrote
-  // 16 bytes of eight rows (ncu, row 4: the store was the largest per-CTA cost
-  // of the d64 kv kernel, `lg` throttle). Same values, same rounding. Outputs
-  // not 16-byte aligned are written from the staged tile element by element.
   template <class Acc>
-  __device__ __forceinline__ static void store(const Params& p, SharedStorage_& ss, const Acc& tdKacc,
-                                               const Acc& tdVacc, int hk, int b, int key0, int col_lane) {
-    constexpr int D = K_::D, BC = K_::BC, kChunks = D / 8;  // 16-byte chunks a row
-    static_assert(BC == 128 && K_::kConsumers == 256, "two consumer warpgroups of 64 keys each");
+  __device__ __forceinline__ static void store(const Params& p, const Acc& tdKacc, const Acc& tdVacc, int hk, int b,
+                                               int key0, int col_lane) {
+    constexpr int D = K_::D;
     if constexpr (K_::kHs) {
       if (p.splits > 1) {
         add_parts(p, tdKacc, tdVacc, key0, col_lane);
         return;
       }
     }
-    // Row-major [BC][D] bf16, chunk c of row r at chunk c ^ (r % 8): the 4-byte writes of a quad's eight rows
-    // and the 16-byte reads of a row land in distinct banks.
-    auto at = [](int r, int c) { return r * D * 2 + ((c ^ (r % 8)) * 16); };
-    char* sk = reinterpret_cast<char*>(ss.k.data());
-    char* sv = reinterpret_cast<char*>(ss.v.data());
-    const int r0 = key0 % BC;  // the thread's first row in the key block
-    detail::named_sync(K_::kBarDs, 256);  // every consumer past its last product reading K, V
+    const int64_t base = (int64_t(b) * p.Hkv + hk) * p.Sk;
     CUTLASS_PRAGMA_UNROLL
     for (int r = 0; r < 2; ++r) {
-      const int row = r0 + 8 * r;
-      CUTLASS_PRAGMA_UNROLL
-      for (int j = 0; j < D / 8; ++j) {
-        const int v = 4 * j + 2 * r;
-        const int o = at(row, j) + col_lane * 2;
-        *reinterpret_cast<__nv_bfloat162*>(sk + o) = __floats2bfloat162_rn(tdKacc(v) * p.scale, tdKacc(v + 1) * p.scale);
-        *reinterpret_cast<__nv_bfloat162*>(sv + o) = __floats2bfloat162_rn(tdVacc(v), tdVacc(v + 1));
-      }
-    }
-    detail::named_sync(K_::kBarDs, 256);
-    const int64_t base = (int64_t(b) * p.Hkv + hk) * p.Sk;
-    const int key_base = key0 - r0;  // n_block * BC
-    // (the thread read again, as add_parts does: an argument kept live over the mainloop made ptxas spill)
-    const int ctid = int(detail::reread_tid()) - 128;
-    // 16-byte stores where dK and dV are 16-byte aligned, else element by element
-    const bool aligned = ((reinterpret_cast<uintptr_t>(p.dK) | reinterpret_cast<uintptr_t>(p.dV)) % 16) == 0;
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < BC * kChunks / 256; ++i) {
-      const int idx = i * 256 + ctid, row = idx / kChunks, c = idx % kChunks;
-      const int key = key_base + row;
+      const int key = key0 + 8 * r;
       if (key < p.Sk) {
-        const int64_t g = (base + key) * D + c * 8;
-        const uint4 k8 = *reinterpret_cast<const uint4*>(sk + at(row, c));
-        const uint4 v8 = *reinterpret_cast<const uint4*>(sv + at(row, c));
-        uint16_t* dk = reinterpret_cast<uint16_t*>(p.dK) + g;
-        uint16_t* dv = reinterpret_cast<uint16_t*>(p.dV) + g;
-        if (aligned) {
-          *reinterpret_cast<uint4*>(dk) = k8;
-          *reinterpret_cast<uint4*>(dv) = v8;
-        } else {  // (a branch here, not around the accumulators' stores: two paths there made ptxas spill)
-          const uint16_t* k16 = reinterpret_cast<const uint16_t*>(&k8);
-          const uint16_t* v16 = reinterpret_cast<const uint16_t*>(&v8);
-          CUTLASS_PRAGMA_UNROLL
-          for (int e = 0; e < 8; ++e) dk[e] = k16[e], dv[e] = v16[e];
+        __nv_bfloat16* krow = reinterpret_cast<__nv_bfloat16*>(p.dK) + (base + key) * D;
+        __nv_bfloat16* vrow = reinterpret_cast<__nv_bfloat16*>(p.dV) + (base + key) * D;
+        CUTLASS_PRAGMA_UNROLL
+        for (int j = 0; j < D / 8; ++j) {
+          const int v = 4 * j + 2 * r;
+          *reinterpret_cast<__nv_bfloat162*>(krow + 8 * j + col_lane) =
+              __floats2bfloat162_rn(tdKacc(v) * p.scale, tdKacc(v + 1) * p.scale);
+          *reinterpret_cast<__nv_bfloat162*>(vrow + 8 * j + col_lane) =
+              __floats2bfloat162_rn(tdVacc(v), tdVacc(v + 1));
         }
       }
     }

@@ -192,7 +192,8 @@ struct FwdMainloop {
         warpgroup_wait<0>();  // P V done: O and the P registers are free
         pipe_v.consumer_release(prev);
         warpgroup_fence_operand(tOrP);
-        Softmax::rescale_o_to_p(tOrO, corr, tSrS, tOrP);
+        Softmax::rescale_o(tOrO, corr);
+        Softmax::to_p(tSrS, tOrP);
       };
       // One turn: block n's S and block n + 1's P V; masked (true_type): with the mask (and the
       // softcap, a branch on p.softcap), else a block that needs neither (no softcap, every key seen).

@@ -172,33 +172,11 @@ struct FwdSoftmax {
   template <class TS, class TP>
   __device__ __forceinline__ static void to_p(const TS& tSrS, TP& tOrP) {
     CUTLASS_PRAGMA_UNROLL
-    for (int v = 0; v < BC / 2; v += 2) pack_p(tSrS, tOrP, v);
-  }
-
-  // rescale_o and to_p in one pass, each pack of two P values among its share of
-  // O's multiplies (d64: one, d128: two; same operations, same bits). Written one
-  // after the other, ptxas kept the order: the 32 F2FP of to_p back to back after
-  // the wait for P V, where ncu (session 33, d64 causal forward) had them stall on
-  // the pipe (math throttle, dispatch, wait: 4x the samples of FlashAttention-4's,
-  // which interleaves its packs with other arithmetic).
-  template <class TO, class TS, class TP>
-  __device__ __forceinline__ static void rescale_o_to_p(TO& tOrO, const float (&corr)[2], const TS& tSrS,
-                                                        TP& tOrP) {
-    constexpr int kPacks = BC / 4, kMuls = D / 2;
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < kPacks; ++i) {
-      CUTLASS_PRAGMA_UNROLL
-      for (int v = i * kMuls / kPacks; v < (i + 1) * kMuls / kPacks; ++v) tOrO(v) *= corr[(v / 2) % 2];
-      pack_p(tSrS, tOrP, 2 * i);
+    for (int v = 0; v < BC / 2; v += 2) {
+      const __nv_bfloat162 two = __floats2bfloat162_rn(tSrS(v), tSrS(v + 1));
+      tOrP(v) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[0]);
+      tOrP(v + 1) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[1]);
     }
-  }
-
- private:
-  template <class TS, class TP>
-  __device__ __forceinline__ static void pack_p(const TS& tSrS, TP& tOrP, int v) {
-    const __nv_bfloat162 two = __floats2bfloat162_rn(tSrS(v), tSrS(v + 1));
-    tOrP(v) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[0]);
-    tOrP(v + 1) = T::bitcast(reinterpret_cast<const uint16_t*>(&two)[1]);
   }
 };
 
