@@ -12,21 +12,23 @@
 #   PART=rowsum, carry ["dist"] with build/detfuse_old (main before the change) packed beside build/detfuse: the
 #            backward's D = rowsum(dO * O) with four row groups a warp (bwd_common.cu). Correct first: the bits
 #            test (AttentionGpuBwdCommon.*: the host's statement of the order, rows up to 20011) and memcheck on
-#            it; then ncu (clock control off) of the rowsum kernel's launches in `detfuse bench attention` (the
-#            forward+backward of the heuristic), old and new binary alternately, at row 4 (4,32,32,4096,64
+#            it; then ncu (clock control off) of the rowsum kernel's launches in `detfuse bench attention` (no
+#            --variant: the registry's variants in order; the rowsum pass is every backward's), old and new binary alternately, at row 4 (4,32,32,4096,64
 #            causal) and row 1 (4,32,32,4096,128), and dQ digests of both binaries at both rows (the same bits).
 #            Prediction: 0.049 -> ~0.03 ms at row 4, 0.092 -> ~0.055 at row 1 (H100 figures of session 31).
 #            Run once (H100): flat, the kernel already reads dO and O at ~2.8 TB/s (the prediction took one
 #            tensor's bytes for both); the change was reverted (f899cd8), this part stays as the record.
-#   PART=ncufwd, as PART=ncu: the same for the d64 causal forwards at row 4 (the heuristic's forward kernel on
-#            this device, FA4's FlashAttentionForwardSm90): $OUT/fwd_source.csv, $OUT/fa4fwd_source.csv
+#   PART=ncufwd, as PART=ncu: the same for the d64 causal forwards at row 4 (the H100 heuristic's ls1 ps1
+#            forward, FA4's FlashAttentionForwardSm90): $OUT/fwd_source.csv, $OUT/fa4fwd_source.csv. (Its one run
+#            had no --variant, so ncu took the first registered forward, br128; the heuristic's two forwards
+#            were then profiled by hand, experiments/results/h100-2026-12-06/s33/README.md.)
 #            (experiments/ncu_sass_phases.py with a lower executed-count floor cuts their steps). Question: the
 #            d64 forward kernel is ~0.85x of FA4's with the same steady-step instructions (session 28's reading
 #            of both machine codes): is the loss in the masked steps, the waits, or outside the loop?
 #   PART=ab, carry ["dist"] with build/detfuse_old (main at 300c811) packed beside build/detfuse built from
 #            branch s33-fwdpk-epi (not run: no machine came for its last tries and the device time ran out; both
-#            changes live on that branch until this has run): (1) the overlapped forwards (ov1, ov2: every heuristic forward) with O's rescale and
-#            P's bf16 packs interleaved (fwd_softmax.cuh rescale_o_to_p; this session's ncu had the 32 packs back
+#            changes live on that branch until this has run): (1) the overlapped forwards (ov1, ov2: every
+#            heuristic forward) with O's rescale and P's bf16 packs interleaved (fwd_softmax.cuh rescale_o_to_p; this session's ncu had the 32 packs back
 #            to back at 4x FA4's stall samples); (2) the kv kernels' dK / dV through the K / V tiles, 16-byte
 #            stores (bwd_epilogue.cuh; the ncu's largest per-CTA cost of the d64 kv kernel). Correct first: the
 #            forward GPU tests (float64 list, ov2 = ov1 bits, the heuristic's d64 twins, persistent, TMA-O) and
@@ -110,7 +112,8 @@ case ${PART:-peers} in
       V="--variant attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb5_spt1_d64" OURS=pb5 THEIRS=fa4
       KO=attention_bwd_kv KT=FlashAttentionBackwardSm90
     else
-      V="" OURS=fwd THEIRS=fa4fwd KO=attention_fwd_wgmma KT=FlashAttentionForwardSm90
+      V="--variant attention.bf16.wgmma.fwd.br192_bc128_st3_ov2_pp0_ps1_rd1_ls1_d64" OURS=fwd THEIRS=fa4fwd
+      KO=attention_fwd_wgmma KT=FlashAttentionForwardSm90
     fi
     brun "ncu_$OURS" 150 ncu --clock-control none $S -k regex:$KO --launch-count 1 -f -o /tmp/$OURS \
       "$DF" bench attention --shape 4,32,32,4096,4096,64 --causal $V --repeats 1
