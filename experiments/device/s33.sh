@@ -8,7 +8,7 @@
 #            heuristic's) and of FA4 deterministic's backward kernel, both at row 4 (4,32,32,4096,64 causal), as
 #            SASS listings with their sample columns ($OUT/pb5_source.csv, $OUT/fa4_source.csv): where each
 #            kernel's consumer warps wait (s32c.sh's kernel-wide stall reasons mix in the producer and writer
-#            warps). Map them with experiments/results/sass-bwd-d64-2026-12-06/segments.py.
+#            warps). Replaces session 32's s32d.sh (pb5 alone, never run). Map them with experiments/results/sass-bwd-d64-2026-12-06/segments.py.
 #   PART=rowsum, carry ["dist"] with build/detfuse_old (main before the change) packed beside build/detfuse: the
 #            backward's D = rowsum(dO * O) with four row groups a warp (bwd_common.cu). Correct first: the bits
 #            test (AttentionGpuBwdCommon.*: the host's statement of the order, rows up to 20011) and memcheck on
@@ -57,11 +57,11 @@ case ${PART:-peers} in
     F=attention.bf16.wgmma.fwd
     for r in $(seq 1 "${ROUNDS:-2}"); do
       for bin in detfuse_old detfuse detfuse detfuse_old; do
-        brun "b64c_${bin}_$r" 60 "$B/$bin" bench attention --shape 4,32,32,4096,4096,64 --causal --repeats 5 \
+        brun "bench64c_${bin}_$r" 60 "$B/$bin" bench attention --shape 4,32,32,4096,4096,64 --causal --repeats 5 \
           --variant $K64 --variant $F.br192_bc128_st3_ov2_pp0_ps1_rd1_ls1_d64 --variant $F.br192_bc128_st3_ov1_pp0_rd1_ot1_d64
-        brun "b128c_${bin}_$r" 60 "$B/$bin" bench attention --shape 4,32,32,4096,4096,128 --causal --repeats 5 \
+        brun "bench128c_${bin}_$r" 60 "$B/$bin" bench attention --shape 4,32,32,4096,4096,128 --causal --repeats 5 \
           --variant $K128 --variant $F.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128
-        brun "b128n_${bin}_$r" 60 "$B/$bin" bench attention --shape 4,32,32,4096,4096,128 --repeats 5 \
+        brun "bench128n_${bin}_$r" 60 "$B/$bin" bench attention --shape 4,32,32,4096,4096,128 --repeats 5 \
           --variant $K128 --variant $F.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128
       done
     done
@@ -69,17 +69,8 @@ case ${PART:-peers} in
       sanitize_gtest ew 90 'AttentionWgmmaBwdGpu.EwSanitizerSized:AttentionWgmmaBwdGpu.StagedDkDvUnaligned'
       sanitize3 fwd "$TW" --gtest_filter='AttentionWgmmaGpu.TmaOSanitizerSized:AttentionWgmmaGpu.ThreeWarpgroupsSanitizerSized'
     else echo "sanitizers skipped: no time left" | tee -a "$SUMMARY"; fi
-    {
-      cat "$OUT/gpu.txt"
-      test_report tests_fwd tests_bwd
-      cat "$OUT/bits.txt" 2>/dev/null
-      grep -h "ERROR SUMMARY\|RACECHECK SUMMARY" "$OUT"/*check_*.log 2>/dev/null
-      for f in "$OUT"/b*_*.log; do grep -E "^attention\." "$f" | sed "s|^attention.bf16.wgmma.||" | cut -c1-130 | sed "s|^|$(basename "$f" .log) |"; done
-      cat "$SUMMARY"
-    } > "$OUT/report.txt"
-    cat "$OUT/report.txt"
-    mkdir -p "$OUT/keep" && mv "$OUT"/*.log "$OUT"/bits.txt "$OUT"/keep/ 2>/dev/null
-    tar czf "$OUT/ab-logs.tgz" -C "$OUT" keep && rm -rf "$OUT/keep" ;;
+    REPORT_TESTS="tests_fwd tests_bwd" fwd_report ab "Duration"
+    cat "$OUT/bits.txt" ;;
   rowsum)
     TG=$B/tests/attention/test_attention_gpu
     brun tests 120 "$TG" --gtest_filter='AttentionGpuBwdCommon.*'
