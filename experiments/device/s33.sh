@@ -32,7 +32,7 @@
 #            to back at 4x FA4's stall samples); (2) the kv kernels' dK / dV through the K / V tiles, 16-byte
 #            stores (bwd_epilogue.cuh; the ncu's largest per-CTA cost of the d64 kv kernel). Correct first: the
 #            forward GPU tests (float64 list, ov2 = ov1 bits, the heuristic's d64 twins, persistent, TMA-O) and
-#            the backward suite (AttentionWgmmaBwd*, with StagedDkDvUnaligned); `detfuse verify` (O, LSE, dQ, dK,
+#            the backward suite (AttentionWgmmaBwd*, with StagedDkDvRowsAndAlignment); `detfuse verify` (O, LSE, dQ, dK,
 #            dV) of the heuristic's kv variants (their ov1 forwards) against the old binary; then forward ms and
 #            fwd+bwd ms, old / new alternately, ROUNDS (2) rounds, at rows 4, 1, 2; the sanitizers on the
 #            forward's and the backward's sanitizer-sized cases with the time left. Prediction: the d64 causal
@@ -66,7 +66,7 @@ case ${PART:-peers} in
       done
     done
     if [ $SECONDS -lt $(( ${UNTIL:-555} - 150 )) ]; then
-      sanitize_gtest ew 90 'AttentionWgmmaBwdGpu.EwSanitizerSized:AttentionWgmmaBwdGpu.StagedDkDvUnaligned'
+      sanitize_gtest ew 90 'AttentionWgmmaBwdGpu.EwSanitizerSized:AttentionWgmmaBwdGpu.StagedDkDvRowsAndAlignment'
       sanitize3 fwd "$TW" --gtest_filter='AttentionWgmmaGpu.TmaOSanitizerSized:AttentionWgmmaGpu.ThreeWarpgroupsSanitizerSized'
     else echo "sanitizers skipped: no time left" | tee -a "$SUMMARY"; fi
     REPORT_TESTS="tests_fwd tests_bwd" fwd_report ab "Duration"

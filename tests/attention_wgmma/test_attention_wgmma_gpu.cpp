@@ -28,6 +28,7 @@
 #include "kernels/common/buffer.h"
 #include "kernels/common/device_info.h"
 #include "kernels/common/digest.h"
+#include "kernels/common/error.h"
 #include "kernels/common/host_bf16.h"
 #include "kernels/registry.h"
 #include "reference/attention_ref.h"
@@ -1997,6 +1998,78 @@ TEST(AttentionWgmmaBwdGpu, TmaConvertUnalignedDq) {
     ASSERT_EQ(cudaMemcpy(guard, dQu.data(), 2, cudaMemcpyDeviceToHost), cudaSuccess);
     ASSERT_EQ(cudaMemcpy(guard + 1, dQu.data() + 1 + nq, 15 * 2, cudaMemcpyDeviceToHost), cudaSuccess);
     for (int i = 0; i < 16; ++i) EXPECT_EQ(guard[i], 0xffffu) << n << ": a byte outside dQ written, guard " << i;
+  }
+}
+
+// The kv kernel's dK / dV epilogue: at d64 (session 33) it stages the values
+// through the K and V tiles and stores 16 bytes of a key's row at a time, rows
+// past Sk skipped; at d128 each thread stores its 4-byte pairs. The heuristic's
+// kv kernels and an atomic and an owning one, dK and
+// dV 16 bytes into a guarded allocation, give the bits of a run into their own
+// allocation (Sk = 1300: a partial last key block) and leave the bytes around
+// the views untouched; dK or dV 2 bytes off 16-byte alignment are refused
+// (the epilogue's 16-byte stores rely on it) with nothing written.
+TEST(AttentionWgmmaBwdGpu, StagedDkDvRowsAndAlignment) {
+  REQUIRE_SM90();
+  const DeviceInfo& dev = cached_device(0);
+  for (const char* n : {"attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb5_spt1_d64",
+                        "attention.bf16.wgmma.ordered.br80_bc128_st2_tma1_pds4_ew2_pb5_spt1_d128",
+                        "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_ew2_pb5_d64",
+                        "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst2_d128"}) {
+    const auto* v = builtin_registry().find_attention(n);
+    ASSERT_NE(v, nullptr) << n;
+    const Case c = {1, 4, 2, 1000, 1300, true, 0.0, "causal Sq < Sk, GQA 2:1"};
+    const AttentionProblem p = problem_of(c, param(*v, "d"));
+    ASSERT_FALSE(v->can_run(p, AttentionMode::backward, dev).has_value()) << n;
+    const reference::AttentionInputs in = reference::make_attention_inputs(p, 12510);
+    const size_t nq = in.Q.size(), nk = in.K.size(), nl = size_t(p.B * p.H * p.Sq);
+    constexpr size_t kOff = 8, kPad = 16;  // 16 bytes of guard before the view, 16 after
+    DeviceBuffer<uint16_t> Q(nq), K(nk), V(nk), dO(nq), O(nq), dQ(nq), dK(nk), dV(nk), dKg(nk + kOff + kPad),
+        dVg(nk + kOff + kPad);
+    DeviceBuffer<float> L(nl);
+    Q.upload(bf16_bits(in.Q));
+    K.upload(bf16_bits(in.K));
+    V.upload(bf16_bits(in.V));
+    dO.upload(bf16_bits(in.dO));
+    AttentionArgs f;
+    f.Q = Q.data(), f.K = K.data(), f.V = V.data(), f.O = O.data(), f.lse = L.data();
+    v->launch(p, AttentionMode::forward, f, nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ASSERT_EQ(cudaMemset(dKg.data(), 0xff, dKg.bytes()), cudaSuccess);
+    ASSERT_EQ(cudaMemset(dVg.data(), 0xff, dVg.bytes()), cudaSuccess);
+    DeviceBytes ws(v->workspace_bytes(p, AttentionMode::backward));
+    auto run = [&](uint16_t* dk, uint16_t* dv) {
+      ASSERT_EQ(cudaMemset(ws.get(), 0xff, ws.bytes()), cudaSuccess);
+      AttentionArgs a;
+      a.Q = Q.data(), a.K = K.data(), a.V = V.data(), a.dO = dO.data(), a.O_in = O.data(), a.lse_in = L.data();
+      a.dQ = dQ.data(), a.dK = dk, a.dV = dv;
+      a.workspace = ws.get(), a.workspace_size = ws.bytes();
+      v->launch(p, AttentionMode::backward, a, nullptr);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    };
+    run(dK.data(), dV.data());
+    run(dKg.data() + kOff, dVg.data() + kOff);
+    EXPECT_EQ(digest_device(dKg.data() + kOff, dK.bytes()).hex(), digest_device(dK.data(), dK.bytes()).hex())
+        << n << ": dK bits differ between the two outputs";
+    EXPECT_EQ(digest_device(dVg.data() + kOff, dV.bytes()).hex(), digest_device(dV.data(), dV.bytes()).hex())
+        << n << ": dV bits differ between the two outputs";
+    for (int which = 0; which < 2; ++which) {  // 2 bytes off alignment: refused before any launch
+      uint16_t* dk = which == 0 ? dKg.data() + 1 : dK.data();
+      uint16_t* dv = which == 1 ? dVg.data() + 1 : dV.data();
+      try {
+        run(dk, dv);
+        ADD_FAILURE() << n << ": " << (which ? "dV" : "dK") << " 2 bytes off 16-byte alignment was accepted";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("16-byte aligned"), std::string::npos) << n << ": " << e.what();
+      }
+    }
+    for (DeviceBuffer<uint16_t>* g : {&dKg, &dVg}) {
+      std::vector<uint16_t> head(kOff), tail(kPad);
+      ASSERT_EQ(cudaMemcpy(head.data(), g->data(), kOff * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(tail.data(), g->data() + kOff + nk, kPad * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+      for (uint16_t x : head) EXPECT_EQ(x, 0xffffu) << n << ": a byte before dK / dV written";
+      for (uint16_t x : tail) EXPECT_EQ(x, 0xffffu) << n << ": a byte past dK / dV written";
+    }
   }
 }
 

@@ -224,7 +224,7 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
 
     if constexpr (K_::DQS == DqStrategy::kPartials) BwdKvEpilogue<K_>::zero_partials(p, m_begin, m_stop, ctid);
     // Epilogue: dK * scale and dV in bf16, keys < Sk (hs: the parts summed in split order first).
-    BwdKvEpilogue<K_>::store(p, tdKacc, tdVacc, hk, b, key0, col_lane);
+    BwdKvEpilogue<K_>::store(p, ss, tdKacc, tdVacc, hk, b, key0, col_lane);
   }
 #endif
 }

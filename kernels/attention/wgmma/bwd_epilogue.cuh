@@ -25,6 +25,7 @@ using namespace cute;
 template <class K_>
 struct BwdKvEpilogue {
   using Params = typename K_::Params;
+  using SharedStorage_ = typename K_::SharedStorage;
 
   __device__ __forceinline__ static void zero_partials(const Params& p, int m_begin, int m_stop, int ctid) {
     constexpr int D = K_::D, BR = K_::BR;
@@ -44,17 +45,31 @@ struct BwdKvEpilogue {
   // dK * scale and dV in bf16, keys key0, key0 + 8 of kv head hk of batch b if
   // < Sk. hs (Params::splits > 1): hk counts the splits of kv head hk / splits;
   // the parts go through dkv_acc in split order first (add_parts), the last
-  // split's sum is the one rounded.
+  // split's sum is the one rounded. d64: staged (store_staged); d128: each
+  // thread's 4-byte pairs straight from the accumulators (store_direct).
   template <class Acc>
-  __device__ __forceinline__ static void store(const Params& p, const Acc& tdKacc, const Acc& tdVacc, int hk, int b,
-                                               int key0, int col_lane) {
-    constexpr int D = K_::D;
+  __device__ __forceinline__ static void store(const Params& p, SharedStorage_& ss, const Acc& tdKacc,
+                                               const Acc& tdVacc, int hk, int b, int key0, int col_lane) {
     if constexpr (K_::kHs) {
       if (p.splits > 1) {
         add_parts(p, tdKacc, tdVacc, key0, col_lane);
         return;
       }
     }
+    // Session 34 (H100, `detfuse bench`, fwd+bwd ms, old / new in one call, experiments/attention_bench_log.md):
+    // staged at 4,32,32,4096,64 causal 2.336 / 2.349 against 2.401 / 2.403; at d128 causal 3.961 / 3.970
+    // against 4.051 / 4.055 but non-causal 6.996 / 6.987 against 6.902 / 6.877 (the issue's weakest row).
+    // So staged at d64 only; d128 keeps the direct stores until a twin lets the heuristic choose by causal.
+    if constexpr (K_::D == 64)
+      store_staged(p, ss, tdKacc, tdVacc, hk, b, key0, col_lane);
+    else
+      store_direct(p, tdKacc, tdVacc, hk, b, key0, col_lane);
+  }
+
+  template <class Acc>
+  __device__ __forceinline__ static void store_direct(const Params& p, const Acc& tdKacc, const Acc& tdVacc, int hk,
+                                                      int b, int key0, int col_lane) {
+    constexpr int D = K_::D;
     const int64_t base = (int64_t(b) * p.Hkv + hk) * p.Sk;
     CUTLASS_PRAGMA_UNROLL
     for (int r = 0; r < 2; ++r) {
@@ -70,6 +85,56 @@ struct BwdKvEpilogue {
           *reinterpret_cast<__nv_bfloat162*>(vrow + 8 * j + col_lane) =
               __floats2bfloat162_rn(tdVacc(v), tdVacc(v + 1));
         }
+      }
+    }
+  }
+
+  // Staged (session 33): the values go through the key block's K and V tiles in
+  // shared memory (free once both warpgroups' last products are done, one
+  // named barrier over the 256 consumers; the producer loads K, V once a CTA and
+  // only when it has a walk) and leave as 16-byte stores of whole rows: per
+  // thread D / 16 of dK and of dV instead of D / 2 4-byte stores that each wrote
+  // 16 bytes of eight rows (ncu, row 4: the store was the largest per-CTA cost
+  // of the d64 kv kernel, `lg` throttle). Same values, same rounding. dK and dV
+  // are 16-byte aligned: the launch refuses them otherwise (detail::check_ptr).
+  template <class Acc>
+  __device__ __forceinline__ static void store_staged(const Params& p, SharedStorage_& ss, const Acc& tdKacc,
+                                                      const Acc& tdVacc, int hk, int b, int key0, int col_lane) {
+    constexpr int D = K_::D, BC = K_::BC, kChunks = D / 8;  // 16-byte chunks a row
+    static_assert(BC == 128 && K_::kConsumers == 256, "two consumer warpgroups of 64 keys each");
+    // Row-major [BC][D] bf16, chunk c of row r at chunk c ^ (r % 8): the 4-byte writes of a quad's eight rows
+    // and the 16-byte reads of a row land in distinct banks.
+    auto at = [](int r, int c) { return r * D * 2 + ((c ^ (r % 8)) * 16); };
+    char* sk = reinterpret_cast<char*>(ss.k.data());
+    char* sv = reinterpret_cast<char*>(ss.v.data());
+    const int r0 = key0 % BC;  // the thread's first row in the key block
+    detail::named_sync(K_::kBarDs, 256);  // every consumer past its last product reading K, V
+    CUTLASS_PRAGMA_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      const int row = r0 + 8 * r;
+      CUTLASS_PRAGMA_UNROLL
+      for (int j = 0; j < D / 8; ++j) {
+        const int v = 4 * j + 2 * r;
+        const int o = at(row, j) + col_lane * 2;
+        *reinterpret_cast<__nv_bfloat162*>(sk + o) =
+            __floats2bfloat162_rn(tdKacc(v) * p.scale, tdKacc(v + 1) * p.scale);
+        *reinterpret_cast<__nv_bfloat162*>(sv + o) = __floats2bfloat162_rn(tdVacc(v), tdVacc(v + 1));
+      }
+    }
+    detail::named_sync(K_::kBarDs, 256);
+    const int64_t base = (int64_t(b) * p.Hkv + hk) * p.Sk;
+    const int key_base = key0 - r0;  // n_block * BC
+    // (the thread read again, as add_parts does: an argument kept live over the mainloop made ptxas spill)
+    const int ctid = int(detail::reread_tid()) - 128;
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < BC * kChunks / 256; ++i) {
+      const int idx = i * 256 + ctid, row = idx / kChunks, c = idx % kChunks;
+      const int key = key_base + row;
+      if (key < p.Sk) {
+        const int64_t g = (base + key) * D + c * 8;
+        const int o = at(row, c);
+        *reinterpret_cast<uint4*>(reinterpret_cast<uint16_t*>(p.dK) + g) = *reinterpret_cast<const uint4*>(sk + o);
+        *reinterpret_cast<uint4*>(reinterpret_cast<uint16_t*>(p.dV) + g) = *reinterpret_cast<const uint4*>(sv + o);
       }
     }
   }
