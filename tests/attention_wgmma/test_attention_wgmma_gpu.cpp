@@ -1953,6 +1953,32 @@ TEST(AttentionWgmmaBwdGpu, Pb10AndWqBitsAgainstPb5) {
   EXPECT_EQ(check_bits_equal_base(vs, pb10_wq_base_name, /*dq_equal=*/true, 12490, cases), int(vs.size() * cases.size()));
 }
 
+// Q, K, V, dO of make_attention_inputs(p, seed) on the device and O, LSE of
+// v's forward over them: what a backward launch reads.
+struct ForwardDone {
+  reference::AttentionInputs in;
+  size_t nq, nk;
+  DeviceBuffer<uint16_t> Q, K, V, dO, O;
+  DeviceBuffer<float> L;
+  ForwardDone(const AttentionVariant& v, const AttentionProblem& p, uint64_t seed)
+      : in(reference::make_attention_inputs(p, seed)), nq(in.Q.size()), nk(in.K.size()), Q(nq), K(nk), V(nk),
+        dO(nq), O(nq), L(size_t(p.B) * p.H * p.Sq) {
+    Q.upload(bf16_bits(in.Q));
+    K.upload(bf16_bits(in.K));
+    V.upload(bf16_bits(in.V));
+    dO.upload(bf16_bits(in.dO));
+    AttentionArgs f;
+    f.Q = Q.data(), f.K = K.data(), f.V = V.data(), f.O = O.data(), f.lse = L.data();
+    v.launch(p, AttentionMode::forward, f, nullptr);
+  }
+  AttentionArgs backward_args(void* dQ, void* dK, void* dV) {
+    AttentionArgs a;
+    a.Q = Q.data(), a.K = K.data(), a.V = V.data(), a.dO = dO.data(), a.O_in = O.data(), a.lse_in = L.data();
+    a.dQ = dQ, a.dK = dK, a.dV = dV;
+    return a;
+  }
+};
+
 // The TMA dQ convert stores 16 bytes at a time where dQ is 16-byte aligned
 // and one element at a time elsewhere: the heuristic's ordered variants with
 // dQ 2 bytes past an allocation's start give the aligned run's dQ bits, and
@@ -1969,25 +1995,15 @@ TEST(AttentionWgmmaBwdGpu, TmaConvertUnalignedDq) {
     const Case c = {1, 4, 2, 1000, 1300, true, 0.0, "causal Sq < Sk, GQA 2:1"};
     const AttentionProblem p = problem_of(c, param(*v, "d"));
     ASSERT_FALSE(v->can_run(p, AttentionMode::backward, dev).has_value()) << n;
-    const reference::AttentionInputs in = reference::make_attention_inputs(p, 12500);
-    const size_t nq = in.Q.size(), nk = in.K.size(), nl = size_t(p.B * p.H * p.Sq);
-    DeviceBuffer<uint16_t> Q(nq), K(nk), V(nk), dO(nq), O(nq), dQ(nq), dQu(nq + 16), dK(nk), dV(nk);
-    DeviceBuffer<float> L(nl);
-    Q.upload(bf16_bits(in.Q));
-    K.upload(bf16_bits(in.K));
-    V.upload(bf16_bits(in.V));
-    dO.upload(bf16_bits(in.dO));
-    AttentionArgs f;
-    f.Q = Q.data(), f.K = K.data(), f.V = V.data(), f.O = O.data(), f.lse = L.data();
-    v->launch(p, AttentionMode::forward, f, nullptr);
+    ForwardDone fw(*v, p, 12500);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const size_t nq = fw.nq, nk = fw.nk;
+    DeviceBuffer<uint16_t> dQ(nq), dQu(nq + 16), dK(nk), dV(nk);
     ASSERT_EQ(cudaMemset(dQu.data(), 0xff, dQu.bytes()), cudaSuccess);
     DeviceBytes ws(v->workspace_bytes(p, AttentionMode::backward));
     for (uint16_t* out : {dQ.data(), dQu.data() + 1}) {
       ASSERT_EQ(cudaMemset(ws.get(), 0xff, ws.bytes()), cudaSuccess);
-      AttentionArgs a;
-      a.Q = Q.data(), a.K = K.data(), a.V = V.data(), a.dO = dO.data(), a.O_in = O.data(), a.lse_in = L.data();
-      a.dQ = out, a.dK = dK.data(), a.dV = dV.data();
+      AttentionArgs a = fw.backward_args(out, dK.data(), dV.data());
       a.workspace = ws.get(), a.workspace_size = ws.bytes();
       v->launch(p, AttentionMode::backward, a, nullptr);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -2021,28 +2037,17 @@ TEST(AttentionWgmmaBwdGpu, StagedDkDvRowsAndAlignment) {
     const Case c = {1, 4, 2, 1000, 1300, true, 0.0, "causal Sq < Sk, GQA 2:1"};
     const AttentionProblem p = problem_of(c, param(*v, "d"));
     ASSERT_FALSE(v->can_run(p, AttentionMode::backward, dev).has_value()) << n;
-    const reference::AttentionInputs in = reference::make_attention_inputs(p, 12510);
-    const size_t nq = in.Q.size(), nk = in.K.size(), nl = size_t(p.B * p.H * p.Sq);
-    constexpr size_t kOff = 8, kPad = 16;  // 16 bytes of guard before the view, 16 after
-    DeviceBuffer<uint16_t> Q(nq), K(nk), V(nk), dO(nq), O(nq), dQ(nq), dK(nk), dV(nk), dKg(nk + kOff + kPad),
-        dVg(nk + kOff + kPad);
-    DeviceBuffer<float> L(nl);
-    Q.upload(bf16_bits(in.Q));
-    K.upload(bf16_bits(in.K));
-    V.upload(bf16_bits(in.V));
-    dO.upload(bf16_bits(in.dO));
-    AttentionArgs f;
-    f.Q = Q.data(), f.K = K.data(), f.V = V.data(), f.O = O.data(), f.lse = L.data();
-    v->launch(p, AttentionMode::forward, f, nullptr);
+    ForwardDone fw(*v, p, 12510);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const size_t nq = fw.nq, nk = fw.nk;
+    constexpr size_t kOff = 8, kPad = 16;  // 16 bytes of guard before the view, 16 after
+    DeviceBuffer<uint16_t> dQ(nq), dK(nk), dV(nk), dKg(nk + kOff + kPad), dVg(nk + kOff + kPad);
     ASSERT_EQ(cudaMemset(dKg.data(), 0xff, dKg.bytes()), cudaSuccess);
     ASSERT_EQ(cudaMemset(dVg.data(), 0xff, dVg.bytes()), cudaSuccess);
     DeviceBytes ws(v->workspace_bytes(p, AttentionMode::backward));
     auto run = [&](uint16_t* dk, uint16_t* dv) {
       ASSERT_EQ(cudaMemset(ws.get(), 0xff, ws.bytes()), cudaSuccess);
-      AttentionArgs a;
-      a.Q = Q.data(), a.K = K.data(), a.V = V.data(), a.dO = dO.data(), a.O_in = O.data(), a.lse_in = L.data();
-      a.dQ = dQ.data(), a.dK = dk, a.dV = dv;
+      AttentionArgs a = fw.backward_args(dQ.data(), dk, dv);
       a.workspace = ws.get(), a.workspace_size = ws.bytes();
       v->launch(p, AttentionMode::backward, a, nullptr);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
