@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 34 (issue 16). Carry ["dist"] (pack.sh) unless said otherwise.
-#   PART=ab, carry [".peers/c", "dist"] with build/detfuse_old (main at 2b891ba) packed beside build/detfuse
+#   PART=ab, carry ["dist"] with build/detfuse_old (main at 2b891ba) packed beside build/detfuse
 #            built from branch s33-fwdpk-epi after session 34's first run: s33.sh's PART=ab (the forward tests,
 #            the backward suite with StagedDkDvRowsAndAlignment, `detfuse verify` bits against the old binary,
 #            old / new bench at rows 4, 1, 2, the sanitizers). Session 34's first run (H100) had the forward's
