@@ -2020,11 +2020,11 @@ TEST(AttentionWgmmaBwdGpu, TmaConvertUnalignedDq) {
 // The kv kernel's dK / dV epilogue: at d64 (session 33) it stages the values
 // through the K and V tiles and stores 16 bytes of a key's row at a time, rows
 // past Sk skipped; at d128 each thread stores its 4-byte pairs. The heuristic's
-// kv kernels and an atomic and an owning one, dK and
-// dV 16 bytes into a guarded allocation, give the bits of a run into their own
-// allocation (Sk = 1300: a partial last key block) and leave the bytes around
-// the views untouched; dK or dV 2 bytes off 16-byte alignment are refused
-// (the epilogue's 16-byte stores rely on it) with nothing written.
+// kv kernels and an atomic and an owning one, dK and dV 16 bytes into a guarded
+// allocation, give the bits of a run into their own allocation (Sk = 1300: a
+// partial last key block) and leave the bytes around the views untouched; dK or
+// dV 2 bytes off 16-byte alignment are refused (the epilogue's 16-byte stores
+// rely on it) with nothing written.
 TEST(AttentionWgmmaBwdGpu, StagedDkDvRowsAndAlignment) {
   REQUIRE_SM90();
   const DeviceInfo& dev = cached_device(0);
