@@ -182,6 +182,12 @@ const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMo
     // against 4.105 / 4.100, 4,32,8,4096 6.945 / 6.951 against 7.204 / 7.247 (pb7, its 128-bit
     // hand-off, 6.963 / 6.963), 1,16,16,8192 causal 1.939 / 1.932 against 1.985 / 1.987. So pds4
     // pb5 at d128 (it needs 226 KB of shared memory: pb3 where less is available).
+    // Session 34 (H100 80GB HBM3, `detfuse bench`, 5 repeats, old / new binary in one call, fwd+bwd ms): dK / dV
+    // staged through the K / V tiles (d64's epilogue since then) in the pds4 pb5 kernel, 4,32,32,4096,128 causal
+    // 3.961 / 3.970 against the direct stores' 4.051 / 4.055, non-causal 6.996 / 6.987 against 6.902 / 6.877.
+    // So the staged twin (se1, session 35: the same bits) causal, the direct kernel otherwise.
+    if (p.d == 128 && p.softcap <= 0 && p.causal)
+      preferred.push_back("attention.bf16.wgmma.ordered.br80_bc128_st2_tma1_pds4_ew2_pb5_spt1_se1_d128");
     if (p.d == 128 && p.softcap <= 0) {
       preferred.push_back("attention.bf16.wgmma.ordered.br80_bc128_st2_tma1_pds4_ew2_pb5_spt1_d128");
       preferred.push_back("attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_ew2_pb3_spt1_d128");

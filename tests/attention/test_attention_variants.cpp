@@ -332,8 +332,8 @@ TEST(AttentionHeuristic, PicksADeterministicVariantOfTheHeadDimOrExplains) {
 TEST(AttentionHeuristic, PrefersTheMeasuredHopperVariantWhereItRuns) {
   // bf16 on an H200, where the build has the wgmma engine: forward the
   // persistent forward with rd1/ot1 (d128: its ov2 form; d64 non-causal: br192 rd1); backward
-  // without GQA the ordered pds4 ew2 pb5 spt1 variant at d128 (80 queries a step; pds2 pb3 where a
-  // block has less shared memory; sp1 ew1 spt1 with softcap), pds3
+  // without GQA the ordered pds4 ew2 pb5 spt1 variant at d128 (80 queries a step; causal its se1 twin,
+  // session 35; pds2 pb3 where a block has less shared memory; sp1 ew1 spt1 with softcap), pds3
   // ew2 pb5 spt1 at d64 (ew2 with softcap; pds2 spt1 where a block has less shared memory), with
   // GQA the same at d64 (session 27; with softcap ew2 too since session 28) and pds4 pb5 at d128, causal its hs2 form
   // (session 27; sp1 ew1 spt1 hs2 with softcap or less shared memory); fp32 and a pre-Hopper device:
@@ -352,7 +352,9 @@ TEST(AttentionHeuristic, PrefersTheMeasuredHopperVariantWhereItRuns) {
         // session 27: on pds4 pb5); at d64 pb5 spt1 (session 27)
         const std::string hs2 = "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_spt1_hs2_d128";
         const std::string hs2_pds4 = "attention.bf16.wgmma.ordered.br80_bc128_st2_tma1_pds4_ew2_pb5_spt1_hs2_d128";
-        const std::string bwd = d == 128 && hkv == 8 && causal ? hs2_pds4 : ordered;
+        // causal d128 without GQA: the pds4 pb5 kernel's staged dK / dV twin (se1, session 35)
+        const std::string se1 = "attention.bf16.wgmma.ordered.br80_bc128_st2_tma1_pds4_ew2_pb5_spt1_se1_d128";
+        const std::string bwd = d == 128 && causal ? (hkv == 8 ? hs2_pds4 : se1) : ordered;
         const std::string fwd = d == 128  ? "attention.bf16.wgmma.fwd.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128"
                                 : causal ? "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_rd1_ot1_d64"
                                          : "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_ps1_rd1_d64";

@@ -761,9 +761,9 @@ TEST(AttentionWgmmaGpu, HeuristicD64CausalForwardsBitsEqual) {
 
 // ------------------------------------------------------------------ backward
 
-TEST(AttentionWgmmaBwd, EightyThreeVariantsRunBothModesWithReasonsAndWorkspace) {
+TEST(AttentionWgmmaBwd, EightyFourVariantsRunBothModesWithReasonsAndWorkspace) {
   const auto vs = wgmma_bwd_variants();
-  ASSERT_EQ(vs.size(), 83u);  // session 21: pb2, pb3 at d64 and pb3 at d128; session 22: pb5, pb7 at d64, pb6 at d64 and d128; session 23: pb8 at d128, pds4 pb5 and pb7, pb9 at d64 (ordered, atomic); session 27: pds4 pb5 hs2; session 32: pb2, pb9 retired, pb10 and wq1 pb5 (d64, ordered) added
+  ASSERT_EQ(vs.size(), 84u);  // session 21: pb2, pb3 at d64 and pb3 at d128; session 22: pb5, pb7 at d64, pb6 at d64 and d128; session 23: pb8 at d128, pds4 pb5 and pb7, pb9 at d64 (ordered, atomic); session 27: pds4 pb5 hs2; session 32: pb2, pb9 retired, pb10 and wq1 pb5 (d64, ordered) added; session 35: pds4 pb5 se1 (d128, ordered)
   DeviceInfo h200 = h200_info();
   DeviceInfo a100 = h200;
   a100.cc_major = 8;
@@ -818,7 +818,7 @@ TEST(AttentionWgmmaBwd, EightyThreeVariantsRunBothModesWithReasonsAndWorkspace) 
   EXPECT_EQ(owning, 6);
   EXPECT_EQ(atomic, 32);  // session 21: pb2, pb3 d64, pb3 d128 (ordered and atomic each); session 22: pb5, pb6, pb7; session 23: pb8, pds4 pb5 / pb7, pb9; session 32: pb2, pb9 retired
   EXPECT_EQ(partials, 3);
-  EXPECT_EQ(ordered, 42);  // session 27: pds4 pb5 hs2; session 32: pb2, pb9 retired, pb10 and wq1 pb5 (d64) added
+  EXPECT_EQ(ordered, 43);  // session 27: pds4 pb5 hs2; session 32: pb2, pb9 retired, pb10 and wq1 pb5 (d64) added; session 35: pds4 pb5 se1
   // hs: refused, with the reason, where the query heads per kv head are not a multiple of the split.
   ASSERT_EQ(hs_variants().size(), 3u);  // sp1 ew1 hs2, hs4; pds4 pb5 hs2 (session 27)
   for (const auto* v : hs_variants()) {
@@ -977,7 +977,7 @@ TEST(AttentionWgmmaBwd, EightyThreeVariantsRunBothModesWithReasonsAndWorkspace) 
   // are refused, sp1 and its ew1 run; pb on pds3 runs there since session 31). wq1 (the wq token after ew): on ew2
   // pds3 and ew1 sp1, the ew variant's workspace and shared memory.
   EXPECT_EQ(ew_variants(1).size(), 6u);
-  EXPECT_EQ(ew_variants(2).size(), 28u);  // with pb1 (ew2 pds3 d64 and pds2 d128, ordered spt1 and atomic; no P^T tile since session 31, so less shared memory than ew2's), pb3 (d64, d128), pb5 (d64), pb6 (d64, d128), pb7 (d64), pb8 (d128), pds4 pb5 / pb7 (d128), pb10 (d64, ordered), wq1 over pb5 (d64, ordered)
+  EXPECT_EQ(ew_variants(2).size(), 29u);  // with pb1 (ew2 pds3 d64 and pds2 d128, ordered spt1 and atomic; no P^T tile since session 31, so less shared memory than ew2's), pb3 (d64, d128), pb5 (d64), pb6 (d64, d128), pb7 (d64), pb8 (d128), pds4 pb5 / pb7 (d128), pb10 (d64, ordered), wq1 over pb5 (d64, ordered), pds4 pb5 se1 (d128, ordered)
   for (const char* n : {"attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew1_spt1_d64",
                         "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_ew1_d64",
                         "attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_spt1_d64",
@@ -1050,11 +1050,18 @@ TEST(AttentionWgmmaBwd, Pds4EightyQueryVariants) {
   DeviceInfo h200 = h200_info();
   DeviceInfo small = h200;
   small.max_smem_per_block_optin = 232448 - 1024;
-  int n = 0;
+  int n = 0, se = 0;
   for (const auto* v : wgmma_bwd_variants()) {
     if (param(*v, "pds") != 4 || split_variant(*v)) continue;  // (pds4 pb5 hs2: the hs family's tests)
     SCOPED_TRACE(v->desc.name);
     ++n;
+    // se1 (session 35): the ordered pb5 kernel with dK / dV staged (BwdKvSeConfig); no token elsewhere.
+    if (param(*v, "se") != -1) {
+      EXPECT_EQ(param(*v, "se"), 1);
+      EXPECT_EQ(param(*v, "pb"), 5);
+      EXPECT_EQ(v->desc.strategy, "ordered");
+      ++se;
+    }
     EXPECT_EQ(param(*v, "br"), 80);
     EXPECT_EQ(param(*v, "d"), 128);
     EXPECT_EQ(param(*v, "ew"), 2);
@@ -1079,7 +1086,8 @@ TEST(AttentionWgmmaBwd, Pds4EightyQueryVariants) {
       EXPECT_TRUE(v->can_run(q, AttentionMode::backward, h200).has_value());
     }
   }
-  EXPECT_EQ(n, 4);
+  EXPECT_EQ(n, 5);
+  EXPECT_EQ(se, 1);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.ordered.br80_bc128_st2_tma1_pds4_ew2_pb5_spt1_d128"),
             nullptr);
   EXPECT_NE(builtin_registry().find_attention("attention.bf16.wgmma.atomic.br80_bc128_st2_tma1_pds4_ew2_pb7_d128"),
@@ -1245,7 +1253,7 @@ const Case kOrderedWindowCases[] = {
 TEST(AttentionWgmmaBwdGpu, SanitizerSizedWindowOrdered) {
   REQUIRE_SM90();
   const auto vs = ordered_unsplit_bwd_variants();
-  ASSERT_EQ(vs.size(), 38u);  // session 19: pb1 at d128; session 21: pb2, pb3 (d64), pb3 (d128); session 22: pb5, pb7 (d64), pb6 (d64, d128); session 23: pb8 (d128), pds4 pb5 / pb7, pb9 (d64); session 32: pb2, pb9 retired, pb10 and wq1 pb5 (d64) added
+  ASSERT_EQ(vs.size(), 39u);  // session 19: pb1 at d128; session 21: pb2, pb3 (d64), pb3 (d128); session 22: pb5, pb7 (d64), pb6 (d64, d128); session 23: pb8 (d128), pds4 pb5 / pb7, pb9 (d64); session 32: pb2, pb9 retired, pb10 and wq1 pb5 (d64) added; session 35: pds4 pb5 se1
   EXPECT_EQ(check_backward(vs, kOrderedWindowCases, std::size(kOrderedWindowCases), 4200, /*repeats=*/2),
             int(vs.size()));
 }
@@ -1264,7 +1272,7 @@ const Case kOrderedManyCases[] = {
 TEST(AttentionWgmmaBwdGpu, OrderedManyKeyBlocks) {
   REQUIRE_SM90();
   const auto vs = ordered_unsplit_bwd_variants();
-  ASSERT_EQ(vs.size(), 38u);  // session 19: pb1 at d128; session 21: pb2, pb3 (d64), pb3 (d128); session 22: pb5, pb7 (d64), pb6 (d64, d128); session 23: pb8 (d128), pds4 pb5 / pb7, pb9 (d64); session 32: pb2, pb9 retired, pb10 and wq1 pb5 (d64) added
+  ASSERT_EQ(vs.size(), 39u);  // session 19: pb1 at d128; session 21: pb2, pb3 (d64), pb3 (d128); session 22: pb5, pb7 (d64), pb6 (d64, d128); session 23: pb8 (d128), pds4 pb5 / pb7, pb9 (d64); session 32: pb2, pb9 retired, pb10 and wq1 pb5 (d64) added; session 35: pds4 pb5 se1
   const auto& cases = kOrderedManyCases;
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 5000), int(vs.size() * std::size(cases)));
 }
@@ -1291,7 +1299,7 @@ TEST(AttentionWgmmaBwd, GpuTestsCasesRunOnTheirVariants) {
   all_run(unsplit_bwd_variants(), kBwdSanitizerSoftcapWindowCases, std::size(kBwdSanitizerSoftcapWindowCases));
   all_run(ordered_unsplit_bwd_variants(), kOrderedWindowCases, std::size(kOrderedWindowCases));
   all_run(ordered_unsplit_bwd_variants(), kOrderedManyCases, std::size(kOrderedManyCases));
-  EXPECT_EQ(ordered_unsplit_bwd_variants().size(), 38u);
+  EXPECT_EQ(ordered_unsplit_bwd_variants().size(), 39u);
   EXPECT_EQ(unsplit_bwd_variants().size(), wgmma_bwd_variants().size() - hs_variants().size() - ws_variants().size());
 }
 
@@ -1818,7 +1826,7 @@ TEST(AttentionWgmmaBwdGpu, Spt1ChangesDqOrder) {
 TEST(AttentionWgmmaBwdGpu, EwMatchesFloat64Reference) {
   REQUIRE_SM90();
   const auto vs = ew_variants();
-  ASSERT_EQ(vs.size(), 34u);  // ew1, ew2, wq1, pb1 (d64, d128), pb3 (d64, d128), pb5 (d64), pb6 (d64, d128), pb7 (d64), pb8 (d128), pds4 pb5 / pb7 (d128), pb10 (d64, ordered), wq1 over pb5 (d64, ordered)
+  ASSERT_EQ(vs.size(), 35u);  // ew1, ew2, wq1, pb1 (d64, d128), pb3 (d64, d128), pb5 (d64), pb6 (d64, d128), pb7 (d64), pb8 (d128), pds4 pb5 / pb7 (d128), pb10 (d64, ordered), wq1 over pb5 (d64, ordered), pds4 pb5 se1 (d128, ordered)
   check_schedule_cases(vs, 12000);
   const Case shift[] = {
       {1, 8, 2, 3000, 700, false, 0.0, "shift: Sq > Sk, 6 key blocks, GQA 4:1"},
@@ -1832,7 +1840,7 @@ TEST(AttentionWgmmaBwdGpu, EwMatchesFloat64Reference) {
 TEST(AttentionWgmmaBwdGpu, EwSanitizerSized) {
   REQUIRE_SM90();
   const auto vs = ew_variants();
-  ASSERT_EQ(vs.size(), 34u);  // ew1, ew2, wq1, pb1 (d64, d128), pb3 (d64, d128), pb5 (d64), pb6 (d64, d128), pb7 (d64), pb8 (d128), pds4 pb5 / pb7 (d128), pb10 (d64, ordered), wq1 over pb5 (d64, ordered)
+  ASSERT_EQ(vs.size(), 35u);  // ew1, ew2, wq1, pb1 (d64, d128), pb3 (d64, d128), pb5 (d64), pb6 (d64, d128), pb7 (d64), pb8 (d128), pds4 pb5 / pb7 (d128), pb10 (d64, ordered), wq1 over pb5 (d64, ordered), pds4 pb5 se1 (d128, ordered)
   const auto& cases = kOrderSanitizerCases;
   EXPECT_EQ(check_backward(vs, cases, std::size(cases), 12200, /*repeats=*/2), int(vs.size() * std::size(cases)));
 }
@@ -1932,6 +1940,22 @@ TEST(AttentionWgmmaBwdGpu, Pds4Pb7BitsAgainstPb5) {
   EXPECT_EQ(check_bits_equal_base(vs, pb5_base_name, /*dq_equal=*/true, 12480, cases), int(vs.size() * cases.size()));
 }
 
+// se1 (session 35): the pds4 pb5 kernel with dK / dV staged through the K / V
+// tiles and stored as 16-byte rows, the same values rounded the same way: dQ,
+// dK, dV bitwise the direct kernel's, on the walk cases (causal, shift,
+// softcap + window). (The float64 reference, 20 repeats, the sanitizer-sized
+// cases: the Ew lists; rows past Sk and alignment: StagedDkDvRowsAndAlignment.)
+std::string se_base_name(const std::string& n) { return without_token(n, "se"); }
+TEST(AttentionWgmmaBwdGpu, Pds4Se1BitsAgainstPb5) {
+  REQUIRE_SM90();
+  const std::vector<Case>& cases = kOrderWalkCases;
+  std::vector<const AttentionVariant*> vs;
+  for (const auto* v : wgmma_bwd_variants())
+    if (param(*v, "se") == 1) vs.push_back(v);
+  ASSERT_EQ(vs.size(), 1u);  // d128, ordered
+  EXPECT_EQ(check_bits_equal_base(vs, se_base_name, /*dq_equal=*/true, 12485, cases), int(vs.size() * cases.size()));
+}
+
 // pb10 (session 32) forms pb5's exp arguments (the same FFMA of the same
 // values) before the dP^T wait and takes the same EX2 after it; wq1 over pb5
 // hands the same dQ values to the writer in two halves, each element's adds
@@ -2017,9 +2041,10 @@ TEST(AttentionWgmmaBwdGpu, TmaConvertUnalignedDq) {
   }
 }
 
-// The kv kernel's dK / dV epilogue: at d64 (session 33) it stages the values
-// through the K and V tiles and stores 16 bytes of a key's row at a time, rows
-// past Sk skipped; at d128 each thread stores its 4-byte pairs. The heuristic's
+// The kv kernel's dK / dV epilogue: at d64 (session 33) and in d128's se1 twin
+// (session 35) it stages the values through the K and V tiles and stores 16
+// bytes of a key's row at a time, rows past Sk skipped; elsewhere at d128 each
+// thread stores its 4-byte pairs. The heuristic's
 // kv kernels and an atomic and an owning one, dK and dV 16 bytes into a guarded
 // allocation, give the bits of a run into their own allocation (Sk = 1300: a
 // partial last key block) and leave the bytes around the views untouched; dK or
@@ -2030,6 +2055,7 @@ TEST(AttentionWgmmaBwdGpu, StagedDkDvRowsAndAlignment) {
   const DeviceInfo& dev = cached_device(0);
   for (const char* n : {"attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb5_spt1_d64",
                         "attention.bf16.wgmma.ordered.br80_bc128_st2_tma1_pds4_ew2_pb5_spt1_d128",
+                        "attention.bf16.wgmma.ordered.br80_bc128_st2_tma1_pds4_ew2_pb5_spt1_se1_d128",
                         "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_ew2_pb5_d64",
                         "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst2_d128"}) {
     const auto* v = builtin_registry().find_attention(n);

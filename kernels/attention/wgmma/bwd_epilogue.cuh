@@ -45,8 +45,9 @@ struct BwdKvEpilogue {
   // dK * scale and dV in bf16, keys key0, key0 + 8 of kv head hk of batch b if
   // < Sk. hs (Params::splits > 1): hk counts the splits of kv head hk / splits;
   // the parts go through dkv_acc in split order first (add_parts), the last
-  // split's sum is the one rounded. d64: staged (store_staged); d128: each
-  // thread's 4-byte pairs straight from the accumulators (store_direct).
+  // split's sum is the one rounded. K_::kStagedDkv (d64, d128's se1 twin):
+  // staged (store_staged); else each thread's 4-byte pairs straight from the
+  // accumulators (store_direct).
   template <class Acc>
   __device__ __forceinline__ static void store(const Params& p, SharedStorage_& ss, const Acc& tdKacc,
                                                const Acc& tdVacc, int hk, int b, int key0, int col_lane) {
@@ -59,8 +60,9 @@ struct BwdKvEpilogue {
     // Session 34 (H100, `detfuse bench`, fwd+bwd ms, old / new in one call, experiments/attention_bench_log.md):
     // staged at 4,32,32,4096,64 causal 2.336 / 2.349 against 2.401 / 2.403; at d128 causal 3.961 / 3.970
     // against 4.051 / 4.055 but non-causal 6.996 / 6.987 against 6.902 / 6.877 (the issue's weakest row).
-    // So staged at d64 only; d128 keeps the direct stores until a twin lets the heuristic choose by causal.
-    if constexpr (K_::D == 64)
+    // So staged at d64; at d128 the se1 twin (BwdKvSeConfig) stages, the others store directly, and the
+    // heuristic chooses by causal.
+    if constexpr (K_::kStagedDkv)
       store_staged(p, ss, tdKacc, tdVacc, hk, b, key0, col_lane);
     else
       store_direct(p, tdKacc, tdVacc, hk, b, key0, col_lane);

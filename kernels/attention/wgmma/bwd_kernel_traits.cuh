@@ -332,6 +332,8 @@ struct BwdKv {
   // ws (the walk split, KvHeadSplit::walk): the ew1 sp1 kernel only; on pds4 hs
   // the walk's step is 1 (the launcher refuses ws there), as in the unsplit kernels.
   static constexpr bool kWs = kHs && Cfg::HS == 0;
+  // dK / dV staged through the K / V tiles (BwdKvEpilogue::store): every d64 kernel, and the d128 se1 twin.
+  static constexpr bool kStagedDkv = D == 64 || Cfg::SE == 1;
 
   struct SharedStorage {
     cute::array_aligned<T, cosize_v<SmemK>, 1024> k;

@@ -200,6 +200,7 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
   static_assert(kHs == 1 || (kSpt && Kv::D == 128 && ((Kv::EW == 1 && Kv::WQ == 0) || Kv::HS == 1)),
                 "hs: the ew1 sp1 spt1 d128 kv kernel or the pds4 pb5 one built with it (BwdKv::kHs)");
   if constexpr (kHs > 1) v.desc.params.push_back({kWs ? "ws" : "hs", kHs});
+  if constexpr (Kv::SE != 0) v.desc.params.push_back({"se", Kv::SE});
   if constexpr (kDq == kNone) {
     static_assert(Dq::D == Kv::D, "one head dim");
     v.desc.params.push_back({"qbc", Dq::BC});
@@ -590,6 +591,9 @@ void register_attention_wgmma(Registry& r) {
   add_bwd<FwdD128Bc128St2Ov, KvD128Br64St2OTS2PE1, void, true, 2, true>(r);
   // hs2 on the d128 heuristic's pds4 pb5 kernel (session 27, BwdKvHsConfig: the causal GQA heuristic).
   add_bwd<FwdD128Bc128St2Ov, KvD128Br80St2OTS4E2B5H, void, true, 2>(r);
+  // se1 on the d128 heuristic's pds4 pb5 kernel (session 35, BwdKvSeConfig: dK / dV staged through the K / V
+  // tiles as at d64; the causal heuristic, attention.cpp).
+  add_bwd<FwdD128Bc128St2Ov, KvD128Br80St2OTS4E2B5S, void, true>(r);
   // pb10 (session 32: pb5 with the exp's argument formed before the dP^T wait, FlashAttention-4's split)
   // and wq1 (the per-warpgroup dQ hand-off) over pb5, d64; ordered spt1 only (the heuristic's strategy;
   // atomic twins would add build time, not a finding). Measured on an H100 (experiments/device/s32.sh):
