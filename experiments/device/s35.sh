@@ -12,7 +12,8 @@
 #   PART=peers, carry [".peers/c", "dist"]: s28.sh's peers part (RUNS (3) runs of the issue's seven rows beside FA4
 #            deterministic, one process each; the host's share), then in the same call `detfuse bench attention`
 #            of the heuristic's forward and kv variant at each row (5 repeats). ATTN_V: extra detfuse columns
-#            (attention_peers.py --variant ...), none by default. (Run once on main 430be72's build: H200.)
+#            (attention_peers.py --variant ...), none by default. (Run on main 430be72's build on an H200, RUNS=3, and on
+#            the se1 build on an H100, RUNS=2; the bench's list is main's variants: pds4 pb5 at rows 2 and 5.)
 #   PART=se, carry ["dist"] with build/detfuse_old (main 430be72's) packed beside build/detfuse of branch s35-se:
 #            se1 (the d128 pds4 pb5 kv kernel with dK / dV staged, the causal heuristic there). The whole wgmma GPU
 #            test binary (se1 in the Ew lists: float64 reference, 20 repeats, sanitizer-sized; Pds4Se1BitsAgainstPb5;
@@ -22,6 +23,7 @@
 #            never run ls1, the H100's heuristic: session 33's ncu there had ls1 ps1 625 us against br192 rd1 ot1's
 #            671, FA4 582), forward ms, both orders. Prediction: se1 2% less fwd+bwd time at rows 2 and 5 (H100:
 #            3.961 / 3.970 against 4.051 / 4.055); ls1 ps1 ~5% less forward time than br192 rd1 ot1.
+#            (Run once, on an H100: se1 -2.4% / -1.0%; experiments/attention_bench_log.md "Session 35".)
 # Logs in $OUT; $OUT/report.txt last.
 set -uo pipefail
 here=$(dirname "$0")
