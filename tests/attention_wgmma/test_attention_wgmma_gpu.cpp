@@ -1062,6 +1062,10 @@ TEST(AttentionWgmmaBwd, Pds4EightyQueryVariants) {
       EXPECT_EQ(v->desc.strategy, "ordered");
       ++se;
     }
+    EXPECT_NE(v->desc.summary.find(param(*v, "se") == 1 ? "dK, dV staged through the K / V tiles"
+                                                        : "dK, dV stored from the accumulators as 4-byte pairs"),
+              std::string::npos)
+        << v->desc.summary;
     EXPECT_EQ(param(*v, "br"), 80);
     EXPECT_EQ(param(*v, "d"), 128);
     EXPECT_EQ(param(*v, "ew"), 2);

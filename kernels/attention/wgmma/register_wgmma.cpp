@@ -282,7 +282,10 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
                    (kWs ? "; causal: each key block's walk split over " + std::to_string(kHs) +
                               " CTAs (one query block in " + std::to_string(kHs) +
                               " each), their dK / dV parts added in split order through fp32"
-                        : "");
+                        : "") +
+                   // (BwdKv::kStagedDkv: every d64 kernel since session 34, the d128 se1 twin since session 35)
+                   (Kv::D == 64 || Kv::SE == 1 ? "; dK, dV staged through the K / V tiles and stored as 16-byte rows"
+                                               : "; dK, dV stored from the accumulators as 4-byte pairs");
   v.can_run = [kMiB](const AttentionProblem& p, AttentionMode mode,
                      const DeviceInfo& dev) -> std::optional<std::string> {
     size_t smem = fwd_smem_bytes<Fwd>();
