@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <functional>
 #include <initializer_list>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -1416,6 +1417,45 @@ TEST(AttentionWgmmaBwdGpu, Pds3TwentyRepeats) {
   check_pds_twenty_repeats(pds_variants(3), 8300);
 }
 
+// Q, K, V, dO of make_attention_inputs(p, seed) on the device and O, LSE of
+// v's forward over them: what a backward launch reads; backward() runs v's
+// backward over them into dQ, dK, dV (its workspace set to 0xff first).
+struct ForwardDone {
+  const AttentionVariant& v;
+  const AttentionProblem p;
+  reference::AttentionInputs in;
+  size_t nq, nk;
+  DeviceBuffer<uint16_t> Q, K, V, dO, O;
+  DeviceBuffer<float> L;
+  DeviceBytes ws;
+  ForwardDone(const AttentionVariant& v_, const AttentionProblem& p_, uint64_t seed)
+      : v(v_), p(p_), in(reference::make_attention_inputs(p, seed)), nq(in.Q.size()), nk(in.K.size()), Q(nq),
+        K(nk), V(nk), dO(nq), O(nq), L(size_t(p.B) * p.H * p.Sq), ws(v.workspace_bytes(p, AttentionMode::backward)) {
+    Q.upload(bf16_bits(in.Q));
+    K.upload(bf16_bits(in.K));
+    V.upload(bf16_bits(in.V));
+    dO.upload(bf16_bits(in.dO));
+    AttentionArgs f;
+    f.Q = Q.data(), f.K = K.data(), f.V = V.data(), f.O = O.data(), f.lse = L.data();
+    v.launch(p, AttentionMode::forward, f, nullptr);
+  }
+  // A backward's arguments over these inputs (no workspace).
+  AttentionArgs args(void* dQ, void* dK, void* dV) const {
+    AttentionArgs a;
+    a.Q = Q.data(), a.K = K.data(), a.V = V.data(), a.dO = dO.data(), a.O_in = O.data(), a.lse_in = L.data();
+    a.dQ = dQ, a.dK = dK, a.dV = dV;
+    return a;
+  }
+  // (v.launch's refusal propagates as its Error.)
+  void backward(void* dQ, void* dK, void* dV) {
+    ASSERT_EQ(cudaMemset(ws.get(), 0xff, ws.bytes()), cudaSuccess);
+    AttentionArgs a = args(dQ, dK, dV);
+    a.workspace = ws.get(), a.workspace_size = ws.bytes();
+    v.launch(p, AttentionMode::backward, a, nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
+};
+
 // Each variant of vs against its base (base_of(name)) on a causal GQA problem
 // with 18 key blocks and on softcap + window, from one forward (the base's):
 // dK and dV bitwise equal unless dkdv_equal is false (a variant that walks
@@ -1445,26 +1485,15 @@ int check_bits_equal_base(const std::vector<const AttentionVariant*>& vs,
       SCOPED_TRACE(v->desc.name + " against " + bn + " on " + p.key() + " (" + cases[ci].what + ")");
       EXPECT_FALSE(v->can_run(p, AttentionMode::backward, dev).has_value());
       if (v->can_run(p, AttentionMode::backward, dev)) continue;
-      const reference::AttentionInputs in = reference::make_attention_inputs(p, seed0 + ci);
-      const size_t nq = in.Q.size(), nk = in.K.size(), nl = size_t(p.B * p.H * p.Sq);
-      DeviceBuffer<uint16_t> Q(nq), K(nk), V(nk), dO(nq), O(nq), dQ(nq), dK(nk), dV(nk);
-      DeviceBuffer<float> L(nl);
-      Q.upload(bf16_bits(in.Q));
-      K.upload(bf16_bits(in.K));
-      V.upload(bf16_bits(in.V));
-      dO.upload(bf16_bits(in.dO));
       // One forward (the base's) feeds both backwards.
-      AttentionArgs f;
-      f.Q = Q.data(), f.K = K.data(), f.V = V.data(), f.O = O.data(), f.lse = L.data();
-      base->launch(p, AttentionMode::forward, f, nullptr);
+      const ForwardDone fw(*base, p, seed0 + ci);
       EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      DeviceBuffer<uint16_t> dQ(fw.nq), dK(fw.nk), dV(fw.nk);
       std::string digests[2][3];
       const AttentionVariant* pair[2] = {base, v};
       for (int k = 0; k < 2; ++k) {
         DeviceBytes ws(pair[k]->workspace_bytes(p, AttentionMode::backward));
-        AttentionArgs a;
-        a.Q = Q.data(), a.K = K.data(), a.V = V.data(), a.dO = dO.data(), a.O_in = O.data(), a.lse_in = L.data();
-        a.dQ = dQ.data(), a.dK = dK.data(), a.dV = dV.data();
+        AttentionArgs a = fw.args(dQ.data(), dK.data(), dV.data());
         a.workspace = ws.get(), a.workspace_size = ws.bytes();
         for (auto* b : {&dQ, &dK, &dV}) EXPECT_EQ(cudaMemset(b->data(), 0xff, b->bytes()), cudaSuccess);
         EXPECT_EQ(cudaMemset(ws.get(), 0xff, ws.bytes()), cudaSuccess);
@@ -1981,31 +2010,29 @@ TEST(AttentionWgmmaBwdGpu, Pb10AndWqBitsAgainstPb5) {
   EXPECT_EQ(check_bits_equal_base(vs, pb10_wq_base_name, /*dq_equal=*/true, 12490, cases), int(vs.size() * cases.size()));
 }
 
-// Q, K, V, dO of make_attention_inputs(p, seed) on the device and O, LSE of
-// v's forward over them: what a backward launch reads.
-struct ForwardDone {
-  reference::AttentionInputs in;
-  size_t nq, nk;
-  DeviceBuffer<uint16_t> Q, K, V, dO, O;
-  DeviceBuffer<float> L;
-  ForwardDone(const AttentionVariant& v, const AttentionProblem& p, uint64_t seed)
-      : in(reference::make_attention_inputs(p, seed)), nq(in.Q.size()), nk(in.K.size()), Q(nq), K(nk), V(nk),
-        dO(nq), O(nq), L(size_t(p.B) * p.H * p.Sq) {
-    Q.upload(bf16_bits(in.Q));
-    K.upload(bf16_bits(in.K));
-    V.upload(bf16_bits(in.V));
-    dO.upload(bf16_bits(in.dO));
-    AttentionArgs f;
-    f.Q = Q.data(), f.K = K.data(), f.V = V.data(), f.O = O.data(), f.lse = L.data();
-    v.launch(p, AttentionMode::forward, f, nullptr);
+// The named variant's forward on the alignment tests' case, 1000 x 1300
+// causal GQA 2:1 (Sk: a partial last key block): nullptr, with the failure
+// added, where the variant is not registered, refuses the case or its forward
+// fails.
+std::unique_ptr<ForwardDone> forward_on_gqa_case(const char* n, uint64_t seed) {
+  const auto* v = builtin_registry().find_attention(n);
+  if (v == nullptr) {
+    ADD_FAILURE() << n << ": not registered";
+    return nullptr;
   }
-  AttentionArgs backward_args(void* dQ, void* dK, void* dV) {
-    AttentionArgs a;
-    a.Q = Q.data(), a.K = K.data(), a.V = V.data(), a.dO = dO.data(), a.O_in = O.data(), a.lse_in = L.data();
-    a.dQ = dQ, a.dK = dK, a.dV = dV;
-    return a;
+  const Case c = {1, 4, 2, 1000, 1300, true, 0.0, "causal Sq < Sk, GQA 2:1"};
+  const AttentionProblem p = problem_of(c, param(*v, "d"));
+  if (const auto why = v->can_run(p, AttentionMode::backward, cached_device(0))) {
+    ADD_FAILURE() << n << ": " << *why;
+    return nullptr;
   }
-};
+  auto fw = std::make_unique<ForwardDone>(*v, p, seed);
+  if (const cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) {
+    ADD_FAILURE() << n << ": the forward failed, " << cudaGetErrorString(e);
+    return nullptr;
+  }
+  return fw;
+}
 
 // The TMA dQ convert stores 16 bytes at a time where dQ is 16-byte aligned
 // and one element at a time elsewhere: the heuristic's ordered variants with
@@ -2013,28 +2040,18 @@ struct ForwardDone {
 // the bytes around the view stay untouched.
 TEST(AttentionWgmmaBwdGpu, TmaConvertUnalignedDq) {
   REQUIRE_SM90();
-  const DeviceInfo& dev = cached_device(0);
   // (pds4: dQ's tile transposed, its convert stores column pairs of two rows.)
   for (const char* n : {"attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_spt1_d64",
                         "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_spt1_d128",
                         "attention.bf16.wgmma.ordered.br80_bc128_st2_tma1_pds4_ew2_pb7_spt1_d128"}) {
-    const auto* v = builtin_registry().find_attention(n);
-    ASSERT_NE(v, nullptr) << n;
-    const Case c = {1, 4, 2, 1000, 1300, true, 0.0, "causal Sq < Sk, GQA 2:1"};
-    const AttentionProblem p = problem_of(c, param(*v, "d"));
-    ASSERT_FALSE(v->can_run(p, AttentionMode::backward, dev).has_value()) << n;
-    ForwardDone fw(*v, p, 12500);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    const size_t nq = fw.nq, nk = fw.nk;
+    const std::unique_ptr<ForwardDone> fw = forward_on_gqa_case(n, 12500);
+    if (fw == nullptr) return;
+    const size_t nq = fw->nq, nk = fw->nk;
     DeviceBuffer<uint16_t> dQ(nq), dQu(nq + 16), dK(nk), dV(nk);
     ASSERT_EQ(cudaMemset(dQu.data(), 0xff, dQu.bytes()), cudaSuccess);
-    DeviceBytes ws(v->workspace_bytes(p, AttentionMode::backward));
     for (uint16_t* out : {dQ.data(), dQu.data() + 1}) {
-      ASSERT_EQ(cudaMemset(ws.get(), 0xff, ws.bytes()), cudaSuccess);
-      AttentionArgs a = fw.backward_args(out, dK.data(), dV.data());
-      a.workspace = ws.get(), a.workspace_size = ws.bytes();
-      v->launch(p, AttentionMode::backward, a, nullptr);
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      fw->backward(out, dK.data(), dV.data());
+      if (HasFatalFailure()) return;
     }
     EXPECT_EQ(digest_device(dQu.data() + 1, dQ.bytes()).hex(), digest_device(dQ.data(), dQ.bytes()).hex())
         << n << ": dQ bits differ between the aligned and the unaligned output";
@@ -2056,32 +2073,19 @@ TEST(AttentionWgmmaBwdGpu, TmaConvertUnalignedDq) {
 // rely on it) with nothing written.
 TEST(AttentionWgmmaBwdGpu, StagedDkDvRowsAndAlignment) {
   REQUIRE_SM90();
-  const DeviceInfo& dev = cached_device(0);
   for (const char* n : {"attention.bf16.wgmma.ordered.br128_bc128_st2_tma1_pds3_ew2_pb5_spt1_d64",
                         "attention.bf16.wgmma.ordered.br80_bc128_st2_tma1_pds4_ew2_pb5_spt1_d128",
                         "attention.bf16.wgmma.ordered.br80_bc128_st2_tma1_pds4_ew2_pb5_spt1_se1_d128",
                         "attention.bf16.wgmma.atomic.br128_bc128_st2_tma1_pds3_ew2_pb5_d64",
                         "attention.bf16.wgmma.owning.br64_bc128_st2_qbc64_qst2_d128"}) {
-    const auto* v = builtin_registry().find_attention(n);
-    ASSERT_NE(v, nullptr) << n;
-    const Case c = {1, 4, 2, 1000, 1300, true, 0.0, "causal Sq < Sk, GQA 2:1"};
-    const AttentionProblem p = problem_of(c, param(*v, "d"));
-    ASSERT_FALSE(v->can_run(p, AttentionMode::backward, dev).has_value()) << n;
-    ForwardDone fw(*v, p, 12510);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    const size_t nq = fw.nq, nk = fw.nk;
+    const std::unique_ptr<ForwardDone> fw = forward_on_gqa_case(n, 12510);
+    if (fw == nullptr) return;
+    const size_t nq = fw->nq, nk = fw->nk;
     constexpr size_t kOff = 8, kPad = 16;  // 16 bytes of guard before the view, 16 after
     DeviceBuffer<uint16_t> dQ(nq), dK(nk), dV(nk), dKg(nk + kOff + kPad), dVg(nk + kOff + kPad);
     ASSERT_EQ(cudaMemset(dKg.data(), 0xff, dKg.bytes()), cudaSuccess);
     ASSERT_EQ(cudaMemset(dVg.data(), 0xff, dVg.bytes()), cudaSuccess);
-    DeviceBytes ws(v->workspace_bytes(p, AttentionMode::backward));
-    auto run = [&](uint16_t* dk, uint16_t* dv) {
-      ASSERT_EQ(cudaMemset(ws.get(), 0xff, ws.bytes()), cudaSuccess);
-      AttentionArgs a = fw.backward_args(dQ.data(), dk, dv);
-      a.workspace = ws.get(), a.workspace_size = ws.bytes();
-      v->launch(p, AttentionMode::backward, a, nullptr);
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    };
+    auto run = [&](uint16_t* dk, uint16_t* dv) { fw->backward(dQ.data(), dk, dv); };
     run(dK.data(), dV.data());
     run(dKg.data() + kOff, dVg.data() + kOff);
     EXPECT_EQ(digest_device(dKg.data() + kOff, dK.bytes()).hex(), digest_device(dK.data(), dK.bytes()).hex())
