@@ -15,7 +15,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -24,6 +23,7 @@
 #include "kernels/common/device_info.h"
 #include "kernels/common/host_bf16.h"
 #include "kernels/common/timer.h"
+#include "reference/inputs.h"
 
 using namespace detfuse;
 namespace wg = detfuse::attention::wg;
@@ -41,14 +41,6 @@ struct Config {
   int snake = -1;             // DETFUSE_FWD_SNAKE: -1 unset (the product's choice), 0 never, 2 over the groups
 };
 
-std::vector<uint16_t> random_bf16(size_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> dist(0.f, 1.f);
-  std::vector<uint16_t> v(n);
-  for (auto& x : v) x = float_to_bf16_bits(dist(gen));
-  return v;
-}
-
 void launch(const Config& c, const AttentionProblem& p, const AttentionArgs& a) {
   if (c.snake < 0)
     unsetenv("DETFUSE_FWD_SNAKE");
@@ -65,9 +57,10 @@ int probe(const AttentionProblem& p) {
   DeviceBuffer<uint16_t> Q(nq), K(nk), V(nk), O(nq);
   DeviceBuffer<float> L(size_t(p.B * p.H * p.Sq));
   DeviceBytes flush(size_t(256) << 20);
-  Q.upload(random_bf16(nq, 1));
-  K.upload(random_bf16(nk, 2));
-  V.upload(random_bf16(nk, 3));
+  const reference::AttentionInputs in = reference::make_attention_inputs(p, 36);  // N(0, 1), bf16-rounded
+  Q.upload(to_bf16_bits(in.Q));
+  K.upload(to_bf16_bits(in.K));
+  V.upload(to_bf16_bits(in.V));
   AttentionArgs a;
   a.Q = Q.data(), a.K = K.data(), a.V = V.data(), a.O = O.data(), a.lse = L.data();
 
