@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -136,6 +137,8 @@ std::vector<const AttentionVariant*> spt_variants() {
 // ew = 0: all.
 // Without the hs / ws tokens (hs_variants, ws_variants).
 bool split_variant(const AttentionVariant& v) { return param(v, "hs") >= 2 || param(v, "ws") >= 2; }
+// hs / ws: the CTAs per (batch, kv head, key block); 1 without.
+int splits_of(const AttentionVariant& v) { return int(std::max<int64_t>({1, param(v, "hs"), param(v, "ws")})); }
 std::vector<const AttentionVariant*> ew_variants(int ew = 0) {
   std::vector<const AttentionVariant*> out;
   for (const auto* v : wgmma_bwd_variants())
@@ -803,6 +806,7 @@ TEST(AttentionWgmmaBwd, EightyFourVariantsRunBothModesWithReasonsAndWorkspace) {
       extra = (tma ? attention::wg::dq_tile_acc_bytes(p, br) : attention::dq_acc_bytes(p)) +
               attention::ordered_sem_bytes(p, br);
     if (v->desc.strategy == "atomic" && tma) extra = attention::wg::dq_tile_acc_bytes(p, br);
+    if (tma) extra += attention::wg::dq_done_bytes(p, splits_of(*v));  // the overlapped convert's counts
     // pds2, pds3: LSE and D padded to whole query blocks, fp32, two 256-byte aligned halves.
     if (param(*v, "pds") >= 2) extra += 2 * attention::align256(size_t(p.B * p.H * ((p.Sq + br - 1) / br) * br) * 4);
     // hs, ws: the dK / dV parts' fp32 sums ([B, Hkv, Sk, d] each) and a semaphore per (batch, kv head, key block).
@@ -1077,7 +1081,7 @@ TEST(AttentionWgmmaBwd, Pds4EightyQueryVariants) {
       AttentionProblem p;
       p.B = 2, p.H = 8, p.Hkv = 2, p.Sq = 1000, p.Sk = 700, p.d = 128, p.causal = causal;
       size_t want = attention::d_bytes(p) + attention::wg::dq_tile_acc_bytes(p, 80) +
-                    attention::wg::pds_stage_bytes(p, 80);
+                    attention::wg::pds_stage_bytes(p, 80) + attention::wg::dq_done_bytes(p);
       if (v->desc.strategy == "ordered") want += attention::ordered_sem_bytes(p, 80);
       EXPECT_EQ(v->workspace_bytes(p, AttentionMode::backward), want);
       EXPECT_GT(attention::wg::dq_tile_acc_bytes(p, 80), size_t(p.B * p.H * p.Sq * p.d * 4))
@@ -1456,6 +1460,22 @@ struct ForwardDone {
   }
 };
 
+// One backward of v over fw's forward into dQ, dK, dV (all three and a fresh workspace prefilled with 0xff
+// bytes first): the digests of dQ, dK, dV.
+std::array<std::string, 3> backward_digests(const AttentionVariant& v, const AttentionProblem& p, const ForwardDone& fw,
+                                            DeviceBuffer<uint16_t>& dQ, DeviceBuffer<uint16_t>& dK,
+                                            DeviceBuffer<uint16_t>& dV) {
+  DeviceBytes ws(v.workspace_bytes(p, AttentionMode::backward));
+  AttentionArgs a = fw.args(dQ.data(), dK.data(), dV.data());
+  a.workspace = ws.get(), a.workspace_size = ws.bytes();
+  for (auto* b : {&dQ, &dK, &dV}) EXPECT_EQ(cudaMemset(b->data(), 0xff, b->bytes()), cudaSuccess);
+  EXPECT_EQ(cudaMemset(ws.get(), 0xff, ws.bytes()), cudaSuccess);
+  v.launch(p, AttentionMode::backward, a, nullptr);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  return {digest_device(dQ.data(), dQ.bytes()).hex(), digest_device(dK.data(), dK.bytes()).hex(),
+          digest_device(dV.data(), dV.bytes()).hex()};
+}
+
 // Each variant of vs against its base (base_of(name)) on a causal GQA problem
 // with 18 key blocks and on softcap + window, from one forward (the base's):
 // dK and dV bitwise equal unless dkdv_equal is false (a variant that walks
@@ -1489,20 +1509,8 @@ int check_bits_equal_base(const std::vector<const AttentionVariant*>& vs,
       const ForwardDone fw(*base, p, seed0 + ci);
       EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       DeviceBuffer<uint16_t> dQ(fw.nq), dK(fw.nk), dV(fw.nk);
-      std::string digests[2][3];
-      const AttentionVariant* pair[2] = {base, v};
-      for (int k = 0; k < 2; ++k) {
-        DeviceBytes ws(pair[k]->workspace_bytes(p, AttentionMode::backward));
-        AttentionArgs a = fw.args(dQ.data(), dK.data(), dV.data());
-        a.workspace = ws.get(), a.workspace_size = ws.bytes();
-        for (auto* b : {&dQ, &dK, &dV}) EXPECT_EQ(cudaMemset(b->data(), 0xff, b->bytes()), cudaSuccess);
-        EXPECT_EQ(cudaMemset(ws.get(), 0xff, ws.bytes()), cudaSuccess);
-        pair[k]->launch(p, AttentionMode::backward, a, nullptr);
-        EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        digests[k][0] = digest_device(dQ.data(), dQ.bytes()).hex();
-        digests[k][1] = digest_device(dK.data(), dK.bytes()).hex();
-        digests[k][2] = digest_device(dV.data(), dV.bytes()).hex();
-      }
+      const std::array<std::string, 3> digests[2] = {backward_digests(*base, p, fw, dQ, dK, dV),
+                                                     backward_digests(*v, p, fw, dQ, dK, dV)};
       if (dq_equal == 1 && v->desc.deterministic) EXPECT_EQ(digests[0][0], digests[1][0]) << "dQ bits differ from the base's";
       if (dq_equal == kDqBitsDiffer) EXPECT_NE(digests[0][0], digests[1][0]) << "dQ summed in the base's order";
       if (dkdv_equal) {
@@ -2060,6 +2068,54 @@ TEST(AttentionWgmmaBwdGpu, TmaConvertUnalignedDq) {
     ASSERT_EQ(cudaMemcpy(guard + 1, dQu.data() + 1 + nq, 15 * 2, cudaMemcpyDeviceToHost), cudaSuccess);
     for (int i = 0; i < 16; ++i) EXPECT_EQ(guard[i], 0xffffu) << n << ": a byte outside dQ written, guard " << i;
   }
+}
+
+// The overlapped TMA dQ convert (session 37, attention_wgmma_bwd.h
+// dq_done_bytes: launched to overlap the kv kernel's tail, each head's tiles
+// converted once every kv CTA of its (batch, kv head) has counted): dQ, dK, dV
+// bitwise the stream-ordered convert's (DETFUSE_ATTN_PDL=0) for every ordered
+// TMA kv variant (atomic ones: dK, dV; their dQ adds come in any order), on a
+// grid of several waves (causal GQA: 16 key blocks x 16 units of (batch, kv
+// head) = 256 CTAs, hs / ws more) and on a non-causal window where key blocks
+// 0 - 12 walk nothing (their CTAs count too: a missing count would stop the
+// convert, which traps after a minute) and query rows see few keys.
+TEST(AttentionWgmmaBwdGpu, OverlappedConvertBitsEqualStreamOrdered) {
+  REQUIRE_SM90();
+  const DeviceInfo& dev = cached_device(0);
+  const std::vector<Case> cases = {
+      {4, 8, 4, 2048, 2048, true, 0.0, "causal GQA 2:1, 16 key blocks x 16 units"},
+      {2, 4, 2, 128, 2048, false, 0.0, "window 256 non-causal: 13 key blocks walk nothing", 0.0, 256},
+  };
+  int compared = 0, ordered = 0;
+  for (size_t ci = 0; ci < cases.size(); ++ci)
+    for (int64_t d : {64, 128}) {
+      const AttentionProblem p = problem_of(cases[ci], d);
+      std::unique_ptr<ForwardDone> fw;  // one forward (the first variant's) feeds every backward
+      for (const auto* v : wgmma_bwd_variants()) {
+        if (param(*v, "tma") != 1 || param(*v, "d") != d) continue;
+        SCOPED_TRACE(v->desc.name + " on " + p.key() + " (" + cases[ci].what + ")");
+        if (v->can_run(p, AttentionMode::backward, dev)) continue;
+        if (fw == nullptr) {
+          fw = std::make_unique<ForwardDone>(*v, p, 12520 + ci);
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        }
+        DeviceBuffer<uint16_t> dQ(fw->nq), dK(fw->nk), dV(fw->nk);
+        std::array<std::string, 3> digests[2];
+        for (int overlap = 0; overlap < 2; ++overlap) {
+          const ScopedEnv env("DETFUSE_ATTN_PDL", overlap ? "1" : "0");
+          digests[overlap] = backward_digests(*v, p, *fw, dQ, dK, dV);
+        }
+        if (v->desc.deterministic) {
+          EXPECT_EQ(digests[0][0], digests[1][0]) << "dQ bits differ with the overlapped convert";
+          ++ordered;
+        }
+        EXPECT_EQ(digests[0][1], digests[1][1]) << "dK bits differ with the overlapped convert";
+        EXPECT_EQ(digests[0][2], digests[1][2]) << "dV bits differ with the overlapped convert";
+        ++compared;
+      }
+    }
+  EXPECT_GE(ordered, 20) << "ordered TMA kv variants compared (cases they run)";
+  EXPECT_GT(compared, ordered) << "atomic TMA kv variants compared too";
 }
 
 // The kv kernel's dK / dV epilogue: at d64 (session 33) and in d128's se1 twin

@@ -101,6 +101,9 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
 
   const int tid = threadIdx.x;
   const int warp_group = tid / 128;
+  // TMA dQ: the convert may launch once every CTA has started (it waits for
+  // each head's counts in p.dq_done; attention_wgmma_bwd.h dq_done_bytes).
+  if constexpr (K_::kTma) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   // The tile of this CTA (bwd_tile_scheduler.cuh).
   const BwdKvTile tile = Sched::tile(p);
   const int n_block = tile.n_block, hk = tile.hk, b = tile.b, m_begin = tile.m_begin, m_stop = tile.m_stop;
@@ -146,6 +149,7 @@ __global__ void __launch_bounds__(384, 1) attention_bwd_kv_wgmma_kernel(const __
     cutlass::arch::warpgroup_reg_dealloc<K_::kProducerRegs>();
     if constexpr (K_::kTma) {
       if (tid / 32 == 1 && iters > 0) BwdDqWriter<K_>::run(p, ss, n_block, hk, b, m_begin, iters, tid);
+      if (tid == 32 && p.dq_done != nullptr) BwdDqWriter<K_>::count_done(p);  // (every CTA, iters 0 too)
     }
     if constexpr (K_::kPds2) {
       if (tid == 64 && iters > 0) Mainloop::load_lse(p, ss, pipe_l, hk, b, m_begin);
@@ -416,7 +420,7 @@ size_t bwd_dq_smem_bytes() {
 template <class Cfg>
 void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const float* Dvec, float* dq,
                    cudaStream_t stream, int64_t kb_begin, int64_t kb_count, int64_t unit_begin, int64_t units,
-                   int* sem, float* stage, bool spt, KvHeadSplit hs) {
+                   int* sem, float* stage, bool spt, KvHeadSplit hs, int* done) {
   using K_ = BwdKv<Cfg>;
   using T = typename K_::T;
   detail::check_ptr(a.Q, "Q");
@@ -459,7 +463,7 @@ void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const flo
       opt.window, opt.softcap, opt.cap_k, opt.cap_c, opt.cap_t,
       nullptr, nullptr,
       kDqOrderDesc, 0, 0, 0, 0, 1u, 0,
-      1, 1, nullptr, nullptr};
+      1, 1, nullptr, nullptr, nullptr};
   const int64_t n_kb = (pr.Sk + Cfg::BC - 1) / Cfg::BC;
   if (kb_count < 0) kb_count = n_kb - kb_begin;
   // Ordered: a key block waits for the ones before it, so the launch holds
@@ -531,6 +535,8 @@ void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const flo
   auto kernel = attention_bwd_kv_wgmma_kernel<Cfg>;
   const size_t smem = bwd_kv_smem_bytes<Cfg>();
   DETFUSE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  if (done != nullptr && !K_::kTma) throw Error("attention wgmma backward: the overlapped convert is TMA dQ's");
+  P.dq_done = done;
   dim3 grid(unsigned(kb_count), unsigned(units), 1);
   kernel<<<grid, K_::THREADS, smem, stream>>>(P);
   DETFUSE_CUDA_CHECK(cudaGetLastError());
@@ -540,10 +546,22 @@ void launch_bwd_kv(const AttentionProblem& pr, const AttentionArgs& a, const flo
     // (each value is rounded on its own, so the grid changes no bit).
     const unsigned blocks = unsigned(std::min<int64_t>(tiles, int64_t(std::max(sms, 1)) * 8));
     const bool aligned16 = reinterpret_cast<uintptr_t>(a.dQ) % 16 == 0;
-    attention_bwd_dq_tma_convert_kernel<Cfg><<<blocks, 256, 0, stream>>>(
-        dq, static_cast<__nv_bfloat16*>(a.dQ), tiles, Sq, P.m_blocks, K_::kOrderedDq ? sem : nullptr, aligned16,
-        P.scale);
-    DETFUSE_CUDA_CHECK(cudaGetLastError());
+    const DqConvertWait wait{done, H, H / Hkv, P.splits, int(kb_count)};
+    cudaLaunchConfig_t lc{};
+    lc.gridDim = dim3(blocks);
+    lc.blockDim = dim3(256);
+    lc.stream = stream;
+    // Overlapped (done): launched once every kv CTA has started (programmatic
+    // stream serialization; the kv kernel's griddepcontrol.launch_dependents).
+    cudaLaunchAttribute pdl[1];
+    pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    pdl[0].val.programmaticStreamSerializationAllowed = 1;
+    lc.attrs = pdl;
+    lc.numAttrs = done != nullptr ? 1 : 0;
+    DETFUSE_CUDA_CHECK(cudaLaunchKernelEx(&lc, attention_bwd_dq_tma_convert_kernel<Cfg>, static_cast<const float*>(dq),
+                                          static_cast<__nv_bfloat16*>(a.dQ), tiles, Sq, P.m_blocks,
+                                          static_cast<const int*>(K_::kOrderedDq ? sem : nullptr), aligned16, P.scale,
+                                          wait));
   }
 }
 

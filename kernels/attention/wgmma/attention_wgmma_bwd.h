@@ -27,6 +27,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <cstdlib>
 
 #include "kernels/registry.h"
 
@@ -351,6 +352,25 @@ inline size_t dq_tile_acc_bytes(const AttentionProblem& p, int br) {
   return (size_t(p.B * p.H * ((p.Sq + br - 1) / br)) * size_t(br) * size_t(p.d) * sizeof(float) + 255) / 256 * 256;
 }
 
+// TMA dQ (DQ 4 / 5): the convert kernel overlaps the kv kernel's tail
+// (programmatic dependent launch, session 37). The kv kernel lets it launch
+// once every kv CTA has started (griddepcontrol.launch_dependents); it then
+// takes SMs as kv CTAs exit and converts a query head's tiles as soon as every
+// kv CTA of that head's (batch, kv head) has written its last dQ add, counted
+// here per unit: int [B, Hkv, splits] (hs / ws splits, else 1; zeroed by the
+// caller; each CTA's writer warp adds 1 once its bulk writes have landed, the
+// launch's key blocks per unit). The same convert arithmetic on the same sums:
+// the same bits as the stream-ordered convert, which DETFUSE_ATTN_PDL=0 (read
+// at every launch) restores for A/B runs.
+inline size_t dq_done_bytes(const AttentionProblem& p, int splits = 1) {
+  return (size_t(p.B * p.Hkv) * size_t(splits) * sizeof(int) + 255) / 256 * 256;
+}
+// Whether the launch overlaps the convert (DETFUSE_ATTN_PDL unset or not 0).
+inline bool dq_convert_overlaps() {
+  const char* e = std::getenv("DETFUSE_ATTN_PDL");
+  return e == nullptr || std::atoi(e) != 0;
+}
+
 // hs (head split, GQA; the ordered spt1 kv kernels): each (batch, kv head)
 // unit's H / Hkv query heads split over `splits` CTAs per key block, each
 // walking H / Hkv / splits of them (more, shorter CTAs: the grid's tail and
@@ -521,12 +541,14 @@ size_t bwd_dq_smem_bytes();
 // (`spt1`, DQ 5 with pds2 / pds3 / sp1 only): the dQ adds in FlashAttention-3's
 // order where it applies (bwd_dq_order.h; other dQ bits than without). hs:
 // KvHeadSplit (splits > 1: the spt kernels only, whole units; units then
-// count (batch, kv head, split)).
+// count (batch, kv head, split)). done (DQ 4 / 5; dq_done_bytes, zeroed by the
+// caller; nullptr: the convert after the kv kernel in stream order): the
+// convert launched to overlap the kv kernel's tail (dq_done_bytes above).
 template <class Cfg>
 void launch_bwd_kv(const AttentionProblem& p, const AttentionArgs& args, const float* Dvec, float* dq,
                    cudaStream_t stream, int64_t kb_begin = 0, int64_t kb_count = -1, int64_t unit_begin = 0,
                    int64_t units = -1, int* sem = nullptr, float* stage = nullptr, bool spt = false,
-                   KvHeadSplit hs = {});
+                   KvHeadSplit hs = {}, int* done = nullptr);
 // Enqueues the dq kernel: writes args.dQ (bf16).
 template <class Cfg>
 void launch_bwd_dq(const AttentionProblem& p, const AttentionArgs& args, const float* Dvec, cudaStream_t stream);
@@ -535,7 +557,7 @@ void launch_bwd_dq(const AttentionProblem& p, const AttentionArgs& args, const f
   PREFIX template size_t bwd_kv_smem_bytes<CFG>();                                                        \
   PREFIX template void launch_bwd_kv<CFG>(const AttentionProblem&, const AttentionArgs&, const float*, float*, \
                                           cudaStream_t, int64_t, int64_t, int64_t, int64_t, int*, float*, bool, \
-                                          KvHeadSplit);
+                                          KvHeadSplit, int*);
 #define DETFUSE_ATTN_WGMMA_DQ_INSTANCES(PREFIX, CFG) \
   PREFIX template size_t bwd_dq_smem_bytes<CFG>();   \
   PREFIX template void launch_bwd_dq<CFG>(const AttentionProblem&, const AttentionArgs&, const float*, cudaStream_t);

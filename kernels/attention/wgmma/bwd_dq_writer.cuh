@@ -12,6 +12,8 @@
 
 #include <cuda/ptx>
 
+#include <cstdio>
+
 #include "kernels/attention/wgmma/bwd_kernel_traits.cuh"
 #include "kernels/attention/wgmma/bwd_tile_scheduler.cuh"
 #include "kernels/attention/wgmma/named_barriers.h"
@@ -108,6 +110,20 @@ struct BwdDqWriter {
       }
     }
     if (lane == 0) cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<0>{});  // before the CTA exits
+  }
+
+  // Lane 0, after run (its bulk writes waited for; or a CTA that walks
+  // nothing): counts this CTA in its unit's p.dq_done, after its dQ writes,
+  // for the overlapped convert (DqConvertWait). The unit read again from
+  // %ctaid.y through a volatile move: blockIdx.y, which the tile's decoding
+  // reads at the start, was otherwise held the whole kernel (measured: the hs
+  // pds4 pb5 kernel 4 -> 40 bytes of spill stores).
+  __device__ __forceinline__ static void count_done(const Params& p) {
+    int unit;
+    asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(unit));
+    int* count = p.dq_done + p.unit_begin + unit;
+    cuda::ptx::fence_proxy_async(cuda::ptx::space_global);  // the bulk writes before the count
+    asm volatile("fence.acq_rel.gpu;\n\tred.relaxed.gpu.global.add.s32 [%0], 1;" ::"l"(count) : "memory");
   }
 
   // Ordered (lane 0): spins until the semaphore of query block m of head bh
@@ -425,6 +441,39 @@ struct BwdDqWriter {
   }
 };
 
+// The overlapped convert (attention_wgmma_bwd.h dq_done_bytes): count[(b Hkv +
+// h / group) splits + s] reaches `expected` (the launch's key blocks) once
+// every kv CTA of unit (batch, kv head, split s) has written its dQ adds; query
+// head h's tiles wait for the splits units of its (batch, kv head) (hs, ws:
+// the unit's split fastest). count == nullptr: the convert runs after the kv
+// kernel in stream order.
+struct DqConvertWait {
+  const int* count;
+  int H, group, splits, expected;
+};
+
+// Thread 0: until *count >= expected (acquire: the kv CTAs' adds before it;
+// the caller's barrier passes them on to the CTA). A count that never comes
+// (a kv CTA that did not count: a bug) traps after a minute instead of hanging.
+__device__ __forceinline__ void dq_convert_wait(const int* count, int expected) {
+  unsigned ns = 64;
+  uint64_t t0 = 0;
+  for (int seen;;) {
+    asm volatile("ld.global.acquire.gpu.b32 %0, [%1];" : "=r"(seen) : "l"(count) : "memory");
+    if (seen >= expected) return;
+    uint64_t now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    if (t0 == 0) t0 = now;
+    if (now - t0 > 60ull * 1000000000ull) {
+      printf("detfuse attention backward: the dQ convert waited a minute for the kv kernel's count (%d of %d)\n",
+             seen, expected);
+      __trap();
+    }
+    __nanosleep(ns);
+    ns = ns < 2048 ? 2 * ns : ns;
+  }
+}
+
 // TMA dQ: the tile-blocked accumulator [B H][m_blocks][BR D] (dq_tile_offset
 // order, scale applied; K_::kDqLate (pb2 / pb3): unscaled, each value times
 // `scale` here, rounded to fp32, before its bf16 rounding) to dQ [B, H, Sq,
@@ -439,20 +488,32 @@ struct BwdDqWriter {
 // over the banks (unpadded, its rows all start in bank 0).
 // Ordered (sem: the tiles' semaphores, each the count of the key blocks that
 // wrote the tile): a tile with count 0 was never written (the accumulator is
-// not zeroed) and is dQ = 0.
+// not zeroed) and is dQ = 0. Overlapped (wait.count): a head's tiles once its
+// kv CTAs have counted (the accumulator and semaphores then read through L2,
+// never the read-only path: the kv kernel may still run), and the kernel ends
+// only after the kv kernel (griddepcontrol.wait: what follows in the stream
+// sees dK, dV too).
 template <class Cfg>
-__global__ void __launch_bounds__(256) attention_bwd_dq_tma_convert_kernel(const float* __restrict__ acc,
+__global__ void __launch_bounds__(256) attention_bwd_dq_tma_convert_kernel(const float* acc,
                                                                           __nv_bfloat16* __restrict__ dQ,
                                                                           int64_t tiles, int Sq, int m_blocks,
-                                                                          const int* __restrict__ sem,
-                                                                          bool aligned16, float scale) {
+                                                                          const int* sem, bool aligned16,
+                                                                          float scale, DqConvertWait wait) {
   using K_ = BwdKv<Cfg>;
   constexpr int BR = K_::BR, D = K_::D, TILE = BR * D, THREADS = 256, P = D + 8;
   static_assert(TILE % (4 * THREADS) == 0 && D % 8 == 0, "whole float4 loads and 16-byte row pieces");
   __shared__ alignas(16) __nv_bfloat16 rows[BR * P];
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    if (wait.count != nullptr) {
+      const int64_t bh = tile / m_blocks;
+      if (threadIdx.x == 0) {
+        const int64_t unit0 = ((bh / wait.H) * (wait.H / wait.group) + (bh % wait.H) / wait.group) * wait.splits;
+        for (int s = 0; s < wait.splits; ++s) dq_convert_wait(wait.count + unit0 + s, wait.expected);
+      }
+      __syncthreads();
+    }
     const float4* src = reinterpret_cast<const float4*>(acc + tile * TILE);
-    const bool written = sem == nullptr || sem[tile] != 0;
+    const bool written = sem == nullptr || __ldcg(sem + tile) != 0;
     // (pds4: two steps at a time; all ten unrolled, ptxas spilled 12 bytes at 48 registers.)
     constexpr int kSteps = TILE / (4 * THREADS), kUnroll = K_::kDqT ? 2 : kSteps;
 #pragma unroll kUnroll
@@ -494,6 +555,9 @@ __global__ void __launch_bounds__(256) attention_bwd_dq_tma_convert_kernel(const
     }
     __syncthreads();  // the tile is read before the next one is written
   }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (wait.count != nullptr) asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
 }
 
 }  // namespace detfuse::attention::wg

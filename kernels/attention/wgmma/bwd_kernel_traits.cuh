@@ -411,6 +411,7 @@ struct BwdKv {
     int walk_step;
     float* dkv_acc;  // splits > 1: fp32 [B, Hkv, Sk, D] dK parts so far, then dV's
     int* dkv_sem;    // splits > 1: [B, Hkv, ceil(Sk / BC)] parts added so far
+    int* dq_done;    // TMA dQ, convert overlapped (dq_done_bytes): per unit, its CTAs done writing dQ; else nullptr
   };
 };
 

@@ -314,6 +314,7 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
     if (kDq == kOrdered) n += dq_acc_bytes(p) + ordered_sem_bytes(p, Kv::BR);
     if (kDq == kAtomicTma) n += dq_tile_acc_bytes(p, Kv::BR);
     if (kDq == kOrderedTma) n += dq_tile_acc_bytes(p, Kv::BR) + ordered_sem_bytes(p, Kv::BR);
+    if (Kv::DQ_TMA) n += dq_done_bytes(p, kHs);  // the overlapped convert's counts (attention_wgmma_bwd.h)
     n += dkv_split_sem_bytes(p, kHs, Kv::BC) + dkv_split_acc_bytes(p, kHs);  // hs: dK / dV parts (0 without)
     if (Kv::PDS >= 2) n += pds_stage_bytes(p, Kv::BR);  // pds2, pds3: the producer's LSE / D staging
     if (kDq == kPartials) {
@@ -353,9 +354,11 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
       // where no key block wrote); launch_bwd_kv also writes dQ from it.
       float* acc = reinterpret_cast<float*>(rest);
       int* sem = kDq == kOrderedTma ? reinterpret_cast<int*>(rest + dq_tile_acc_bytes(p, Kv::BR)) : nullptr;
-      // hs: the dK / dV semaphores right after the dQ ones (one memset), the
-      // parts' fp32 sums after the LSE / D staging (written before read).
-      const size_t sems = (kDq == kOrderedTma ? ordered_sem_bytes(p, Kv::BR) : 0) + dkv_split_sem_bytes(p, kHs, Kv::BC);
+      // hs: the dK / dV semaphores right after the dQ ones, then the overlapped
+      // convert's counts (one memset), the parts' fp32 sums after the LSE / D
+      // staging (written before read).
+      const size_t dkv_sems = dkv_split_sem_bytes(p, kHs, Kv::BC);
+      const size_t sems = (kDq == kOrderedTma ? ordered_sem_bytes(p, Kv::BR) : 0) + dkv_sems + dq_done_bytes(p, kHs);
       const size_t used = dq_tile_acc_bytes(p, Kv::BR) + sems;
       if constexpr (kDq == kOrderedTma)
         DETFUSE_CUDA_CHECK(cudaMemsetAsync(sem, 0, sems, s));
@@ -370,7 +373,9 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
         hs.sem = reinterpret_cast<int*>(rest + dq_tile_acc_bytes(p, Kv::BR) + ordered_sem_bytes(p, Kv::BR));
         hs.acc = reinterpret_cast<float*>(rest + used + (Kv::PDS >= 2 ? pds_stage_bytes(p, Kv::BR) : 0));
       }
-      launch_bwd_kv<Kv>(p, a, Dvec, acc, s, 0, -1, 0, -1, sem, stage, kSpt, hs);
+      int* done = reinterpret_cast<int*>(rest + used - dq_done_bytes(p, kHs));
+      launch_bwd_kv<Kv>(p, a, Dvec, acc, s, 0, -1, 0, -1, sem, stage, kSpt, hs,
+                        dq_convert_overlaps() ? done : nullptr);
     } else if constexpr (kDq == kPartials) {
       const auto plan = plan_partials(p, Kv::BC, size_t(kMiB) << 20);
       if (!plan) throw Error("attention wgmma backward: the partials slab bound is too small for this problem");
