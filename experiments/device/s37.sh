@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
 # Session 37 (issue 16): the overlapped TMA dQ convert (programmatic dependent launch; attention_wgmma_bwd.h
 # dq_done_bytes) A/B against the stream-ordered convert in one build (DETFUSE_ATTN_PDL=0 / 1, read at every
-# launch), and session 36's fe1 / fe2 (d64 forward exp2 partly on the FMA pipe; s36.sh PART=fe) on the H200.
+# launch). (Session 36's fe1 / fe2 ran in session 38 from branch s37-pdl; they are not on main: results/h100-2026-12-07/s38.)
 #   PART=a, carry ["dist"] (pack.sh of the build: detfuse, the attention test binaries,
-#          test_ex2_fma, experiments/attention_fwd_group_probe). In order, each cut to what is left of UNTIL (560):
+#          experiments/attention_fwd_group_probe). In order, each cut to what is left of UNTIL (560):
 #          fwd+bwd of the heuristic's variants (named) at rows 4, 1, 2, PDL 0 / 1 / 1 / 0; the whole wgmma GPU test
-#          binary (OverlappedConvertBitsEqualStreamOrdered, fe's tests among them); memcheck / racecheck /
+#          binary (OverlappedConvertBitsEqualStreamOrdered among them); memcheck / racecheck /
 #          synccheck on two backward and two forward sanitizer-sized tests; rows 3, 5, 6, 7 as rows 4, 1, 2;
-#          test_attention_variants, test_ex2_fma; the d64 forwards of s36.sh PART=fe at row 4 (both orders);
-#          the L2 group probe. (On s37-pdl-main, without fe, the fe benches and test_ex2_fma fail: not built.)
+#          test_attention_variants; the L2 group probe.
 #          Prediction: the convert (52.6 us at row 4, 105 us at d128 rows 1 / 2 under ncu, session 15) runs in the
 #          kv kernel's tail instead of after it: fwd+bwd -1 to -2% at row 4 (the causal grid's last CTAs, key
 #          block 0 of the last heads, walk all 32 query blocks alone), -0.7 to -1.5% at the d128 rows; dQ, dK,
@@ -16,7 +15,7 @@
 #   PART=b, the short form (~200 s, when little device time is left): rows 4 and 1, PDL 0 / 1 / 1 / 0; the backward
 #          tests the change touches (the overlapped convert's bits, the float64 list of the TMA kernels the
 #          heuristic takes, the unaligned dQ convert); memcheck / racecheck / synccheck on the ew sanitizer-sized case.
-#   peers: s35.sh's PART=peers (stage .peers/a, .peers/b first).
+#   peers: s35.sh's PART=peers, carry ["dist", ".peers/c"] (stage .peers/a, .peers/b first; fetch.sh makes c).
 # Logs in $OUT; $OUT/report.txt last.
 set -uo pipefail
 here=$(dirname "$0")
@@ -65,14 +64,10 @@ case ${PART:-a} in
     sanitize_gtest fwd 40 'AttentionWgmmaGpu.ThreeWarpgroupsSanitizerSized:AttentionWgmmaGpu.TmaOSanitizerSized'
     pdl_rows 3 4 5 6
     brun tests_var 30 "$B/tests/attention/test_attention_variants"
-    brun tests_ex2 10 "$B/tests/attention_wgmma/test_ex2_fma"
-    F=br192_bc128_st3_ov1_pp0_rd1_ot1
-    L=br192_bc128_st3_ov2_pp0_ps1_rd1_ls1
-    bench_pair 64c 4,32,32,4096,4096,64 --causal ${F}_d64 ${F}_fe1_d64 ${L}_d64 ${L}_fe1_d64 ${L}_fe2_d64
     brun group 60 "$B/experiments/attention_fwd_group_probe"
     pdl_table
     grep -vE "^=== " "$OUT/group.log" > "$OUT/group.txt" 2>/dev/null
-    REPORT_TESTS="tests_all tests_var tests_ex2" fwd_report s37 "Duration"
+    REPORT_TESTS="tests_all tests_var" fwd_report s37 "Duration"
     cat "$OUT/pdl.txt" "$OUT/group.txt" ;;
   b)
     setup 200

@@ -5,8 +5,9 @@
 # 64 MiB with the working tree (21 MiB of tracked files in December 2026):
 #   .peers/a/  every wheel but the unpacked one(s), and the first part of
 #              <name>.tar.xz (about 40 MiB in all)
-#   .peers/b/  the rest of that .tar.xz (about 36 MiB); the binaries
-#              (dist/build.tar.xz, ~15 MiB) then travel in a third call
+#   .peers/b/  the next PART_B_MIB (default 40) of that .tar.xz (about 36 MiB at -6)
+#   .peers/c/  the rest, if any (-0 makes one of ~13 MiB, session 38): it travels with
+#              the binaries (dist/build.tar.xz, ~15 MiB) in the third call
 # A wheel with a third field in wheels.txt (the CuTe DSL cu13 compiler) travels
 # as its files in a .tar.xz, after its RECORD is checked against that field.
 # experiments/peers/install.sh puts everything together on the device.
@@ -16,6 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 part_a=$(( ${PART_A_MIB:-40} * 1048576 ))
+part_b=$(( ${PART_B_MIB:-40} * 1048576 ))
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 specs=$(grep -v '^#' experiments/peers/wheels.txt | awk 'NF')
@@ -24,7 +26,7 @@ echo "$specs" | while read -r spec sha record; do
     --platform manylinux_2_28_x86_64 --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64 \
     --platform manylinux2014_x86_64 -d "$tmp" "$spec"
 done
-rm -rf .peers && mkdir -p .peers/a .peers/b "$tmp/unpack"
+rm -rf .peers && mkdir -p .peers/a .peers/b .peers/c "$tmp/unpack"
 echo "$specs" | while read -r spec sha record; do
   name=$(echo "${spec%%==*}" | tr - _) version=${spec##*==}
   f=$(ls "$tmp"/"$name"-"$version"-*.whl)
@@ -43,9 +45,10 @@ small=$(du -cb .peers/a | tail -1 | cut -f1)
 for t in "$tmp"/*.tar.xz; do
   n=$(basename "$t")
   head -c $(( part_a - small )) "$t" > ".peers/a/$n.part0"
-  tail -c +$(( part_a - small + 1 )) "$t" > ".peers/b/$n.part1"
-  [ -s ".peers/b/$n.part1" ] || rm ".peers/b/$n.part1"
-  parts=$(cd .peers && ls a/"$n".part[0-9]* b/"$n".part[0-9]* 2>/dev/null | xargs -n1 basename)
+  tail -c +$(( part_a - small + 1 )) "$t" | head -c "$part_b" > ".peers/b/$n.part1"
+  tail -c +$(( part_a - small + part_b + 1 )) "$t" > ".peers/c/$n.part2"
+  for f in ".peers/b/$n.part1" ".peers/c/$n.part2"; do [ -s "$f" ] || rm "$f"; done
+  parts=$(cd .peers && ls a/"$n".part[0-9]* b/"$n".part[0-9]* c/"$n".part[0-9]* 2>/dev/null | xargs -n1 basename)
   echo "$parts" > ".peers/a/$n.parts"
 done
-du -sh --apparent-size .peers/a .peers/b
+du -sh --apparent-size .peers/a .peers/b .peers/c

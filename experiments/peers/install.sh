@@ -3,7 +3,7 @@
 # about 30 s between calls, and /tmp with it), after experiments/peers/fetch.sh here:
 #   call 1, carry [".peers/a"]:            bash experiments/peers/install.sh stage
 #   call 2, carry [".peers/b"]:            bash experiments/peers/install.sh stage
-#   call 3, carry ["dist"]:                bash experiments/peers/install.sh stage install && ...
+#   call 3, carry ["dist", ".peers/c"]:    bash experiments/peers/install.sh stage install && ...
 # (a call carries at most 64 MiB with the working tree; with the tree at 21 MiB,
 # .peers/b and dist/ no longer fit one call, session 28)
 # Steps:
