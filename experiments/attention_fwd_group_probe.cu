@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kernels/attention/wgmma/attention_wgmma.h"
+#include "kernels/attention/wgmma/fwd_tile_scheduler.h"
 #include "kernels/common/buffer.h"
 #include "kernels/common/device_info.h"
 #include "kernels/common/host_bf16.h"
@@ -70,6 +71,24 @@ int probe(const AttentionProblem& p) {
                                    : &wg::launch_fwd_ctas<wg::FwdD64Br192Bc128St3Ov2PsRdLs>;
   const char* ps_name = p.d == 128 ? "br128 ov2 ps1 rd1 ot1" : "br192 ov2 ps1 rd1 ls1";
   cs.push_back({std::string(ps_name) + " default", ps, nullptr, 0, -1});
+  {
+    // The rule before session 39 (round robin over the L2 rule's groups, or the snake over every head where
+    // fwd_snake_pays), and what the default (fwd_causal_order) takes, printed.
+    const DeviceInfo& dev = cached_device(0);
+    const int br = p.d == 128 ? 128 : 192;
+    wg::FwdTileOrder o;
+    o.m_blocks = int((p.Sq + br - 1) / br), o.H = int(p.H), o.B = int(p.B), o.causal = 1;
+    o.group = wg::fwd_l2_head_group(dev.l2_bytes, 2 * p.Sk * p.d * 2, int(p.H / p.Hkv), p.H * p.B);
+    const int G = std::min<int>(dev.sm_count, o.tiles());
+    const int64_t kv = p.B * p.Hkv * 2 * p.Sk * p.d * 2;
+    const bool all = wg::fwd_snake_pays(o, G, br, 128, int(p.Sq), int(p.Sk), kv, dev.l2_bytes);
+    const wg::FwdOrderChoice c = wg::fwd_causal_order(o, G, br, 128, int(p.Sq), int(p.Sk), kv, dev.l2_bytes);
+    std::printf("  the default's order: group %d, %s (the L2 rule's group %d)\n", c.group,
+                c.snake ? "snake" : "round robin", o.group);
+    char n[96];
+    std::snprintf(n, sizeof n, "%s before s39: group %d snake %d", ps_name, all ? bh : o.group, all ? 1 : 0);
+    cs.push_back({n, ps, nullptr, all ? bh : o.group, all ? 1 : 0});
+  }
   if (p.d == 64) cs.push_back({"br192 ov1 rd1 ot1 (not persistent)", nullptr, &wg::launch_fwd<wg::FwdD64Br192Bc128St3OvRdOt>});
   for (int g : {2, 4, 6, 8, 12, 16, 24, 32, 48, 64, bh}) {
     if (g > bh || (g == 64 && bh == 64)) continue;

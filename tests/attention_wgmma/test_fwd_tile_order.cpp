@@ -173,4 +173,54 @@ TEST(FwdTileOrder, SnakeChosenWhereRoundRobinIsUnbalanced) {
   EXPECT_FALSE(fwd_snake_pays(nc, 132, 128, 128, 8192, 8192, 0, l2));  // non-causal: head-major, equal tiles
 }
 
+// The launch's order since session 39 (fwd_causal_order, for an H200 or H100:
+// 50 MB of L2, 132 SMs): at 4,32,32,4096,64 causal on the d64 forward's 192-row
+// tiles, where round robin over the L2 rule's 25 heads leaves a CTA 5.4% above
+// the mean by the model (the H100 ran it 0.676 ms, the snake over groups of 24
+// 0.623), an order of at most 25 heads a group whose slowest CTA is within 2%
+// of the mean; the rule before where it was already balanced (4,32,32,4096,128:
+// 12 heads in round robin, 0.4% above) or where the snake over every head pays
+// (1,16,16,8192,128); non-causal problems keep head-major order.
+TEST(FwdTileOrder, CausalOrderSearchesGroupsAndSnake) {
+  using detfuse::attention::wg::fwd_causal_order;
+  using detfuse::attention::wg::fwd_static_imbalance;
+  using detfuse::attention::wg::FwdOrderChoice;
+  const int64_t l2 = 50 * 1024 * 1024;
+  struct Chosen {
+    FwdOrderChoice c;
+    int l2_group;
+    double before, after;
+  };
+  auto choose = [&](int B, int H, int Hkv, int S, int d, int br) {
+    FwdTileOrder o;
+    o.m_blocks = (S + br - 1) / br, o.H = H, o.B = B, o.causal = 1;
+    o.group = fwd_l2_head_group(l2, int64_t(2) * S * d * 2, H / Hkv, int64_t(H) * B);
+    Chosen r;
+    r.l2_group = o.group;
+    r.before = fwd_static_imbalance(o, 132, false, br, 128, S, S);
+    r.c = fwd_causal_order(o, 132, br, 128, S, S, int64_t(B) * Hkv * 2 * S * d * 2, l2);
+    FwdTileOrder chosen = o;
+    chosen.group = r.c.group;
+    r.after = fwd_static_imbalance(chosen, 132, r.c.snake != 0, br, 128, S, S);
+    return r;
+  };
+  const Chosen d64 = choose(4, 32, 32, 4096, 64, 192);
+  EXPECT_EQ(d64.l2_group, 25);
+  EXPECT_GT(d64.before, 1.05);
+  EXPECT_LT(d64.after, 1.02);
+  EXPECT_LE(d64.c.group, d64.l2_group);
+  EXPECT_GE(d64.c.group, 1);
+  EXPECT_EQ(choose(4, 32, 32, 4096, 64, 192).c, d64.c);  // (the cached answer)
+  const Chosen d128 = choose(4, 32, 32, 4096, 128, 128);
+  EXPECT_EQ(d128.c, (FwdOrderChoice{12, 0}));
+  const Chosen snake_all = choose(1, 16, 16, 8192, 128, 128);
+  EXPECT_EQ(snake_all.c, (FwdOrderChoice{16, 1}));
+  const Chosen gqa = choose(4, 32, 8, 4096, 128, 128);  // L2 rule 48 heads, 2.9% above the mean
+  EXPECT_LE(gqa.c.group, 48);
+  EXPECT_LE(gqa.after, gqa.before - 0.01);
+  FwdTileOrder nc;
+  nc.m_blocks = 64, nc.H = 16, nc.B = 1, nc.causal = 0, nc.group = 1;
+  EXPECT_EQ(fwd_causal_order(nc, 132, 128, 128, 8192, 8192, 0, l2), (FwdOrderChoice{1, 0}));
+}
+
 }  // namespace

@@ -290,21 +290,24 @@ void launch_fwd_impl(const AttentionProblem& pr, const AttentionArgs& a, cudaStr
     DETFUSE_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
     order.group = group > 0 ? std::min(group, H * B)
                             : fwd_l2_head_group(l2, int64_t(2) * Sk * D * int64_t(sizeof(T)), H / Hkv, int64_t(H) * B);
-    // Causal: one group over every head taken as a snake where the model says round robin over
-    // the L2 groups leaves a CTA well above the mean (fwd_snake_pays; the L2 rule's group, no
-    // window). Tests and A/B runs force it (read at every launch): DETFUSE_FWD_SNAKE=0 never, 1
-    // always (one group over every head, or a test's own group), 2 the snake over the L2 groups.
-    // The bits do not depend on the order (each tile is computed alone).
+    // Causal: the group size and the snake by the model of the CTAs' loads (fwd_causal_order: the
+    // L2 rule's group or a smaller one, round robin or a snake; the L2 rule's group in round robin
+    // where a window makes the model's loads wrong). Tests and A/B runs force the order (read at
+    // every launch): DETFUSE_FWD_SNAKE=0 round robin over the L2 rule's groups (or a test's own
+    // group), 1 the snake over one group of every head (or the test's own group), 2 the snake over
+    // the L2 rule's groups (or the test's own). The bits do not depend on the order (each tile is
+    // computed alone).
     if (pr.causal) {
       const char* force = std::getenv("DETFUSE_FWD_SNAKE");
-      const int mode = force != nullptr ? std::atoi(force)
-                       : group <= 0 && opt.window <= 0 &&
-                               fwd_snake_pays(order, grid_ctas, Cfg::BR, Cfg::BC, Sq, Sk,
-                                              int64_t(B) * Hkv * 2 * Sk * D * int64_t(sizeof(T)), l2)
-                           ? 1
-                           : 0;
-      if (mode >= 1) order.snake = 1;
-      if (mode == 1 && group <= 0) order.group = H * B;
+      if (force != nullptr) {
+        const int mode = std::atoi(force);
+        if (mode >= 1) order.snake = 1;
+        if (mode == 1 && group <= 0) order.group = H * B;
+      } else if (group <= 0 && opt.window <= 0) {
+        const FwdOrderChoice c = fwd_causal_order(order, grid_ctas, Cfg::BR, Cfg::BC, Sq, Sk,
+                                                  int64_t(B) * Hkv * 2 * Sk * D * int64_t(sizeof(T)), l2);
+        order.group = c.group, order.snake = c.snake;
+      }
     }
   }
   typename K_::Params P{

@@ -375,7 +375,7 @@ void add_bwd(Registry& r, int kMiB = kPartialsMiB) {
       }
       int* done = reinterpret_cast<int*>(rest + used - dq_done_bytes(p, kHs));
       launch_bwd_kv<Kv>(p, a, Dvec, acc, s, 0, -1, 0, -1, sem, stage, kSpt, hs,
-                        dq_convert_overlaps() ? done : nullptr);
+                        dq_convert_overlaps(p) ? done : nullptr);
     } else if constexpr (kDq == kPartials) {
       const auto plan = plan_partials(p, Kv::BC, size_t(kMiB) << 20);
       if (!plan) throw Error("attention wgmma backward: the partials slab bound is too small for this problem");
