@@ -78,6 +78,26 @@ case ${PART:-a} in
     sanitize_gtest fwd 40 'AttentionWgmmaGpu.ThreeWarpgroupsSanitizerSized:AttentionWgmmaGpu.TmaOSanitizerSized'
     REPORT_TESTS="tests_all tests_var" fwd_report s39t "Duration"
     rm -f "$OUT/summary.txt" ;;
+  h200)
+    # Everything in one call (after staging .peers/a and .peers/b; carry ["dist", ".peers/c"]) when an H200 comes:
+    # the d64 causal forwards in both orders (the H200's heuristic br192 ov1 rd1 ot1 against the H100s' ls1 ps1,
+    # with the order of fwd_causal_order, and ov1 ps1 rd1), then the peers as in PART=peers, then the whole wgmma GPU
+    # test binary and the sanitizers on the ew sanitizer-sized case, each cut to what is left of LIMIT (560) s. Files: the
+    # peers' five and pre/report.txt, pre/s39h-logs.tgz.
+    start=$SECONDS
+    ( export OUT=$OUT/pre; source "$here/lib.sh"; attention_bins; W=attention.bf16.wgmma; export UNTIL=60
+      gpu_line "$OUT/gpu.txt"
+      BENCH_T=25 bench_pair 64c 4,32,32,4096,4096,64 --causal br192_bc128_st3_ov1_pp0_rd1_ot1_d64 \
+        br192_bc128_st3_ov2_pp0_ps1_rd1_ls1_d64 br192_bc128_st3_ov1_pp0_ps1_rd1_d64
+      { cat "$OUT/gpu.txt"; bench_lines; } > "$OUT/pre.txt"; cat "$OUT/pre.txt" )
+    W=attention.bf16.wgmma
+    ATTN_V=${ATTN_V-"--variant $W.fwd.br192_bc128_st3_ov2_pp0_ps1_rd1_ls1_d64+heuristic"} RUNS=${RUNS:-3} PART=peers \
+      bash "$here/s35.sh"
+    ( export OUT=$OUT/pre; source "$here/lib.sh"; attention_bins; export UNTIL=$((${LIMIT:-560} - (SECONDS - start)))
+      brun tests_all 150 "$TW" --gtest_brief=1
+      sanitize_gtest bwd 45 'AttentionWgmmaBwdGpu.EwSanitizerSized'
+      REPORT_TESTS="tests_all" fwd_report s39h "Duration"
+      cat "$OUT/pre.txt" >> "$OUT/report.txt"; rm -f "$OUT/summary.txt" "$OUT/gpu.txt" "$OUT/pre.txt" ) ;;
   peers)
     W=attention.bf16.wgmma
     ATTN_V=${ATTN_V-"--variant $W.fwd.br192_bc128_st3_ov2_pp0_ps1_rd1_ls1_d64+heuristic"} PART=peers bash "$here/s35.sh" ;;

@@ -138,6 +138,8 @@ const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMo
     // the code before 29ba197) the persistent ov1 ps1 rd1 was 7% slower (0.736 against 0.688 ms), and no
     // H200 has been lent since; so ls1 ps1 on H100s only. The two give the same O and LSE bits
     // (HeuristicD64CausalForwardsBitsEqual), so the gradients do not depend on which GPU chose.
+    // Session 39 (H100 80GB HBM3, the persistent order by search, fwd_causal_order): ls1 ps1 0.618-0.653 ms
+    // against br192 rd1 ot1's 0.684-0.705 in the same calls; still no H200 to say whether it wins there.
     const bool h100 = dev.name.find("H100") != std::string::npos;
     if (mode == AttentionMode::forward)
       preferred.push_back(p.d == 128   ? "attention.bf16.wgmma.fwd.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128"

@@ -361,22 +361,10 @@ inline size_t dq_tile_acc_bytes(const AttentionProblem& p, int br) {
 // caller; each CTA's writer warp adds 1 once its bulk writes have landed, the
 // launch's key blocks per unit). The same convert arithmetic on the same sums:
 // the same bits as the stream-ordered convert, which DETFUSE_ATTN_PDL=0 (read
-// at every launch) restores for A/B runs (dq_convert_overlaps: by default
-// causal problems only).
+// at every launch) restores for A/B runs (register_wgmma.cpp
+// dq_convert_overlaps: when it overlaps by default).
 inline size_t dq_done_bytes(const AttentionProblem& p, int splits = 1) {
   return (size_t(p.B * p.Hkv) * size_t(splits) * sizeof(int) + 255) / 256 * 256;
-}
-// Whether the launch overlaps the convert: DETFUSE_ATTN_PDL=0 never, any other
-// value always; unset, for causal problems only. Measured on H100s (sessions 38
-// and 39, `detfuse bench`, fwd+bwd, stream-ordered / overlapped, medians of 5):
-// the causal rows 0.5-1.8% faster (their grids end in a long tail, key block 0
-// of the last heads walking every query block), the non-causal 4,32,32,4096,128
-// 0.4% and 0.7% slower and 4,32,8,4096,128 0.3% faster (grids whose CTAs all
-// walk the same length). The bits are the same either way.
-inline bool dq_convert_overlaps(const AttentionProblem& p) {
-  const char* e = std::getenv("DETFUSE_ATTN_PDL");
-  if (e != nullptr && *e != 0) return std::atoi(e) != 0;
-  return p.causal;
 }
 
 // hs (head split, GQA; the ordered spt1 kv kernels): each (batch, kv head)

@@ -47,6 +47,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -61,6 +62,23 @@
 
 namespace detfuse::attention::wg {
 namespace {
+
+// Whether the TMA dQ backward overlaps its convert with the kv kernel's tail
+// (attention_wgmma_bwd.h dq_done_bytes): DETFUSE_ATTN_PDL=0 never, any other
+// value always; unset, for causal or GQA problems. Measured on H100s (sessions
+// 38 and 39, `detfuse bench`, the heuristic's variants, fwd+bwd, stream-ordered
+// against overlapped in one build, medians of 5): the causal rows 0.6-1.8% less
+// time (4,32,32,4096,64; 4,32,32,4096,128; 4,32,8,4096,128; 1,16,16,8192,128;
+// 2,32,8,8192,128: the causal grid ends in a long tail, key block 0 of the
+// last heads walking every query block), non-causal GQA 4,32,8,4096,128 0.3%
+// and 0.9% less, non-causal 4,32,32,4096,128 0.4%, 0.7% and 0.8% more (4096
+// equal kv CTAs: the convert's traffic falls on the last full wave; not
+// profiled). The bits are the same either way.
+bool dq_convert_overlaps(const AttentionProblem& p) {
+  const char* e = std::getenv("DETFUSE_ATTN_PDL");
+  if (e != nullptr && *e != 0) return std::atoi(e) != 0;
+  return p.causal || (p.Hkv > 0 && p.Hkv != p.H);
+}
 
 constexpr const char* kForwardOnly =
     "forward only: the wgmma fwd variants have no backward (the wgmma owning, atomic, partials and ordered variants run both modes)";
