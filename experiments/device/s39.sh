@@ -84,7 +84,6 @@ case ${PART:-a} in
     # with the order of fwd_causal_order, and ov1 ps1 rd1), then the peers as in PART=peers, then the whole wgmma GPU
     # test binary and the sanitizers on the ew sanitizer-sized case, each cut to what is left of LIMIT (560) s. Files: the
     # peers' five and pre/report.txt, pre/s39h-logs.tgz.
-    start=$SECONDS
     ( export OUT=$OUT/pre; source "$here/lib.sh"; attention_bins; W=attention.bf16.wgmma; export UNTIL=60
       gpu_line "$OUT/gpu.txt"
       BENCH_T=25 bench_pair 64c 4,32,32,4096,4096,64 --causal br192_bc128_st3_ov1_pp0_rd1_ot1_d64 \
