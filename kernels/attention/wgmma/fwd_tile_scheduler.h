@@ -170,9 +170,6 @@ inline FwdOrderChoice fwd_causal_order(const FwdTileOrder& l2_groups, int G, int
                                        int64_t kv_bytes, int64_t l2_bytes) {
   FwdOrderChoice base{l2_groups.group, 0};
   if (!l2_groups.causal) return base;
-  if (fwd_snake_pays(l2_groups, G, br, bc, sq, sk, kv_bytes, l2_bytes)) base = {l2_groups.H * l2_groups.B, 1};
-  const int tiles = l2_groups.tiles();
-  if (tiles <= 0 || tiles > (1 << 20)) return base;
   struct Key {
     int m_blocks, H, B, group, G, br, bc, sq, sk;
     int64_t kv_bytes, l2_bytes;
@@ -186,24 +183,30 @@ inline FwdOrderChoice fwd_causal_order(const FwdTileOrder& l2_groups, int G, int
   thread_local int next = 0;
   const Key k{l2_groups.m_blocks, l2_groups.H, l2_groups.B, l2_groups.group, G, br, bc, sq, sk, kv_bytes, l2_bytes};
   for (const Entry& e : cache)
-    if (e.key == k) return e.answer;
-  auto imbalance = [&](const FwdOrderChoice& c) {
-    FwdTileOrder o = l2_groups;
-    o.group = c.group;
-    return fwd_static_imbalance(o, G, c.snake != 0, br, bc, sq, sk);
+    if (e.key == k) return e.answer;  // (before fwd_snake_pays, whose own cache holds one shape)
+  auto search = [&]() {
+    if (fwd_snake_pays(l2_groups, G, br, bc, sq, sk, kv_bytes, l2_bytes)) base = {l2_groups.H * l2_groups.B, 1};
+    const int tiles = l2_groups.tiles();
+    if (tiles <= 0 || tiles > (1 << 20)) return base;
+    auto imbalance = [&](const FwdOrderChoice& c) {
+      FwdTileOrder o = l2_groups;
+      o.group = c.group;
+      return fwd_static_imbalance(o, G, c.snake != 0, br, bc, sq, sk);
+    };
+    const double base_imb = imbalance(base);
+    FwdOrderChoice best = base;
+    double best_imb = base_imb;
+    int64_t visits = tiles;
+    for (int g = l2_groups.group; g >= 1 && visits + 2 * int64_t(tiles) <= (int64_t(1) << 20); --g)
+      for (int snake = 0; snake <= 1; ++snake) {
+        const FwdOrderChoice c{g, snake};
+        const double imb = imbalance(c);
+        visits += tiles;
+        if (imb < best_imb - 0.002) best = c, best_imb = imb;
+      }
+    return best_imb <= base_imb - 0.01 ? best : base;
   };
-  const double base_imb = imbalance(base);
-  FwdOrderChoice best = base;
-  double best_imb = base_imb;
-  int64_t visits = tiles;
-  for (int g = l2_groups.group; g >= 1 && visits + 2 * int64_t(tiles) <= (int64_t(1) << 20); --g)
-    for (int snake = 0; snake <= 1; ++snake) {
-      const FwdOrderChoice c{g, snake};
-      const double imb = imbalance(c);
-      visits += tiles;
-      if (imb < best_imb - 0.002) best = c, best_imb = imb;
-    }
-  const FwdOrderChoice answer = best_imb <= base_imb - 0.01 ? best : base;
+  const FwdOrderChoice answer = search();
   cache[next] = {k, answer};
   next = (next + 1) % 8;
   return answer;
