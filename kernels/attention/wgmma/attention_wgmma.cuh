@@ -297,6 +297,12 @@ void launch_fwd_impl(const AttentionProblem& pr, const AttentionArgs& a, cudaStr
     // group), 1 the snake over one group of every head (or the test's own group), 2 the snake over
     // the L2 rule's groups (or the test's own). The bits do not depend on the order (each tile is
     // computed alone).
+    // DETFUSE_FWD_GROUP=N (A/B runs; causal, read at every launch) takes groups of N heads as a test's own
+    // group does: round robin unless DETFUSE_FWD_SNAKE says otherwise, no search.
+    if (pr.causal && group <= 0) {
+      const char* g = std::getenv("DETFUSE_FWD_GROUP");
+      if (g != nullptr && std::atoi(g) > 0) group = std::atoi(g), order.group = std::min(group, H * B);
+    }
     if (pr.causal) {
       const char* force = std::getenv("DETFUSE_FWD_SNAKE");
       if (force != nullptr) {
