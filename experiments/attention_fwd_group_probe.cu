@@ -40,6 +40,7 @@ struct Config {
   Launch plain = nullptr;     // not persistent: launch_fwd
   int group = 0;              // 0: the L2 rule
   int snake = -1;             // DETFUSE_FWD_SNAKE: -1 unset (the product's choice), 0 never, 2 over the groups
+  int env_group = 0;          // DETFUSE_FWD_GROUP (the non-persistent forward's): 0 unset (fwd_lpt_group's)
 };
 
 void launch(const Config& c, const AttentionProblem& p, const AttentionArgs& a) {
@@ -47,6 +48,10 @@ void launch(const Config& c, const AttentionProblem& p, const AttentionArgs& a) 
     unsetenv("DETFUSE_FWD_SNAKE");
   else
     setenv("DETFUSE_FWD_SNAKE", std::to_string(c.snake).c_str(), 1);
+  if (c.env_group <= 0)
+    unsetenv("DETFUSE_FWD_GROUP");
+  else
+    setenv("DETFUSE_FWD_GROUP", std::to_string(c.env_group).c_str(), 1);
   if (c.ctas != nullptr)
     c.ctas(p, a, nullptr, 0, c.group);
   else
@@ -89,7 +94,19 @@ int probe(const AttentionProblem& p) {
     std::snprintf(n, sizeof n, "%s before s39: group %d snake %d", ps_name, all ? bh : o.group, all ? 1 : 0);
     cs.push_back({n, ps, nullptr, all ? bh : o.group, all ? 1 : 0});
   }
-  if (p.d == 64) cs.push_back({"br192 ov1 rd1 ot1 (not persistent)", nullptr, &wg::launch_fwd<wg::FwdD64Br192Bc128St3OvRdOt>});
+  if (p.d == 64) {
+    // The non-persistent forward (the H200's d64 causal heuristic): its groups by the list schedule's model
+    // (fwd_lpt_group, session 40) and head after head before it.
+    const DeviceInfo& dev = cached_device(0);
+    wg::FwdTileOrder o;
+    o.m_blocks = int((p.Sq + 191) / 192), o.H = int(p.H), o.B = int(p.B), o.causal = 1;
+    o.group = wg::fwd_l2_head_group(dev.l2_bytes, 2 * p.Sk * p.d * 2, int(p.H / p.Hkv), p.H * p.B);
+    const int g = wg::fwd_lpt_group(o, dev.sm_count, 192, 128, int(p.Sq), int(p.Sk));
+    std::printf("  the non-persistent forward's groups: %d heads (head after head before session 40)\n", g);
+    const Launch np = &wg::launch_fwd<wg::FwdD64Br192Bc128St3OvRdOt>;
+    cs.push_back({"br192 ov1 rd1 ot1 (not persistent)", nullptr, np});
+    cs.push_back({"br192 ov1 rd1 ot1 (not persistent) before s40: group 1", nullptr, np, 0, -1, 1});
+  }
   for (int g : {2, 4, 6, 8, 12, 16, 24, 32, 48, 64, bh}) {
     if (g > bh || (g == 64 && bh == 64)) continue;
     for (int s : {0, 2}) {
@@ -144,6 +161,7 @@ int probe(const AttentionProblem& p) {
       if (r >= 0) med[i].push_back(ms[kRuns / 2]);
     }
   unsetenv("DETFUSE_FWD_SNAKE");
+  unsetenv("DETFUSE_FWD_GROUP");
   const double flops = 4.0 * p.B * p.H * p.Sq * p.Sk * p.d / 2;
   for (size_t i = 0; i < cs.size(); ++i) {
     auto v = med[i];

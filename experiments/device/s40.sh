@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
-# Session 40 (issue 16): the persistent causal forward's order at rows 2 and 3, as session 39's probes suggested.
-#   PART=ab, carry ["dist"] (pack.sh of the build): forward ms (`bench attention`, the d128 heuristic forward named,
-#          5 repeats) in alternation, three rounds: row 2 (4,32,32,4096,128 causal) with the default order (the search
-#          keeps the L2 rule's 12 heads in round robin) against the snake over groups of 12 (DETFUSE_FWD_GROUP=12
-#          DETFUSE_FWD_SNAKE=2); row 3 (4,32,8,4096,128 causal) with the default (44 heads as a snake) against groups
-#          of 12 in round robin (DETFUSE_FWD_GROUP=12 DETFUSE_FWD_SNAKE=0). Prediction (the two H100 probes of
-#          session 39, adjacent in each round): row 2's snake 1-3% faster, row 3's groups of 12 1-3% faster; the model
-#          (fwd_static_imbalance) says the reverse for row 2 (1.004 round robin, 1.009 snake). Then the whole wgmma GPU
-#          test binary, test_attention_variants and memcheck on the persistent forward's and the ew sanitizer-sized
-#          cases (this build has the order search's cache first, bd813c9, and the env override: host code).
+# Session 40 (issue 16): the causal forwards' tile orders: the non-persistent one by groups of heads (row 4 on the
+# H200), the persistent one at rows 2 and 3 as session 39's probes suggested.
+#   PART=ab, carry ["dist"] (pack.sh of the build), forward ms (`bench attention`, 5 repeats) in alternation:
+#          row 4 (4,32,32,4096,64 causal): the non-persistent br192 ov1 rd1 ot1 (the H200's heuristic) with its
+#          tiles by groups of heads (fwd_lpt_group, session 40) beside ls1 ps1 (the H100s'), against the order
+#          before (head after head: DETFUSE_FWD_GROUP=1), three rounds. Prediction (the list schedule's model:
+#          4.9% -> 0.5% above the mean; the persistent forward's order change of session 39 took 5.4% -> 0.8% and
+#          gave 3.3%): the non-persistent forward 2-4% faster (0.69 -> ~0.67 ms on an H100), still behind ls1 ps1.
+#          Row 2 (4,32,32,4096,128 causal) default (the L2 rule's 12 heads in round robin) against the snake over
+#          groups of 12 (DETFUSE_FWD_GROUP=12 DETFUSE_FWD_SNAKE=2), row 3 (4,32,8,4096,128 causal) default (44 heads
+#          as a snake) against groups of 12 in round robin, two rounds each. Prediction (session 39's two H100
+#          probes, within their own noise of 2-5%): row 2's snake and row 3's groups of 12 1-3% faster, or nothing.
+#          Then the whole wgmma GPU test binary (NonPersistentCausalGroupOrders: groups 1, 4 and all heads against
+#          the float64 reference, the same bits), memcheck / racecheck / synccheck on TmaOSanitizerSized with
+#          DETFUSE_FWD_GROUP=3 (the non-persistent causal tiles by groups, the last one smaller),
+#          test_attention_variants, the L2 group probe (the non-persistent forward by groups and head after head).
+#   PART=all: the A/B benches, the peers and the GPU tests in one call (see below); PART=t: the sanitizers,
+#          test_attention_variants and the probe, carry ["dist"] on the same warm machine.
 # $OUT/report.txt and one archive of the logs.
 set -uo pipefail
 here=$(dirname "$0")
@@ -17,20 +25,52 @@ attention_bins
 W=attention.bf16.wgmma
 export UNTIL=${LIMIT:-560}
 f128=$W.fwd.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128
+# ab_benches: the forward A/B above (3 rounds at row 4, 2 at rows 2 and 3), into $OUT/bench_*.log.
+ab_benches() {
+  fb() { local log=$1 shape=$2; shift 2; brun "bench_$log" 30 "$DF" bench attention --shape "$shape" --causal --repeats 5 "$@"; }
+  local f64=$W.fwd.br192_bc128_st3_ov1_pp0_rd1_ot1_d64 f64ps=$W.fwd.br192_bc128_st3_ov2_pp0_ps1_rd1_ls1_d64 k
+  for k in 1 2 3; do
+    fb "r4_default_$k" 4,32,32,4096,4096,64 --variant "$f64" --variant "$f64ps"
+    DETFUSE_FWD_GROUP=1 fb "r4_np_g1_$k" 4,32,32,4096,4096,64 --variant "$f64"
+  done
+  for k in 1 2; do
+    fb "r2_default_$k" 4,32,32,4096,4096,128 --variant "$f128"
+    DETFUSE_FWD_GROUP=12 DETFUSE_FWD_SNAKE=2 fb "r2_g12snake_$k" 4,32,32,4096,4096,128 --variant "$f128"
+    fb "r3_default_$k" 4,32,8,4096,4096,128 --variant "$f128"
+    DETFUSE_FWD_GROUP=12 DETFUSE_FWD_SNAKE=0 fb "r3_g12rr_$k" 4,32,8,4096,4096,128 --variant "$f128"
+  done
+}
+# checks: the sanitizers, test_attention_variants and the probe (into $OUT; group.txt kept).
+checks() {
+  DETFUSE_FWD_GROUP=3 sanitize_gtest fwd 40 'AttentionWgmmaGpu.TmaOSanitizerSized'
+  brun tests_var 30 "$B/tests/attention/test_attention_variants"
+  brun group 90 "$B/experiments/attention_fwd_group_probe"
+  grep -vE "^=== " "$OUT/group.log" > "$OUT/group.txt" 2>/dev/null
+}
 case ${PART:-ab} in
   ab)
     gpu_line "$OUT/gpu.txt"
-    fb() { brun "bench_$1" 30 "$DF" bench attention --shape "$2" --causal --repeats 5 --variant "$f128"; }
-    for k in 1 2 3; do
-      fb "r2_default_$k" 4,32,32,4096,4096,128
-      DETFUSE_FWD_GROUP=12 DETFUSE_FWD_SNAKE=2 fb "r2_g12snake_$k" 4,32,32,4096,4096,128
-      fb "r3_default_$k" 4,32,8,4096,4096,128
-      DETFUSE_FWD_GROUP=12 DETFUSE_FWD_SNAKE=0 fb "r3_g12rr_$k" 4,32,8,4096,4096,128
-    done
+    ab_benches
     brun tests_all 150 "$TW" --gtest_brief=1
-    brun tests_var 30 "$B/tests/attention/test_attention_variants"
-    sanitize_gtest fwd 40 'AttentionWgmmaGpu.PersistentSanitizerSized'
-    sanitize_gtest bwd 45 'AttentionWgmmaBwdGpu.EwSanitizerSized'
+    checks
     REPORT_TESTS="tests_all tests_var" fwd_report s40ab "Duration"
+    rm -f "$OUT/summary.txt" "$OUT/gpu.txt" ;;
+  all)
+    # The third of three calls made back to back (install.sh stage with .peers/a, then .peers/b; this one carries
+    # ["dist", ".peers/c"]): the A/B benches (into $OUT/ab), the peers as session 39's PART=peers (s35.sh's, three
+    # runs; into $OUT), the whole wgmma GPU test binary (into $OUT/t). Seven files come back. PART=t next, warm.
+    ( export OUT=$OUT/ab; source "$here/lib.sh"; gpu_line "$OUT/gpu.txt"; ab_benches
+      { cat "$OUT/gpu.txt"; bench_lines; cat "$SUMMARY"; } > "$OUT/report.txt"; cat "$OUT/report.txt"
+      tar czf "$OUT/s40ab-logs.tgz" -C "$OUT" $(cd "$OUT" && ls *.log) && rm -f "$OUT"/*.log "$OUT/gpu.txt" "$OUT/summary.txt" )
+    ATTN_V=${ATTN_V-"--variant $W.fwd.br192_bc128_st3_ov2_pp0_ps1_rd1_ls1_d64+heuristic"} RUNS=${RUNS:-3} PART=peers \
+      bash "$here/s35.sh"
+    rm -f "$OUT/summary.txt"
+    ( export OUT=$OUT/t; source "$here/lib.sh"; gpu_line "$OUT/gpu.txt"
+      brun tests_all 150 "$TW" --gtest_brief=1
+      REPORT_TESTS="tests_all" fwd_report s40t "Duration"; rm -f "$OUT/summary.txt" "$OUT/gpu.txt" ) ;;
+  t)
+    gpu_line "$OUT/gpu.txt"
+    checks
+    REPORT_TESTS="tests_var" fwd_report s40c "Duration"
     rm -f "$OUT/summary.txt" "$OUT/gpu.txt" ;;
 esac

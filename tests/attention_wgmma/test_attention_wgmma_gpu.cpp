@@ -381,6 +381,29 @@ const Case kCases[] = {
 
 std::vector<uint16_t> bf16_bits(const std::vector<float>& v) { return to_bf16_bits(v); }
 
+// A case's inputs (bf16-rounded) on the device, O and LSE buffers, the launch's arguments and the
+// float64 reference forward.
+struct ForwardData {
+  reference::AttentionInputs in;
+  reference::AttentionResult ref;
+  DeviceBuffer<uint16_t> dQ, dK, dV, dOut;
+  DeviceBuffer<float> dL;
+  AttentionArgs a;
+  ForwardData(const AttentionProblem& p, uint64_t seed)
+      : in(reference::make_attention_inputs(p, seed)),
+        ref(reference::attention_reference(p, in, /*backward=*/false)),
+        dQ(in.Q.size()),
+        dK(in.K.size()),
+        dV(in.K.size()),
+        dOut(in.Q.size()),
+        dL(size_t(p.B * p.H * p.Sq)) {
+    dQ.upload(bf16_bits(in.Q));
+    dK.upload(bf16_bits(in.K));
+    dV.upload(bf16_bits(in.V));
+    a.Q = dQ.data(), a.K = dK.data(), a.V = dV.data(), a.O = dOut.data(), a.lse = dL.data();
+  }
+};
+
 TEST(AttentionWgmmaGpu, MatchesFloat64ReferenceAndIsDeterministic) {
   REQUIRE_SM90();
   const DeviceInfo& dev = cached_device(0);
@@ -388,25 +411,13 @@ TEST(AttentionWgmmaGpu, MatchesFloat64ReferenceAndIsDeterministic) {
   for (int64_t d : {64, 128}) {
     for (const Case& c : kCases) {
       const AttentionProblem p = problem_of(c, d);
-      const uint64_t seed = 1000 + uint64_t(d) + uint64_t(&c - kCases);
-      const reference::AttentionInputs in = reference::make_attention_inputs(p, seed);  // bf16-rounded
-      const reference::AttentionResult ref = reference::attention_reference(p, in, /*backward=*/false);
-
-      const size_t nq = in.Q.size(), nk = in.K.size(), nl = size_t(p.B * p.H * p.Sq);
-      DeviceBuffer<uint16_t> dQ(nq), dK(nk), dV(nk), dOut(nq);
-      DeviceBuffer<float> dL(nl);
-      dQ.upload(bf16_bits(in.Q));
-      dK.upload(bf16_bits(in.K));
-      dV.upload(bf16_bits(in.V));
-
+      const ForwardData f(p, 1000 + uint64_t(d) + uint64_t(&c - kCases));
       for (const auto* v : wgmma_variants()) {
         if (param(*v, "d") != d) continue;
         SCOPED_TRACE(v->desc.name + " on " + p.key() + " (" + c.what + ")");
         ASSERT_FALSE(v->can_run(p, AttentionMode::forward, dev).has_value());
-        AttentionArgs a;
-        a.Q = dQ.data(), a.K = dK.data(), a.V = dV.data(), a.O = dOut.data(), a.lse = dL.data();
-        ASSERT_NO_FATAL_FAILURE(
-            expect_forward([&] { v->launch(p, AttentionMode::forward, a, nullptr); }, dOut, dL, ref, d, 5));
+        ASSERT_NO_FATAL_FAILURE(expect_forward([&] { v->launch(p, AttentionMode::forward, f.a, nullptr); }, f.dOut,
+                                               f.dL, f.ref, d, 5));
         ++checked;
       }
     }
@@ -566,6 +577,44 @@ TEST(AttentionWgmmaGpu, PersistentSnakeOrder) {
   }
 }
 
+// Session 40: the one-tile-a-CTA causal forwards take the tile of their linear index in the order of
+// groups of heads (fwd_lpt_group; DETFUSE_FWD_GROUP forces a group, 1 the order before: head after
+// head). Every non-persistent forward on causal cases with 15 and 12 (batch, head) pairs, groups of 1,
+// 4 (the last group smaller: 3 pairs) and every pair: against the float64 reference, and O and LSE bit
+// for bit the same in every order (each tile is computed alone).
+TEST(AttentionWgmmaGpu, NonPersistentCausalGroupOrders) {
+  REQUIRE_SM90();
+  const Case cases[] = {{3, 5, 5, 600, 500, true, 0.0, "causal Sq > Sk, 15 heads: groups of 4 end on 3"},
+                        {2, 6, 2, 300, 700, true, 0.0, "causal Sq < Sk, GQA 3:1, 12 heads"}};
+  int compared = 0;
+  for (const Case& c : cases) {
+    for (int64_t d : {64, 128}) {
+      const AttentionProblem p = problem_of(c, d);
+      const ForwardData f(p, 7700 + uint64_t(d) + uint64_t(&c - cases));
+      for (const auto* v : wgmma_variants()) {
+        if (param(*v, "d") != d || param(*v, "ps") == 1) continue;
+        std::string o[3], l[3];
+        int k = 0;
+        for (const char* group : {"1", "4", "1000"}) {
+          SCOPED_TRACE(v->desc.name + " on " + p.key() + " (" + c.what + "), DETFUSE_FWD_GROUP=" + group);
+          ScopedEnv env("DETFUSE_FWD_GROUP", group);
+          ASSERT_NO_FATAL_FAILURE(expect_forward([&] { v->launch(p, AttentionMode::forward, f.a, nullptr); }, f.dOut,
+                                                 f.dL, f.ref, d, 2));
+          o[k] = digest_device(f.dOut.data(), f.dOut.bytes()).hex();
+          l[k] = digest_device(f.dL.data(), f.dL.bytes()).hex();
+          ++k;
+        }
+        EXPECT_EQ(o[1], o[0]) << v->desc.name;
+        EXPECT_EQ(o[2], o[0]) << v->desc.name;
+        EXPECT_EQ(l[1], l[0]) << v->desc.name;
+        EXPECT_EQ(l[2], l[0]) << v->desc.name;
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GE(compared, 8);
+}
+
 // Small enough for compute-sanitizer (memcheck, racecheck, synccheck), every
 // persistent configuration (one and two Q buffers): causal Sq > Sk over 16
 // tiles (query block 0 sees no key, block 1 one key block, blocks 2 and 3 two,
@@ -600,21 +649,13 @@ TEST(AttentionWgmmaGpu, TmaOSanitizerSized) {
     for (int64_t d : {64, 128}) {
       check_persistent(c, d, {2, 0}, {1}, 1, 9100 + uint64_t(d), " ot");  // ot1 and ot2
       const AttentionProblem p = problem_of(c, d);
-      const reference::AttentionInputs in = reference::make_attention_inputs(p, 9200 + uint64_t(d));
-      const reference::AttentionResult ref = reference::attention_reference(p, in, /*backward=*/false);
-      DeviceBuffer<uint16_t> dQ(in.Q.size()), dK(in.K.size()), dV(in.K.size()), dOut(in.Q.size());
-      DeviceBuffer<float> dL(size_t(p.B * p.H * p.Sq));
-      dQ.upload(bf16_bits(in.Q));
-      dK.upload(bf16_bits(in.K));
-      dV.upload(bf16_bits(in.V));
-      AttentionArgs a;
-      a.Q = dQ.data(), a.K = dK.data(), a.V = dV.data(), a.O = dOut.data(), a.lse = dL.data();
+      const ForwardData f(p, 9200 + uint64_t(d));
       for (const auto* v : wgmma_variants()) {
         if (param(*v, "ot") < 1 || param(*v, "ps") == 1 || param(*v, "d") != d) continue;
         SCOPED_TRACE(v->desc.name + " on " + p.key() + " (" + c.what + ")");
         ASSERT_FALSE(v->can_run(p, AttentionMode::forward, dev).has_value());
-        ASSERT_NO_FATAL_FAILURE(
-            expect_forward([&] { v->launch(p, AttentionMode::forward, a, nullptr); }, dOut, dL, ref, d, 1));
+        ASSERT_NO_FATAL_FAILURE(expect_forward([&] { v->launch(p, AttentionMode::forward, f.a, nullptr); }, f.dOut,
+                                               f.dL, f.ref, d, 1));
         ++ran;
       }
     }

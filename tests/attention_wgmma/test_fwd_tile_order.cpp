@@ -223,4 +223,63 @@ TEST(FwdTileOrder, CausalOrderSearchesGroupsAndSnake) {
   EXPECT_EQ(fwd_causal_order(nc, 132, 128, 128, 8192, 8192, 0, l2), (FwdOrderChoice{1, 0}));
 }
 
+// The non-persistent causal forward's list schedule (fwd_dynamic_imbalance),
+// by hand: one head of 4 query blocks of 64 rows over 256 keys, loads 1 + its
+// key blocks = 2, 3, 4, 5, taken longest first (5 4 3 2). On 2 SMs: 5 | 4, the
+// 3 to the SM free at 4 (7), the 2 to the one free at 5 (7): balanced. Two heads
+// one after the other (5 4 3 2 5 4 3 2) on 2 SMs: 5 | 4, 3 -> 7, 2 -> 7,
+// 5 -> 12, 4 -> 11, 3 -> 14, 2 -> 14: balanced (14, the mean 14). On 3 SMs:
+// 5 | 4 | 3, 2 -> 5, 5 -> 9, 4 -> 9, 3 -> 8, 2 -> 10: the last SM ends at 10
+// against a mean of 28 / 3. Longest first over both heads (group 2:
+// 5 5 4 4 3 3 2 2) on 3 SMs: 5 | 5 | 4, 4 -> 8, 3 -> 8, 3 -> 8, 2 -> 10,
+// 2 -> 10: also 10, so fwd_lpt_group keeps group 1 there.
+TEST(FwdTileOrder, ListScheduleByHand) {
+  using detfuse::attention::wg::fwd_dynamic_imbalance;
+  using detfuse::attention::wg::fwd_lpt_group;
+  FwdTileOrder o;
+  o.m_blocks = 4, o.H = 1, o.B = 1, o.causal = 1, o.group = 1;
+  EXPECT_DOUBLE_EQ(fwd_dynamic_imbalance(o, 2, 64, 64, 256, 256), 1.0);
+  o.H = 2;
+  EXPECT_DOUBLE_EQ(fwd_dynamic_imbalance(o, 2, 64, 64, 256, 256), 1.0);
+  EXPECT_DOUBLE_EQ(fwd_dynamic_imbalance(o, 3, 64, 64, 256, 256), 30.0 / 28.0);
+  o.group = 2;
+  EXPECT_DOUBLE_EQ(fwd_dynamic_imbalance(o, 3, 64, 64, 256, 256), 30.0 / 28.0);
+  EXPECT_EQ(fwd_lpt_group(o, 3, 64, 64, 256, 256), 1);
+  // More SMs than tiles: every tile starts at once, the longest ends last.
+  EXPECT_DOUBLE_EQ(fwd_dynamic_imbalance(o, 100, 64, 64, 256, 256), 5.0 * 8 / 28.0);
+}
+
+// The launch's group for the non-persistent causal forward since session 40
+// (fwd_lpt_group, 50 MB of L2, 132 SMs): head after head (group 1, the order
+// before) leaves the last SM 4.9% above the mean at 4,32,32,4096,64 causal on
+// the d64 forward's 192-row tiles (the H200's heuristic forward there): the
+// long tiles of the last heads start last. Groups of at most the L2 rule's 25
+// heads, longest first over each group, bring it within 1%. 1,16,16,8192,128
+// causal (11% above head after head) likewise; non-causal: group 1.
+TEST(FwdTileOrder, NonPersistentCausalGroupsByListSchedule) {
+  using detfuse::attention::wg::fwd_dynamic_imbalance;
+  using detfuse::attention::wg::fwd_lpt_group;
+  const int64_t l2 = 50 * 1024 * 1024;
+  auto check = [&](int B, int H, int Hkv, int S, int d, int br, double before_above) {
+    SCOPED_TRACE(std::to_string(B) + "," + std::to_string(H) + "," + std::to_string(S) + ",d" + std::to_string(d));
+    FwdTileOrder o;
+    o.m_blocks = (S + br - 1) / br, o.H = H, o.B = B, o.causal = 1;
+    o.group = fwd_l2_head_group(l2, int64_t(2) * S * d * 2, H / Hkv, int64_t(H) * B);
+    const int l2_group = o.group;
+    const int g = fwd_lpt_group(o, 132, br, 128, S, S);
+    EXPECT_EQ(fwd_lpt_group(o, 132, br, 128, S, S), g);  // (the cached answer)
+    EXPECT_GE(g, 2);
+    EXPECT_LE(g, l2_group);
+    FwdTileOrder before = o, after = o;
+    before.group = 1, after.group = g;
+    EXPECT_GT(fwd_dynamic_imbalance(before, 132, br, 128, S, S), before_above);
+    EXPECT_LT(fwd_dynamic_imbalance(after, 132, br, 128, S, S), 1.01);
+  };
+  check(4, 32, 32, 4096, 64, 192, 1.045);
+  check(1, 16, 16, 8192, 128, 128, 1.10);
+  FwdTileOrder nc;
+  nc.m_blocks = 64, nc.H = 16, nc.B = 1, nc.causal = 0, nc.group = 6;
+  EXPECT_EQ(fwd_lpt_group(nc, 132, 128, 128, 8192, 8192), 1);
+}
+
 }  // namespace

@@ -278,18 +278,25 @@ void launch_fwd_impl(const AttentionProblem& pr, const AttentionArgs& a, cudaStr
   const int m_blocks = (Sq + Cfg::BR - 1) / Cfg::BR;
   FwdTileOrder order;
   order.m_blocks = m_blocks, order.H = H, order.B = B, order.causal = pr.causal ? 1 : 0, order.group = 1;
-  int device = 0, sms = 0, grid_ctas = 1;
+  int device = 0, sms = 0, grid_ctas = 1, l2 = 0;
+  // DETFUSE_FWD_GROUP=N (A/B runs; causal, read at every launch) takes groups of N heads as a test's own
+  // group does: no search (persistent: round robin unless DETFUSE_FWD_SNAKE says otherwise).
+  if (const char* g = pr.causal && group <= 0 ? std::getenv("DETFUSE_FWD_GROUP") : nullptr; g && std::atoi(g) > 0)
+    group = std::atoi(g);
+  if (Cfg::PERSISTENT || (pr.causal && group <= 0 && opt.window <= 0)) {
+    DETFUSE_CUDA_CHECK(cudaGetDevice(&device));
+    DETFUSE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    DETFUSE_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+  }
+  // The L2 rule's group (or the test's, or DETFUSE_FWD_GROUP's).
+  const int l2_group = group > 0 ? std::min(group, H * B)
+                                 : fwd_l2_head_group(l2, int64_t(2) * Sk * D * int64_t(sizeof(T)), H / Hkv, int64_t(H) * B);
   if constexpr (Cfg::PERSISTENT) {
     if (int64_t(m_blocks) * H * B > int64_t(INT32_MAX))
       throw Error("attention wgmma persistent forward: more than 2^31 - 1 tiles (can_run refuses this)");
-    DETFUSE_CUDA_CHECK(cudaGetDevice(&device));
-    DETFUSE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     // One CTA per SM (the shared memory allows no second), never more CTAs than tiles.
     grid_ctas = int(std::max<int64_t>(1, std::min<int64_t>(ctas > 0 && ctas < sms ? ctas : sms, order.tiles())));
-    int l2 = 0;
-    DETFUSE_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
-    order.group = group > 0 ? std::min(group, H * B)
-                            : fwd_l2_head_group(l2, int64_t(2) * Sk * D * int64_t(sizeof(T)), H / Hkv, int64_t(H) * B);
+    order.group = l2_group;
     // Causal: the group size and the snake by the model of the CTAs' loads (fwd_causal_order: the
     // L2 rule's group or a smaller one, round robin or a snake; the L2 rule's group in round robin
     // where a window makes the model's loads wrong). Tests and A/B runs force the order (read at
@@ -297,12 +304,6 @@ void launch_fwd_impl(const AttentionProblem& pr, const AttentionArgs& a, cudaStr
     // group), 1 the snake over one group of every head (or the test's own group), 2 the snake over
     // the L2 rule's groups (or the test's own). The bits do not depend on the order (each tile is
     // computed alone).
-    // DETFUSE_FWD_GROUP=N (A/B runs; causal, read at every launch) takes groups of N heads as a test's own
-    // group does: round robin unless DETFUSE_FWD_SNAKE says otherwise, no search.
-    if (pr.causal && group <= 0) {
-      const char* g = std::getenv("DETFUSE_FWD_GROUP");
-      if (g != nullptr && std::atoi(g) > 0) group = std::atoi(g), order.group = std::min(group, H * B);
-    }
     if (pr.causal) {
       const char* force = std::getenv("DETFUSE_FWD_SNAKE");
       if (force != nullptr) {
@@ -314,6 +315,19 @@ void launch_fwd_impl(const AttentionProblem& pr, const AttentionArgs& a, cudaStr
                                                   int64_t(B) * Hkv * 2 * Sk * D * int64_t(sizeof(T)), l2);
         order.group = c.group, order.snake = c.snake;
       }
+    }
+  } else if (pr.causal) {
+    // The one-tile CTAs in groups of heads, longest first over each group, by the list schedule's model
+    // (fwd_lpt_group; with a window, whose loads the model gets wrong, and before it: head after head,
+    // group 1). DETFUSE_FWD_GROUP=N forces groups of N (1: the order before).
+    if (int64_t(m_blocks) * H * B > int64_t(INT32_MAX))
+      throw Error("attention wgmma causal forward: more than 2^31 - 1 tiles (can_run refuses this)");
+    if (group > 0) {
+      order.group = l2_group;
+    } else if (opt.window <= 0) {
+      FwdTileOrder l2_groups = order;
+      l2_groups.group = l2_group;
+      order.group = fwd_lpt_group(l2_groups, sms, Cfg::BR, Cfg::BC, Sq, Sk);
     }
   }
   typename K_::Params P{

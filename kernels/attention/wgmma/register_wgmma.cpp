@@ -123,12 +123,12 @@ constexpr int qbc_of() {
 template <class Cfg>
 std::optional<std::string> can_run(const AttentionProblem& p, AttentionMode mode, const DeviceInfo& dev) {
   if (mode == AttentionMode::backward) return std::string(kForwardOnly);
-  if constexpr (Cfg::PERSISTENT) {
-    // The tile index of the persistent scheduler is an int.
+  if (Cfg::PERSISTENT || p.causal) {
+    // The tile index of the persistent and the causal schedulers is an int.
     const int64_t tiles = (p.Sq + Cfg::BR - 1) / Cfg::BR * p.H * p.B;
     if (p.Sq > 0 && p.H > 0 && p.B > 0 && tiles > int64_t(INT32_MAX))
-      return "persistent forward: " + std::to_string(tiles) + " tiles of " + std::to_string(Cfg::BR) +
-             " query rows, at most 2^31 - 1";
+      return std::string(Cfg::PERSISTENT ? "persistent" : "causal") + " forward: " + std::to_string(tiles) +
+             " tiles of " + std::to_string(Cfg::BR) + " query rows, at most 2^31 - 1";
   }
   return common_reason(p, dev, Cfg::D, fwd_smem_bytes<Cfg>());
 }
