@@ -25,14 +25,16 @@ attention_bins
 W=attention.bf16.wgmma
 export UNTIL=${LIMIT:-560}
 f128=$W.fwd.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128
-# ab_benches: the forward A/B above (3 rounds at row 4, 2 at rows 2 and 3), into $OUT/bench_*.log.
+# ab_benches [r4|r23]: the forward A/B above (3 rounds at row 4, 2 at rows 2 and 3; r4 or r23 alone), into
+# $OUT/bench_*.log.
 ab_benches() {
   fb() { local log=$1 shape=$2; shift 2; brun "bench_$log" 30 "$DF" bench attention --shape "$shape" --causal --repeats 5 "$@"; }
   local f64=$W.fwd.br192_bc128_st3_ov1_pp0_rd1_ot1_d64 f64ps=$W.fwd.br192_bc128_st3_ov2_pp0_ps1_rd1_ls1_d64 k
-  for k in 1 2 3; do
+  [ "${1:-}" = r23 ] || for k in 1 2 3; do
     fb "r4_default_$k" 4,32,32,4096,4096,64 --variant "$f64" --variant "$f64ps"
     DETFUSE_FWD_GROUP=1 fb "r4_np_g1_$k" 4,32,32,4096,4096,64 --variant "$f64"
   done
+  [ "${1:-}" = r4 ] && return
   for k in 1 2; do
     fb "r2_default_$k" 4,32,32,4096,4096,128 --variant "$f128"
     DETFUSE_FWD_GROUP=12 DETFUSE_FWD_SNAKE=2 fb "r2_g12snake_$k" 4,32,32,4096,4096,128 --variant "$f128"
@@ -49,10 +51,15 @@ checks() {
 }
 case ${PART:-ab} in
   ab)
+    # (in order of need when the call is cut short: row 4's A/B, the GPU tests, the sanitizers, rows 2 and 3)
     gpu_line "$OUT/gpu.txt"
-    ab_benches
+    ab_benches r4
     brun tests_all 150 "$TW" --gtest_brief=1
-    checks
+    DETFUSE_FWD_GROUP=3 sanitize_gtest fwd 40 'AttentionWgmmaGpu.TmaOSanitizerSized'
+    ab_benches r23
+    brun tests_var 30 "$B/tests/attention/test_attention_variants"
+    brun group 90 "$B/experiments/attention_fwd_group_probe"
+    grep -vE "^=== " "$OUT/group.log" > "$OUT/group.txt" 2>/dev/null
     REPORT_TESTS="tests_all tests_var" fwd_report s40ab "Duration"
     rm -f "$OUT/summary.txt" "$OUT/gpu.txt" ;;
   all)

@@ -140,6 +140,8 @@ const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMo
     // (HeuristicD64CausalForwardsBitsEqual), so the gradients do not depend on which GPU chose.
     // Session 39 (H100 80GB HBM3, the persistent order by search, fwd_causal_order): ls1 ps1 0.618-0.653 ms
     // against br192 rd1 ot1's 0.684-0.705 in the same calls; still no H200 to say whether it wins there.
+    // Session 40 (H100): br192 rd1 ot1's tiles by groups of heads (fwd_lpt_group) 0.679-0.687 against 0.700-0.708
+    // head after head; ls1 ps1 0.630-0.669 beside it: no change here.
     const bool h100 = dev.name.find("H100") != std::string::npos;
     if (mode == AttentionMode::forward)
       preferred.push_back(p.d == 128   ? "attention.bf16.wgmma.fwd.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128"
