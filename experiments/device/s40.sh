@@ -5,7 +5,7 @@
 #          row 4 (4,32,32,4096,64 causal): the non-persistent br192 ov1 rd1 ot1 (the H200's heuristic) with its
 #          tiles by groups of heads (fwd_lpt_group, session 40) beside ls1 ps1 (the H100s'), against the order
 #          before (head after head: DETFUSE_FWD_GROUP=1), three rounds. Prediction (the list schedule's model:
-#          4.9% -> 0.5% above the mean; the persistent forward's order change of session 39 took 5.4% -> 0.8% and
+#          4.9% -> 0.3% above the mean; the persistent forward's order change of session 39 took 5.4% -> 0.8% and
 #          gave 3.3%): the non-persistent forward 2-4% faster (0.69 -> ~0.67 ms on an H100), still behind ls1 ps1.
 #          Row 2 (4,32,32,4096,128 causal) default (the L2 rule's 12 heads in round robin) against the snake over
 #          groups of 12 (DETFUSE_FWD_GROUP=12 DETFUSE_FWD_SNAKE=2), row 3 (4,32,8,4096,128 causal) default (44 heads

@@ -258,7 +258,7 @@ inline FwdOrderChoice fwd_causal_order(const FwdTileOrder& l2_groups, int G, int
 // group's heads; here every group size from the L2 rule's (l2_groups.group)
 // down to 2 is tried by fwd_dynamic_imbalance, and the least imbalanced (the
 // larger group on ties within 0.002) replaces group 1 where it puts the last SM
-// at least 1% nearer the mean (4,32,32,4096,64: groups of 23, 0.5%). Capped at
+// at least 1% nearer the mean (4,32,32,4096,64: groups of 13, 0.3%). Capped at
 // 2^20 tile visits like fwd_causal_order.
 inline int fwd_lpt_group(const FwdTileOrder& l2_groups, int G, int br, int bc, int sq, int sk) {
   if (!l2_groups.causal || l2_groups.group <= 1) return 1;
