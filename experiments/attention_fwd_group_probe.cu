@@ -76,14 +76,18 @@ int probe(const AttentionProblem& p) {
                                    : &wg::launch_fwd_ctas<wg::FwdD64Br192Bc128St3Ov2PsRdLs>;
   const char* ps_name = p.d == 128 ? "br128 ov2 ps1 rd1 ot1" : "br192 ov2 ps1 rd1 ls1";
   cs.push_back({std::string(ps_name) + " default", ps, nullptr, 0, -1});
-  {
-    // The rule before session 39 (round robin over the L2 rule's groups, or the snake over every head where
-    // fwd_snake_pays), and what the default (fwd_causal_order) takes, printed.
-    const DeviceInfo& dev = cached_device(0);
-    const int br = p.d == 128 ? 128 : 192;
+  const DeviceInfo& dev = cached_device(0);
+  auto l2_order = [&](int br) {  // the causal order of br-row tiles in the L2 rule's groups, as the launch has it
     wg::FwdTileOrder o;
     o.m_blocks = int((p.Sq + br - 1) / br), o.H = int(p.H), o.B = int(p.B), o.causal = 1;
     o.group = wg::fwd_l2_head_group(dev.l2_bytes, 2 * p.Sk * p.d * 2, int(p.H / p.Hkv), p.H * p.B);
+    return o;
+  };
+  {
+    // The rule before session 39 (round robin over the L2 rule's groups, or the snake over every head where
+    // fwd_snake_pays), and what the default (fwd_causal_order) takes, printed.
+    const int br = p.d == 128 ? 128 : 192;
+    const wg::FwdTileOrder o = l2_order(br);
     const int G = std::min<int>(dev.sm_count, o.tiles());
     const int64_t kv = p.B * p.Hkv * 2 * p.Sk * p.d * 2;
     const bool all = wg::fwd_snake_pays(o, G, br, 128, int(p.Sq), int(p.Sk), kv, dev.l2_bytes);
@@ -97,11 +101,7 @@ int probe(const AttentionProblem& p) {
   if (p.d == 64) {
     // The non-persistent forward (the H200's d64 causal heuristic): its groups by the list schedule's model
     // (fwd_lpt_group, session 40) and head after head before it.
-    const DeviceInfo& dev = cached_device(0);
-    wg::FwdTileOrder o;
-    o.m_blocks = int((p.Sq + 191) / 192), o.H = int(p.H), o.B = int(p.B), o.causal = 1;
-    o.group = wg::fwd_l2_head_group(dev.l2_bytes, 2 * p.Sk * p.d * 2, int(p.H / p.Hkv), p.H * p.B);
-    const int g = wg::fwd_lpt_group(o, dev.sm_count, 192, 128, int(p.Sq), int(p.Sk));
+    const int g = wg::fwd_lpt_group(l2_order(192), dev.sm_count, 192, 128, int(p.Sq), int(p.Sk));
     std::printf("  the non-persistent forward's groups: %d heads (head after head before session 40)\n", g);
     const Launch np = &wg::launch_fwd<wg::FwdD64Br192Bc128St3OvRdOt>;
     cs.push_back({"br192 ov1 rd1 ot1 (not persistent)", nullptr, np});

@@ -164,7 +164,7 @@ TEST(FwdTileOrder, SnakeChosenWhereRoundRobinIsUnbalanced) {
     return fwd_snake_pays(o, 132, 128, 128, S, S, int64_t(B) * Hkv * 2 * S * d * 2, l2);
   };
   EXPECT_TRUE(pays(1, 16, 16, 8192, 128));
-  EXPECT_TRUE(pays(1, 16, 16, 8192, 128));  // (the cached answer)
+  EXPECT_TRUE(pays(1, 16, 16, 8192, 128));  // (asked again: the same answer)
   EXPECT_FALSE(pays(4, 32, 32, 4096, 128));
   EXPECT_FALSE(pays(4, 32, 32, 4096, 64));
   EXPECT_FALSE(pays(4, 32, 8, 4096, 128));

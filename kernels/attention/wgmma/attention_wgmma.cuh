@@ -81,6 +81,7 @@
 #include "kernels/attention/wgmma/named_barriers.h"
 #include "kernels/attention/wgmma/wgmma_helpers.cuh"
 #include "kernels/common/cuda_check.h"
+#include "kernels/common/device_info.h"
 
 #include <cute/tensor.hpp>
 #include <cutlass/arch/barrier.h>
@@ -278,15 +279,16 @@ void launch_fwd_impl(const AttentionProblem& pr, const AttentionArgs& a, cudaStr
   const int m_blocks = (Sq + Cfg::BR - 1) / Cfg::BR;
   FwdTileOrder order;
   order.m_blocks = m_blocks, order.H = H, order.B = B, order.causal = pr.causal ? 1 : 0, order.group = 1;
-  int device = 0, sms = 0, grid_ctas = 1, l2 = 0;
+  int sms = 0, grid_ctas = 1, l2 = 0;
   // DETFUSE_FWD_GROUP=N (A/B runs; causal, read at every launch) takes groups of N heads as a test's own
   // group does: no search (persistent: round robin unless DETFUSE_FWD_SNAKE says otherwise).
   if (const char* g = pr.causal && group <= 0 ? std::getenv("DETFUSE_FWD_GROUP") : nullptr; g && std::atoi(g) > 0)
     group = std::atoi(g);
   if (Cfg::PERSISTENT || (pr.causal && group <= 0 && opt.window <= 0)) {
+    int device = 0;
     DETFUSE_CUDA_CHECK(cudaGetDevice(&device));
-    DETFUSE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    DETFUSE_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+    const DeviceInfo& dev = cached_device(device);  // (queried once per process)
+    sms = dev.sm_count, l2 = dev.l2_bytes;
   }
   // The L2 rule's group (or the test's, or DETFUSE_FWD_GROUP's).
   const int l2_group = group > 0 ? std::min(group, H * B)

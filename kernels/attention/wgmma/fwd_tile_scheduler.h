@@ -169,24 +169,14 @@ Answer fwd_order_cached(const Key& k, F compute) {
 // round robin leaves a CTA well above the mean, the snake does not, and every
 // head's K and V (kv_bytes) are within 1.5 times the L2 (l2_bytes).
 // (The model walks every tile twice, ~0.1 ms for a few thousand tiles: the
-// last answer is kept per thread, so a training loop pays it once a shape.)
+// launch asks through fwd_causal_order, whose answers are kept per shape.)
 inline bool fwd_snake_pays(const FwdTileOrder& l2_groups, int G, int br, int bc, int sq, int sk, int64_t kv_bytes,
                            int64_t l2_bytes) {
   if (!l2_groups.causal || l2_groups.tiles() > (1 << 20) || 2 * kv_bytes > 3 * l2_bytes) return false;
-  struct Key {
-    int m_blocks, H, B, group, G, br, bc, sq, sk;
-    bool operator==(const Key&) const = default;
-  };
-  thread_local Key last{-1, 0, 0, 0, 0, 0, 0, 0, 0};
-  thread_local bool answer = false;
-  const Key k{l2_groups.m_blocks, l2_groups.H, l2_groups.B, l2_groups.group, G, br, bc, sq, sk};
-  if (k == last) return answer;
   FwdTileOrder all = l2_groups;
   all.group = l2_groups.H * l2_groups.B;
   const double rr = fwd_static_imbalance(l2_groups, G, false, br, bc, sq, sk);
-  answer = rr > 1.10 && fwd_static_imbalance(all, G, true, br, bc, sq, sk) < rr - 0.05;
-  last = k;
-  return answer;
+  return rr > 1.10 && fwd_static_imbalance(all, G, true, br, bc, sq, sk) < rr - 0.05;
 }
 
 // The persistent causal forward's order (host; issue 16, session 39): the
@@ -223,7 +213,6 @@ inline FwdOrderChoice fwd_causal_order(const FwdTileOrder& l2_groups, int G, int
   FwdOrderChoice base{l2_groups.group, 0};
   if (!l2_groups.causal) return base;
   const FwdOrderKey k{l2_groups.m_blocks, l2_groups.H, l2_groups.B, l2_groups.group, G, br, bc, sq, sk, kv_bytes, l2_bytes};
-  // (the cache before fwd_snake_pays, whose own holds one shape)
   return fwd_order_cached<FwdOrderKey, FwdOrderChoice>(k, [&]() {
     if (fwd_snake_pays(l2_groups, G, br, bc, sq, sk, kv_bytes, l2_bytes)) base = {l2_groups.H * l2_groups.B, 1};
     const int tiles = l2_groups.tiles();
