@@ -10,6 +10,8 @@
 #          TmaOSanitizerSized with DETFUSE_FWD_GROUP=3, and with what is left s40.sh PART=rows (row 4's d64
 #          forwards, the seven rows' fwd+bwd) into $OUT/rows.
 #   PART=r7more: row 7 only, default / g6 snake / g5 snake / g8 snake, four rounds (a second opinion).
+#   PART=r2more: row 2 only, default (12 heads, round robin) / the snake over 11 / 12 / 10, four rounds (PART=first
+#          had the snake over 11 at 0.937 / 0.984 ms against the default's 1.026 / 1.002).
 # $OUT/report.txt and one archive of the logs (plus rows/'s).
 set -uo pipefail
 here=$(dirname "$0")
@@ -54,5 +56,15 @@ case ${PART:-first} in
       fb "r7_g8snake_$k" $r7 DETFUSE_FWD_GROUP=8 DETFUSE_FWD_SNAKE=2
     done
     REPORT_TESTS=" " fwd_report s41r7 "Duration"
+    rm -f "$OUT/summary.txt" "$OUT/gpu.txt" ;;
+  r2more)
+    gpu_line "$OUT/gpu.txt"
+    for k in 1 2 3 4; do
+      fb "r2_default_$k" $r2
+      fb "r2_g11snake_$k" $r2 DETFUSE_FWD_GROUP=11 DETFUSE_FWD_SNAKE=2
+      fb "r2_g12snake_$k" $r2 DETFUSE_FWD_GROUP=12 DETFUSE_FWD_SNAKE=2
+      fb "r2_g10snake_$k" $r2 DETFUSE_FWD_GROUP=10 DETFUSE_FWD_SNAKE=2
+    done
+    REPORT_TESTS=" " fwd_report s41r2 "Duration"
     rm -f "$OUT/summary.txt" "$OUT/gpu.txt" ;;
 esac
