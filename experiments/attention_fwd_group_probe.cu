@@ -91,7 +91,8 @@ int probe(const AttentionProblem& p) {
     const int G = std::min<int>(dev.sm_count, o.tiles());
     const int64_t kv = p.B * p.Hkv * 2 * p.Sk * p.d * 2;
     const bool all = wg::fwd_snake_pays(o, G, br, 128, int(p.Sq), int(p.Sk), kv, dev.l2_bytes);
-    const wg::FwdOrderChoice c = wg::fwd_causal_order(o, G, br, 128, int(p.Sq), int(p.Sk), kv, dev.l2_bytes);
+    const wg::FwdOrderChoice c =
+        wg::fwd_causal_order(o, G, br, 128, int(p.Sq), int(p.Sk), kv, dev.l2_bytes, int(p.H / p.Hkv));
     std::printf("  the default's order: group %d, %s (the L2 rule's group %d)\n", c.group,
                 c.snake ? "snake" : "round robin", o.group);
     char n[96];

@@ -12,6 +12,10 @@
 #   PART=r7more: row 7 only, default / g6 snake / g5 snake / g8 snake, four rounds (a second opinion).
 #   PART=r2more: row 2 only, default (12 heads, round robin) / the snake over 11 / 12 / 10, four rounds (PART=first
 #          had the snake over 11 at 0.937 / 0.984 ms against the default's 1.026 / 1.002).
+#   PART=rule: the build with the rule of session 41 (no GQA: the smallest group within 1 point of the model's best;
+#          row 2 takes the snake over 11): row 2's forward with it against the order before (DETFUSE_FWD_GROUP=12
+#          DETFUSE_FWD_SNAKE=0), three rounds, then the persistent forward's GPU tests and the forward's GPU tests.
+#          Prediction (PART=first, r2more): -4 to -6% at row 2.
 # $OUT/report.txt and one archive of the logs (plus rows/'s).
 set -uo pipefail
 here=$(dirname "$0")
@@ -56,6 +60,16 @@ case ${PART:-first} in
       fb "r7_g8snake_$k" $r7 DETFUSE_FWD_GROUP=8 DETFUSE_FWD_SNAKE=2
     done
     REPORT_TESTS=" " fwd_report s41r7 "Duration"
+    rm -f "$OUT/summary.txt" "$OUT/gpu.txt" ;;
+  rule)
+    gpu_line "$OUT/gpu.txt"
+    for k in 1 2 3; do
+      fb "r2_new_$k" $r2
+      fb "r2_old_$k" $r2 DETFUSE_FWD_GROUP=12 DETFUSE_FWD_SNAKE=0
+    done
+    brun tests_persistent 40 "$TW" --gtest_filter='AttentionWgmmaGpu.Persistent*:AttentionWgmmaGpu.NonPersistent*'
+    brun tests_fwd 100 "$TW" --gtest_filter='AttentionWgmma.*:AttentionWgmmaGpu.*'
+    REPORT_TESTS="tests_persistent tests_fwd" fwd_report s41rule "Duration"
     rm -f "$OUT/summary.txt" "$OUT/gpu.txt" ;;
   r2more)
     gpu_line "$OUT/gpu.txt"

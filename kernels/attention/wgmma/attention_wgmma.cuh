@@ -314,7 +314,7 @@ void launch_fwd_impl(const AttentionProblem& pr, const AttentionArgs& a, cudaStr
         if (mode == 1 && group <= 0) order.group = H * B;
       } else if (group <= 0 && opt.window <= 0) {
         const FwdOrderChoice c = fwd_causal_order(order, grid_ctas, Cfg::BR, Cfg::BC, Sq, Sk,
-                                                  int64_t(B) * Hkv * 2 * Sk * D * int64_t(sizeof(T)), l2);
+                                                  int64_t(B) * Hkv * 2 * Sk * D * int64_t(sizeof(T)), l2, H / Hkv);
         order.group = c.group, order.snake = c.snake;
       }
     }

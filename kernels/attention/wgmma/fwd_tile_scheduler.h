@@ -194,12 +194,24 @@ inline bool fwd_snake_pays(const FwdTileOrder& l2_groups, int G, int br, int bc,
 // 4,32,32,4096,64 causal (br192: 22 query blocks) round robin over the L2
 // rule's 25 heads leaves a CTA 5.4% above the mean and ran 0.676 ms, the snake
 // over groups of 24 (1.6%) 0.623 ms, of 8 or 12 (2.4%) 0.634 / 0.632 ms, while
-// the orders the model put 20-84% above the mean ran 0.74-1.16 ms. The search
-// walks each candidate's tiles (capped at 2^20 tile visits, a few ms: the smaller
-// groups left unvisited are not candidates), and the answers for the last 8
-// shapes are kept per thread.
+// the orders the model put 20-84% above the mean ran 0.74-1.16 ms.
+// Without GQA (heads_per_kv 1) the order then takes the smallest group of those
+// the model puts within 1 point of its best (the least imbalanced of that
+// group's two), the base among them: each query head reads its own K and V, so
+// the L2 holds fewer heads' K and V at once. Session 41 (H100, `detfuse bench`,
+// forward ms, in alternation, six rounds over two machine starts): at
+// 4,32,32,4096,128 causal, which reads K and V ~2.3 times from DRAM (ncu,
+// session 35), the snake over groups of 11 (1.1% above the mean) ran
+// 0.937-0.984 against 1.002-1.040 for round robin over the L2 rule's 12 (0.4%),
+// the snake over 12 0.977-1.011, over 10 (6.3%) 0.999-1.033. With GQA the same
+// rule measured flat or slower (4,32,8,4096,128 causal, groups of 11: 0.956 /
+// 0.973 against 0.956 / 0.981; 2,32,8,8192,128 causal, groups of 6: 1.792-1.838
+// against 1.770-1.825), so there the least imbalanced order stays. The search
+// walks each candidate's tiles (capped at 2^20 tile visits, a few ms: the
+// smaller groups left unvisited are not candidates), and the answers for the
+// last 8 shapes are kept per thread.
 struct FwdOrderKey {
-  int m_blocks, H, B, group, G, br, bc, sq, sk;
+  int m_blocks, H, B, group, G, br, bc, sq, sk, heads_per_kv;
   int64_t kv_bytes, l2_bytes;
   bool operator==(const FwdOrderKey&) const = default;
 };
@@ -209,10 +221,11 @@ struct FwdOrderChoice {
   bool operator==(const FwdOrderChoice&) const = default;
 };
 inline FwdOrderChoice fwd_causal_order(const FwdTileOrder& l2_groups, int G, int br, int bc, int sq, int sk,
-                                       int64_t kv_bytes, int64_t l2_bytes) {
+                                       int64_t kv_bytes, int64_t l2_bytes, int heads_per_kv) {
   FwdOrderChoice base{l2_groups.group, 0};
   if (!l2_groups.causal) return base;
-  const FwdOrderKey k{l2_groups.m_blocks, l2_groups.H, l2_groups.B, l2_groups.group, G, br, bc, sq, sk, kv_bytes, l2_bytes};
+  const FwdOrderKey k{l2_groups.m_blocks, l2_groups.H, l2_groups.B, l2_groups.group, G, br, bc, sq, sk, heads_per_kv,
+                      kv_bytes, l2_bytes};
   return fwd_order_cached<FwdOrderKey, FwdOrderChoice>(k, [&]() {
     if (fwd_snake_pays(l2_groups, G, br, bc, sq, sk, kv_bytes, l2_bytes)) base = {l2_groups.H * l2_groups.B, 1};
     const int tiles = l2_groups.tiles();
@@ -222,18 +235,29 @@ inline FwdOrderChoice fwd_causal_order(const FwdTileOrder& l2_groups, int G, int
       o.group = c.group;
       return fwd_static_imbalance(o, G, c.snake != 0, br, bc, sq, sk);
     };
-    const double base_imb = imbalance(base);
-    FwdOrderChoice best = base;
-    double best_imb = base_imb;
+    struct Scored {
+      FwdOrderChoice c;
+      double imb;
+    };
+    std::vector<Scored> seen{{base, imbalance(base)}};
+    const double base_imb = seen[0].imb;
+    Scored best = seen[0];
     int64_t visits = tiles;
     for (int g = l2_groups.group; g >= 1 && visits + 2 * int64_t(tiles) <= (int64_t(1) << 20); --g)
       for (int snake = 0; snake <= 1; ++snake) {
-        const FwdOrderChoice c{g, snake};
-        const double imb = imbalance(c);
+        const Scored s{{g, snake}, imbalance({g, snake})};
         visits += tiles;
-        if (imb < best_imb - 0.002) best = c, best_imb = imb;
+        seen.push_back(s);
+        if (s.imb < best.imb - 0.002) best = s;
       }
-    return best_imb <= base_imb - 0.01 ? best : base;
+    if (best.imb > base_imb - 0.01) best = seen[0];
+    if (heads_per_kv != 1) return best.c;
+    Scored small = best;  // without GQA: the smallest group within 1 point of the best
+    for (const Scored& s : seen)
+      if (s.imb <= best.imb + 0.01 &&
+          (s.c.group < small.c.group || (s.c.group == small.c.group && s.imb < small.imb - 0.002)))
+        small = s;
+    return small.c;
   });
 }
 
