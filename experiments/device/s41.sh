@@ -31,6 +31,19 @@ fb() {
   brun "bench_$log" 30 env "$@" "$DF" bench attention --shape "$shape" --causal --repeats 5 --variant "$f128"
 }
 r7=2,32,8,8192,8192,128 r2=4,32,32,4096,4096,128 r3=4,32,8,4096,4096,128
+# snakes NAME SHAPE G...: the default against the snake over groups of each G, four rounds in alternation; the
+# report and an archive (s41NAME-logs.tgz).
+snakes() {
+  local name=$1 shape=$2 k g
+  shift 2
+  gpu_line "$OUT/gpu.txt"
+  for k in 1 2 3 4; do
+    fb "${name}_default_$k" "$shape"
+    for g in "$@"; do fb "${name}_g${g}snake_$k" "$shape" DETFUSE_FWD_GROUP="$g" DETFUSE_FWD_SNAKE=2; done
+  done
+  REPORT_TESTS=" " fwd_report "s41$name" "Duration"
+  rm -f "$OUT/summary.txt" "$OUT/gpu.txt"
+}
 case ${PART:-first} in
   first)
     gpu_line "$OUT/gpu.txt"
@@ -51,16 +64,7 @@ case ${PART:-first} in
     REPORT_TESTS="tests_all tests_var" fwd_report s41first "Duration"
     rm -f "$OUT/summary.txt" "$OUT/gpu.txt"
     ( export OUT=$OUT/rows LIMIT=$((UNTIL - SECONDS)); PART=rows bash "$here/s40.sh" > /dev/null ) ;;
-  r7more)
-    gpu_line "$OUT/gpu.txt"
-    for k in 1 2 3 4; do
-      fb "r7_default_$k" $r7
-      fb "r7_g6snake_$k" $r7 DETFUSE_FWD_GROUP=6 DETFUSE_FWD_SNAKE=2
-      fb "r7_g5snake_$k" $r7 DETFUSE_FWD_GROUP=5 DETFUSE_FWD_SNAKE=2
-      fb "r7_g8snake_$k" $r7 DETFUSE_FWD_GROUP=8 DETFUSE_FWD_SNAKE=2
-    done
-    REPORT_TESTS=" " fwd_report s41r7 "Duration"
-    rm -f "$OUT/summary.txt" "$OUT/gpu.txt" ;;
+  r7more) snakes r7 $r7 6 5 8 ;;
   rule)
     gpu_line "$OUT/gpu.txt"
     for k in 1 2 3; do
@@ -71,14 +75,5 @@ case ${PART:-first} in
     brun tests_fwd 100 "$TW" --gtest_filter='AttentionWgmma.*:AttentionWgmmaGpu.*'
     REPORT_TESTS="tests_persistent tests_fwd" fwd_report s41rule "Duration"
     rm -f "$OUT/summary.txt" "$OUT/gpu.txt" ;;
-  r2more)
-    gpu_line "$OUT/gpu.txt"
-    for k in 1 2 3 4; do
-      fb "r2_default_$k" $r2
-      fb "r2_g11snake_$k" $r2 DETFUSE_FWD_GROUP=11 DETFUSE_FWD_SNAKE=2
-      fb "r2_g12snake_$k" $r2 DETFUSE_FWD_GROUP=12 DETFUSE_FWD_SNAKE=2
-      fb "r2_g10snake_$k" $r2 DETFUSE_FWD_GROUP=10 DETFUSE_FWD_SNAKE=2
-    done
-    REPORT_TESTS=" " fwd_report s41r2 "Duration"
-    rm -f "$OUT/summary.txt" "$OUT/gpu.txt" ;;
+  r2more) snakes r2 $r2 11 12 10 ;;
 esac
