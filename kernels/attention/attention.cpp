@@ -142,12 +142,14 @@ const AttentionVariant& heuristic_variant(const AttentionProblem& p, AttentionMo
     // against br192 rd1 ot1's 0.684-0.705 in the same calls; still no H200 to say whether it wins there.
     // Session 40 (H100): br192 rd1 ot1's tiles by groups of heads (fwd_lpt_group) 0.679-0.687 against 0.700-0.708
     // head after head; ls1 ps1 0.630-0.669 beside it: no change here.
-    const bool h100 = dev.name.find("H100") != std::string::npos;
+    // Session 42 (an H200 at last, main at c09b610; experiments/results/h200-2026-12-07/s42): ls1 ps1 wins there
+    // too. `detfuse bench`, both orders: ls1 ps1 0.659 / 0.646 ms against br192 rd1 ot1's 0.705 / 0.700; beside
+    // FA4 deterministic (three one-process runs) row 4's fwd+bwd 1.001 / 0.980 / 0.970 of FA4 with it against
+    // 0.978 / 0.951 / 0.934 with br192 rd1 ot1. So ls1 ps1 on every Hopper GPU.
     if (mode == AttentionMode::forward)
       preferred.push_back(p.d == 128   ? "attention.bf16.wgmma.fwd.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128"
                           : !p.causal ? "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_ps1_rd1_d64"
-                          : h100      ? "attention.bf16.wgmma.fwd.br192_bc128_st3_ov2_pp0_ps1_rd1_ls1_d64"
-                                      : "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_rd1_ot1_d64");
+                                      : "attention.bf16.wgmma.fwd.br192_bc128_st3_ov2_pp0_ps1_rd1_ls1_d64");
     // Session 27 (H100 80GB HBM3, `detfuse bench`, 3 repeats, both orders in one call, fwd+bwd ms):
     // d64 with GQA, which took owning here (never measured against spt1), 4,32,8,4096,64: pb5 spt1
     // 2.413 / 2.386 against owning 3.852 / 3.814 causal, 4.065 / 4.041 against 6.641 / 6.700

@@ -356,7 +356,7 @@ TEST(AttentionHeuristic, PrefersTheMeasuredHopperVariantWhereItRuns) {
         const std::string se1 = "attention.bf16.wgmma.ordered.br80_bc128_st2_tma1_pds4_ew2_pb5_spt1_se1_d128";
         const std::string bwd = d == 128 && causal ? (hkv == 8 ? hs2_pds4 : se1) : ordered;
         const std::string fwd = d == 128  ? "attention.bf16.wgmma.fwd.br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128"
-                                : causal ? "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_rd1_ot1_d64"
+                                : causal ? "attention.bf16.wgmma.fwd.br192_bc128_st3_ov2_pp0_ps1_rd1_ls1_d64"
                                          : "attention.bf16.wgmma.fwd.br192_bc128_st3_ov1_pp0_ps1_rd1_d64";
         const std::string fma_bf16 = "attention.bf16.fma.owning.br64_bc64_w8_d" + std::to_string(d);
         const bool built = builtin_registry().find_attention(bwd) != nullptr;
@@ -376,13 +376,11 @@ TEST(AttentionHeuristic, PrefersTheMeasuredHopperVariantWhereItRuns) {
                       : (hkv == 8 && causal ? hs2 : "attention.bf16.wgmma.ordered.br64_bc128_st2_tma1_pds2_sp1_ew1_spt1_d128");
           EXPECT_EQ(attention::heuristic_variant(capped, AttentionMode::backward, dev).desc.name, want);
         }
-        // An H100 (session 31): the persistent ov2 ls1 forward at d64 causal; the rest as on the H200.
+        // An H100: the same choices as the H200 (session 42: the persistent ov2 ls1 forward at d64 causal, an
+        // H100-only choice since session 31, won on the H200 too).
         DeviceInfo h100 = dev;
         h100.name = "NVIDIA H100 80GB HBM3";
-        const std::string fwd_h100 =
-            d == 64 && causal ? "attention.bf16.wgmma.fwd.br192_bc128_st3_ov2_pp0_ps1_rd1_ls1_d64" : fwd;
-        EXPECT_EQ(attention::heuristic_variant(bf, AttentionMode::forward, h100).desc.name,
-                  built ? fwd_h100 : fma_bf16);
+        EXPECT_EQ(attention::heuristic_variant(bf, AttentionMode::forward, h100).desc.name, built ? fwd : fma_bf16);
         EXPECT_EQ(attention::heuristic_variant(bf, AttentionMode::backward, h100).desc.name, built ? bwd : fma_bf16);
         DeviceInfo ampere = dev;
         ampere.cc_major = 8;

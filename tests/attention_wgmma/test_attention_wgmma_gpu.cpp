@@ -795,8 +795,9 @@ TEST(AttentionWgmmaGpu, Ot2BitsEqualOt1) {
                                9600);
 }
 
-// The heuristic's d64 causal forwards (session 31): the persistent ov2 ls1 one on H100s, the one-tile-a-CTA
-// br192 rd1 ot1 elsewhere. The gradients must not depend on which GPU chose: O and LSE bitwise equal.
+// The heuristic's d64 causal forward (the persistent ov2 ls1 one: on H100s since session 31, on every Hopper GPU
+// since session 42) and the one-tile-a-CTA br192 rd1 ot1 it took over from (the H200's before): a database tuned
+// before session 42 or a retune may pick either, and the gradients must not depend on it: O and LSE bitwise equal.
 TEST(AttentionWgmmaGpu, HeuristicD64CausalForwardsBitsEqual) {
   REQUIRE_SM90();
   expect_forward_twins_bitwise({{"attention.bf16.wgmma.fwd.br192_bc128_st3_ov2_pp0_ps1_rd1_ls1_d64",
