@@ -24,12 +24,20 @@ Timing: CUDA events around each call, --warmup calls first, the median of
 implementation's forward is checked against a float32 SDPA reference on the
 same inputs (relative L2 error printed; a failing check marks the row).
 
+Sustained load (--sustain S): after a row's other timings, each implementation
+runs fwd+bwd back to back for S seconds after --cool seconds idle; the first
+calls' ms and the ms it settles to say what the GPU's power limit does to it
+(the clock, power and reasons: an nvidia-smi log summarised per --phases line by
+experiments/smi_summary.py; experiments/device/s42.sh PART=power).
+
 Usage: attention_peers.py [--rows issue|all|B,H,Hkv,S,d,causal ...] [--variant NAME ...]
                           [--json FILE] [--reps N] [--warmup N] [--digest-runs N]
+                          [--sustain S [--cool S] [--phases FILE]]
 Writes one JSON object per (row, implementation) to --json as it goes (so a
 run cut short keeps what it measured) and prints a markdown table last.
 """
 import argparse
+import datetime
 import hashlib
 import json
 import os
@@ -40,7 +48,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "pee
 import peers_site  # noqa: E402  (puts experiments/peers/install.sh's site folder first on sys.path)
 
 PEERS_SITE = peers_site.activate()
-from measure import profile_interleaved, time_interleaved, time_ms  # noqa: E402  (experiments/peers/measure.py)
+from measure import profile_interleaved, sustained_summary, time_interleaved, time_ms, time_sustained  # noqa: E402  (experiments/peers/measure.py)
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
@@ -225,6 +233,31 @@ def host_profile(name, row, step, calls):
             print(f"    {line[:150]}", flush=True)
 
 
+def phase(path, name):
+    """One line of smi_summary.py's phases file: local time to the ms, then the phase's name."""
+    if path:
+        with open(path, "a") as f:
+            f.write(datetime.datetime.now().strftime("%Y/%m/%d %H:%M:%S.%f")[:23] + " " + name + "\n")
+
+
+def sustain_row(row, steps, args, out):
+    """Each implementation's fwd+bwd under sustained load (--sustain s after --cool s idle), in turn; a line per
+    implementation, a JSON line per row, phases for smi_summary.py."""
+    tag = ",".join(str(int(x)) for x in row)
+    recs = {}
+    for n, st in steps.items():
+        time.sleep(args.cool)
+        phase(args.phases, f"sustain {tag} {n}")
+        recs[n] = sustained_summary(time_sustained(st[1], args.sustain))
+        phase(args.phases, "idle")
+        r = recs[n]
+        print(f"{row} {n} sustained {args.sustain:g} s: {r['calls']} fwd+bwd calls, first {r['first_ms']:.3f} ms, "
+              f"settled {r['settled_ms']:.3f} ms, mean {r['mean_ms']:.3f} ms", flush=True)
+    if out:
+        out.write(json.dumps({"row": list(row), "sustained": recs, "seconds": args.sustain, "cool": args.cool}) + "\n")
+        out.flush()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", nargs="+", default=["issue"],
@@ -252,9 +285,19 @@ def main():
     ap.add_argument("--cprofile", type=int, default=0,
                     help="this many fwd+bwd calls of each implementation under cProfile (after a synchronise; the "
                          "GPU runs behind): the host's Python time per call, top functions by own time; 0: off")
+    ap.add_argument("--sustain", type=float, default=0.0,
+                    help="after a row's other timings, each implementation's fwd+bwd back to back for this many "
+                         "seconds (measure.py's time_sustained), --cool seconds of idle GPU before each: the first "
+                         "calls' and the settled ms per call (the clock a kernel holds under the power limit); 0: off")
+    ap.add_argument("--cool", type=float, default=3.0, help="idle seconds before each --sustain run")
+    ap.add_argument("--phases", default=None,
+                    help="append a 'YYYY/MM/DD HH:MM:SS.mmm name' line at each --sustain run's start and end (the "
+                         "phases file of experiments/smi_summary.py, against an nvidia-smi log of the same run)")
     args = ap.parse_args()
     if args.reps < 1 or args.warmup < 0 or args.digest_runs < 1:
         ap.error("--reps and --digest-runs must be >= 1, --warmup >= 0")
+    if args.sustain < 0 or args.cool < 0:
+        ap.error("--sustain and --cool must be >= 0")
     rows = []
     for r in args.rows:
         rows.extend(ISSUE_ROWS if r == "issue" else [parse_row(r)])
@@ -346,6 +389,8 @@ def main():
                     n: {k: row_recs[n][k] for k in ("ilv_fwd_ms", "ilv_fwd_bwd_ms", "ilv_profile") if k in row_recs[n]}
                     for n in steps}}) + "\n")
                 out.flush()
+        if args.sustain > 0 and steps:
+            sustain_row(row, steps, args, out)
         del steps
         torch.cuda.empty_cache()
         ref_cache.clear()

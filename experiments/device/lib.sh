@@ -82,6 +82,25 @@ attention_bins() {
   [ -x "$DF" ] || DF=$B/cli/detfuse
 }
 
+# peers_setup: the peers installed from what experiments/peers/install.sh staged (the .peers/a and .peers/b calls
+# before; this call carries .peers/c) and detfuse's Python package pointed at this build's C library; exits on a
+# failed install (its log's tail printed). B: attention_bins.
+peers_setup() {
+  bash experiments/peers/install.sh stage install > "$OUT/peers_install.log" 2>&1 || { tail -20 "$OUT/peers_install.log"; exit 1; }
+  cp "$B/capi/libdetfuse_c.so" python/detfuse/libdetfuse_c.so
+  export DETFUSE_LIB=$PWD/$B/capi/libdetfuse_c.so
+}
+
+# smi_start FILE MS: nvidia-smi samples the SM and memory clocks, power, temperature and the clock-event reasons every
+# MS ms into FILE (CSV, no header: experiments/smi_summary.py's input) in the background; SMI holds its pid.
+smi_start() {
+  local r=clocks_event_reasons.active p=power.draw.instant
+  nvidia-smi --query-gpu=$r --format=csv > /dev/null 2>&1 || r=clocks_throttle_reasons.active
+  nvidia-smi --query-gpu=$p --format=csv > /dev/null 2>&1 || p=power.draw
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,$p,temperature.gpu,$r --format=csv,noheader -lms "$2" > "$1" 2>&1 &
+  SMI=$!
+}
+
 gpu_line() {
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv >> "$1" 2>&1
 }

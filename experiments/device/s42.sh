@@ -5,14 +5,15 @@
 #   PART=r1, carry ["dist"]: fwd+bwd ms (`bench attention`, 5 repeats) of the d128 ordered TMA kv variants that can
 #          take row 1 (the heuristic's br80 pb5, br80 pb7, br64 pds2 ew2 pb6 / pb8), and the heuristic's with the
 #          overlapped dQ convert forced (DETFUSE_ATTN_PDL=1), in alternation, two rounds; the SM clock, power and
-#          throttle reasons sampled every 100 ms through the first round (power.csv, each bench's start time at its
-#          end); then ncu on the kv kernel
-#          (the power limit in gpu.txt), test_attention_variants and HeuristicD64CausalForwardsBitsEqual (the build
-#          with the d64 causal forward ls1 ps1 on every Hopper GPU). Prediction: the clock under load below 1980 MHz (power-bound) if
-#          the machine and not the code moved; pb7 / br64 within 1% of pb5 (as on the H100s); PDL=1 flat.
-#          Why power: in this session's peers run the row 1 fwd+bwd samples timed apart went 6.45 -> 7.01 ms within six
-#          calls (FA4's, right after, 6.37-6.62), so the H200 may hold our backward's clock down (its power limit).
-# $OUT/report.txt, power.csv and one archive of the logs.
+#          throttle reasons sampled every 100 ms through the first round (smi_summary.py per bench in the report;
+#          the power limit in gpu.txt); test_attention_variants and HeuristicD64CausalForwardsBitsEqual (the build
+#          with the d64 causal forward ls1 ps1 on every Hopper GPU); ncu on the kv kernel. Prediction: the clock
+#          under load below 1980 MHz (power-bound) if the machine and not the code moved; pb7 / br64 within 1% of
+#          pb5 (as on the H100s); PDL=1 flat. Why power: in this session's peers run the row 1 fwd+bwd samples timed
+#          apart went 6.45 -> 7.01 ms within six calls (FA4's, right after, 6.37-6.62), so the H200 may hold our
+#          backward's clock down (its power limit).
+#   PART=power: below (after the two peers staging calls).
+# $OUT/report.txt and one archive of the logs.
 set -uo pipefail
 here=$(dirname "$0")
 source "$here/lib.sh"
@@ -25,26 +26,21 @@ r1=4,32,32,4096,4096,128
 kb() {
   local log=$1 kv=$2
   shift 2
-  echo "$(date +%T.%3N) $log" >> "$OUT/marks.txt"
+  echo "$(date +%Y/%m/%d\ %H:%M:%S.%3N) $log" >> "$OUT/marks.txt"
   brun "bench_$log" 30 env "$@" "$DF" bench attention --shape $r1 --repeats 5 --variant "$f128" --variant "$W.ordered.$kv"
 }
 case ${PART:-r1} in
   r1)
     gpu_line "$OUT/gpu.txt"
     nvidia-smi -q -d POWER | grep -E "Power Limit|Power Draw" | head -6 >> "$OUT/gpu.txt"
-    R=clocks_event_reasons.active
-    nvidia-smi --query-gpu=$R --format=csv > /dev/null 2>&1 || R=clocks_throttle_reasons.active
-    P=power.draw.instant
-    nvidia-smi --query-gpu=$P --format=csv > /dev/null 2>&1 || P=power.draw
     for k in 1 2; do
-      [ "$k" = 1 ] && { nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,$P,temperature.gpu,$R \
-        --format=csv -lms 100 > "$OUT/power.csv" 2>&1 & mon=$!; }
+      [ "$k" = 1 ] && smi_start "$OUT/power.csv" 100
       kb "pb5_$k" br80_bc128_st2_tma1_pds4_ew2_pb5_spt1_d128
       kb "pb7_$k" br80_bc128_st2_tma1_pds4_ew2_pb7_spt1_d128
       kb "br64pb6_$k" br64_bc128_st2_tma1_pds2_ew2_pb6_spt1_d128
       kb "br64pb8_$k" br64_bc128_st2_tma1_pds2_ew2_pb8_spt1_d128
       kb "pb5pdl_$k" br80_bc128_st2_tma1_pds4_ew2_pb5_spt1_d128 DETFUSE_ATTN_PDL=1
-      [ "$k" = 1 ] && { kill "$mon"; cat "$OUT/marks.txt" >> "$OUT/power.csv"; }
+      [ "$k" = 1 ] && { kill "$SMI"; python3 experiments/smi_summary.py "$OUT/power.csv" "$OUT/marks.txt" > "$OUT/power.txt" 2>&1; }
     done
     brun tests_var 30 "$B/tests/attention/test_attention_variants"
     brun tests_h 60 "$TW" --gtest_filter='AttentionWgmmaGpu.HeuristicD64CausalForwardsBitsEqual'
@@ -52,6 +48,28 @@ case ${PART:-r1} in
     m="$m,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed"
     brun ncu_kv 120 ncu --clock-control none --section WarpStateStats --metrics "$m" -k regex:attention_bwd_kv \
       --launch-count 1 "$DF" bench attention --shape $r1 --variant "$W.ordered.br80_bc128_st2_tma1_pds4_ew2_pb5_spt1_d128" --repeats 1
+    cat "$OUT/power.txt" >> "$OUT/gpu.txt"
     REPORT_TESTS="tests_var tests_h" fwd_report s42r1 "Duration|Elapsed Cycles|SM Frequency|hmma|dram__|Stall|inst_executed.sum|sm__cycles|per_second"
     rm -f "$OUT/summary.txt" "$OUT/gpu.txt" ;;
+  power)
+    # The third of three calls made back to back (install.sh stage with .peers/a, then .peers/b; this one carries
+    # ["dist", ".peers/c"]): rows 1, 7 and 2 beside FA4 deterministic in one process (6 reps apart, 8 interleaved
+    # passes), then each side's fwd+bwd back to back for SUSTAIN (4) s after 4 s idle (attention_peers.py
+    # --sustain), nvidia-smi every 50 ms throughout; smi_summary.py per sustained run (phases.txt). Prediction (the
+    # peers' samples): at rows 1 and 7 ours settles 5-9% above its first calls with the SM clock lower than under
+    # FA4's run (the power cap, reason 0x4); row 2 (causal MHA, no step seen) settles within 2%.
+    peers_setup
+    gpu_line "$OUT/gpu.txt"
+    nvidia-smi -q -d POWER | grep -E "Power Limit|Power Draw" | head -6 >> "$OUT/gpu.txt"
+    smi_start "$OUT/smi.csv" 50
+    brun sustain 300 python3 experiments/attention_peers.py --json "$OUT/sustain.jsonl" \
+      --rows 4,32,32,4096,128,0 2,32,8,8192,128,1 4,32,32,4096,128,1 --impl detfuse --impl fa4-det --reps 6 \
+      --warmup 2 --digest-runs 1 --interleave 8 --sustain "${SUSTAIN:-4}" --cool 4 --phases "$OUT/phases.txt"
+    kill "$SMI"
+    python3 experiments/smi_summary.py "$OUT/smi.csv" "$OUT/phases.txt" > "$OUT/smi_summary.txt" 2>&1
+    { cat "$OUT/gpu.txt"; grep -E "sustained|interleaved \(" "$OUT/sustain.log" | cut -c1-200; cat "$OUT/smi_summary.txt"
+      cat "$SUMMARY"; } > "$OUT/report.txt"
+    cat "$OUT/report.txt"
+    mkdir -p "$OUT/keep" && mv "$OUT"/*.log "$OUT"/*.jsonl "$OUT"/*.csv "$OUT"/phases.txt "$OUT"/summary.txt "$OUT/keep/" 2>/dev/null
+    tar czf "$OUT/s42power-logs.tgz" -C "$OUT" keep && rm -rf "$OUT/keep" "$OUT/gpu.txt" ;;
 esac

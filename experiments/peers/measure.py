@@ -3,6 +3,7 @@ import json
 import os
 import random
 import statistics
+import time
 
 import torch
 
@@ -73,6 +74,41 @@ def time_interleaved(fns, warmup, reps, after=None):
             if after:
                 after(n)
     return {n: (statistics.median(s), s) for n, s in samples.items()}
+
+
+def time_sustained(fn, seconds, ahead=4):
+    """fn() back to back for `seconds` of wall time, CUDA events around each
+    call and no synchronisation between calls except that the host waits for
+    the call `ahead` calls back (so the queue stays short and the GPU never
+    idles between calls while the host keeps up): the GPU under sustained load,
+    as in training, where the clock a kernel holds under the power limit
+    decides its speed. Returns every call's ms in order."""
+    if seconds <= 0 or ahead < 1:
+        raise ValueError("time_sustained: seconds > 0 and ahead >= 1")
+    pairs = []
+    end = time.monotonic() + seconds
+    torch.cuda.synchronize()
+    while time.monotonic() < end:
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        pairs.append((a, b))
+        if len(pairs) > ahead:
+            pairs[-1 - ahead][1].synchronize()
+    torch.cuda.synchronize()
+    return [a.elapsed_time(b) for a, b in pairs]
+
+
+def sustained_summary(samples):
+    """A sustained run's per-call ms (time_sustained): calls, the median of the
+    first three calls (the GPU as it came in), the median of the last half
+    (the state it settled to) and the mean over all calls."""
+    if not samples:
+        raise ValueError("sustained_summary: no calls")
+    half = samples[len(samples) // 2:]
+    return {"calls": len(samples), "first_ms": statistics.median(samples[:3]),
+            "settled_ms": statistics.median(half), "mean_ms": statistics.fmean(samples)}
 
 
 def profile_interleaved(fns, passes, after=None):
