@@ -51,9 +51,7 @@ case ${PART:-suite} in
     bench_sc64 sc64n
     REPORT_TESTS="tests_fwd tests_var" fwd_report s28final "Duration" ;;
   peers)
-    bash experiments/peers/install.sh stage install > "$OUT/peers_install.log" 2>&1 || { tail -20 "$OUT/peers_install.log"; exit 1; }
-    cp "$B/capi/libdetfuse_c.so" python/detfuse/libdetfuse_c.so
-    export DETFUSE_LIB=$PWD/$B/capi/libdetfuse_c.so
+    peers_setup
     # Besides the heuristic: its backward with the ls1 forwards (a d64 one and a d128 one; each row reports the
     # other's refusal).
     LS="--variant $W.fwd.br192_bc128_st3_ov2_pp0_rd1_ot1_ls1_d64+heuristic"
