@@ -67,7 +67,19 @@ case ${PART:-r1} in
       --warmup 2 --digest-runs 1 --interleave 8 --sustain "${SUSTAIN:-4}" --cool 4 --phases "$OUT/phases.txt"
     kill "$SMI"
     python3 experiments/smi_summary.py "$OUT/smi.csv" "$OUT/phases.txt" > "$OUT/smi_summary.txt" 2>&1
+    # Each side's row 1 backward kernels under ncu (one process per side, the first 3 matching launches): the work
+    # each does for the same gradients (instructions, shared-memory wavefronts, L2 / DRAM bytes), what energy per
+    # call would follow.
+    m="gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second,smsp__inst_executed.sum,sm__inst_executed_pipe_lsu.sum"
+    m="$m,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,lts__t_bytes.sum,dram__bytes.sum,smsp__thread_inst_executed.sum"
+    m="$m,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,launch__grid_size,launch__registers_per_thread"
+    for side in detfuse fa4-det; do
+      brun "ncu_$side" 150 ncu --clock-control none --metrics "$m" -k 'regex:(?i)bwd|backward' --launch-count 3 \
+        python3 experiments/attention_peers.py --rows 4,32,32,4096,128,0 --impl "$side" --reps 1 --warmup 0 \
+        --digest-runs 1 --interleave 0
+    done
     { cat "$OUT/gpu.txt"; grep -E "sustained|interleaved \(" "$OUT/sustain.log" | cut -c1-200; cat "$OUT/smi_summary.txt"
+      for side in detfuse fa4-det; do echo "== ncu $side"; grep -E '^  [A-Za-z_].*\(|^    [a-z_]+__' "$OUT/ncu_$side.log" | cut -c1-160; done
       cat "$SUMMARY"; } > "$OUT/report.txt"
     cat "$OUT/report.txt"
     mkdir -p "$OUT/keep" && mv "$OUT"/*.log "$OUT"/*.jsonl "$OUT"/*.csv "$OUT"/phases.txt "$OUT"/summary.txt "$OUT/keep/" 2>/dev/null
