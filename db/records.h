@@ -265,6 +265,11 @@ struct Timing {
   int warmup = 0;         // warm-up launches not in samples_ms
   int clock_min_mhz = 0;  // SM clock seen during timing; 0 = unknown
   int clock_max_mhz = 0;
+  // v7: NVML's clock-event reasons seen during timing (detfuse::clock_event
+  // bits, kernels/common/device_info.h, OR of every reading, gpu_idle left
+  // out): 0 = the clock was never held down; empty = unknown (no NVML, a
+  // driver without the query, results written before v7).
+  std::optional<int64_t> clock_events;
   int64_t peak_extra_bytes = 0;  // peak device memory beyond inputs and outputs
   double flops = 0;              // per call, by the DESIGN.md convention
   double tflops = 0;             // flops / median

@@ -275,6 +275,12 @@ ALTER TABLE determinism_v6 RENAME TO determinism;
 )sql",
        "v6: determinism holds each level check's outcome (run_to_run, sm_count, config, portable: shown, "
        "failed, not_checked) and notes; level may be sm_count, config or portable (the strongest shown)"},
+      {7,
+       R"sql(
+ALTER TABLE timing ADD COLUMN clock_events INTEGER;
+)sql",
+       "v7: timing.clock_events, NVML's clock-event reasons seen while the samples were taken (the bits OR'd, "
+       "gpu_idle left out; 0: none); NULL where unknown (no NVML, older results)"},
   };
   return m;
 }

@@ -45,7 +45,7 @@ using Error = ::detfuse::Error;
 
 // Schema version this build writes (PRAGMA user_version) and the application id
 // (PRAGMA application_id) that marks a detfuse database.
-inline constexpr int kSchemaVersion = 6;
+inline constexpr int kSchemaVersion = 7;
 inline constexpr int32_t kApplicationId = 0x64667573;  // "dfus"
 
 inline constexpr const char* kDefaultPath = "detfuse.db";

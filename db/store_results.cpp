@@ -166,8 +166,10 @@ Id insert_result(const Store::Impl& im, const ResultRecord& r) {
     {
       StmtUse s(im.stmt(
           "INSERT INTO timing (result_id, median_ms, min_ms, max_ms, warmup, clock_min_mhz, "
-          "clock_max_mhz, peak_extra_bytes, flops, tflops) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"));
-      s->bind_all(id, t->median_ms, t->min_ms, t->max_ms, t->warmup, t->clock_min_mhz, t->clock_max_mhz, t->peak_extra_bytes, t->flops, t->tflops);
+          "clock_max_mhz, peak_extra_bytes, flops, tflops, clock_events) "
+          "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"));
+      s->bind_all(id, t->median_ms, t->min_ms, t->max_ms, t->warmup, t->clock_min_mhz, t->clock_max_mhz,
+                  t->peak_extra_bytes, t->flops, t->tflops, t->clock_events);
       s->run();
     }
     for (size_t i = 0; i < t->samples_ms.size(); ++i) {
@@ -266,7 +268,7 @@ StoredResult Store::result(Id result_id) const {
   {
     StmtUse s(impl_->stmt(
         "SELECT median_ms, min_ms, max_ms, warmup, clock_min_mhz, clock_max_mhz, peak_extra_bytes, "
-        "flops, tflops FROM timing WHERE result_id=?1"));
+        "flops, tflops, clock_events FROM timing WHERE result_id=?1"));
     s->bind(1, result_id);
     if (s->step()) {
       Timing t;
@@ -279,6 +281,7 @@ StoredResult Store::result(Id result_id) const {
       t.peak_extra_bytes = s->i64(6);
       t.flops = s->f64(7);
       t.tflops = s->f64(8);
+      if (!s->is_null(9)) t.clock_events = s->i64(9);
       r.timing = t;
     }
   }

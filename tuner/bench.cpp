@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "kernels/common/device_info.h"
 #include "kernels/common/error.h"
 #include "reference/inputs.h"
 #include "tuner/interrupt.h"
@@ -89,6 +90,21 @@ BenchReport run_bench(const Registry& reg, const DeviceInfo& dev, const BenchOpt
   return rep;
 }
 
+namespace {
+
+// "SM 1755-1980 MHz" (one value when equal), then ", held by sw_power_cap"
+// where NVML named a clock-event reason during the samples; "" without NVML.
+std::string clock_note(const db::Timing& t) {
+  if (t.clock_max_mhz <= 0) return "";
+  std::string s = "SM " + std::to_string(t.clock_min_mhz);
+  if (t.clock_max_mhz != t.clock_min_mhz) s += "-" + std::to_string(t.clock_max_mhz);
+  s += " MHz";
+  if (t.clock_events && *t.clock_events != 0) s += ", held by " + clock_event_names(uint64_t(*t.clock_events));
+  return s;
+}
+
+}  // namespace
+
 std::string format_bench_table(const BenchReport& r) {
   std::ostringstream os;
   char b[512];
@@ -171,6 +187,10 @@ std::string format_bench_table(const BenchReport& r) {
     std::string nd;
     for (const auto& [k, n] : row.distinct)
       if (n > 1 && k != headline) nd += (nd.empty() ? "" : " ") + k + ":" + std::to_string(n) + " distinct";
+    if (fb) {
+      const std::string clock = clock_note(row.timing);
+      if (!clock.empty()) nd += (nd.empty() ? "" : "; ") + clock;
+    }
     if (!row.forward_only.empty()) nd += (nd.empty() ? "" : "; ") + std::string("forward only: ") + row.forward_only;
     const int64_t extra = fb ? row.timing.peak_extra_bytes : row.forward ? row.forward->peak_extra_bytes : 0;
     const std::string count = it == row.distinct.end() ? (fb ? "0" : "-") : std::to_string(it->second);
@@ -212,6 +232,18 @@ std::string bench_json(const BenchReport& r) {
       v["ratio_to_three_gemms"] = row.ratio_to_gemms > 0 ? json_number(row.ratio_to_gemms) : Json(nullptr);
       v["peak_extra_bytes"] = row.timing.peak_extra_bytes;
       v["clock_mhz"] = {row.timing.clock_min_mhz, row.timing.clock_max_mhz};
+      if (row.timing.clock_events) {
+        Json ev = Json::array();
+        const std::string names = clock_event_names(uint64_t(*row.timing.clock_events));
+        for (size_t a = 0; a < names.size();) {
+          const size_t e = std::min(names.find(',', a), names.size());
+          ev.push_back(names.substr(a, e - a));
+          a = e + 1;
+        }
+        v["clock_events"] = ev;
+      } else {
+        v["clock_events"] = nullptr;
+      }
       Json samples = Json::array();
       for (double s : row.timing.samples_ms) samples.push_back(json_number(s));
       v["samples_ms"] = samples;

@@ -121,11 +121,18 @@ bool time_launches(const std::function<void()>& launch, const std::function<void
                    const std::function<bool()>& stop, db::Timing& t, int* uncapped) {
   t = db::Timing{};
   size_t free_min = free_device_memory();
+  // The SM clock and its clock-event reasons, read while every fourth timed
+  // launch runs (between recording the stop event and waiting for it: the
+  // host's read delays nothing the events time; every fourth, as before, to
+  // keep the host's NVML calls few); a launch shorter than the read may
+  // already have ended (gpu_idle, not counted).
   int clock_min = 0, clock_max = 0;
+  std::optional<int64_t> events;
   auto see_clock = [&]() {
-    if (auto c = current_sm_clock_mhz(device_ordinal)) {
-      clock_min = clock_min ? std::min(clock_min, *c) : *c;
-      clock_max = std::max(clock_max, *c);
+    if (auto c = read_sm_clock(device_ordinal)) {
+      clock_min = clock_min ? std::min(clock_min, c->sm_mhz) : c->sm_mhz;
+      clock_max = std::max(clock_max, c->sm_mhz);
+      if (c->events) events = events.value_or(0) | int64_t(*c->events & ~clock_event::kGpuIdle);
     }
   };
 
@@ -152,19 +159,20 @@ bool time_launches(const std::function<void()>& launch, const std::function<void
     free.cap_ms = std::numeric_limits<double>::infinity();
     *uncapped = plan_repetitions(estimate, free);
   }
-  see_clock();
   for (int i = 0; i < reps; ++i) {
     if (stop && stop()) return false;
     flush_l2();
     timer.start();
     launch();
-    t.samples_ms.push_back(timer.stop_ms());
+    timer.record_stop();
     if (i % 4 == 0 || i + 1 == reps) see_clock();
+    t.samples_ms.push_back(timer.wait_ms());
   }
   DETFUSE_CUDA_CHECK(cudaDeviceSynchronize());
   free_min = std::min(free_min, free_device_memory());
   t.clock_min_mhz = clock_min;
   t.clock_max_mhz = clock_max;
+  t.clock_events = events;
   // The workspace, or more if the variant allocated device memory itself and
   // kept it (cudaMemGetInfo sees only what is still allocated when asked).
   t.peak_extra_bytes = int64_t(std::max<size_t>(ws_bytes, free0 > free_min ? free0 - free_min : 0));

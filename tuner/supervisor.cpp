@@ -101,7 +101,8 @@ Json to_json(const VariantOutcome& o) {
                    {"min_ms", t.min_ms},               {"max_ms", t.max_ms},
                    {"warmup", t.warmup},               {"clock_min_mhz", t.clock_min_mhz},
                    {"clock_max_mhz", t.clock_max_mhz}, {"peak_extra_bytes", t.peak_extra_bytes},
-                   {"flops", t.flops},                 {"tflops", t.tflops}};
+                   {"flops", t.flops},                 {"tflops", t.tflops},
+                   {"clock_events", t.clock_events ? Json(*t.clock_events) : Json(nullptr)}};
   }
   return j;
 }
@@ -155,6 +156,7 @@ VariantOutcome variant_outcome_from_json(const Json& j) {
     x.peak_extra_bytes = t.at("peak_extra_bytes").get<int64_t>();
     x.flops = t.at("flops").get<double>();
     x.tflops = t.at("tflops").get<double>();
+    if (t.contains("clock_events") && !t["clock_events"].is_null()) x.clock_events = t["clock_events"].get<int64_t>();
     o.timing = x;
   }
   return o;

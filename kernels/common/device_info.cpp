@@ -21,6 +21,9 @@ struct Nvml {
   int (*by_uuid)(const char*, Handle*) = nullptr;
   int (*clock)(Handle, int, unsigned*) = nullptr;
   int (*driver_version)(char*, unsigned) = nullptr;
+  // nvmlDeviceGetCurrentClocksEventReasons (driver 535 on), else its older
+  // name nvmlDeviceGetCurrentClocksThrottleReasons; null if neither.
+  int (*event_reasons)(Handle, unsigned long long*) = nullptr;
   bool ok = false;
 
   static const Nvml& get() {
@@ -32,6 +35,10 @@ struct Nvml {
       v.by_uuid = reinterpret_cast<int (*)(const char*, Handle*)>(dlsym(lib, "nvmlDeviceGetHandleByUUID"));
       v.clock = reinterpret_cast<int (*)(Handle, int, unsigned*)>(dlsym(lib, "nvmlDeviceGetClockInfo"));
       v.driver_version = reinterpret_cast<int (*)(char*, unsigned)>(dlsym(lib, "nvmlSystemGetDriverVersion"));
+      using Reasons = int (*)(Handle, unsigned long long*);
+      v.event_reasons = reinterpret_cast<Reasons>(dlsym(lib, "nvmlDeviceGetCurrentClocksEventReasons"));
+      if (!v.event_reasons)
+        v.event_reasons = reinterpret_cast<Reasons>(dlsym(lib, "nvmlDeviceGetCurrentClocksThrottleReasons"));
       v.ok = v.init && v.by_uuid && v.clock && v.driver_version && v.init() == 0;
       return v;
     }();
@@ -62,16 +69,71 @@ int cuda_device_count(std::string* why) {
   return n;
 }
 
-std::optional<int> current_sm_clock_mhz(int ordinal) {
+namespace {
+
+// The NVML handle of a CUDA ordinal (by its UUID), looked up once; null when
+// NVML or the device is missing.
+Nvml::Handle nvml_handle(int ordinal) {
+  static std::mutex mu;
+  static std::map<int, Nvml::Handle> handles;
   const Nvml& nvml = Nvml::get();
-  if (!nvml.ok) return std::nullopt;
-  cudaDeviceProp p{};
-  if (cudaGetDeviceProperties(&p, ordinal) != cudaSuccess) return std::nullopt;
+  if (!nvml.ok) return nullptr;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = handles.find(ordinal);
+  if (it != handles.end()) return it->second;
   Nvml::Handle h = nullptr;
-  if (nvml.by_uuid(format_uuid(p.uuid).c_str(), &h) != 0) return std::nullopt;
+  cudaDeviceProp p{};
+  if (cudaGetDeviceProperties(&p, ordinal) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;  // not kept: a later call may find the device
+  }
+  if (nvml.by_uuid(format_uuid(p.uuid).c_str(), &h) != 0) h = nullptr;
+  handles.emplace(ordinal, h);
+  return h;
+}
+
+}  // namespace
+
+std::optional<ClockReading> read_sm_clock(int ordinal) {
+  const Nvml& nvml = Nvml::get();
+  Nvml::Handle h = nvml_handle(ordinal);
+  if (h == nullptr) return std::nullopt;
   unsigned mhz = 0;
   if (nvml.clock(h, /*NVML_CLOCK_SM*/ 1, &mhz) != 0) return std::nullopt;
-  return static_cast<int>(mhz);
+  ClockReading r;
+  r.sm_mhz = static_cast<int>(mhz);
+  unsigned long long bits = 0;
+  if (nvml.event_reasons && nvml.event_reasons(h, &bits) == 0) r.events = uint64_t(bits);
+  return r;
+}
+
+std::optional<int> current_sm_clock_mhz(int ordinal) {
+  if (auto r = read_sm_clock(ordinal)) return r->sm_mhz;
+  return std::nullopt;
+}
+
+std::string clock_event_names(uint64_t bits) {
+  static const std::pair<uint64_t, const char*> kNames[] = {
+      {clock_event::kGpuIdle, "gpu_idle"},         {clock_event::kApplicationsClocks, "applications_clocks"},
+      {clock_event::kSwPowerCap, "sw_power_cap"},  {clock_event::kHwSlowdown, "hw_slowdown"},
+      {clock_event::kSyncBoost, "sync_boost"},     {clock_event::kSwThermal, "sw_thermal"},
+      {clock_event::kHwThermal, "hw_thermal"},     {clock_event::kHwPowerBrake, "hw_power_brake"},
+      {clock_event::kDisplayClock, "display_clock"}};
+  std::string out;
+  for (int i = 0; i < 64; ++i) {
+    const uint64_t bit = uint64_t(1) << i;
+    if (!(bits & bit)) continue;
+    std::string name;
+    for (const auto& [b, n] : kNames)
+      if (b == bit) name = n;
+    if (name.empty()) {
+      char hex[24];
+      std::snprintf(hex, sizeof hex, "0x%llx", static_cast<unsigned long long>(bit));
+      name = hex;
+    }
+    out += (out.empty() ? "" : ",") + name;
+  }
+  return out;
 }
 
 DeviceInfo query_device(int ordinal) {

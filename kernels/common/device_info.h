@@ -47,4 +47,33 @@ const DeviceInfo& cached_device(int ordinal);
 // Current SM clock of a device in MHz through NVML, if NVML can be loaded.
 std::optional<int> current_sm_clock_mhz(int ordinal);
 
+// NVML's clock-event reasons (nvmlClocksEventReasons, "throttle reasons"
+// before driver 535): why the SM clock is below its maximum at a reading.
+// The values are NVML's bits.
+namespace clock_event {
+inline constexpr uint64_t kGpuIdle = 0x1;             // nothing running: the clock is dropping to idle
+inline constexpr uint64_t kApplicationsClocks = 0x2;  // the application clocks setting
+inline constexpr uint64_t kSwPowerCap = 0x4;          // the power limit (the driver lowers the clock)
+inline constexpr uint64_t kHwSlowdown = 0x8;          // hardware slowdown (thermal or power brake)
+inline constexpr uint64_t kSyncBoost = 0x10;          // held with other GPUs of a sync boost group
+inline constexpr uint64_t kSwThermal = 0x20;          // the driver's thermal limit
+inline constexpr uint64_t kHwThermal = 0x40;          // the hardware's thermal slowdown
+inline constexpr uint64_t kHwPowerBrake = 0x80;       // the external power brake
+inline constexpr uint64_t kDisplayClock = 0x100;      // the display clock setting
+}  // namespace clock_event
+
+// The names of the set bits, comma separated, in bit order ("sw_power_cap,
+// sw_thermal"); an unknown bit as its hex value; "" for none.
+std::string clock_event_names(uint64_t bits);
+
+// One NVML reading: the SM clock and, where the driver reports them, the
+// clock-event reasons at that moment. Empty without NVML. The device's NVML
+// handle is looked up once per ordinal (cheap enough to read between timed
+// launches).
+struct ClockReading {
+  int sm_mhz = 0;
+  std::optional<uint64_t> events;
+};
+std::optional<ClockReading> read_sm_clock(int ordinal);
+
 }  // namespace detfuse

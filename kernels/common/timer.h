@@ -24,7 +24,13 @@ class EventTimer {
   void start(cudaStream_t stream = nullptr) { DETFUSE_CUDA_CHECK(cudaEventRecord(start_, stream)); }
   // Records the stop event, waits for it and returns the elapsed milliseconds.
   float stop_ms(cudaStream_t stream = nullptr) {
-    DETFUSE_CUDA_CHECK(cudaEventRecord(stop_, stream));
+    record_stop(stream);
+    return wait_ms();
+  }
+  // The two halves of stop_ms: the stop event recorded (the host is then free
+  // while the GPU runs what was launched, e.g. to read the clock), then waited for.
+  void record_stop(cudaStream_t stream = nullptr) { DETFUSE_CUDA_CHECK(cudaEventRecord(stop_, stream)); }
+  float wait_ms() {
     DETFUSE_CUDA_CHECK(cudaEventSynchronize(stop_));
     float ms = 0.f;
     DETFUSE_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));

@@ -210,6 +210,7 @@ inline ResultRecord full_result(Id run, Id dev, Id build, Id prob, Id var, int64
   t.warmup = 3;
   t.clock_min_mhz = 1755;
   t.clock_max_mhz = 1980;
+  t.clock_events = 0x4;  // v7: NVML's sw_power_cap bit seen during the samples
   t.peak_extra_bytes = 1 << 20;
   t.flops = 6.0 * 4096 * 4096 * 128256;
   summarize(t);

@@ -98,6 +98,45 @@ TEST(DbStore, FindDevicesByUuidOrNamePrefix) {
   EXPECT_TRUE(s.find_devices("AMD").empty());
 }
 
+// v7: the clock-event reasons of a timing, none seen (0) and unknown (empty)
+// kept apart; a v6 file's timings migrate as unknown.
+TEST(DbStore, ClockEventsRoundTripAndMigrateAsUnknown) {
+  TempDir dir;
+  const fs::path file = dir / "v6.db";
+  Id seen = 0, none = 0, unknown = 0;
+  {
+    Store s(file);
+    const Id dev = s.find_or_create_device(h200());
+    const Id build = s.find_or_create_build(build_a());
+    const Id prob = s.find_or_create_problem(flce_problem(4096, 4096, 128256));
+    const Id run = s.begin_run(RunRecord{});
+    ResultRecord r = full_result(run, dev, build, prob, s.find_or_create_variant(variant("owning")), 1, 1.0);
+    r.timing->clock_events = 0x4 | 0x20;
+    seen = s.record_result(r);
+    r = full_result(run, dev, build, prob, s.find_or_create_variant(variant("partials")), 1, 1.0);
+    r.timing->clock_events = 0;
+    none = s.record_result(r);
+    r = full_result(run, dev, build, prob, s.find_or_create_variant(variant("atomic")), 1, 1.0);
+    r.timing->clock_events.reset();
+    unknown = s.record_result(r);
+    EXPECT_EQ(s.result(seen).record.timing->clock_events, 0x24);
+    EXPECT_EQ(s.result(none).record.timing->clock_events, 0);
+    EXPECT_FALSE(s.result(unknown).record.timing->clock_events.has_value());
+  }
+  // The file as a v6 build left it: no clock_events column.
+  raw_exec(file, "ALTER TABLE timing DROP COLUMN clock_events; PRAGMA user_version=6;");
+  EXPECT_EQ(raw_count(file, "SELECT count(*) FROM pragma_table_info('timing') WHERE name='clock_events'"), 0);
+  Store s(file);
+  EXPECT_EQ(s.file_schema_version(), 6);
+  EXPECT_EQ(raw_count(file, "PRAGMA user_version"), kSchemaVersion);
+  for (Id id : {seen, none, unknown}) {
+    const auto t = s.result(id).record.timing;
+    ASSERT_TRUE(t.has_value());
+    EXPECT_FALSE(t->clock_events.has_value()) << id;  // unknown, not "none seen"
+    EXPECT_EQ(t->clock_max_mhz, 1980);                // the rest of the row kept
+  }
+}
+
 TEST(DbStore, RecordsAndReadsBackAFullResult) {
   Fixture f;
   auto& s = f.store;

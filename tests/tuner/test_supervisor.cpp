@@ -11,8 +11,11 @@
 #include <fstream>
 #include <sstream>
 
+#include "kernels/common/device_info.h"
 #include "kernels/common/error.h"
 #include "tests/tuner/fakes.h"
+#include "tuner/bench.h"
+#include "tuner/json.h"
 #include "tuner/supervisor.h"
 #include "tuner/tuner.h"
 
@@ -262,6 +265,7 @@ TEST(Supervisor, OutcomeJsonRoundTrip) {
   t.samples_ms = {1.25, 0.1 + 0.2, 3};
   t.flops = 6e12;
   t.peak_extra_bytes = int64_t(1) << 40;
+  t.clock_events = 0x24;  // sw_power_cap | sw_thermal
   db::summarize(t);
   o.timing = t;
   const Json j = Json::parse(json_text(to_json(o)));
@@ -271,7 +275,10 @@ TEST(Supervisor, OutcomeJsonRoundTrip) {
   EXPECT_TRUE(std::isnan(b.correctness->errors.at("dW")));
   EXPECT_EQ(b.correctness->errors.at("dX"), 0.1);
   EXPECT_EQ(b.determinism, o.determinism);
-  EXPECT_EQ(b.timing, o.timing);  // doubles exactly
+  EXPECT_EQ(b.timing, o.timing);  // doubles exactly, clock_events too
+  // Unknown clock events (no NVML) stay unknown, not "none seen".
+  o.timing->clock_events.reset();
+  EXPECT_FALSE(variant_outcome_from_json(Json::parse(json_text(to_json(o)))).timing->clock_events.has_value());
   FlceProblem p = testing::problem(16384, 4096, 128256);
   p.label_smoothing = 0.1;
   p.softcap = 30.000000000000004;
@@ -318,6 +325,63 @@ TEST(Supervisor, TuningRunSurvivesEveryMisbehaviourAndLosesNothing) {
   }
   // One worker at the start plus one after each of the 6 crashes.
   EXPECT_EQ(sup.workers_started(), 7);
+}
+
+}  // namespace
+}  // namespace detfuse::tuner
+
+namespace detfuse::tuner {
+namespace {
+
+// NVML's clock-event bits by name, unknown bits in hex.
+TEST(ClockEvents, NamesTheBitsInOrder) {
+  EXPECT_EQ(clock_event_names(0), "");
+  EXPECT_EQ(clock_event_names(clock_event::kSwPowerCap), "sw_power_cap");
+  EXPECT_EQ(clock_event_names(clock_event::kSwThermal | clock_event::kGpuIdle | clock_event::kHwSlowdown),
+            "gpu_idle,hw_slowdown,sw_thermal");
+  EXPECT_EQ(clock_event_names(clock_event::kDisplayClock | 0x200), "display_clock,0x200");
+}
+
+// bench's table and JSON carry the SM clock seen during the samples and what
+// held it down; a row without NVML readings says nothing about the clock.
+TEST(ClockEvents, BenchTableAndJsonShowTheClock) {
+  BenchReport r;
+  r.problem = testing::problem(8, 8, 8);
+  r.device = testing::fake_device();
+  r.repeats = 2;
+  BenchRow row;
+  row.variant = "flce.bf16.mma.owning.bm64";
+  row.status = "ok";
+  row.timing.samples_ms = {1.5, 1.6};
+  row.timing.clock_min_mhz = 1590;
+  row.timing.clock_max_mhz = 1980;
+  row.timing.clock_events = int64_t(clock_event::kSwPowerCap);
+  row.stats.median = 1.55;
+  row.distinct = {{"dW", 1}};
+  BenchRow plain = row;
+  plain.variant = "flce.bf16.mma.owning.bm128";
+  plain.timing.clock_min_mhz = plain.timing.clock_max_mhz = 1980;
+  plain.timing.clock_events = 0;
+  BenchRow blind = row;
+  blind.variant = "flce.bf16.mma.owning.bm256";
+  blind.timing.clock_min_mhz = blind.timing.clock_max_mhz = 0;
+  blind.timing.clock_events.reset();
+  r.rows = {row, plain, blind};
+  const std::string table = format_bench_table(r);
+  auto line_of = [&](const std::string& name) {
+    const size_t a = table.find(name + " ");
+    return a == std::string::npos ? std::string() : table.substr(a, table.find('\n', a) - a);
+  };
+  EXPECT_NE(line_of(row.variant).find("SM 1590-1980 MHz, held by sw_power_cap"), std::string::npos) << table;
+  EXPECT_NE(line_of(plain.variant).find("SM 1980 MHz"), std::string::npos) << table;
+  EXPECT_EQ(line_of(plain.variant).find("held by"), std::string::npos) << table;
+  EXPECT_FALSE(line_of(blind.variant).empty()) << table;
+  EXPECT_EQ(line_of(blind.variant).find("MHz"), std::string::npos) << table;
+  const Json j = Json::parse(bench_json(r));
+  EXPECT_EQ(j.at("variants").at(0).at("clock_events"), Json::array({"sw_power_cap"}));
+  EXPECT_EQ(j.at("variants").at(0).at("clock_mhz"), Json::array({1590, 1980}));
+  EXPECT_EQ(j.at("variants").at(1).at("clock_events"), Json::array());
+  EXPECT_TRUE(j.at("variants").at(2).at("clock_events").is_null());
 }
 
 }  // namespace
