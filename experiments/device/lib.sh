@@ -178,7 +178,7 @@ bench_pair() {
 bench_lines() {
   local f
   for f in "$OUT"/bench*.log; do
-    [ -f "$f" ] && grep -hE "^attention\." "$f" | sed "s|^attention.bf16.wgmma.||; s|^|$(basename "$f" .log) |" | cut -c1-150
+    [ -f "$f" ] && grep -hE "^attention\." "$f" | sed "s|^attention.bf16.wgmma.||; s|^|$(basename "$f" .log) |" | cut -c1-240
   done
 }
 

@@ -7,7 +7,8 @@
 #          overlapped dQ convert forced (DETFUSE_ATTN_PDL=1), in alternation, two rounds; the SM clock, power and
 #          throttle reasons sampled every 100 ms through the first round (smi_summary.py per bench in the report;
 #          the power limit in gpu.txt); test_attention_variants and HeuristicD64CausalForwardsBitsEqual (the build
-#          with the d64 causal forward ls1 ps1 on every Hopper GPU); ncu on the kv kernel. Prediction: the clock
+#          with the d64 causal forward ls1 ps1 on every Hopper GPU), the tuner's GPU tests of the clock events
+#          (`bench` prints the SM clock and NVML's clock-event reasons per row); ncu on the kv kernel. Prediction: the clock
 #          under load below 1980 MHz (power-bound) if the machine and not the code moved; pb7 / br64 within 1% of
 #          pb5 (as on the H100s); PDL=1 flat. Why power: in this session's peers run the row 1 fwd+bwd samples timed
 #          apart went 6.45 -> 7.01 ms within six calls (FA4's, right after, 6.37-6.62), so the H200 may hold our
@@ -44,12 +45,15 @@ case ${PART:-r1} in
     done
     brun tests_var 30 "$B/tests/attention/test_attention_variants"
     brun tests_h 60 "$TW" --gtest_filter='AttentionWgmmaGpu.HeuristicD64CausalForwardsBitsEqual'
+    # The clock events on record (Timing::clock_events, schema v7): the measurer's and bench's clock readings.
+    brun tests_tuner 90 "$B/tests/tuner_gpu/test_tuner_gpu" \
+      --gtest_filter='Gpu.MeasurerChecksRepeatsAndTimesARealVariant:Gpu.BenchRowsAndJson:AttentionGpu.VerifyClassesBenchRowsAndATuningRun'
     m="smsp__inst_executed.sum,sm__cycles_elapsed.max,gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second"
     m="$m,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed"
     brun ncu_kv 120 ncu --clock-control none --section WarpStateStats --metrics "$m" -k regex:attention_bwd_kv \
       --launch-count 1 "$DF" bench attention --shape $r1 --variant "$W.ordered.br80_bc128_st2_tma1_pds4_ew2_pb5_spt1_d128" --repeats 1
     cat "$OUT/power.txt" >> "$OUT/gpu.txt"
-    REPORT_TESTS="tests_var tests_h" fwd_report s42r1 "Duration|Elapsed Cycles|SM Frequency|hmma|dram__|Stall|inst_executed.sum|sm__cycles|per_second"
+    REPORT_TESTS="tests_var tests_h tests_tuner" fwd_report s42r1 "Duration|Elapsed Cycles|SM Frequency|hmma|dram__|Stall|inst_executed.sum|sm__cycles|per_second"
     rm -f "$OUT/summary.txt" "$OUT/gpu.txt" ;;
   power)
     # The third of three calls made back to back (install.sh stage with .peers/a, then .peers/b; this one carries

@@ -60,7 +60,16 @@ TEST_F(Gpu, MeasurerChecksRepeatsAndTimesARealVariant) {
   EXPECT_GE(o.timing->samples_ms.size(), 5u);
   EXPECT_GT(o.timing->median_ms, 0);
   EXPECT_TRUE(o.cut.empty()) << o.cut;
-  std::cout << v->desc.name << ": " << o.timing->median_ms << " ms, " << o.timing->samples_ms.size() << " samples\n";
+  // With NVML (the driver's library): the SM clock and NVML's clock-event
+  // reasons read while the samples ran (gpu_idle never counted).
+  if (o.timing->clock_max_mhz > 0) {
+    EXPECT_LE(o.timing->clock_min_mhz, o.timing->clock_max_mhz);
+    ASSERT_TRUE(o.timing->clock_events.has_value()) << "driver without the clock-event query";
+    EXPECT_EQ(*o.timing->clock_events & int64_t(clock_event::kGpuIdle), 0);
+  }
+  std::cout << v->desc.name << ": " << o.timing->median_ms << " ms, " << o.timing->samples_ms.size()
+            << " samples, SM " << o.timing->clock_min_mhz << "-" << o.timing->clock_max_mhz << " MHz, clock events "
+            << (o.timing->clock_events ? clock_event_names(uint64_t(*o.timing->clock_events)) : "unknown") << "\n";
 }
 
 TEST_F(Gpu, MeasurerSampledRowsAndReducedNPath) {
