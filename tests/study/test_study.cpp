@@ -497,7 +497,7 @@ TEST(StudyStore, AVersion4StoreMigratesToRunsWithoutSmCount) {
     EXPECT_EQ(store.run(run_id).sms, std::optional<int64_t>(132));
   }
   // The v4 layout (the committed study store's): no runs.sms.
-  raw(file, "ALTER TABLE runs DROP COLUMN sms; PRAGMA user_version=4;");
+  raw(file, "ALTER TABLE runs DROP COLUMN sms; ALTER TABLE timing DROP COLUMN clock_events; PRAGMA user_version=4;");
   {
     db::Store ro = db::Store::open_read_only(file);
     EXPECT_EQ(ro.file_schema_version(), 4);
@@ -530,7 +530,8 @@ TEST(StudyStore, AVersion3StoreMigratesAndKeepsItsResults) {
   // Back to the v3 layout: what a store written before this change holds.
   raw(file,
       "DROP TABLE studies; DROP TABLE determinism_spread; DROP INDEX runs_study; "
-      "ALTER TABLE runs DROP COLUMN study; ALTER TABLE runs DROP COLUMN sms; PRAGMA user_version=3;");
+      "ALTER TABLE runs DROP COLUMN study; ALTER TABLE runs DROP COLUMN sms; ALTER TABLE timing DROP COLUMN clock_events; "
+      "PRAGMA user_version=3;");
   {
     db::Store ro = db::Store::open_read_only(file);  // migrated in memory, the file untouched
     EXPECT_EQ(ro.file_schema_version(), 3);
