@@ -69,7 +69,10 @@ TEST_F(Gpu, MeasurerChecksRepeatsAndTimesARealVariant) {
   }
   std::cout << v->desc.name << ": " << o.timing->median_ms << " ms, " << o.timing->samples_ms.size()
             << " samples, SM " << o.timing->clock_min_mhz << "-" << o.timing->clock_max_mhz << " MHz, clock events "
-            << (o.timing->clock_events ? clock_event_names(uint64_t(*o.timing->clock_events)) : "unknown") << "\n";
+            << (!o.timing->clock_events        ? std::string("unknown")
+                : *o.timing->clock_events == 0 ? std::string("none")
+                                               : clock_event_names(uint64_t(*o.timing->clock_events)))
+            << "\n";
 }
 
 TEST_F(Gpu, MeasurerSampledRowsAndReducedNPath) {
