@@ -28,13 +28,14 @@
 set -uo pipefail
 here=$(dirname "$0")
 W=attention.bf16.wgmma
-# The heuristic's variants per row (kernels/attention/attention.cpp), forward then backward: "SHAPE [--causal]|FWD|KV".
+# The heuristic's variants per row (kernels/attention/attention.cpp: se1 for causal MHA d128 since session 35, the
+# ls1 ps1 d64 causal forward on every Hopper GPU since 8954a50), forward then backward: "SHAPE [--causal]|FWD|KV".
 ROWS=(
   "4,32,32,4096,4096,128|br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128|ordered.br80_bc128_st2_tma1_pds4_ew2_pb5_spt1_d128"
-  "4,32,32,4096,4096,128 --causal|br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128|ordered.br80_bc128_st2_tma1_pds4_ew2_pb5_spt1_d128"
+  "4,32,32,4096,4096,128 --causal|br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128|ordered.br80_bc128_st2_tma1_pds4_ew2_pb5_spt1_se1_d128"
   "4,32,8,4096,4096,128 --causal|br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128|ordered.br80_bc128_st2_tma1_pds4_ew2_pb5_spt1_hs2_d128"
-  "4,32,32,4096,4096,64 --causal|br192_bc128_st3_ov1_pp0_rd1_ot1_d64|ordered.br128_bc128_st2_tma1_pds3_ew2_pb5_spt1_d64"
-  "1,16,16,8192,8192,128 --causal|br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128|ordered.br80_bc128_st2_tma1_pds4_ew2_pb5_spt1_d128"
+  "4,32,32,4096,4096,64 --causal|br192_bc128_st3_ov2_pp0_ps1_rd1_ls1_d64|ordered.br128_bc128_st2_tma1_pds3_ew2_pb5_spt1_d64"
+  "1,16,16,8192,8192,128 --causal|br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128|ordered.br80_bc128_st2_tma1_pds4_ew2_pb5_spt1_se1_d128"
   "4,32,8,4096,4096,128|br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128|ordered.br80_bc128_st2_tma1_pds4_ew2_pb5_spt1_d128"
   "2,32,8,8192,8192,128 --causal|br128_bc128_st2_ov2_pp0_ps1_rd1_ot1_d128|ordered.br80_bc128_st2_tma1_pds4_ew2_pb5_spt1_hs2_d128"
 )
