@@ -232,18 +232,8 @@ std::string bench_json(const BenchReport& r) {
       v["ratio_to_three_gemms"] = row.ratio_to_gemms > 0 ? json_number(row.ratio_to_gemms) : Json(nullptr);
       v["peak_extra_bytes"] = row.timing.peak_extra_bytes;
       v["clock_mhz"] = {row.timing.clock_min_mhz, row.timing.clock_max_mhz};
-      if (row.timing.clock_events) {
-        Json ev = Json::array();
-        const std::string names = clock_event_names(uint64_t(*row.timing.clock_events));
-        for (size_t a = 0; a < names.size();) {
-          const size_t e = std::min(names.find(',', a), names.size());
-          ev.push_back(names.substr(a, e - a));
-          a = e + 1;
-        }
-        v["clock_events"] = ev;
-      } else {
-        v["clock_events"] = nullptr;
-      }
+      v["clock_events"] =
+          row.timing.clock_events ? Json(clock_event_list(uint64_t(*row.timing.clock_events))) : Json(nullptr);
       Json samples = Json::array();
       for (double s : row.timing.samples_ms) samples.push_back(json_number(s));
       v["samples_ms"] = samples;

@@ -112,14 +112,14 @@ std::optional<int> current_sm_clock_mhz(int ordinal) {
   return std::nullopt;
 }
 
-std::string clock_event_names(uint64_t bits) {
+std::vector<std::string> clock_event_list(uint64_t bits) {
   static const std::pair<uint64_t, const char*> kNames[] = {
       {clock_event::kGpuIdle, "gpu_idle"},         {clock_event::kApplicationsClocks, "applications_clocks"},
       {clock_event::kSwPowerCap, "sw_power_cap"},  {clock_event::kHwSlowdown, "hw_slowdown"},
       {clock_event::kSyncBoost, "sync_boost"},     {clock_event::kSwThermal, "sw_thermal"},
       {clock_event::kHwThermal, "hw_thermal"},     {clock_event::kHwPowerBrake, "hw_power_brake"},
       {clock_event::kDisplayClock, "display_clock"}};
-  std::string out;
+  std::vector<std::string> out;
   for (int i = 0; i < 64; ++i) {
     const uint64_t bit = uint64_t(1) << i;
     if (!(bits & bit)) continue;
@@ -131,8 +131,14 @@ std::string clock_event_names(uint64_t bits) {
       std::snprintf(hex, sizeof hex, "0x%llx", static_cast<unsigned long long>(bit));
       name = hex;
     }
-    out += (out.empty() ? "" : ",") + name;
+    out.push_back(name);
   }
+  return out;
+}
+
+std::string clock_event_names(uint64_t bits) {
+  std::string out;
+  for (const std::string& n : clock_event_list(bits)) out += (out.empty() ? "" : ",") + n;
   return out;
 }
 

@@ -62,8 +62,10 @@ inline constexpr uint64_t kHwPowerBrake = 0x80;       // the external power brak
 inline constexpr uint64_t kDisplayClock = 0x100;      // the display clock setting
 }  // namespace clock_event
 
-// The names of the set bits, comma separated, in bit order ("sw_power_cap,
-// sw_thermal"); an unknown bit as its hex value; "" for none.
+// The names of the set bits in bit order ({"sw_power_cap", "sw_thermal"});
+// an unknown bit as its hex value ("0x200"); empty for none.
+std::vector<std::string> clock_event_list(uint64_t bits);
+// The same names comma separated ("sw_power_cap,sw_thermal"); "" for none.
 std::string clock_event_names(uint64_t bits);
 
 // One NVML reading: the SM clock and, where the driver reports them, the
