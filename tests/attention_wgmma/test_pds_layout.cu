@@ -684,7 +684,8 @@ TEST(AttentionWgmmaPds, Pb7DqTileInGroupsOfFour) {
 // MN-major, 32-byte swizzle: the B of dQ^T = K^T dS^T) where dst4_offset says,
 // buffer i BC BR elements on; each consumer thread's pair stores (dst4_pair
 // from dst4_base / dst4_sw) at the pair's two elements; a warp's 32 stores of
-// one (chunk, key row) in 32 distinct banks; the dQ^T product's C fragment at
+// one (chunk, key row) in 32 distinct banks; the stmatrix form's row
+// addresses (dst4_stsm) the same places, a matrix in 32 banks; the dQ^T product's C fragment at
 // (dq_row, dq_col) transposed and covering the 80 x 128 part once, each
 // warpgroup's A (K^T) its own 64 columns; P^T / dS^T's A fragments of dV, dK
 // the S^T C fragment value for value (N = 80); the storage: K, V, Q / dO (st2),
@@ -717,6 +718,28 @@ void check_pds4() {
         }
         for (int b = 0; b < 32; ++b) EXPECT_EQ(banks[b], 1) << "bank " << b << " of warp " << w << " chunk " << k;
       }
+  // The stmatrix form (fa_ds_dv): lane i's row address (dst4_stsm, slice s 128 s elements on) is where the
+  // pair stores put row i % 8 of matrix i / 8, i.e. word i / 8 of the lanes holding that row (lane / 4 = i % 8),
+  // each at 2 (lane % 4) elements on, 16-byte aligned; a matrix's 8 rows in 32 distinct banks.
+  for (int w = 0; w < 8; ++w) {
+    const int kw = (w / 4) * 64 + (w % 4) * 16;
+    for (int s = 0; s < BR / 16; ++s)
+      for (int m = 0; m < 4; ++m) {
+        std::vector<int> banks(32, 0);
+        for (int r = 0; r < 8; ++r) {
+          const int row = K_::dst4_stsm(kw, 8 * m + r) + 128 * s;
+          ASSERT_EQ(row % 8, 0) << "stmatrix rows are 16-byte aligned";
+          for (int c = 0; c < 4; ++c) {
+            const int lane = 4 * r + c, kl0 = kw + lane / 4, col_lane = 2 * c;
+            const int k = 2 * s + m / 2, h = m % 2;  // word 4 s + m: v / 2 = 2 k + h
+            EXPECT_EQ(row + col_lane, K_::dst4_pair(K_::dst4_base(kl0, col_lane), K_::dst4_sw(kl0), k, h))
+                << "warp " << w << " slice " << s << " matrix " << m << " row " << r << " lane " << lane;
+            ++banks[((row + col_lane) / 2) % 32];
+          }
+        }
+        for (int b = 0; b < 32; ++b) EXPECT_EQ(banks[b], 1) << "stmatrix bank " << b << " warp " << w << " slice " << s;
+      }
+  }
   typename K_::MmaDQpds mma;
   const auto id = cute::make_identity_tensor(cute::Shape<cute::Int<D>, cute::Int<BR>>{});
   std::vector<int> seen(BR * D, 0);

@@ -24,9 +24,9 @@ fi
 pinned() {  # field $2 of wheels.txt for distribution $1
   awk -v d="$1" '$1 ~ "^"d"==" {print $'"$2"'}' "$WHEELS"
 }
-find_part() {  # path of glob $1 in .peers/a or .peers/b, wherever fetch.sh put it; empty if none
+find_part() {  # path of glob $1 in .peers/a, b or c, wherever fetch.sh put it; empty if none
   local f
-  for f in "$ROOT"/.peers/a/$1 "$ROOT"/.peers/b/$1; do
+  for f in "$ROOT"/.peers/a/$1 "$ROOT"/.peers/b/$1 "$ROOT"/.peers/c/$1; do
     if [ -e "$f" ]; then echo "$f"; return 0; fi
   done
 }

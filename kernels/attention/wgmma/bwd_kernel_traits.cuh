@@ -281,6 +281,15 @@ struct BwdKv {
     return (BR / 16) * 128 * (kl0 / 8) + 16 * (kl0 % 8) + col_lane;
   }
   __host__ __device__ static constexpr int dst4_sw(int kl0) { return ((kl0 >> 2) & 1) << 3; }
+  // The dS^T stores by stmatrix (session 44; FlashAttention-4's dS store): one x4 per 16-query slice s of a
+  // thread's A-fragment words 4 s .. 4 s + 3 (chunks 2 s, 2 s + 1 at keys kl0, kl0 + 8), word w of every lane
+  // 8 x 8 matrix w (row lane / 4, columns 2 (lane % 4), + 1: the mma C fragment): matrix w at the warp's keys
+  // kw + 8 (w % 2) .. + 7, queries 16 s + 8 (w / 2) .. + 7, 16 contiguous bytes a row. Lane i gives the row
+  // address of row i % 8 of matrix i / 8: dst4_stsm(kw, i) for slice 0, 128 s elements on for slice s.
+  // kw: the warp's first key (kl0 less kl0 % 8).
+  __host__ __device__ static constexpr int dst4_stsm(int kw, int lane) {
+    return dst4_offset(8 * (lane / 16), kw + lane % 8 + 8 * ((lane / 8) % 2));
+  }
   __host__ __device__ static constexpr int dst4_pair(int base, int sw, int k, int h) {
     return base + ((8 * (k % 2)) ^ sw) + 128 * (k / 2) + (BR / 16) * 128 * h;
   }

@@ -119,6 +119,12 @@ __device__ __forceinline__ uint32_t* a_words(TA& tA) {
   return reinterpret_cast<uint32_t*>(raw_pointer_cast(tA.data()));
 }
 __device__ __forceinline__ uint32_t bf16x2_bits(__nv_bfloat162 two) { return *reinterpret_cast<const uint32_t*>(&two); }
+// stmatrix x4 (m8n8, b16) of words w[0 .. 3] at the shared-memory address
+// addr (this lane's row of matrix lane / 8; pds4's dS^T: dst4_stsm).
+__device__ __forceinline__ void stsm_x4(uint32_t addr, const uint32_t* w) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(w[0]), "r"(w[1]),
+               "r"(w[2]), "r"(w[3]));
+}
 }  // namespace detail
 
 template <class K_>
@@ -872,7 +878,12 @@ struct BwdKvMainloop {
     if constexpr (K_::kExpInLoop && !K_::kLogitFirst) d_ahead(lpre, lse2 + 8 * K_::kExpFirst, col_lane);
     warpgroup_wait<K_::kDvSplit ? 1 : 0>();  // dP^T done (pb6: dV's first half may run)
     [[maybe_unused]] int base = 0, sw = 0;
-    ds_base_sw(kl0, col_lane, base, sw);
+    [[maybe_unused]] uint32_t stsm_at = 0;  // pds4: this lane's stmatrix row, slice 0 (dst4_stsm)
+    if constexpr (K_::kPds4)
+      stsm_at = static_cast<uint32_t>(__cvta_generic_to_shared(
+          ds_base + detail::opaque(K_::dst4_stsm(kl0 & ~7, int(threadIdx.x) % 32))));
+    else
+      ds_base_sw(kl0, col_lane, base, sw);
     auto ds_loop = [&](auto cap) {
       constexpr bool kCap = decltype(cap)::value;
       ds_chunks(dpre, dd, col_lane, [&](int k, int h, int v, float2 d2) {
@@ -897,8 +908,13 @@ struct BwdKvMainloop {
           p1 *= detail::softcap_grad(p1, lse2[j + 1], p.cap_t);
         }
         const __nv_bfloat162 ds2 = __floats2bfloat162_rn(p0 * (tSrdP(v) - d2.x), p1 * (tSrdP(v + 1) - d2.y));
-        *reinterpret_cast<__nv_bfloat162*>(ds_base + ds_pair_offset(base, sw, kl0, col_lane, k, h)) = ds2;
         dw[v / 2] = detail::bf16x2_bits(ds2);
+        if constexpr (K_::kPds4) {
+          // A 16-query slice complete (words 4 s .. 4 s + 3): one stmatrix, 2 s + 1 = k.
+          if (h == 1 && k % 2 == 1) detail::stsm_x4(stsm_at + 256u * uint32_t(k / 2), dw + 4 * (k / 2));
+        } else {
+          *reinterpret_cast<__nv_bfloat162*>(ds_base + ds_pair_offset(base, sw, kl0, col_lane, k, h)) = ds2;
+        }
       });
     };
     if (p.softcap)
