@@ -622,23 +622,21 @@ struct BwdKvMainloop {
 
   // The offset in a P^T / dS^T tile of this thread's value pair in 8-query
   // chunk k, key row kl0 + 8 h: pds3 two 64-query swizzle atoms (pt3_offset,
-  // from the thread's base / sw), pds2 (BR = 64) one (pt_offset); pds4 the
-  // SmemDsT4 tile (K_::dst4_pair, from the thread's base / sw: ds_base_sw).
+  // from the thread's base / sw), pds2 (BR = 64) one (pt_offset). (pds4's
+  // SmemDsT4 tile takes its dS^T by stmatrix since session 44: fa_ds_dv,
+  // K_::dst4_stsm; its pair offsets, K_::dst4_pair, are the layout test's.)
   __device__ __forceinline__ static int ds_pair_offset(int base, int sw, int kl0, int col_lane, int k, int h) {
-    if constexpr (K_::kPds4)
-      return K_::dst4_pair(base, sw, k, h);
-    else if constexpr (K_::kPds3)
+    static_assert(!K_::kPds4, "pds4: dS^T by stmatrix (fa_ds_dv)");
+    if constexpr (K_::kPds3)
       return pt3_offset<K_::BC>(base, sw, k, h);
     else
       return K_::pt_offset(kl0, 8 * k + col_lane) + 8 * 64 * h;
   }
-  // The thread's base / sw of ds_pair_offset (pds3, pds4; per block, opaque:
+  // The thread's base / sw of ds_pair_offset (pds3; per block, opaque:
   // see detail::opaque), 0 for pds2.
   __device__ __forceinline__ static void ds_base_sw(int kl0, int col_lane, int& base, int& sw) {
-    if constexpr (K_::kPds4) {
-      base = detail::opaque(K_::dst4_base(kl0, col_lane));
-      sw = detail::opaque(K_::dst4_sw(kl0));
-    } else if constexpr (K_::kPds3) {
+    static_assert(!K_::kPds4, "pds4: dS^T by stmatrix (fa_ds_dv)");
+    if constexpr (K_::kPds3) {
       base = detail::opaque(kl0 * 64 + col_lane);
       sw = detail::opaque((kl0 & 7) << 3);
     }
