@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the CPU-only FlashAttention-4 compile environment under $FA4_SASS_DIR
-# (default /tmp/fa4_sass): venv/ with the peer wheels of .peers/a and .peers/b
+# (default /tmp/fa4_sass): venv/ with the peer wheels of .peers/a, b and c
 # (see experiments/peers/README.md; experiments/peers/fetch.sh makes them) and
 # cutools/ with cuobjdump. Needs CPython 3.12 (the wheels are cp312) and PyPI.
 # Rerunning rebuilds the venv; cuobjdump is kept once downloaded.
@@ -59,7 +59,7 @@ parts=$(find_part nvidia_cutlass_dsl_libs_cu13.tar.xz.parts)
 [ -n "$parts" ] || { echo "setup.sh: .peers/*/nvidia_cutlass_dsl_libs_cu13.tar.xz.parts missing" >&2; exit 1; }
 files=()
 while read -r p; do
-  f=$(find_part "$p"); [ -n "$f" ] || { echo "setup.sh: $p missing from .peers/a and .peers/b" >&2; exit 1; }
+  f=$(find_part "$p"); [ -n "$f" ] || { echo "setup.sh: $p missing from .peers/a, b and c" >&2; exit 1; }
   files+=("$f")
 done < "$parts"
 rm -rf "$DIR/cu13" && mkdir -p "$DIR/cu13"
